@@ -1,0 +1,43 @@
+// swift-tools-version:6.0
+import PackageDescription
+
+let package = Package(
+    name: "TxGate",
+    platforms: [.macOS(.v13)],
+    products: [
+        .executable(name: "txgate", targets: ["txgate"]),
+        .executable(name: "demo-bank", targets: ["demo-bank"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
+        .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
+    ],
+    targets: [
+        // C libraries: module maps and shims only.
+        .systemLibrary(name: "CLibevent", pkgConfig: "libevent", providers: [.apt(["libevent-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+
+        // The one thin layer over libevent: loops, HTTP/1.1 server and upstream client, TLS.
+        // HTTP/1.1 message model and parsing, pure Swift (no sockets), shared by every layer.
+        .target(name: "HTTPCore"),
+        .target(name: "EventHTTP", dependencies: ["CLibevent", "COpenSSL", "HTTPCore"]),
+        // Pure domain logic: configuration, header rules, error bodies. No I/O.
+        .target(name: "TxGateCore", dependencies: ["HTTPCore", .product(name: "Logging", package: "swift-log")]),
+        // The gateway: request phases wired onto EventHTTP.
+        .target(name: "TxGate", dependencies: [
+            "EventHTTP", "TxGateCore", .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "txgate", dependencies: [
+            "TxGate", "TxGateCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            .product(name: "Logging", package: "swift-log"),
+        ]),
+        .executableTarget(name: "demo-bank", dependencies: [
+            "EventHTTP", "TxGateCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+        ]),
+
+        .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore"]),
+        .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore"]),
+    ],
+    swiftLanguageModes: [.v5]
+)

@@ -1,0 +1,71 @@
+import CLibevent
+import HTTPCore
+
+/// Incremental decoder for `Transfer-Encoding: chunked`. It moves chunk data from the input
+/// evbuffer to the output evbuffer without copying, and drops extensions and trailers.
+struct ChunkedDecoder {
+    private enum State { case size, data(Int), dataEnd, trailer, done }
+    private var state = State.size
+    static let maxLine = 4096
+
+    var isDone: Bool { if case .done = state { return true } else { return false } }
+
+    /// Consumes what it can. Returns true when the terminating chunk and trailers are read.
+    mutating func decode(from input: OpaquePointer, into output: OpaquePointer) throws(HTTPParseError) -> Bool {
+        while true {
+            switch state {
+            case .size:
+                guard let line = try readLine(input) else { return false }
+                let hex = line.split(separator: ";", maxSplits: 1).first.map { $0.trimmingOWS() } ?? ""
+                guard !hex.isEmpty, hex.utf8.count <= 15, let n = Int(hex, radix: 16), n >= 0 else {
+                    throw HTTPParseError(400, "malformed chunk size")
+                }
+                state = n == 0 ? .trailer : .data(n)
+            case .data(let remaining):
+                let available = evbuffer_get_length(input)
+                if available == 0 { return false }
+                let n = min(remaining, available)
+                evbuffer_remove_buffer(input, output, n)
+                state = n == remaining ? .dataEnd : .data(remaining - n)
+            case .dataEnd:
+                guard evbuffer_get_length(input) >= 2 else { return false }
+                var crlf: (UInt8, UInt8) = (0, 0)
+                _ = withUnsafeMutableBytes(of: &crlf) { evbuffer_remove(input, $0.baseAddress, 2) }
+                guard crlf == (0x0D, 0x0A) else { throw HTTPParseError(400, "malformed chunk: missing CRLF after data") }
+                state = .size
+            case .trailer:
+                guard let line = try readLine(input) else { return false }
+                if line.isEmpty { state = .done }
+            case .done:
+                return true
+            }
+        }
+    }
+
+    /// Reads one CRLF-terminated line, or nil if it has not fully arrived yet.
+    private func readLine(_ input: OpaquePointer) throws(HTTPParseError) -> String? {
+        guard let eol = EvBuffer.search(input, "\r\n") else {
+            if evbuffer_get_length(input) > Self.maxLine { throw HTTPParseError(400, "chunk line too long") }
+            return nil
+        }
+        guard eol <= Self.maxLine else { throw HTTPParseError(400, "chunk line too long") }
+        var bytes = [UInt8](repeating: 0, count: eol + 2)
+        _ = bytes.withUnsafeMutableBytes { evbuffer_remove(input, $0.baseAddress, eol + 2) }
+        return String(decoding: bytes[0..<eol], as: UTF8.self)
+    }
+}
+
+/// Writes `Transfer-Encoding: chunked` framing around data moved from `data` into `output`.
+enum ChunkedEncoder {
+    static func writeChunk(_ data: OpaquePointer, to output: OpaquePointer) {
+        let n = evbuffer_get_length(data)
+        guard n > 0 else { return }
+        EvBuffer.append(output, String(n, radix: 16) + "\r\n")
+        evbuffer_add_buffer(output, data)
+        EvBuffer.append(output, "\r\n")
+    }
+
+    static func writeLast(to output: OpaquePointer) {
+        EvBuffer.append(output, "0\r\n\r\n")
+    }
+}

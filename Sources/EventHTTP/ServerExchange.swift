@@ -1,0 +1,158 @@
+import CLibevent
+import HTTPCore
+
+/// How a response body is delimited toward the client.
+public enum ResponseFraming: Equatable {
+    /// No body follows; the headers are sent exactly as given (HEAD, 204, 304).
+    case none
+    case contentLength(Int)
+    /// Length unknown: chunked for HTTP/1.1 clients, close-delimited for HTTP/1.0.
+    case stream
+}
+
+/// One request and its response, handed to the application. The request body is complete
+/// (up to the configured limit) in `body`, an evbuffer this object owns.
+public final class ServerExchange {
+    public let head: RequestHead
+    public let body: OpaquePointer
+    public let remoteIP: String
+    public let isTLS: Bool
+    public let startNanos: UInt64
+    /// A serial number of the client connection on its server (same number, same connection).
+    public let connectionId: Int
+    private var connection: ServerConnection?
+    /// Called when the client goes away before the response is finished.
+    public var onAbort: (() -> Void)?
+    /// Called when the client has taken all output written so far (for back-pressure).
+    public var onWritable: (() -> Void)?
+    public private(set) var status = 0
+    public private(set) var bodyBytesSent = 0
+    public private(set) var responseStarted = false
+    public private(set) var finished = false
+    private var chunkedOut = false
+    var isLayerError = false
+
+    init(connection: ServerConnection, head: RequestHead, body: OpaquePointer?) {
+        self.connection = connection
+        self.head = head
+        self.body = body ?? evbuffer_new()
+        self.remoteIP = connection.remoteIP
+        self.isTLS = connection.isTLS
+        self.startNanos = EventLoop.nowNanos()
+        self.connectionId = connection.id
+    }
+
+    deinit { evbuffer_free(body) }
+
+    /// Whether the client is still there to receive a response.
+    public var isConnected: Bool { connection != nil }
+
+    /// Bytes written but not yet taken by the client.
+    public var pendingOutputBytes: Int {
+        guard let c = connection else { return 0 }
+        return evbuffer_get_length(c.output)
+    }
+
+    /// Sends a complete response with a small in-memory body.
+    public func respond(status: Int, headers: HTTPHeaders = HTTPHeaders(), body bytes: [UInt8]) {
+        let noBody = head.method == "HEAD" || status == 204 || status == 304
+        startResponse(status: status, headers: headers, framing: .contentLength(bytes.count), suppressBody: noBody)
+        if !noBody, let c = connection, !bytes.isEmpty {
+            EvBuffer.append(c.output, bytes)
+            bodyBytesSent += bytes.count
+        }
+        finish()
+    }
+
+    public func startResponse(status: Int, reason: String? = nil, headers: HTTPHeaders, framing: ResponseFraming) {
+        startResponse(status: status, reason: reason, headers: headers, framing: framing, suppressBody: false)
+    }
+
+    private func startResponse(status: Int, reason: String? = nil, headers: HTTPHeaders, framing: ResponseFraming,
+                               suppressBody: Bool) {
+        guard let c = connection, !responseStarted else { return }
+        responseStarted = true
+        self.status = status
+        var s = "HTTP/1.1 \(status) \(reason ?? HTTPStatus.reason(status))\r\n"
+        s.reserveCapacity(256 + headers.wireSize)
+        for f in headers {
+            s += f.name
+            s += ": "
+            s += f.value
+            s += "\r\n"
+        }
+        switch framing {
+        case .none:
+            break
+        case .contentLength(let n):
+            if status != 204 && status != 304 { s += "Content-Length: \(n)\r\n" }
+        case .stream:
+            if suppressBody { break }
+            if head.versionMinor >= 1 {
+                s += "Transfer-Encoding: chunked\r\n"
+                chunkedOut = true
+            } else {
+                c.keepAlive = false
+            }
+        }
+        if !c.keepAlive || c.server.draining {
+            c.keepAlive = false
+            s += "Connection: close\r\n"
+        } else if head.versionMinor == 0 {
+            s += "Connection: keep-alive\r\n"
+        }
+        s += "\r\n"
+        EvBuffer.append(c.output, s)
+    }
+
+    /// Moves all of `buffer` toward the client (no copy).
+    public func writeBody(_ buffer: OpaquePointer) {
+        guard let c = connection else { evbuffer_drain(buffer, evbuffer_get_length(buffer)); return }
+        bodyBytesSent += evbuffer_get_length(buffer)
+        if chunkedOut {
+            ChunkedEncoder.writeChunk(buffer, to: c.output)
+        } else {
+            evbuffer_add_buffer(c.output, buffer)
+        }
+    }
+
+    public func writeBody(_ bytes: [UInt8]) {
+        guard let c = connection, !bytes.isEmpty else { return }
+        bodyBytesSent += bytes.count
+        if chunkedOut { EvBuffer.append(c.output, String(bytes.count, radix: 16) + "\r\n") }
+        EvBuffer.append(c.output, bytes)
+        if chunkedOut { EvBuffer.append(c.output, "\r\n") }
+    }
+
+    /// Ends the response. The connection then serves the next request or closes.
+    public func finish() {
+        guard !finished else { return }
+        finished = true
+        guard let c = connection else { return }
+        if chunkedOut { ChunkedEncoder.writeLast(to: c.output) }
+        c.responseFinished()
+    }
+
+    /// Gives up on the response: the client connection is closed (e.g. the upstream failed
+    /// after the response head was already sent).
+    public func abort() {
+        guard let c = connection else { return }
+        finished = true
+        connection = nil
+        c.close()
+    }
+
+    func detach() {
+        connection = nil
+        onAbort = nil
+        onWritable = nil
+    }
+
+    func connectionLost() {
+        connection = nil
+        let cb = onAbort
+        onAbort = nil
+        onWritable = nil
+        if !finished { cb?() }
+    }
+}

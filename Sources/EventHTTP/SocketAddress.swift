@@ -1,0 +1,74 @@
+import Glibc
+import CLibevent
+import Foundation
+
+/// A resolved IPv4/IPv6 address, ready for bind/connect.
+public struct SocketAddress: CustomStringConvertible, @unchecked Sendable {
+    var storage = sockaddr_storage()
+    var length: Int32 = 0
+    public let host: String
+    public let port: Int
+
+    /// Resolves `host` (a name or a literal address) once. Called at start-up, never on the loop.
+    public init(host: String, port: Int) throws {
+        self.host = host
+        self.port = port
+        var hints = addrinfo()
+        hints.ai_family = AF_UNSPEC
+        hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
+        var result: UnsafeMutablePointer<addrinfo>?
+        let rc = getaddrinfo(host, String(port), &hints, &result)
+        guard rc == 0, let first = result else {
+            throw SocketError("cannot resolve '\(host)': \(String(cString: gai_strerror(rc)))")
+        }
+        defer { freeaddrinfo(result) }
+        // Prefer IPv4 when a name has both, to match what "localhost" means to most backends.
+        var chosen = first
+        var p: UnsafeMutablePointer<addrinfo>? = first
+        while let a = p {
+            if a.pointee.ai_family == AF_INET { chosen = a; break }
+            p = a.pointee.ai_next
+        }
+        length = Int32(chosen.pointee.ai_addrlen)
+        withUnsafeMutableBytes(of: &storage) { dst in
+            dst.copyMemory(from: UnsafeRawBufferPointer(start: chosen.pointee.ai_addr, count: Int(length)))
+        }
+    }
+
+    func withSockaddr<T>(_ body: (UnsafePointer<sockaddr>, Int32) -> T) -> T {
+        withUnsafePointer(to: storage) { p in
+            p.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) }
+        }
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+
+    /// The numeric address of a peer, for logs and X-Forwarded-For.
+    static func numericHost(_ addr: UnsafePointer<sockaddr>) -> String {
+        var buf = [CChar](repeating: 0, count: Int(INET6_ADDRSTRLEN) + 1)
+        switch Int32(addr.pointee.sa_family) {
+        case AF_INET:
+            addr.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { a in
+                var ip = a.pointee.sin_addr
+                _ = inet_ntop(AF_INET, &ip, &buf, socklen_t(buf.count))
+            }
+        case AF_INET6:
+            addr.withMemoryRebound(to: sockaddr_in6.self, capacity: 1) { a in
+                var ip = a.pointee.sin6_addr
+                _ = inet_ntop(AF_INET6, &ip, &buf, socklen_t(buf.count))
+            }
+        default: return "unknown"
+        }
+        return String(cString: buf)
+    }
+}
+
+public struct SocketError: Error, CustomStringConvertible {
+    public let description: String
+    public init(_ description: String) { self.description = description }
+}
+
+func setNoDelay(_ fd: Int32) {
+    var one: Int32 = 1
+    _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+}

@@ -1,0 +1,87 @@
+import COpenSSL
+import Foundation
+
+public struct TLSError: Error, CustomStringConvertible {
+    public let description: String
+    init(_ what: String) {
+        var detail = ""
+        var code = ERR_get_error()
+        while code != 0 {
+            var buf = [CChar](repeating: 0, count: 256)
+            ERR_error_string_n(code, &buf, buf.count)
+            detail += (detail.isEmpty ? "" : "; ") + String(cString: buf)
+            code = ERR_get_error()
+        }
+        description = detail.isEmpty ? what : "\(what): \(detail)"
+    }
+
+    /// The error queued by OpenSSL on this thread, if any (for handshake failures).
+    public static func lastOpenSSLError() -> String? {
+        let code = ERR_get_error()
+        guard code != 0 else { return nil }
+        while ERR_get_error() != 0 {}
+        var buf = [CChar](repeating: 0, count: 256)
+        ERR_error_string_n(code, &buf, buf.count)
+        return String(cString: buf)
+    }
+}
+
+/// An OpenSSL SSL_CTX, shared read-only by every worker once built.
+public final class TLSContext: @unchecked Sendable {
+    public let ctx: OpaquePointer
+
+    private init(method: OpaquePointer) throws {
+        guard let c = SSL_CTX_new(method) else { throw TLSError("cannot create TLS context") }
+        ctx = c
+        _ = txg_SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION)
+        // Partial writes and moving buffers are what bufferevent_openssl does.
+        _ = txg_SSL_CTX_set_mode(ctx, Int(SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER))
+    }
+
+    deinit { SSL_CTX_free(ctx) }
+
+    /// A server context from PEM files (certificate chain and private key).
+    public static func server(certificateFile: String, privateKeyFile: String) throws -> TLSContext {
+        let t = try TLSContext(method: TLS_server_method())
+        guard SSL_CTX_use_certificate_chain_file(t.ctx, certificateFile) == 1 else {
+            throw TLSError("tls.certificate: cannot load '\(certificateFile)'")
+        }
+        guard SSL_CTX_use_PrivateKey_file(t.ctx, privateKeyFile, SSL_FILETYPE_PEM) == 1 else {
+            throw TLSError("tls.privateKey: cannot load '\(privateKeyFile)'")
+        }
+        guard SSL_CTX_check_private_key(t.ctx) == 1 else {
+            throw TLSError("tls.privateKey: does not match tls.certificate")
+        }
+        return t
+    }
+
+    /// A client context that verifies the peer against `caFile`, or the system store.
+    public static func client(caFile: String?, verify: Bool = true) throws -> TLSContext {
+        let t = try TLSContext(method: TLS_client_method())
+        if verify {
+            SSL_CTX_set_verify(t.ctx, SSL_VERIFY_PEER, nil)
+            if let caFile {
+                guard SSL_CTX_load_verify_locations(t.ctx, caFile, nil) == 1 else {
+                    throw TLSError("upstream.caFile: cannot load '\(caFile)'")
+                }
+            } else if SSL_CTX_set_default_verify_paths(t.ctx) != 1 {
+                throw TLSError("cannot load the system CA store")
+            }
+        } else {
+            SSL_CTX_set_verify(t.ctx, SSL_VERIFY_NONE, nil)
+        }
+        return t
+    }
+
+    /// A new client SSL for `host`: SNI set and the certificate name checked.
+    func newClientSSL(host: String) -> OpaquePointer? {
+        guard let ssl = SSL_new(ctx) else { return nil }
+        let isIP = host.contains(":") || host.allSatisfy { $0.isNumber || $0 == "." }
+        if !isIP { _ = txg_SSL_set_tlsext_host_name(ssl, host) }
+        if let param = SSL_get0_param(ssl) {
+            X509_VERIFY_PARAM_set_hostflags(param, UInt32(X509_CHECK_FLAG_NO_PARTIAL_WILDCARDS))
+            if isIP { X509_VERIFY_PARAM_set1_ip_asc(param, host) } else { X509_VERIFY_PARAM_set1_host(param, host, 0) }
+        }
+        return ssl
+    }
+}

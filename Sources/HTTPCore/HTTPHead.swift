@@ -1,0 +1,252 @@
+/// A parsed request line and header block.
+public struct RequestHead: Sendable {
+    public var method: String
+    /// The request-target exactly as received (origin-form: path and query).
+    public var target: String
+    /// 0 for HTTP/1.0, 1 for HTTP/1.1.
+    public var versionMinor: Int
+    public var headers: HTTPHeaders
+
+    public init(method: String, target: String, versionMinor: Int = 1, headers: HTTPHeaders = HTTPHeaders()) {
+        self.method = method
+        self.target = target
+        self.versionMinor = versionMinor
+        self.headers = headers
+    }
+
+    /// The path part of the target, without the query.
+    public var path: Substring {
+        if let q = target.firstIndex(of: "?") { return target[..<q] }
+        return target[...]
+    }
+
+    /// Whether the client asked to keep the connection open after this exchange.
+    public var wantsKeepAlive: Bool {
+        let tokens = headers.tokens("Connection")
+        if versionMinor >= 1 { return !tokens.contains("close") }
+        return tokens.contains("keep-alive")
+    }
+}
+
+/// A parsed status line and header block.
+public struct ResponseHead: Sendable {
+    public var status: Int
+    public var reason: String
+    public var versionMinor: Int
+    public var headers: HTTPHeaders
+
+    public init(status: Int, reason: String = "", versionMinor: Int = 1, headers: HTTPHeaders = HTTPHeaders()) {
+        self.status = status
+        self.reason = reason
+        self.versionMinor = versionMinor
+        self.headers = headers
+    }
+
+    public var allowsKeepAlive: Bool {
+        let tokens = headers.tokens("Connection")
+        if versionMinor >= 1 { return !tokens.contains("close") }
+        return tokens.contains("keep-alive")
+    }
+}
+
+/// How a message body is delimited on the wire.
+public enum BodyFraming: Equatable, Sendable {
+    case none
+    case contentLength(Int)
+    case chunked
+    /// Only for responses: the body ends when the peer closes.
+    case untilClose
+}
+
+public struct HTTPParseError: Error, Equatable, CustomStringConvertible, Sendable {
+    /// The status a server should answer with (400, 501, 505).
+    public var status: Int
+    public var message: String
+    public init(_ status: Int, _ message: String) { self.status = status; self.message = message }
+    public var description: String { message }
+}
+
+public enum HTTPParser {
+    /// Parses a request head. `bytes` holds the request line and the header lines, each ending
+    /// in CRLF, followed by the empty line.
+    public static func parseRequestHead(_ bytes: UnsafeRawBufferPointer) throws(HTTPParseError) -> RequestHead {
+        var lines = LineReader(bytes)
+        guard var line = lines.next() else { throw HTTPParseError(400, "empty request") }
+        // RFC 9112 §2.2: ignore at least one empty line before the request-line.
+        while line.isEmpty, let l = lines.next() { line = l }
+        let parts = line.split(separator: 0x20, omittingEmptySubsequences: false)
+        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else {
+            throw HTTPParseError(400, "malformed request line")
+        }
+        guard parts[0].allSatisfy(isTokenChar) else { throw HTTPParseError(400, "malformed method") }
+        guard parts[1].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+            throw HTTPParseError(400, "malformed request target")
+        }
+        let minor = try parseVersion(parts[2])
+        let headers = try parseFields(&lines)
+        return RequestHead(method: String(decoding: parts[0], as: UTF8.self),
+                           target: String(decoding: parts[1], as: UTF8.self),
+                           versionMinor: minor, headers: headers)
+    }
+
+    /// Parses a response head (status line and headers, ending in the empty line).
+    public static func parseResponseHead(_ bytes: UnsafeRawBufferPointer) throws(HTTPParseError) -> ResponseHead {
+        var lines = LineReader(bytes)
+        guard let line = lines.next(), line.count >= 12 else { throw HTTPParseError(502, "malformed status line") }
+        let minor = try parseVersion(line[line.startIndex..<line.startIndex + 8])
+        let codeBytes = line[line.startIndex + 9..<line.startIndex + 12]
+        guard line[line.startIndex + 8] == 0x20, codeBytes.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+            throw HTTPParseError(502, "malformed status line")
+        }
+        let status = codeBytes.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        let reason = line.count > 13 ? String(decoding: line[(line.startIndex + 13)...], as: UTF8.self) : ""
+        let headers = try parseFields(&lines)
+        return ResponseHead(status: status, reason: reason, versionMinor: minor, headers: headers)
+    }
+
+    /// The framing of a request body (RFC 9112 §6.3). Messages that are ambiguous, the
+    /// raw material of request smuggling, are refused rather than guessed.
+    public static func requestFraming(_ head: RequestHead) throws(HTTPParseError) -> BodyFraming {
+        let te = head.headers.tokens("Transfer-Encoding")
+        let cl = head.headers.values("Content-Length")
+        if !te.isEmpty {
+            guard cl.isEmpty else { throw HTTPParseError(400, "both Transfer-Encoding and Content-Length") }
+            guard head.versionMinor >= 1 else { throw HTTPParseError(400, "Transfer-Encoding in an HTTP/1.0 request") }
+            guard te == ["chunked"] else { throw HTTPParseError(501, "unsupported Transfer-Encoding '\(te.joined(separator: ", "))'") }
+            return .chunked
+        }
+        if cl.isEmpty { return .none }
+        let n = try contentLength(cl, status: 400)
+        return n == 0 ? .none : .contentLength(n)
+    }
+
+    /// The framing of a response body, given the request method (RFC 9112 §6.3).
+    public static func responseFraming(_ head: ResponseHead, requestMethod: String) throws(HTTPParseError) -> BodyFraming {
+        if requestMethod == "HEAD" || head.status / 100 == 1 || head.status == 204 || head.status == 304 {
+            return .none
+        }
+        let te = head.headers.tokens("Transfer-Encoding")
+        if !te.isEmpty { return te.last == "chunked" ? .chunked : .untilClose }
+        let cl = head.headers.values("Content-Length")
+        if cl.isEmpty { return .untilClose }
+        return .contentLength(try contentLength(cl, status: 502))
+    }
+
+    static func contentLength(_ values: [String], status: Int) throws(HTTPParseError) -> Int {
+        var result: Int?
+        for v in values {
+            for part in v.split(separator: ",", omittingEmptySubsequences: false) {
+                let t = part.trimmingOWS()
+                guard !t.isEmpty, t.utf8.count <= 18, t.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(t) else {
+                    throw HTTPParseError(status, "invalid Content-Length '\(v)'")
+                }
+                if let r = result, r != n { throw HTTPParseError(status, "conflicting Content-Length values") }
+                result = n
+            }
+        }
+        return result ?? 0
+    }
+
+    static func parseVersion(_ v: Slice<UnsafeRawBufferPointer>) throws(HTTPParseError) -> Int {
+        guard v.count == 8, v.starts(with: "HTTP/1.".utf8) else {
+            if v.count == 8, v.starts(with: "HTTP/".utf8) { throw HTTPParseError(505, "HTTP version not supported") }
+            throw HTTPParseError(400, "malformed HTTP version")
+        }
+        switch v.last! {
+        case 0x30: return 0
+        case 0x31: return 1
+        default: throw HTTPParseError(505, "HTTP version not supported")
+        }
+    }
+
+    static func parseFields(_ lines: inout LineReader) throws(HTTPParseError) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        while let line = lines.next() {
+            if line.isEmpty { return headers }
+            if line.first == 0x20 || line.first == 0x09 { throw HTTPParseError(400, "obsolete line folding in headers") }
+            guard let colon = line.firstIndex(of: 0x3A), colon > line.startIndex else {
+                throw HTTPParseError(400, "malformed header line")
+            }
+            let name = line[line.startIndex..<colon]
+            // No whitespace between name and colon (RFC 9112 §5.1): a smuggling vector.
+            guard name.allSatisfy(isTokenChar) else { throw HTTPParseError(400, "malformed header name") }
+            var vs = colon + 1, ve = line.endIndex
+            while vs < ve, line[vs] == 0x20 || line[vs] == 0x09 { vs += 1 }
+            while ve > vs, line[ve - 1] == 0x20 || line[ve - 1] == 0x09 { ve -= 1 }
+            let value = line[vs..<ve]
+            guard value.allSatisfy({ $0 >= 0x20 || $0 == 0x09 }), !value.contains(0x7F) else {
+                throw HTTPParseError(400, "invalid character in header '\(String(decoding: name, as: UTF8.self))'")
+            }
+            headers.add(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
+        }
+        throw HTTPParseError(400, "header block not terminated")
+    }
+}
+
+/// Splits a buffer into CRLF-terminated lines (without the CRLF). A bare LF stays in the
+/// line, where the field-value check rejects it.
+struct LineReader {
+    let bytes: UnsafeRawBufferPointer
+    var index: Int = 0
+    init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
+
+    mutating func next() -> Slice<UnsafeRawBufferPointer>? {
+        var i = index
+        while i + 1 < bytes.count {
+            if bytes[i] == 0x0D && bytes[i + 1] == 0x0A {
+                let line = bytes[index..<i]
+                index = i + 2
+                return line
+            }
+            i += 1
+        }
+        return nil
+    }
+}
+
+@inline(__always)
+func isTokenChar(_ c: UInt8) -> Bool {
+    switch c {
+    case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+    case UInt8(ascii: "!"), UInt8(ascii: "#"), UInt8(ascii: "$"), UInt8(ascii: "%"), UInt8(ascii: "&"),
+         UInt8(ascii: "'"), UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: "-"), UInt8(ascii: "."),
+         UInt8(ascii: "^"), UInt8(ascii: "_"), UInt8(ascii: "`"), UInt8(ascii: "|"), UInt8(ascii: "~"):
+        return true
+    default: return false
+    }
+}
+
+public enum HTTPStatus {
+    public static func reason(_ code: Int) -> String {
+        switch code {
+        case 100: return "Continue"
+        case 200: return "OK"
+        case 201: return "Created"
+        case 204: return "No Content"
+        case 301: return "Moved Permanently"
+        case 302: return "Found"
+        case 303: return "See Other"
+        case 304: return "Not Modified"
+        case 307: return "Temporary Redirect"
+        case 400: return "Bad Request"
+        case 401: return "Unauthorized"
+        case 403: return "Forbidden"
+        case 404: return "Not Found"
+        case 405: return "Method Not Allowed"
+        case 408: return "Request Timeout"
+        case 409: return "Conflict"
+        case 413: return "Content Too Large"
+        case 414: return "URI Too Long"
+        case 417: return "Expectation Failed"
+        case 429: return "Too Many Requests"
+        case 431: return "Request Header Fields Too Large"
+        case 500: return "Internal Server Error"
+        case 501: return "Not Implemented"
+        case 502: return "Bad Gateway"
+        case 503: return "Service Unavailable"
+        case 504: return "Gateway Timeout"
+        case 505: return "HTTP Version Not Supported"
+        default: return "Status \(code)"
+        }
+    }
+}

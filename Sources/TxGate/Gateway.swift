@@ -1,0 +1,78 @@
+import EventHTTP
+import Foundation
+import Logging
+import TxGateCore
+
+/// The running gateway: N workers and a main thread that waits for a stop signal.
+public final class Gateway {
+    let shared: SharedState
+    let workers: [Worker]
+
+    /// Builds everything that can fail (TLS files, addresses, the listening sockets) before
+    /// any thread starts, so that a bad setup is a clear error at start-up.
+    public init(config: GatewayConfig, logger: Logger) throws {
+        shared = try SharedState(config: config, logger: logger)
+        var ws: [Worker] = []
+        for i in 0..<config.workers {
+            ws.append(try Worker(index: i, shared: shared))
+        }
+        workers = ws
+    }
+
+    /// The port the workers listen on (the real one when the config asked for port 0).
+    public var port: Int { workers.first?.boundPort ?? 0 }
+
+    /// Serves until SIGTERM or SIGINT, then drains and returns.
+    public func run() {
+        let logger = shared.logger
+        let config = shared.config
+        let exited = DispatchGroup()
+        for w in workers {
+            exited.enter()
+            w.start { exited.leave() }
+            logger.info("listening", metadata: [
+                "address": .string("\(config.listen.host):\(w.boundPort)"), "worker": .stringConvertible(w.index),
+                "tls": .stringConvertible(config.tls != nil),
+            ])
+        }
+        logger.info("txgate started", metadata: [
+            "upstream": .string(shared.upstreamDescription), "workers": .stringConvertible(workers.count),
+            "public_url": .string(config.effectivePublicURL.description),
+        ])
+
+        let main = EventLoop()
+        var stopping = false
+        var deadline: LoopTimer?
+        let onSignal: (Int32) -> Void = { [workers] sig in
+            if stopping {
+                logger.warning("second signal: closing all connections now", metadata: ["signal": .stringConvertible(sig)])
+                workers.forEach { $0.forceClose() }
+                return
+            }
+            stopping = true
+            logger.info("shutting down: finishing requests in flight", metadata: [
+                "signal": .stringConvertible(sig), "timeout_ms": .stringConvertible(config.shutdownTimeoutMs),
+            ])
+            var remaining = workers.count
+            for w in workers {
+                w.drain {
+                    main.execute {
+                        remaining -= 1
+                        if remaining == 0 { main.stop() }
+                    }
+                }
+            }
+            deadline = LoopTimer(loop: main) {
+                logger.warning("shutdown timeout: closing the connections still open")
+                workers.forEach { $0.forceClose() }
+            }
+            deadline?.schedule(afterMs: config.shutdownTimeoutMs)
+        }
+        let signals = [SIGTERM, SIGINT].map { SignalWatcher(loop: main, signal: $0, onSignal) }
+        main.run()
+        withExtendedLifetime((signals, deadline)) {}
+        exited.wait()
+        logger.info("txgate stopped")
+    }
+}
+

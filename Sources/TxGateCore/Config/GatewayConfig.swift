@@ -1,0 +1,251 @@
+import Foundation
+
+/// `HOST:PORT`, `[v6]:PORT` or `:PORT` (all interfaces).
+public struct HostPort: Equatable, Sendable, CustomStringConvertible {
+    public var host: String
+    public var port: Int
+
+    public init(host: String, port: Int) { self.host = host; self.port = port }
+
+    public init?(parsing s: String) {
+        var hostPart: Substring, portPart: Substring
+        if s.hasPrefix("[") {
+            guard let close = s.firstIndex(of: "]"), s[s.index(after: close)...].hasPrefix(":") else { return nil }
+            hostPart = s[s.index(after: s.startIndex)..<close]
+            portPart = s[s.index(close, offsetBy: 2)...]
+        } else {
+            guard let colon = s.lastIndex(of: ":") else { return nil }
+            hostPart = s[..<colon]
+            portPart = s[s.index(after: colon)...]
+            if hostPart.contains(":") { return nil }
+        }
+        guard let p = Int(portPart), (0...65535).contains(p) else { return nil }
+        host = hostPart.isEmpty ? "0.0.0.0" : String(hostPart)
+        port = p
+    }
+
+    public var description: String { host.contains(":") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+}
+
+/// An absolute http(s) URL split into what a proxy needs.
+public struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
+    public var scheme: String
+    public var host: String
+    public var port: Int
+    /// The path prefix, without a trailing slash ("" for the root).
+    public var basePath: String
+
+    public init?(parsing s: String) {
+        guard let c = URLComponents(string: s), let scheme = c.scheme?.lowercased(),
+              scheme == "http" || scheme == "https", let host = c.host, !host.isEmpty,
+              c.query == nil, c.fragment == nil, c.user == nil else { return nil }
+        self.scheme = scheme
+        self.host = host
+        self.port = c.port ?? (scheme == "https" ? 443 : 80)
+        var p = c.percentEncodedPath
+        while p.hasSuffix("/") { p.removeLast() }
+        basePath = p
+    }
+
+    public var isTLS: Bool { scheme == "https" }
+    public var defaultPort: Bool { port == (isTLS ? 443 : 80) }
+    /// `host[:port]`, as a Host header names it.
+    public var authority: String {
+        let h = host.contains(":") ? "[\(host)]" : host
+        return defaultPort ? h : "\(h):\(port)"
+    }
+    public var origin: String { "\(scheme)://\(authority)" }
+    public var description: String { origin + basePath }
+}
+
+public struct UpstreamConfig: Decodable, Sendable {
+    public var url: HTTPURL
+    public var connectTimeoutMs = 2_000
+    public var responseTimeoutMs = 30_000
+    /// Idle keep-alive connections kept per worker; 0 disables reuse.
+    public var keepAlive = 64
+    public var caFile: String?
+
+    public init(url: HTTPURL) { self.url = url }
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["url", "connectTimeoutMs", "responseTimeoutMs", "keepAlive", "caFile"])
+        url = HTTPURL(parsing: "http://127.0.0.1:9000")!
+        if let s: String = o.required("url") {
+            if let u = HTTPURL(parsing: s) { url = u } else { o.invalid("url", "'\(s)' is not an http:// or https:// URL") }
+        }
+        connectTimeoutMs = o.value("connectTimeoutMs", default: connectTimeoutMs)
+        responseTimeoutMs = o.value("responseTimeoutMs", default: responseTimeoutMs)
+        keepAlive = o.value("keepAlive", default: keepAlive)
+        caFile = o.optional("caFile")
+        if connectTimeoutMs <= 0 { o.invalid("connectTimeoutMs", "must be greater than 0") }
+        if responseTimeoutMs <= 0 { o.invalid("responseTimeoutMs", "must be greater than 0") }
+        if keepAlive < 0 { o.invalid("keepAlive", "must be 0 or more") }
+    }
+}
+
+public struct LimitsConfig: Decodable, Sendable {
+    public var maxHeaderBytes = 16_384
+    public var maxBodyBytes = 10 << 20
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["maxHeaderBytes", "maxBodyBytes"])
+        maxHeaderBytes = o.value("maxHeaderBytes", default: maxHeaderBytes)
+        maxBodyBytes = o.value("maxBodyBytes", default: maxBodyBytes)
+        if maxHeaderBytes < 512 { o.invalid("maxHeaderBytes", "must be at least 512") }
+        if maxBodyBytes < 0 { o.invalid("maxBodyBytes", "must be 0 or more") }
+    }
+}
+
+public struct TLSConfig: Decodable, Sendable {
+    public var certificate: String
+    public var privateKey: String
+
+    public init(certificate: String, privateKey: String) {
+        self.certificate = certificate
+        self.privateKey = privateKey
+    }
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["certificate", "privateKey"])
+        certificate = o.required("certificate") ?? ""
+        privateKey = o.required("privateKey") ?? ""
+    }
+}
+
+public struct LogConfig: Decodable, Sendable {
+    public static let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
+    public var level = "info"
+    /// One line per request.
+    public var access = true
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["level", "access"])
+        level = o.value("level", default: level)
+        access = o.value("access", default: access)
+        if !Self.levels.contains(level) {
+            o.invalid("level", "'\(level)' is not one of \(Self.levels.joined(separator: ", "))")
+        }
+    }
+}
+
+/// The whole of gateway.json.
+public struct GatewayConfig: Decodable, Sendable {
+    public var listen = HostPort(host: "127.0.0.1", port: 8080)
+    public var workers = ProcessInfo.processInfo.activeProcessorCount
+    /// The gateway's external base URL, for the links it builds.
+    public var publicUrl: HTTPURL?
+    public var upstream: UpstreamConfig
+    public var limits = LimitsConfig()
+    public var tls: TLSConfig?
+    public var log = LogConfig()
+    public var shutdownTimeoutMs = 10_000
+
+    public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "tls", "log", "shutdownTimeoutMs"]
+
+    public init(upstream: UpstreamConfig) { self.upstream = upstream }
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: Self.keys)
+        if let s: String = o.optional("listen") {
+            if let hp = HostPort(parsing: s) { listen = hp } else { o.invalid("listen", "'\(s)' is not HOST:PORT") }
+        }
+        workers = o.value("workers", default: workers)
+        if workers < 1 || workers > 256 { o.invalid("workers", "must be between 1 and 256") }
+        if let s: String = o.optional("publicUrl") {
+            if let u = HTTPURL(parsing: s) { publicUrl = u } else { o.invalid("publicUrl", "'\(s)' is not an http:// or https:// URL") }
+        }
+        upstream = o.required("upstream") ?? UpstreamConfig(url: HTTPURL(parsing: "http://127.0.0.1:9000")!)
+        limits = o.value("limits", default: limits)
+        tls = o.optional("tls")
+        log = o.value("log", default: log)
+        shutdownTimeoutMs = o.value("shutdownTimeoutMs", default: shutdownTimeoutMs)
+        if shutdownTimeoutMs < 0 { o.invalid("shutdownTimeoutMs", "must be 0 or more") }
+    }
+
+    /// The base URL links point at: `publicUrl`, or one derived from `listen`.
+    public var effectivePublicURL: HTTPURL {
+        if let publicUrl { return publicUrl }
+        let host = listen.host == "0.0.0.0" ? "127.0.0.1" : listen.host
+        return HTTPURL(parsing: "\(tls == nil ? "http" : "https")://\(HostPort(host: host, port: listen.port))")!
+    }
+}
+
+/// Command-line values that override the file.
+public struct ConfigOverrides: Sendable {
+    public var listen: String?
+    public var upstream: String?
+    public var workers: Int?
+    public init(listen: String? = nil, upstream: String? = nil, workers: Int? = nil) {
+        self.listen = listen
+        self.upstream = upstream
+        self.workers = workers
+    }
+}
+
+/// decode → override → validate, as `txgate check` and `txgate serve` both need.
+public enum ConfigLoader {
+    public static func load(path: String, overrides: ConfigOverrides = ConfigOverrides()) throws(ConfigErrors) -> GatewayConfig {
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw ConfigErrors(errors: [ConfigError(path: "", message: "cannot read configuration file '\(path)'")])
+        }
+        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
+        return try decode(data, folder: folder, overrides: overrides)
+    }
+
+    public static func decode(_ data: Data, folder: String, overrides: ConfigOverrides = ConfigOverrides()) throws(ConfigErrors) -> GatewayConfig {
+        let issues = ConfigIssues()
+        let decoder = JSONDecoder()
+        decoder.userInfo[ConfigIssues.userInfoKey] = issues
+        var config: GatewayConfig
+        do {
+            config = try decoder.decode(GatewayConfig.self, from: data)
+        } catch let e as DecodingError {
+            if case .dataCorrupted(let ctx) = e, ctx.codingPath.isEmpty {
+                let detail = (ctx.underlyingError as NSError?)?.userInfo[NSDebugDescriptionErrorKey] as? String
+                throw ConfigErrors(errors: [ConfigError(path: "", message: "invalid JSON: \(detail ?? ctx.debugDescription)")])
+            }
+            issues.add(e, at: [])
+            throw ConfigErrors(errors: issues.errors)
+        } catch {
+            throw ConfigErrors(errors: [ConfigError(path: "", message: "\(error)")])
+        }
+        apply(overrides, to: &config, issues: issues)
+        resolvePaths(&config, folder: folder, issues: issues)
+        if !issues.errors.isEmpty { throw ConfigErrors(errors: issues.errors) }
+        return config
+    }
+
+    static func apply(_ o: ConfigOverrides, to config: inout GatewayConfig, issues: ConfigIssues) {
+        if let l = o.listen {
+            if let hp = HostPort(parsing: l) { config.listen = hp } else { issues.errors.append(ConfigError(path: "--listen", message: "'\(l)' is not HOST:PORT")) }
+        }
+        if let u = o.upstream {
+            if let url = HTTPURL(parsing: u) { config.upstream.url = url } else { issues.errors.append(ConfigError(path: "--upstream", message: "'\(u)' is not an http:// or https:// URL")) }
+        }
+        if let w = o.workers {
+            if (1...256).contains(w) { config.workers = w } else { issues.errors.append(ConfigError(path: "--workers", message: "must be between 1 and 256")) }
+        }
+    }
+
+    /// Relative paths are relative to the configuration file's folder; files must be readable.
+    static func resolvePaths(_ config: inout GatewayConfig, folder: String, issues: ConfigIssues) {
+        func resolve(_ p: String, _ key: String) -> String {
+            guard !p.isEmpty else { return p }  // already reported as missing
+            let full = p.hasPrefix("/") ? p : URL(fileURLWithPath: folder).appendingPathComponent(p).standardized.path
+            if !FileManager.default.isReadableFile(atPath: full) {
+                issues.errors.append(ConfigError(path: key, message: "cannot read file '\(full)'"))
+            }
+            return full
+        }
+        if let tls = config.tls {
+            config.tls = TLSConfig(certificate: resolve(tls.certificate, "tls.certificate"),
+                                   privateKey: resolve(tls.privateKey, "tls.privateKey"))
+        }
+        if let ca = config.upstream.caFile { config.upstream.caFile = resolve(ca, "upstream.caFile") }
+    }
+}

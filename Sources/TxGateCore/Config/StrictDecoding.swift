@@ -1,0 +1,123 @@
+import Foundation
+
+/// One problem in a configuration file, named by its JSON path.
+public struct ConfigError: Error, Equatable, CustomStringConvertible, Sendable {
+    public let path: String
+    public let message: String
+    public init(path: String, message: String) { self.path = path; self.message = message }
+    public var description: String { path.isEmpty ? message : "\(path): \(message)" }
+}
+
+/// Every error found in a configuration, so that `txgate check` can print all of them.
+public struct ConfigErrors: Error, CustomStringConvertible, Sendable {
+    public let errors: [ConfigError]
+    public var description: String { errors.map(\.description).joined(separator: "\n") }
+}
+
+/// Collects errors while decoding, so that one bad key does not hide the next.
+final class ConfigIssues: @unchecked Sendable {
+    var errors: [ConfigError] = []
+    func add(_ path: [CodingKey], _ message: String) { errors.append(ConfigError(path: jsonPath(path), message: message)) }
+
+    func add(_ error: Error, at fallback: [CodingKey]) {
+        guard let e = error as? DecodingError else { add(fallback, "\(error)"); return }
+        switch e {
+        case .typeMismatch(let type, let ctx):
+            add(ctx.codingPath, "wrong type: expected \(typeName(type))")
+        case .valueNotFound(let type, let ctx):
+            add(ctx.codingPath, "must not be null: expected \(typeName(type))")
+        case .keyNotFound(let key, let ctx):
+            add(ctx.codingPath + [key], "required key is missing")
+        case .dataCorrupted(let ctx):
+            add(ctx.codingPath, ctx.debugDescription)
+        @unknown default:
+            add(fallback, "\(error)")
+        }
+    }
+
+    static let userInfoKey = CodingUserInfoKey(rawValue: "txgate.configIssues")!
+}
+
+func typeName(_ type: Any.Type) -> String {
+    switch type {
+    case is Int.Type, is Int64.Type, is UInt16.Type: return "an integer"
+    case is Double.Type: return "a number"
+    case is String.Type: return "a string"
+    case is Bool.Type: return "true or false"
+    case is [String].Type: return "an array of strings"
+    default:
+        let name = String(describing: type)
+        if name.hasPrefix("Array") { return "an array" }
+        return name.hasPrefix("Dictionary") || name.hasSuffix("Config") ? "an object" : name
+    }
+}
+
+/// `upstream.connectTimeoutMs`, `policies[2].name`.
+func jsonPath(_ keys: [CodingKey]) -> String {
+    var s = ""
+    for k in keys {
+        if let i = k.intValue { s += "[\(i)]" } else { s += s.isEmpty ? k.stringValue : ".\(k.stringValue)" }
+    }
+    return s
+}
+
+struct AnyKey: CodingKey {
+    let stringValue: String
+    let intValue: Int?
+    init(_ s: String) { stringValue = s; intValue = nil }
+    init?(stringValue: String) { self.init(stringValue) }
+    init?(intValue: Int) { stringValue = String(intValue); self.intValue = intValue }
+}
+
+/// A JSON object that rejects keys it does not know and records, rather than throws, the
+/// errors of its fields.
+struct StrictObject {
+    let container: KeyedDecodingContainer<AnyKey>
+    let issues: ConfigIssues
+    let path: [CodingKey]
+
+    init(_ decoder: Decoder, known: [String]) throws {
+        guard let issues = decoder.userInfo[ConfigIssues.userInfoKey] as? ConfigIssues else {
+            throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
+                                                    debugDescription: "decode configuration through ConfigLoader"))
+        }
+        self.issues = issues
+        self.path = decoder.codingPath
+        container = try decoder.container(keyedBy: AnyKey.self)
+        for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue })
+        where !known.contains(key.stringValue) {
+            issues.add(path + [key], "unknown key")
+        }
+    }
+
+    func has(_ key: String) -> Bool { container.contains(AnyKey(key)) }
+
+    func optional<T: Decodable>(_ key: String, as type: T.Type = T.self) -> T? {
+        let k = AnyKey(key)
+        guard container.contains(k) else { return nil }
+        do {
+            if try container.decodeNil(forKey: k) { return nil }
+            return try container.decode(T.self, forKey: k)
+        } catch {
+            issues.add(error, at: path + [k])
+            return nil
+        }
+    }
+
+    func value<T: Decodable>(_ key: String, default fallback: T) -> T {
+        optional(key, as: T.self) ?? fallback
+    }
+
+    func required<T: Decodable>(_ key: String, as type: T.Type = T.self) -> T? {
+        guard has(key) else {
+            issues.add(path + [AnyKey(key)], "required key is missing")
+            return nil
+        }
+        return optional(key, as: type)
+    }
+
+    /// Records a bad value at `key`.
+    func invalid(_ key: String, _ message: String) {
+        issues.add(path + [AnyKey(key)], message)
+    }
+}

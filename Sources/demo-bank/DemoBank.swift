@@ -1,0 +1,163 @@
+import ArgumentParser
+import EventHTTP
+import Foundation
+import HTTPCore
+import TxGateCore
+
+/// A small banking API to put behind the gateway, and a test origin: /echo shows exactly
+/// what reached the backend.
+@main
+struct DemoBank: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "demo-bank",
+        abstract: "A demo banking backend (and test origin) for TxGate.",
+        discussion: """
+            GET /health, GET /accounts, POST /transfer {amount, currency, payee}, ANY /echo (what arrived), \
+            GET /slow?ms=N, GET /stream?chunks=N&size=B (chunked), GET /hop (hop-by-hop response headers), \
+            GET /conn (which client connection this is).
+            """)
+
+    @Option(help: ArgumentHelp("Listen on HOST:PORT.", valueName: "host:port"))
+    var listen: String = "127.0.0.1:9000"
+
+    func run() throws {
+        guard let hp = HostPort(parsing: listen) else {
+            throw ValidationError("--listen: '\(listen)' is not HOST:PORT")
+        }
+        let loop = EventLoop()
+        let bank = Bank(loop: loop)
+        let server: HTTPServer
+        do {
+            server = try HTTPServer(
+                loop: loop, address: try SocketAddress(host: hp.host, port: hp.port), tls: nil,
+                limits: ServerLimits(maxBodyBytes: 64 << 20),
+                errorBody: { status, message in (ErrorBody.contentType, ErrorBody.json(status: status, message: message)) },
+                handler: bank.handle)
+        } catch {
+            FileHandle.standardError.write("demo-bank: \(error)\n".data(using: .utf8)!)
+            throw ExitCode(1)
+        }
+        FileHandle.standardError.write("demo-bank listening on \(hp.host):\(server.boundPort)\n".data(using: .utf8)!)
+        loop.run()
+    }
+}
+
+final class Bank {
+    let loop: EventLoop
+    private var timers: [ObjectIdentifier: LoopTimer] = [:]
+    private var transferCount = 0
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    func handle(_ ex: ServerExchange) {
+        let path = ex.head.path
+        let query = Self.query(ex.head.target)
+        switch (ex.head.method, path) {
+        case ("GET", "/health"):
+            json(ex, 200, ["status": "ok"])
+        case ("GET", "/accounts"):
+            json(ex, 200, ["accounts": [
+                ["id": "acc-001", "name": "Everyday", "currency": "EUR", "balance": 1520.75],
+                ["id": "acc-002", "name": "Savings", "currency": "EUR", "balance": 10250.00],
+            ]])
+        case ("POST", "/transfer"):
+            transfer(ex)
+        case (_, "/echo"):
+            echo(ex)
+        case ("GET", "/slow"):
+            let ms = Int(query["ms"] ?? "") ?? 1000
+            var key: ObjectIdentifier?
+            let t = LoopTimer(loop: loop) { [weak self] in
+                self?.json(ex, 200, ["slept": ms])
+                if let key { self?.timers.removeValue(forKey: key) }
+            }
+            key = ObjectIdentifier(t)
+            timers[key!] = t
+            t.schedule(afterMs: ms)
+        case ("GET", "/stream"):
+            let chunks = Int(query["chunks"] ?? "") ?? 10
+            let size = Int(query["size"] ?? "") ?? 100
+            var h = HTTPHeaders()
+            h.add("Content-Type", "text/plain")
+            ex.startResponse(status: 200, headers: h, framing: .stream)
+            let chunk = [UInt8](repeating: UInt8(ascii: "x"), count: size)
+            for _ in 0..<chunks { ex.writeBody(chunk) }
+            ex.finish()
+        case ("GET", "/hop"):
+            var h = HTTPHeaders()
+            h.add("Content-Type", "application/json")
+            h.add("Connection", "X-Backend-Private")
+            h.add("X-Backend-Private", "secret")
+            h.add("Keep-Alive", "timeout=5")
+            h.add("Proxy-Connection", "keep-alive")
+            h.add("Upgrade", "h2c")
+            h.add("X-Backend-Public", "visible")
+            ex.respond(status: 200, headers: h, body: Array(#"{"hop":true}"#.utf8))
+        case ("GET", "/conn"):
+            json(ex, 200, ["connection": ex.connectionId])
+        default:
+            error(ex, 404, "no demo-bank resource \(ex.head.method) \(path)")
+        }
+    }
+
+    private func transfer(_ ex: ServerExchange) {
+        let body = EvBuffer.bytes(ex.body)
+        guard let obj = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+            error(ex, 400, "the body must be a JSON object {amount, currency, payee}")
+            return
+        }
+        for field in ["amount", "currency", "payee"] where obj[field] == nil || obj[field] is NSNull {
+            error(ex, 400, "missing field '\(field)'")
+            return
+        }
+        guard let amount = obj["amount"] as? NSNumber, !(obj["amount"] is Bool), amount.doubleValue > 0 else {
+            error(ex, 400, "'amount' must be a positive number")
+            return
+        }
+        guard let currency = obj["currency"] as? String, let payee = obj["payee"] as? String else {
+            error(ex, 400, "'currency' and 'payee' must be strings")
+            return
+        }
+        transferCount += 1
+        json(ex, 201, ["id": "tx-" + UUID().uuidString.lowercased(), "status": "executed",
+                       "amount": amount, "currency": currency, "payee": payee,
+                       "sequence": transferCount])
+    }
+
+    private func echo(_ ex: ServerExchange) {
+        let body = EvBuffer.bytes(ex.body)
+        json(ex, 200, [
+            "method": ex.head.method,
+            "uri": ex.head.target,
+            "version": ex.head.versionMinor == 1 ? "HTTP/1.1" : "HTTP/1.0",
+            "headers": ex.head.headers.fields.map { ["name": $0.name, "value": $0.value] },
+            "bodyLength": body.count,
+            "bodySha256": Digest.hex(Digest.sha256(body)),
+            "bodyBase64": Data(body).base64EncodedString(),
+        ])
+    }
+
+    private func json(_ ex: ServerExchange, _ status: Int, _ value: Any) {
+        let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])) ?? Data("{}".utf8)
+        var h = HTTPHeaders()
+        h.add("Content-Type", "application/json")
+        ex.respond(status: status, headers: h, body: [UInt8](data))
+    }
+
+    private func error(_ ex: ServerExchange, _ status: Int, _ message: String) {
+        var h = HTTPHeaders()
+        h.add("Content-Type", ErrorBody.contentType)
+        ex.respond(status: status, headers: h, body: ErrorBody.json(status: status, message: message))
+    }
+
+    static func query(_ target: String) -> [String: String] {
+        guard let q = target.firstIndex(of: "?") else { return [:] }
+        var out: [String: String] = [:]
+        for pair in target[target.index(after: q)...].split(separator: "&") {
+            let kv = pair.split(separator: "=", maxSplits: 1)
+            out[String(kv[0]).removingPercentEncoding ?? String(kv[0])] =
+                kv.count > 1 ? (String(kv[1]).removingPercentEncoding ?? String(kv[1])) : ""
+        }
+        return out
+    }
+}

@@ -1,0 +1,87 @@
+import ArgumentParser
+import Foundation
+import Logging
+import TxGate
+import TxGateCore
+
+@main
+struct TxGateCommand: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "txgate",
+        abstract: "A gateway that enforces transactional authorization in front of an HTTP API.",
+        discussion: """
+            TxGate is a reverse proxy: every request is checked, then forwarded to the upstream \
+            named in the configuration file (gateway.json). See README.md for the configuration keys.
+            """,
+        subcommands: [Serve.self, Check.self],
+        defaultSubcommand: nil)
+}
+
+struct ConfigOptions: ParsableArguments {
+    @Option(name: .long, help: ArgumentHelp("The configuration file.", valueName: "file"))
+    var config: String = "gateway.json"
+}
+
+struct Serve: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Start the gateway.",
+        discussion: "Runs until SIGTERM or SIGINT, then stops accepting, finishes the requests in flight (up to shutdownTimeoutMs) and exits 0.")
+
+    @OptionGroup var options: ConfigOptions
+    @Option(help: ArgumentHelp("Listen on HOST:PORT instead of the file's `listen`.", valueName: "host:port"))
+    var listen: String?
+    @Option(help: ArgumentHelp("Forward to this URL instead of the file's `upstream.url`.", valueName: "url"))
+    var upstream: String?
+    @Option(help: ArgumentHelp("Number of worker threads, each with its own event loop (default: the number of cores).", valueName: "n"))
+    var workers: Int?
+
+    func run() throws {
+        let config: GatewayConfig
+        do {
+            config = try ConfigLoader.load(path: options.config,
+                                           overrides: ConfigOverrides(listen: listen, upstream: upstream, workers: workers))
+        } catch {
+            for e in error.errors { printError("\(options.config): \(e)") }
+            throw ExitCode(1)
+        }
+        let level = Logger.Level(rawValue: config.log.level) ?? .info
+        LoggingSystem.bootstrap { label in
+            var h = JSONLogHandler(label: label)
+            h.logLevel = level
+            return h
+        }
+        let logger = Logger(label: "txgate")
+        let gateway: Gateway
+        do {
+            gateway = try Gateway(config: config, logger: logger)
+        } catch {
+            logger.critical("cannot start: \(error)")
+            printError("txgate: cannot start: \(error)")
+            throw ExitCode(1)
+        }
+        gateway.run()
+    }
+}
+
+struct Check: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Validate a configuration file without starting anything.",
+        discussion: "Prints every error, one per line as `<json.path>: <problem>`, and exits 1 if there is any.")
+
+    @OptionGroup var options: ConfigOptions
+
+    func run() throws {
+        do {
+            _ = try ConfigLoader.load(path: options.config)
+        } catch {
+            for e in error.errors { printError("\(e)") }
+            printError("\(options.config): \(error.errors.count) error\(error.errors.count == 1 ? "" : "s")")
+            throw ExitCode(1)
+        }
+        print("configuration OK")
+    }
+}
+
+func printError(_ s: String) {
+    FileHandle.standardError.write((s + "\n").data(using: .utf8)!)
+}
