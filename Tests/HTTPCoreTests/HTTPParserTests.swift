@@ -1,0 +1,63 @@
+import Testing
+@testable import HTTPCore
+
+@Suite struct HTTPParserTests {
+    func request(_ s: String) throws -> RequestHead {
+        try Array(s.utf8).withUnsafeBytes { try HTTPParser.parseRequestHead($0) }
+    }
+
+    func status(_ s: String) -> Int? {
+        do { _ = try request(s); return nil } catch { return (error as? HTTPParseError)?.status }
+    }
+
+    @Test func parsesARequestHead() throws {
+        let h = try request("\r\nPOST /transfer?x=1 HTTP/1.1\r\nHost: a\r\nX-Pad:   v  \r\nContent-Length: 3\r\n\r\n")
+        #expect(h.method == "POST")
+        #expect(h.target == "/transfer?x=1")
+        #expect(h.path == "/transfer")
+        #expect(h.versionMinor == 1)
+        #expect(h.headers.first("x-pad") == "v")
+        #expect(try HTTPParser.requestFraming(h) == .contentLength(3))
+        #expect(h.wantsKeepAlive)
+    }
+
+    @Test func keepAliveRules() throws {
+        #expect(try !request("GET / HTTP/1.1\r\nConnection: Close\r\n\r\n").wantsKeepAlive)
+        #expect(try !request("GET / HTTP/1.0\r\n\r\n").wantsKeepAlive)
+        #expect(try request("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n").wantsKeepAlive)
+    }
+
+    @Test func rejectsMalformedAndAmbiguousRequests() throws {
+        #expect(status("GET /\r\n\r\n") == 400)
+        #expect(status("GET / HTTP/2.0\r\n\r\n") == 505)
+        #expect(status("GET / HTTP/1.1\r\n folded\r\n\r\n") == 400)
+        #expect(status("GET / HTTP/1.1\r\nBad Name: x\r\n\r\n") == 400)
+        #expect(status("GET / HTTP/1.1\r\nName : x\r\n\r\n") == 400)
+        #expect(status("GET / HTTP/1.1\r\nX: a\nb\r\n\r\n") == 400)
+        let both = try request("POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\nContent-Length: 5\r\n\r\n")
+        #expect(throws: HTTPParseError.self) { try HTTPParser.requestFraming(both) }
+        let twoLengths = try request("POST / HTTP/1.1\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n")
+        #expect(throws: HTTPParseError(400, "conflicting Content-Length values")) { try HTTPParser.requestFraming(twoLengths) }
+        let gzip = try request("POST / HTTP/1.1\r\nTransfer-Encoding: gzip\r\n\r\n")
+        #expect(throws: HTTPParseError.self) { try HTTPParser.requestFraming(gzip) }
+        let negative = try request("POST / HTTP/1.1\r\nContent-Length: -1\r\n\r\n")
+        #expect(throws: HTTPParseError.self) { try HTTPParser.requestFraming(negative) }
+    }
+
+    @Test func responseFraming() throws {
+        func head(_ s: String) throws -> ResponseHead {
+            try Array(s.utf8).withUnsafeBytes { try HTTPParser.parseResponseHead($0) }
+        }
+        let chunked = try head("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n")
+        #expect(try HTTPParser.responseFraming(chunked, requestMethod: "GET") == .chunked)
+        #expect(try HTTPParser.responseFraming(chunked, requestMethod: "HEAD") == .none)
+        let noLength = try head("HTTP/1.0 200 OK\r\n\r\n")
+        #expect(try HTTPParser.responseFraming(noLength, requestMethod: "GET") == .untilClose)
+        #expect(!noLength.allowsKeepAlive)
+        let notModified = try head("HTTP/1.1 304 Not Modified\r\nContent-Length: 50\r\n\r\n")
+        #expect(try HTTPParser.responseFraming(notModified, requestMethod: "GET") == .none)
+        let noReason = try head("HTTP/1.1 204\r\n\r\n")
+        #expect(noReason.status == 204 && noReason.reason == "")
+        #expect(throws: HTTPParseError.self) { try head("HTTP/1.1 2x0 OK\r\n\r\n") }
+    }
+}

@@ -1,0 +1,99 @@
+import Foundation
+import Testing
+@testable import TxGateCore
+
+@Suite struct ConfigTests {
+    func decode(_ json: String, folder: String = "/tmp", overrides: ConfigOverrides = ConfigOverrides()) -> Result<GatewayConfig, ConfigErrors> {
+        do { return .success(try ConfigLoader.decode(Data(json.utf8), folder: folder, overrides: overrides)) }
+        catch { return .failure(error) }
+    }
+
+    func errors(_ json: String) -> [String] {
+        if case .failure(let e) = decode(json) { return e.errors.map(\.description) }
+        return []
+    }
+
+    @Test func minimalConfigGetsDefaults() throws {
+        let c = try decode(#"{"upstream": {"url": "http://127.0.0.1:9000"}}"#).get()
+        #expect(c.listen == HostPort(host: "127.0.0.1", port: 8080))
+        #expect(c.upstream.url.authority == "127.0.0.1:9000")
+        #expect(c.upstream.connectTimeoutMs == 2000)
+        #expect(c.limits.maxBodyBytes == 10 << 20)
+        #expect(c.workers >= 1)
+        #expect(c.log.access)
+        #expect(c.effectivePublicURL.description == "http://127.0.0.1:8080")
+    }
+
+    @Test func unknownKeyIsNamedByItsPath() {
+        #expect(errors(#"{"upstream": {"url": "http://a", "timeoutMS": 5}}"#) == ["upstream.timeoutMS: unknown key"])
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "lsiten": "x"}"#) == ["lsiten: unknown key"])
+    }
+
+    @Test func everyErrorIsReportedNotOnlyTheFirst() {
+        let e = errors(#"{"workers": "two", "upstream": {"url": "ftp://x", "keepAlive": -1, "bogus": 1}, "limits": {"maxBodyBytes": true}}"#)
+        #expect(e.contains("workers: wrong type: expected an integer"))
+        #expect(e.contains("upstream.url: 'ftp://x' is not an http:// or https:// URL"))
+        #expect(e.contains("upstream.keepAlive: must be 0 or more"))
+        #expect(e.contains("upstream.bogus: unknown key"))
+        #expect(e.contains("limits.maxBodyBytes: wrong type: expected an integer"))
+        #expect(e.count == 5)
+    }
+
+    @Test func missingUpstreamAndBadValues() {
+        #expect(errors(#"{}"#) == ["upstream: required key is missing"])
+        #expect(errors(#"{"upstream": {}}"#) == ["upstream.url: required key is missing"])
+        #expect(errors(#"{"listen": "nope", "upstream": {"url": "http://a"}}"#) == ["listen: 'nope' is not HOST:PORT"])
+        #expect(errors(#"{"workers": 0, "upstream": {"url": "http://a"}}"#) == ["workers: must be between 1 and 256"])
+        #expect(errors(#"{"upstream": "http://a"}"#) == ["upstream: wrong type: expected an object"])
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "log": {"level": "loud"}}"#).first?.hasPrefix("log.level: 'loud' is not one of") == true)
+    }
+
+    @Test func invalidJSONSaysSo() {
+        let e = errors(#"{"upstream": "#)
+        #expect(e.count == 1)
+        #expect(e.first?.hasPrefix("invalid JSON") == true)
+    }
+
+    @Test func relativePathsResolveAgainstTheConfigFolderAndMustExist() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("txgate-cfg-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(at: dir) }
+        try Data("x".utf8).write(to: dir.appendingPathComponent("cert.pem"))
+        let json = #"{"upstream": {"url": "https://a", "caFile": "ca.pem"}, "tls": {"certificate": "cert.pem", "privateKey": "key.pem"}}"#
+        guard case .failure(let e) = decode(json, folder: dir.path) else { Issue.record("expected errors"); return }
+        #expect(e.errors.map(\.path) == ["tls.privateKey", "upstream.caFile"])
+        #expect(e.errors[0].message == "cannot read file '\(dir.path)/key.pem'")
+        try Data("x".utf8).write(to: dir.appendingPathComponent("key.pem"))
+        try Data("x".utf8).write(to: dir.appendingPathComponent("ca.pem"))
+        let c = try decode(json, folder: dir.path).get()
+        #expect(c.tls?.certificate == dir.path + "/cert.pem")
+        #expect(c.upstream.caFile == dir.path + "/ca.pem")
+    }
+
+    @Test func commandLineOverridesTheFile() throws {
+        let c = try decode(#"{"listen": "127.0.0.1:1", "workers": 4, "upstream": {"url": "http://a"}}"#,
+                           overrides: ConfigOverrides(listen: "0.0.0.0:9999", upstream: "https://b:8443/api/", workers: 1)).get()
+        #expect(c.listen == HostPort(host: "0.0.0.0", port: 9999))
+        #expect(c.workers == 1)
+        #expect(c.upstream.url.isTLS)
+        #expect(c.upstream.url.authority == "b:8443")
+        #expect(c.upstream.url.basePath == "/api")
+        if case .failure(let e) = decode(#"{"upstream": {"url": "http://a"}}"#, overrides: ConfigOverrides(workers: 0)) {
+            #expect(e.errors.map(\.description) == ["--workers: must be between 1 and 256"])
+        } else { Issue.record("expected --workers error") }
+    }
+
+    @Test func hostPortForms() {
+        #expect(HostPort(parsing: "127.0.0.1:80") == HostPort(host: "127.0.0.1", port: 80))
+        #expect(HostPort(parsing: "[::1]:8080") == HostPort(host: "::1", port: 8080))
+        #expect(HostPort(parsing: ":8080") == HostPort(host: "0.0.0.0", port: 8080))
+        #expect(HostPort(parsing: "host") == nil)
+        #expect(HostPort(parsing: "host:99999") == nil)
+        #expect(HostPort(parsing: "::1:80") == nil)
+    }
+
+    @Test func theShippedGatewayJSONIsValid() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        _ = try ConfigLoader.load(path: root.appendingPathComponent("gateway.json").path)
+    }
+}

@@ -1,0 +1,52 @@
+import HTTPCore
+import Testing
+@testable import TxGateCore
+
+@Suite struct ProxyHeadersTests {
+    @Test func hopByHopAndConnectionNamedHeadersAreRemoved() {
+        var h = HTTPHeaders([("Connection", "close, X-Private"), ("X-Private", "1"), ("keep-alive", "300"),
+                             ("Proxy-Connection", "x"), ("TE", "trailers"), ("Upgrade", "websocket"),
+                             ("Transfer-Encoding", "chunked"), ("Proxy-Authorization", "Basic x"), ("X-Keep", "yes")])
+        ProxyHeaders.removeHopByHop(&h)
+        #expect(h.fields.map(\.name) == ["X-Keep"])
+    }
+
+    @Test func upstreamRequestHeaders() {
+        let client = HTTPHeaders([("Host", "gw.example.com"), ("X-Forwarded-For", "203.0.113.7"),
+                                  ("X-Forwarded-Proto", "https"), ("Content-Length", "5"), ("Accept", "*/*"),
+                                  ("X-Request-Id", "spoofed")])
+        let h = ProxyHeaders.upstreamRequest(client, clientIP: "10.0.0.1", isTLS: false,
+                                             upstreamAuthority: "backend:9000", requestId: "rid-1")
+        #expect(h.first("Host") == "backend:9000")
+        #expect(h.first("X-Forwarded-For") == "203.0.113.7, 10.0.0.1")
+        #expect(h.values("X-Forwarded-Proto") == ["http"])
+        #expect(h.first("X-Forwarded-Host") == "gw.example.com")
+        #expect(h.values("X-Request-Id") == ["rid-1"])
+        #expect(h.first("Content-Length") == nil)
+        #expect(h.first("Accept") == "*/*")
+    }
+
+    @Test func clientResponseHeaders() {
+        let up = HTTPHeaders([("Content-Length", "10"), ("Connection", "X-B"), ("X-B", "s"), ("Keep-Alive", "timeout=5"),
+                              ("Set-Cookie", "a=1"), ("Set-Cookie", "b=2")])
+        let h = ProxyHeaders.clientResponse(up, requestId: "r", keepContentLength: false)
+        #expect(h.fields.map(\.name) == ["Set-Cookie", "Set-Cookie", "X-Request-Id"])
+        #expect(ProxyHeaders.clientResponse(up, requestId: "r", keepContentLength: true).first("Content-Length") == "10")
+    }
+
+    @Test func requestIdsFromClientsAreCheckedAndGeneratedOnesAreUnique() {
+        #expect(ProxyHeaders.acceptableRequestId("abc-123") == "abc-123")
+        #expect(ProxyHeaders.acceptableRequestId("has space") == nil)
+        #expect(ProxyHeaders.acceptableRequestId("") == nil)
+        #expect(ProxyHeaders.acceptableRequestId(String(repeating: "a", count: 201)) == nil)
+        var g = RequestIdGenerator()
+        let ids = (0..<1000).map { _ in g.next() }
+        #expect(Set(ids).count == 1000)
+        #expect(ids.allSatisfy { $0.count == 32 })
+    }
+
+    @Test func errorBodyIsAMsShape() {
+        let body = String(decoding: ErrorBody.json(status: 502, message: "can't \"reach\"\n"), as: UTF8.self)
+        #expect(body == #"{"code":502,"reason":"Bad Gateway","message":"can't \"reach\"\n"}"#)
+    }
+}
