@@ -1,0 +1,34 @@
+import Foundation
+import Testing
+
+/// Asserts that a response is the gateway's JSON error:
+/// `{"code":N,"reason":"...","message":"..."}` with `Content-Type: application/json`.
+func expectGatewayError(_ r: HTTPResponse, _ code: Int, sourceLocation: SourceLocation = #_sourceLocation) {
+    #expect(r.status == code, "expected status \(code), got:\n\(r)", sourceLocation: sourceLocation)
+    let contentType = r.header("Content-Type") ?? ""
+    #expect(contentType.lowercased().hasPrefix("application/json"),
+            "error Content-Type is '\(contentType)'", sourceLocation: sourceLocation)
+    guard let obj = try? r.json() else {
+        Issue.record("error body is not a JSON object: \(r.bodyText.prefix(300))", sourceLocation: sourceLocation)
+        return
+    }
+    #expect((obj["code"] as? NSNumber)?.intValue == code, "error body code: \(obj)", sourceLocation: sourceLocation)
+    #expect(!((obj["reason"] as? String) ?? "").isEmpty, "error body has no reason: \(obj)", sourceLocation: sourceLocation)
+    #expect(!((obj["message"] as? String) ?? "").isEmpty, "error body has no message: \(obj)", sourceLocation: sourceLocation)
+}
+
+/// Random bytes (not compressible, not text).
+func randomBytes(_ count: Int) -> [UInt8] {
+    var rng = SystemRandomNumberGenerator()
+    var out = [UInt8](repeating: 0, count: count)
+    var i = 0
+    while i < count {
+        var word = rng.next() as UInt64
+        for _ in 0..<8 where i < count {
+            out[i] = UInt8(truncatingIfNeeded: word)
+            word >>= 8
+            i += 1
+        }
+    }
+    return out
+}

@@ -1,0 +1,36 @@
+import Foundation
+
+/// A failure of the test harness itself (a binary missing, a process that would not start, a
+/// socket call that failed), with a message that says what to do about it.
+struct HarnessError: Error, CustomStringConvertible {
+    let description: String
+
+    init(_ description: String) {
+        self.description = description
+    }
+}
+
+/// Why a raw socket read or write did not complete.
+enum SocketFailure: Error, CustomStringConvertible, Equatable {
+    /// Nothing arrived within the receive timeout.
+    case timedOut(String)
+    /// The peer closed the connection before a complete message arrived.
+    case closedEarly(String)
+    /// The peer reset the connection (ECONNRESET / EPIPE).
+    case reset(String)
+    /// Some other errno.
+    case system(String)
+
+    var description: String {
+        switch self {
+        case .timedOut(let s): return "timed out: \(s)"
+        case .closedEarly(let s): return "connection closed early: \(s)"
+        case .reset(let s): return "connection reset: \(s)"
+        case .system(let s): return "socket error: \(s)"
+        }
+    }
+}
+
+func errnoString(_ e: Int32 = errno) -> String {
+    String(cString: strerror(e))
+}

@@ -1,0 +1,151 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A child process whose stdout and stderr go to files (so tests can read the logs), and
+/// which is never leaked: it is killed with SIGKILL and reaped by `kill()`, which `deinit` and
+/// `Testbed.cleanup()` both call.
+final class SpawnedProcess: @unchecked Sendable {
+    let name: String
+    let executable: URL
+    let arguments: [String]
+    let stdoutURL: URL
+    let stderrURL: URL
+    private let process = Process()
+
+    init(_ executable: URL, _ arguments: [String], name: String? = nil, directory: URL,
+         environment: [String: String]? = nil) throws {
+        self.executable = executable
+        self.arguments = arguments
+        let label = name ?? executable.lastPathComponent
+        self.name = label
+        let tag = "\(label)-\(UUID().uuidString.prefix(6))"
+        stdoutURL = directory.appendingPathComponent("\(tag).stdout.log")
+        stderrURL = directory.appendingPathComponent("\(tag).stderr.log")
+        _ = FileManager.default.createFile(atPath: stdoutURL.path, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrURL.path, contents: nil)
+        let out = try FileHandle(forWritingTo: stdoutURL)
+        let err = try FileHandle(forWritingTo: stderrURL)
+        defer {
+            try? out.close()
+            try? err.close()
+        }
+        process.executableURL = executable
+        process.arguments = arguments
+        process.currentDirectoryURL = directory
+        process.standardInput = FileHandle.nullDevice
+        process.standardOutput = out
+        process.standardError = err
+        if let environment {
+            process.environment = ProcessInfo.processInfo.environment.merging(environment) { _, new in new }
+        }
+        do {
+            try Self.withCleanSignalMask { try process.run() }
+        } catch {
+            throw HarnessError("cannot launch \(executable.path): \(error)")
+        }
+    }
+
+    /// Runs `body` (which spawns a child) with no signal blocked in the calling thread.
+    ///
+    /// Why: tests run on Dispatch worker threads, which block nearly every signal, and
+    /// Foundation's Process passes the spawning thread's signal mask on to the child. A gateway
+    /// started that way would never see SIGTERM. A shell, systemd or docker starts it with an
+    /// empty mask; so do we.
+    private static func withCleanSignalMask<T>(_ body: () throws -> T) rethrows -> T {
+        var empty = sigset_t()
+        var saved = sigset_t()
+        sigemptyset(&empty)
+        pthread_sigmask(SIG_SETMASK, &empty, &saved)
+        defer { pthread_sigmask(SIG_SETMASK, &saved, nil) }
+        return try body()
+    }
+
+    var pid: Int32 { process.processIdentifier }
+    var isRunning: Bool { process.isRunning }
+
+    /// Everything the process wrote to stdout so far.
+    var stdout: String { (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "" }
+    /// Everything the process wrote to stderr so far.
+    var stderr: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+
+    /// The last lines of stderr, for failure messages.
+    func stderrTail(_ lines: Int = 20) -> String {
+        stderr.split(separator: "\n", omittingEmptySubsequences: false).suffix(lines).joined(separator: "\n")
+    }
+
+    /// Polls connect() on 127.0.0.1:port until it is accepted. Fails early, with the process's
+    /// stderr, if the process exits first.
+    func waitForPort(_ port: Int, timeout: Double = 15) throws {
+        let deadline = Timing.now() + timeout
+        while true {
+            if Ports.probe(port) == .accepted { return }
+            if !isRunning {
+                throw HarnessError("""
+                    \(name) exited (status \(process.terminationStatus)) before accepting connections on port \(port); stderr:
+                    \(stderrTail())
+                    """)
+            }
+            if Timing.now() >= deadline {
+                throw HarnessError("\(name) did not accept connections on port \(port) within \(timeout) s; stderr:\n\(stderrTail())")
+            }
+            Timing.sleep(0.02)
+        }
+    }
+
+    func signal(_ sig: Int32) {
+        if isRunning { _ = Glibc.kill(pid, sig) }
+    }
+
+    /// Sends SIGTERM.
+    func terminate() { signal(SIGTERM) }
+
+    /// Waits for the process to exit; returns its exit status, or 128+N when killed by signal
+    /// N, or nil if it is still running after `timeout` seconds.
+    @discardableResult
+    func waitForExit(timeout: Double) -> Int32? {
+        guard Timing.poll(timeout: timeout, interval: 0.01, { !process.isRunning }) else { return nil }
+        return exitStatus
+    }
+
+    /// The exit status once the process has exited (128+N for a signal), else nil.
+    var exitStatus: Int32? {
+        guard !process.isRunning else { return nil }
+        switch process.terminationReason {
+        case .exit: return process.terminationStatus
+        case .uncaughtSignal: return 128 + process.terminationStatus
+        @unknown default: return process.terminationStatus
+        }
+    }
+
+    /// SIGKILL and reap. Safe to call more than once.
+    func kill() {
+        guard process.isRunning else { return }
+        _ = Glibc.kill(pid, SIGKILL)
+        _ = waitForExit(timeout: 10)
+    }
+
+    deinit { kill() }
+}
+
+/// The outcome of a command run to completion.
+struct CommandResult: CustomStringConvertible {
+    let status: Int32
+    let stdout: String
+    let stderr: String
+
+    var description: String { "exit \(status)\n--- stdout:\n\(stdout)\n--- stderr:\n\(stderr)" }
+}
+
+extension SpawnedProcess {
+    /// Runs a command to completion (killing it after `timeout` seconds).
+    static func run(_ executable: URL, _ arguments: [String], directory: URL, timeout: Double = 30) throws -> CommandResult {
+        let p = try SpawnedProcess(executable, arguments, directory: directory)
+        defer { p.kill() }
+        guard let status = p.waitForExit(timeout: timeout) else {
+            throw HarnessError("\(executable.lastPathComponent) \(arguments.joined(separator: " ")) did not finish within \(timeout) s")
+        }
+        return CommandResult(status: status, stdout: p.stdout, stderr: p.stderr)
+    }
+}

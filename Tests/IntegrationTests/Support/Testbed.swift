@@ -1,0 +1,173 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A running demo-bank.
+struct DemoBankInstance {
+    let process: SpawnedProcess
+    let port: Int
+    var url: String { "http://127.0.0.1:\(port)" }
+}
+
+/// A running `txgate serve`.
+struct GatewayInstance {
+    let process: SpawnedProcess
+    let port: Int
+    let configURL: URL
+    let config: [String: Any]
+    var pid: Int32 { process.pid }
+
+    /// A fresh keep-alive connection to the gateway.
+    func connect(timeout: Double = 10) throws -> RawHTTPClient {
+        try RawHTTPClient(port: port, timeout: timeout)
+    }
+
+    /// One request on its own connection.
+    func fetch(_ method: String = "GET", _ target: String, headers: [(String, String)] = [],
+               body: [UInt8]? = nil, timeout: Double = 10) throws -> HTTPResponse {
+        try RawHTTPClient.fetch(port: port, method, target, headers: headers, body: body, timeout: timeout)
+    }
+
+    /// The JSON log lines written so far on stderr (lines that are not JSON are skipped).
+    func logLines() -> [[String: Any]] {
+        process.stderr.split(separator: "\n").compactMap { line in
+            (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+        }
+    }
+
+    /// The number of open file descriptors of the gateway process.
+    func openFileDescriptors() throws -> Int {
+        try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
+    }
+}
+
+/// Everything one test needs: its own temp directory, and the processes it starts, which are
+/// all killed (and the directory removed) by `cleanup()` — call it in a `defer` right after
+/// creating the testbed; `deinit` does it too.
+final class Testbed: @unchecked Sendable {
+    let dir: TemporaryDirectory
+    private let lock = NSLock()
+    private var processes: [SpawnedProcess] = []
+
+    init() throws {
+        dir = try TemporaryDirectory()
+    }
+
+    deinit { cleanup() }
+
+    func cleanup() {
+        lock.lock()
+        let all = processes
+        processes.removeAll()
+        lock.unlock()
+        for p in all { p.kill() }
+        dir.remove()
+    }
+
+    /// Starts a process that `cleanup()` will kill.
+    func spawn(_ executable: URL, _ arguments: [String], name: String? = nil) throws -> SpawnedProcess {
+        let p = try SpawnedProcess(executable, arguments, name: name, directory: dir.url)
+        lock.lock()
+        processes.append(p)
+        lock.unlock()
+        return p
+    }
+
+    /// Starts demo-bank on a free port and waits until it accepts connections.
+    func startDemoBank() throws -> DemoBankInstance {
+        let binary = try BinaryLocator.demoBank
+        var lastError: Error?
+        for _ in 0..<3 {
+            let port = try Ports.free()
+            let p = try spawn(binary, ["--listen", "127.0.0.1:\(port)"], name: "demo-bank")
+            do {
+                try p.waitForPort(port)
+                return DemoBankInstance(process: p, port: port)
+            } catch {
+                // Most likely someone else took the port between probe and bind: try another.
+                lastError = error
+                p.kill()
+            }
+        }
+        throw lastError!
+    }
+
+    /// Writes `config` as JSON into the temp dir (`name`) and returns its location.
+    @discardableResult
+    func writeConfig(_ config: [String: Any], name: String = "gateway.json") throws -> URL {
+        let data = try JSONSerialization.data(withJSONObject: config, options: [.prettyPrinted, .sortedKeys])
+        return try dir.write(name, data: data)
+    }
+
+    /// The configuration the tests start from: `listen` on `port`, one worker, `upstream`,
+    /// access log on; `overrides` is merged in (nested objects merge key by key).
+    static func gatewayConfig(port: Int, upstream: String, overrides: [String: Any] = [:]) -> [String: Any] {
+        let base: [String: Any] = [
+            "listen": "127.0.0.1:\(port)",
+            "workers": 1,
+            "upstream": ["url": upstream],
+            "log": ["level": "info", "access": true],
+        ]
+        return deepMerge(base, overrides)
+    }
+
+    /// Starts `txgate serve --config <tmp>/gateway.json` on a free port in front of `upstream`
+    /// and waits until it accepts connections.
+    func startGateway(upstream: String, config overrides: [String: Any] = [:],
+                      extraArguments: [String] = []) throws -> GatewayInstance {
+        let binary = try BinaryLocator.txgate
+        var lastError: Error?
+        for _ in 0..<3 {
+            let port = try Ports.free()
+            let config = Self.gatewayConfig(port: port, upstream: upstream, overrides: overrides)
+            let url = try writeConfig(config)
+            let p = try spawn(binary, ["serve", "--config", url.path] + extraArguments, name: "txgate")
+            do {
+                try p.waitForPort(port)
+                return GatewayInstance(process: p, port: port, configURL: url, config: config)
+            } catch {
+                lastError = error
+                p.kill()
+            }
+        }
+        throw lastError!
+    }
+
+    /// demo-bank, then txgate in front of it.
+    func startGatewayWithBank(config overrides: [String: Any] = [:]) throws -> (GatewayInstance, DemoBankInstance) {
+        let bank = try startDemoBank()
+        let gateway = try startGateway(upstream: bank.url, config: overrides)
+        return (gateway, bank)
+    }
+
+    /// Runs `txgate <arguments>` to completion.
+    func runTxgate(_ arguments: [String], timeout: Double = 30) throws -> CommandResult {
+        try SpawnedProcess.run(try BinaryLocator.txgate, arguments, directory: dir.url, timeout: timeout)
+    }
+
+    /// Writes `text` to a file in the temp dir and runs `txgate check --config` on it.
+    func check(configText text: String, name: String = "check.json") throws -> CommandResult {
+        let url = try dir.write(name, text)
+        return try runTxgate(["check", "--config", url.path])
+    }
+
+    /// Runs a tool found on PATH (curl, openssl) to completion.
+    func runTool(_ name: String, _ arguments: [String], timeout: Double = 30) throws -> CommandResult {
+        guard let tool = BinaryLocator.onPath(name) else { throw HarnessError("\(name) is not installed (not on PATH)") }
+        return try SpawnedProcess.run(tool, arguments, directory: dir.url, timeout: timeout)
+    }
+}
+
+/// Merges `b` into `a`; where both hold an object, they merge key by key.
+func deepMerge(_ a: [String: Any], _ b: [String: Any]) -> [String: Any] {
+    var out = a
+    for (k, v) in b {
+        if let av = out[k] as? [String: Any], let bv = v as? [String: Any] {
+            out[k] = deepMerge(av, bv)
+        } else {
+            out[k] = v
+        }
+    }
+    return out
+}
