@@ -16,16 +16,23 @@ let package = Package(
         // C libraries: module maps and shims only.
         .systemLibrary(name: "CLibevent", pkgConfig: "libevent", providers: [.apt(["libevent-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
         // The one thin layer over libevent: loops, HTTP/1.1 server and upstream client, TLS.
         // HTTP/1.1 message model and parsing, pure Swift (no sockets), shared by every layer.
         .target(name: "HTTPCore"),
         .target(name: "EventHTTP", dependencies: ["CLibevent", "COpenSSL", "HTTPCore"]),
+        // Cryptographic building blocks over OpenSSL (hashes, HMAC, scrypt, CSPRNG, base64/base32).
+        .target(name: "TxGateCrypto", dependencies: ["COpenSSL"]),
         // Pure domain logic: configuration, header rules, error bodies. No I/O.
-        .target(name: "TxGateCore", dependencies: ["HTTPCore", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "TxGateCore", dependencies: [
+            "HTTPCore", "TxGateCrypto", .product(name: "Logging", package: "swift-log"),
+        ]),
+        // The embedded default store: the Store protocol on one SQLite file.
+        .target(name: "TxGateStore", dependencies: ["TxGateCore", "CSQLite"]),
         // The gateway: request phases wired onto EventHTTP.
         .target(name: "TxGate", dependencies: [
-            "EventHTTP", "TxGateCore", .product(name: "Logging", package: "swift-log"),
+            "EventHTTP", "TxGateCore", "TxGateCrypto", "TxGateStore", .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "txgate", dependencies: [
             "TxGate", "TxGateCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -35,9 +42,11 @@ let package = Package(
             "EventHTTP", "TxGateCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
-        .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore"]),
+        .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto"]),
         .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore"]),
+        .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateCrypto"]),
+        .testTarget(name: "TxGateStoreTests", dependencies: ["TxGateStore", "TxGateCore"]),
     ],
     swiftLanguageModes: [.v5]
 )

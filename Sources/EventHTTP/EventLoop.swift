@@ -26,10 +26,17 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     /// Process-wide setup, once: libevent locking for cross-thread wake-ups, and SIGPIPE
-    /// ignored so that a peer closing mid-write is an error return, not a crash.
+    /// ignored so that a peer closing mid-write is an error return, not a crash. SIGTERM and
+    /// SIGINT are unblocked: a parent that started us with them blocked (Foundation's
+    /// Process does) must still be able to stop us gracefully.
     private static let processSetup: Void = {
         evthread_use_pthreads()
         signal(SIGPIPE, SIG_IGN)
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }()
 
     /// Runs the loop on the calling thread until `stop()`.

@@ -11,6 +11,10 @@ final class RequestContext {
     var phaseIndex = 0
     /// Time from sending upstream to the response head, when the request was proxied.
     var upstreamNanos: UInt64?
+    /// The target sent upstream, once the policy phase has removed `_txid`/`_idtoken`.
+    var upstreamTarget: String?
+    /// The session the policy phase identified.
+    var subject: Subject?
     private var logged = false
 
     init(exchange: ServerExchange, worker: Worker, requestId: String) {
@@ -60,6 +64,7 @@ final class RequestContext {
             "client": .string(exchange.remoteIP),
         ]
         if let u = upstreamNanos { md["upstream_ms"] = .stringConvertible(Self.ms(u)) }
+        if let s = subject { md["user"] = .string(s.uid) }
         worker.shared.accessLogger.info("access", metadata: md)
     }
 

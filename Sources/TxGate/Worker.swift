@@ -3,6 +3,7 @@ import Foundation
 import HTTPCore
 import Logging
 import TxGateCore
+import TxGateStore
 
 /// What every worker shares, read-only, built once at start-up.
 final class SharedState: @unchecked Sendable {
@@ -18,6 +19,10 @@ final class SharedState: @unchecked Sendable {
     let upstreamBasePath: String
     let upstreamDescription: String
     let limits: ServerLimits
+    let store: Store?
+    let auth: AuthService?
+    let pdp: PolicyDecisionPoint?
+    let policies: [Policy]
 
     init(config: GatewayConfig, logger: Logger) throws {
         self.config = config
@@ -46,6 +51,40 @@ final class SharedState: @unchecked Sendable {
         upstreamBasePath = u.url.basePath
         upstreamDescription = u.url.description
         limits = ServerLimits(maxHeaderBytes: config.limits.maxHeaderBytes, maxBodyBytes: config.limits.maxBodyBytes)
+        // The authentication service and its store exist when there are journeys to run.
+        if config.journeys.isEmpty {
+            store = nil
+            auth = nil
+        } else {
+            let s = try SQLiteStore(path: config.store.path)
+            let (key, source) = try SigningKey.load(file: config.secrets.signingKeyFile)
+            logger.info("authentication service enabled", metadata: [
+                "store": .string("sqlite:\(config.store.path)"), "signing_key": .string(source.rawValue),
+                "journeys": .string(config.journeys.keys.sorted().joined(separator: ",")),
+                "users": .stringConvertible(config.users.count),
+            ])
+            store = s
+            auth = AuthService(config: config, store: s, signingKey: key, logger: logger)
+        }
+        policies = config.policies ?? []
+        if let auth, let store, config.policies != nil {
+            let engine = EmbeddedPolicyEngine(policies: policies, store: store, users: auth.users, loginJourney: config.loginJourney,
+                                              maxPending: config.security.maxPendingTransactions, logger: logger)
+            pdp = engine
+            auth.policiesEndpoint = { [policies] ctx, realm in
+                PoliciesEndpoint.handle(ctx, realm: realm, auth: auth, pdp: engine, policies: policies)
+            }
+        } else {
+            pdp = nil
+            logger.warning("no policies configured: running as a plain proxy, every request is forwarded")
+        }
+    }
+
+    /// The journey of the transaction policy that applies to a request, if any.
+    func transactionJourney(path: Substring, method: String) -> String? {
+        guard let p = policies.first(where: { $0.applies(path: path, method: method) }),
+              case .transaction(let rule) = p.requirement else { return nil }
+        return rule.journey
     }
 }
 
@@ -59,12 +98,19 @@ final class Worker: @unchecked Sendable {
     private(set) var server: HTTPServer!
     let pipeline: Pipeline
     private var requestIds = RequestIdGenerator()
+    let cache: DecisionCache
 
     init(index: Int, shared: SharedState) throws {
         self.index = index
         self.shared = shared
         pool = UpstreamPool(loop: loop, endpoint: shared.upstream)
-        pipeline = Pipeline([GatewayEndpointsPhase(), ProxyPhase()])
+        var phases: [RequestPhase] = [GatewayEndpointsPhase(), AuthEndpointsPhase(auth: shared.auth)]
+        if let pdp = shared.pdp, let auth = shared.auth {
+            phases.append(PolicyPhase(pdp: pdp, auth: auth, config: shared.config))
+        }
+        phases.append(ProxyPhase())
+        pipeline = Pipeline(phases)
+        cache = DecisionCache(maxEntries: shared.config.cache.maxEntries, defaultTtlMs: Int64(shared.config.cache.defaultTtlS) * 1000)
         server = try HTTPServer(loop: loop, address: shared.listenAddress, tls: shared.listenerTLS, limits: shared.limits,
                                 errorBody: { status, message in (ErrorBody.contentType, ErrorBody.json(status: status, message: message)) },
                                 handler: { [unowned self] exchange in self.handle(exchange) })
@@ -76,6 +122,20 @@ final class Worker: @unchecked Sendable {
     private func handle(_ exchange: ServerExchange) {
         let id = ProxyHeaders.acceptableRequestId(exchange.head.headers.first("X-Request-Id")) ?? requestIds.next()
         RequestContext(exchange: exchange, worker: self, requestId: id).next()
+    }
+
+    /// A decision from the cache, or from the PDP (and then cached when AM's rules allow).
+    /// Requests that name a transaction are never answered from the cache.
+    func decide(_ q: DecisionQuery, pdp: PolicyDecisionPoint, _ done: @escaping (Result<Decision, PDPError>) -> Void) {
+        guard q.environment.isEmpty else { pdp.evaluate(q, on: loop, done); return }
+        let subjectKey = q.subject.map { $0.uid + "|" + $0.journeys.joined(separator: ",") } ?? "-"
+        let key = DecisionCache.key(resource: q.resource, method: q.method, subject: subjectKey)
+        let nowMs = Int64(Date().timeIntervalSince1970 * 1000)
+        if let d = cache.get(key, nowMs: nowMs) { done(.success(d)); return }
+        pdp.evaluate(q, on: loop) { [cache] r in
+            if case .success(let d) = r { cache.put(key, d, nowMs: nowMs) }
+            done(r)
+        }
     }
 
     /// Runs the loop on a new thread; `onExit` is called from that thread when it ends.

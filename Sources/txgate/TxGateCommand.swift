@@ -13,7 +13,7 @@ struct TxGateCommand: ParsableCommand {
             TxGate is a reverse proxy: every request is checked, then forwarded to the upstream \
             named in the configuration file (gateway.json). See README.md for the configuration keys.
             """,
-        subcommands: [Serve.self, Check.self],
+        subcommands: [Serve.self, Check.self, HashPassword.self],
         defaultSubcommand: nil)
 }
 
@@ -84,4 +84,33 @@ struct Check: ParsableCommand {
 
 func printError(_ s: String) {
     FileHandle.standardError.write((s + "\n").data(using: .utf8)!)
+}
+
+struct HashPassword: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "hash-password",
+        abstract: "Read a password from stdin and print its hash for `users[].passwordHash`.",
+        discussion: "The hash is scrypt (N=2^15, r=8, p=1) with a random salt. From a terminal, the password is not echoed.")
+
+    func run() throws {
+        let tty = isatty(0) == 1
+        var saved = termios()
+        if tty {
+            FileHandle.standardError.write("Password: ".data(using: .utf8)!)
+            tcgetattr(0, &saved)
+            var quiet = saved
+            quiet.c_lflag &= ~tcflag_t(ECHO)
+            tcsetattr(0, TCSANOW, &quiet)
+        }
+        let line = readLine(strippingNewline: true)
+        if tty {
+            tcsetattr(0, TCSANOW, &saved)
+            FileHandle.standardError.write("\n".data(using: .utf8)!)
+        }
+        guard let password = line, !password.isEmpty else {
+            printError("hash-password: no password on stdin")
+            throw ExitCode(1)
+        }
+        print(PasswordHash.hash(password))
+    }
 }

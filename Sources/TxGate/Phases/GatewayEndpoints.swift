@@ -1,7 +1,6 @@
 import TxGateCore
 
-/// The gateway's own endpoints. `/-/` is reserved for the gateway and `/am/` for the
-/// authentication service; neither is ever proxied.
+/// The gateway's own endpoints under `/-/`, which is never proxied.
 final class GatewayEndpointsPhase: RequestPhase {
     func handle(_ ctx: RequestContext) {
         let path = ctx.head.path
@@ -16,10 +15,6 @@ final class GatewayEndpointsPhase: RequestPhase {
         }
         if path.hasPrefix("/-/") {
             ctx.respondError(status: 404, message: "no gateway endpoint at \(path)")
-            return
-        }
-        if path == "/am" || path.hasPrefix("/am/") {
-            ctx.respondError(status: 404, message: "no authentication service endpoint at \(path)")
             return
         }
         ctx.next()

@@ -6,7 +6,7 @@ import TxGateCore
 /// The terminal phase of an allowed request: forward it upstream and stream the answer back.
 final class ProxyPhase: RequestPhase {
     func handle(_ ctx: RequestContext) {
-        guard let target = Self.originForm(ctx.head.target) else {
+        guard let target = Self.originForm(ctx.upstreamTarget ?? ctx.head.target) else {
             ctx.respondError(status: 400, message: "request target '\(ctx.head.target)' is not a path")
             return
         }

@@ -144,8 +144,25 @@ public struct GatewayConfig: Decodable, Sendable {
     public var tls: TLSConfig?
     public var log = LogConfig()
     public var shutdownTimeoutMs = 10_000
+    public var users: [UserRecord] = []
+    public var usersFile: String?
+    /// Journey name → its nodes, in order.
+    public var journeys: [String: [NodeConfig]] = [:]
+    public var loginJourney = "Login"
+    /// Sub-realms served besides the root realm ("/").
+    public var realms: [String] = []
+    public var session = SessionConfig()
+    public var secrets = SecretsConfig()
+    public var store = StoreConfig()
+    public var security = SecurityConfig()
+    /// nil: no `policies` key, a plain proxy.
+    public var policies: [Policy]?
+    public var cache = CacheConfig()
+    public var challenges = ChallengeConfig()
 
-    public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "tls", "log", "shutdownTimeoutMs"]
+    public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "tls", "log", "shutdownTimeoutMs",
+                              "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
+                              "security", "policies", "cache", "challenges"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -165,6 +182,21 @@ public struct GatewayConfig: Decodable, Sendable {
         log = o.value("log", default: log)
         shutdownTimeoutMs = o.value("shutdownTimeoutMs", default: shutdownTimeoutMs)
         if shutdownTimeoutMs < 0 { o.invalid("shutdownTimeoutMs", "must be 0 or more") }
+        users = o.value("users", default: users)
+        usersFile = o.optional("usersFile")
+        journeys = o.value("journeys", default: journeys)
+        loginJourney = o.value("loginJourney", default: loginJourney)
+        realms = o.value("realms", default: realms)
+        for (i, r) in realms.enumerated() where r.isEmpty || !r.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) {
+            o.issues.add(o.path + [AnyKey("realms"), AnyKey(intValue: i)!], "'\(r)' is not a realm name (letters, digits, '-', '_')")
+        }
+        session = o.value("session", default: session)
+        secrets = o.value("secrets", default: secrets)
+        store = o.value("store", default: store)
+        security = o.value("security", default: security)
+        policies = o.optional("policies", as: [PolicyConfig].self)?.map(\.policy)
+        cache = o.value("cache", default: cache)
+        challenges = o.value("challenges", default: challenges)
     }
 
     /// The base URL links point at: `publicUrl`, or one derived from `listen`.
@@ -216,6 +248,8 @@ public enum ConfigLoader {
         }
         apply(overrides, to: &config, issues: issues)
         resolvePaths(&config, folder: folder, issues: issues)
+        loadUsers(&config, issues: issues)
+        checkAuth(config, issues: issues)
         if !issues.errors.isEmpty { throw ConfigErrors(errors: issues.errors) }
         return config
     }
@@ -247,5 +281,57 @@ public enum ConfigLoader {
                                    privateKey: resolve(tls.privateKey, "tls.privateKey"))
         }
         if let ca = config.upstream.caFile { config.upstream.caFile = resolve(ca, "upstream.caFile") }
+        if let u = config.usersFile { config.usersFile = resolve(u, "usersFile") }
+        // Files the gateway creates: resolved, not required to exist.
+        config.store.path = absolute(config.store.path, folder: folder)
+        config.secrets.signingKeyFile = absolute(config.secrets.signingKeyFile, folder: folder)
+    }
+
+    static func absolute(_ p: String, folder: String) -> String {
+        p.hasPrefix("/") ? p : URL(fileURLWithPath: folder).appendingPathComponent(p).standardized.path
+    }
+
+    /// `usersFile` holds a JSON array of users, in the same form as `users`.
+    static func loadUsers(_ config: inout GatewayConfig, issues: ConfigIssues) {
+        guard let path = config.usersFile, let data = FileManager.default.contents(atPath: path) else { return }
+        let fileIssues = ConfigIssues()
+        let decoder = JSONDecoder()
+        decoder.userInfo[ConfigIssues.userInfoKey] = fileIssues
+        do {
+            config.users += try decoder.decode([UserRecord].self, from: data)
+        } catch {
+            fileIssues.add(error, at: [])
+        }
+        for e in fileIssues.errors {
+            issues.errors.append(ConfigError(path: "usersFile" + (e.path.hasPrefix("[") ? e.path : (e.path.isEmpty ? "" : "." + e.path)),
+                                             message: e.path.isEmpty ? "'\(path)': \(e.message)" : e.message))
+        }
+    }
+
+    static func checkAuth(_ config: GatewayConfig, issues: ConfigIssues) {
+        var seen = Set<String>()
+        for (i, u) in config.users.enumerated() where !u.username.isEmpty {
+            if !seen.insert(u.username).inserted {
+                issues.errors.append(ConfigError(path: "users[\(i)].username", message: "duplicate user '\(u.username)'"))
+            }
+        }
+        issues.errors += JourneyEngine.build(config.journeys).errors
+        for (i, p) in (config.policies ?? []).enumerated() {
+            let journey: String
+            switch p.requirement {
+            case .none: continue
+            case .stepUp(let j): journey = j
+            case .transaction(let r): journey = r.journey
+            }
+            if config.journeys[journey] == nil {
+                issues.errors.append(ConfigError(path: "policies[\(i)]", message: "journey '\(journey)' is not in journeys"))
+            }
+        }
+        if config.policies?.isEmpty == false && config.journeys.isEmpty {
+            issues.errors.append(ConfigError(path: "journeys", message: "policies need journeys to log users in"))
+        }
+        if !config.journeys.isEmpty && config.journeys[config.loginJourney] == nil {
+            issues.errors.append(ConfigError(path: "loginJourney", message: "no journey named '\(config.loginJourney)'"))
+        }
     }
 }

@@ -104,6 +104,12 @@ struct StrictObject {
         }
     }
 
+    /// The value if it decodes as `T`, recording nothing otherwise (for keys that take one of
+    /// several types).
+    func attempt<T: Decodable>(_ key: String, as type: T.Type = T.self) -> T? {
+        try? container.decode(T.self, forKey: AnyKey(key))
+    }
+
     func value<T: Decodable>(_ key: String, default fallback: T) -> T {
         optional(key, as: T.self) ?? fallback
     }

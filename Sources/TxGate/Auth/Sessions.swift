@@ -1,0 +1,130 @@
+import EventHTTP
+import Foundation
+import HTTPCore
+import TxGateCore
+import TxGateCrypto
+
+/// A logged-in session as the store keeps it. The token itself is never stored: its key is
+/// the SHA-256 of the token.
+struct Session: Codable, Equatable {
+    var uid: String
+    var realm: String
+    /// Unix seconds.
+    var created: Int
+    var touched: Int
+    /// Journeys this session has completed (for step-up policies).
+    var journeys: [String]
+}
+
+/// Creates, finds and ends sessions in the store.
+final class SessionManager: @unchecked Sendable {
+    let store: Store
+    let config: SessionConfig
+    let secureCookie: Bool
+    /// Sliding expiry is written at most this often, not on every request.
+    static let touchIntervalS = 60
+
+    init(store: Store, config: SessionConfig, secureCookie: Bool) {
+        self.store = store
+        self.config = config
+        self.secureCookie = secureCookie
+    }
+
+    static func key(_ token: String) -> String { "session:" + Crypto.hex(Crypto.sha256(Array(token.utf8))) }
+
+    /// A token as AM sends it: in the header named after the cookie, or in the cookie.
+    func token(in headers: HTTPHeaders) -> String? {
+        if let t = headers.first(config.cookieName), !t.isEmpty { return t }
+        for cookie in headers.values("Cookie") {
+            for pair in cookie.split(separator: ";") {
+                let kv = pair.split(separator: "=", maxSplits: 1)
+                if kv.count == 2, kv[0].trimmingOWS() == config.cookieName {
+                    let v = kv[1].trimmingOWS()
+                    if !v.isEmpty { return v }
+                }
+            }
+        }
+        return nil
+    }
+
+    func create(uid: String, realm: String, journey: String, now: Int, on loop: EventLoop,
+                _ done: @escaping (StoreResult<String>) -> Void) {
+        let token = Base64URL.encode(Crypto.randomBytes(32))
+        let s = Session(uid: uid, realm: realm, created: now, touched: now, journeys: [journey])
+        let value = (try? JSONEncoder().encode(s)).map { [UInt8]($0) } ?? []
+        store.create(Self.key(token), value: value, ttlMs: config.idleTimeoutS * 1000, on: loop) { r in
+            switch r {
+            case .success(true): done(.success(token))
+            case .success(false): done(.failure(.failed("session token collision")))
+            case .failure(let e): done(.failure(e))
+            }
+        }
+    }
+
+    /// The live session for `token`, sliding its idle expiry; nil if unknown or expired.
+    func lookup(_ token: String, now: Int, on loop: EventLoop, _ done: @escaping (StoreResult<Session?>) -> Void) {
+        let key = Self.key(token)
+        store.get(key, on: loop) { [self] r in
+            switch r {
+            case .failure(let e): done(.failure(e))
+            case .success(nil): done(.success(nil))
+            case .success(let bytes?):
+                guard var s = try? JSONDecoder().decode(Session.self, from: Data(bytes)) else {
+                    done(.success(nil))
+                    return
+                }
+                let remainingLife = s.created + config.maxLifetimeS - now
+                if remainingLife <= 0 {
+                    store.delete(key, on: loop) { _ in done(.success(nil)) }
+                    return
+                }
+                if now - s.touched >= Self.touchIntervalS {
+                    s.touched = now
+                    let value = (try? JSONEncoder().encode(s)).map { [UInt8]($0) } ?? bytes
+                    store.put(key, value: value, ttlMs: min(config.idleTimeoutS, remainingLife) * 1000, on: loop) { _ in }
+                }
+                done(.success(s))
+            }
+        }
+    }
+
+    /// Records a completed step-up journey on the session. False if the session is gone.
+    func addJourney(_ journey: String, toSessionKey key: String, uid: String, now: Int, on loop: EventLoop,
+                    _ done: @escaping (StoreResult<Bool>) -> Void) {
+        store.get(key, on: loop) { [self] r in
+            switch r {
+            case .failure(let e): done(.failure(e))
+            case .success(nil): done(.success(false))
+            case .success(let bytes?):
+                guard var s = try? JSONDecoder().decode(Session.self, from: Data(bytes)), s.uid == uid else {
+                    done(.success(false))
+                    return
+                }
+                if !s.journeys.contains(journey) { s.journeys.append(journey) }
+                s.touched = now
+                let value = (try? JSONEncoder().encode(s)).map { [UInt8]($0) } ?? bytes
+                let remaining = max(1, min(config.idleTimeoutS, s.created + config.maxLifetimeS - now))
+                store.compareAndSwap(key, expected: bytes, new: value, ttlMs: remaining * 1000, on: loop, done)
+            }
+        }
+    }
+
+    func delete(_ token: String, on loop: EventLoop, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        store.delete(Self.key(token), on: loop, done)
+    }
+
+    func setCookie(_ token: String) -> String {
+        "\(config.cookieName)=\(token); Path=/; HttpOnly; SameSite=Lax" + (secureCookie ? "; Secure" : "")
+    }
+
+    func clearCookie() -> String {
+        "\(config.cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax" + (secureCookie ? "; Secure" : "")
+    }
+}
+
+/// Secrets in logs: enough to correlate, never enough to use.
+func masked(_ secret: String) -> String {
+    secret.count <= 8 ? "****" : String(secret.prefix(4)) + "…" + "(\(secret.count))"
+}
+
+extension EventLoop: CallbackExecutor {}

@@ -1,0 +1,53 @@
+import Foundation
+import TxGateCrypto
+
+/// The HS256 key for authIds. Every instance that should continue another's journeys needs
+/// the same key: `TXGATE_SIGNING_KEY`, or the same key file.
+enum SigningKey {
+    enum Source: String { case environment, file, generated }
+
+    static let minimumLength = 32
+
+    /// Reads `TXGATE_SIGNING_KEY`, else the key file; creates the file (0600) with a random
+    /// key on first start.
+    static func load(file: String, environment: [String: String] = ProcessInfo.processInfo.environment) throws -> ([UInt8], Source) {
+        if let env = environment["TXGATE_SIGNING_KEY"] {
+            let key = Array(env.utf8)
+            guard key.count >= minimumLength else {
+                throw KeyError("TXGATE_SIGNING_KEY: must be at least \(minimumLength) characters (e.g. `openssl rand -base64 48`)")
+            }
+            return (key, .environment)
+        }
+        let fm = FileManager.default
+        if fm.fileExists(atPath: file) {
+            guard let data = fm.contents(atPath: file) else { throw KeyError("secrets.signingKeyFile: cannot read '\(file)'") }
+            let text = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
+            guard text.utf8.count >= minimumLength else {
+                throw KeyError("secrets.signingKeyFile: '\(file)' holds fewer than \(minimumLength) characters")
+            }
+            return (Array(text.utf8), .file)
+        }
+        let folder = URL(fileURLWithPath: file).deletingLastPathComponent().path
+        do {
+            try fm.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        } catch {
+            throw KeyError("secrets.signingKeyFile: cannot create folder '\(folder)': \(error.localizedDescription)")
+        }
+        let text = Base64URL.encode(Crypto.randomBytes(48))
+        let fd = open(file, O_WRONLY | O_CREAT | O_EXCL, 0o600)
+        guard fd >= 0 else {
+            throw KeyError("secrets.signingKeyFile: cannot create '\(file)': \(String(cString: strerror(errno)))")
+        }
+        defer { close(fd) }
+        let bytes = Array((text + "\n").utf8)
+        guard write(fd, bytes, bytes.count) == bytes.count, fsync(fd) == 0 else {
+            throw KeyError("secrets.signingKeyFile: cannot write '\(file)': \(String(cString: strerror(errno)))")
+        }
+        return (Array(text.utf8), .generated)
+    }
+
+    struct KeyError: Error, CustomStringConvertible {
+        let description: String
+        init(_ d: String) { description = d }
+    }
+}

@@ -1,0 +1,125 @@
+import Foundation
+
+/// One node of a journey as configured: its type and its own settings.
+public struct NodeConfig: Decodable, Sendable {
+    public var type: String
+    public var settings: [String: JSONValue]
+    /// Where it sits in the file (`journeys.Login[0]`), for errors.
+    public var path: String
+
+    public init(type: String, settings: [String: JSONValue] = [:], path: String = "") {
+        self.type = type
+        self.settings = settings
+        self.path = path
+    }
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.container(keyedBy: AnyKey.self)
+        path = jsonPath(decoder.codingPath)
+        type = (try? c.decode(String.self, forKey: AnyKey("type"))) ?? ""
+        var s: [String: JSONValue] = [:]
+        for k in c.allKeys where k.stringValue != "type" { s[k.stringValue] = try c.decode(JSONValue.self, forKey: k) }
+        settings = s
+    }
+}
+
+public struct SessionConfig: Decodable, Sendable {
+    public var cookieName = "iPlanetDirectoryPro"
+    public var idleTimeoutS = 1_800
+    public var maxLifetimeS = 28_800
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["cookieName", "idleTimeoutS", "maxLifetimeS"])
+        cookieName = o.value("cookieName", default: cookieName)
+        idleTimeoutS = o.value("idleTimeoutS", default: idleTimeoutS)
+        maxLifetimeS = o.value("maxLifetimeS", default: maxLifetimeS)
+        if cookieName.isEmpty || !cookieName.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) {
+            o.invalid("cookieName", "must be letters, digits, '-', '_' or '.'")
+        }
+        if idleTimeoutS <= 0 { o.invalid("idleTimeoutS", "must be greater than 0") }
+        if maxLifetimeS < idleTimeoutS { o.invalid("maxLifetimeS", "must be at least idleTimeoutS") }
+    }
+}
+
+public struct SecurityConfig: Decodable, Sendable {
+    public var maxFailedAttempts = 5
+    public var lockoutWindowS = 300
+    public var lockoutDurationS = 900
+    /// How long a journey step (an authId) stays valid.
+    public var authIdTtlS = 300
+    /// Transactions a subject may have waiting at once.
+    public var maxPendingTransactions = 20
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["maxFailedAttempts", "lockoutWindowS", "lockoutDurationS", "authIdTtlS",
+                                                          "maxPendingTransactions"])
+        maxFailedAttempts = o.value("maxFailedAttempts", default: maxFailedAttempts)
+        lockoutWindowS = o.value("lockoutWindowS", default: lockoutWindowS)
+        lockoutDurationS = o.value("lockoutDurationS", default: lockoutDurationS)
+        authIdTtlS = o.value("authIdTtlS", default: authIdTtlS)
+        maxPendingTransactions = o.value("maxPendingTransactions", default: maxPendingTransactions)
+        for (k, v) in [("maxPendingTransactions", maxPendingTransactions), ("maxFailedAttempts", maxFailedAttempts), ("lockoutWindowS", lockoutWindowS),
+                       ("lockoutDurationS", lockoutDurationS), ("authIdTtlS", authIdTtlS)] where v <= 0 {
+            o.invalid(k, "must be greater than 0")
+        }
+    }
+}
+
+public struct SecretsConfig: Decodable, Sendable {
+    /// HS256 key for authIds; generated (0600) on first start if missing. `TXGATE_SIGNING_KEY` wins.
+    public var signingKeyFile = "var/signing.key"
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["signingKeyFile"])
+        signingKeyFile = o.value("signingKeyFile", default: signingKeyFile)
+    }
+}
+
+public struct StoreConfig: Decodable, Sendable {
+    public var type = "sqlite"
+    public var path = "var/txgate.db"
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["type", "path"])
+        type = o.value("type", default: type)
+        path = o.value("path", default: path)
+        if type != "sqlite" { o.invalid("type", "'\(type)' is not a known store (sqlite)") }
+        if path.isEmpty { o.invalid("path", "must not be empty") }
+    }
+}
+
+public struct CacheConfig: Decodable, Sendable {
+    public var defaultTtlS = 60
+    public var maxEntries = 10_000
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["defaultTtlS", "maxEntries"])
+        defaultTtlS = o.value("defaultTtlS", default: defaultTtlS)
+        maxEntries = o.value("maxEntries", default: maxEntries)
+        if defaultTtlS < 0 { o.invalid("defaultTtlS", "must be 0 or more") }
+        if maxEntries < 0 { o.invalid("maxEntries", "must be 0 or more") }
+    }
+}
+
+public struct ChallengeConfig: Decodable, Sendable {
+    /// For `Authorization: Bearer` requests: "rfc9470", "ssoadvice", or "both" (two headers).
+    public var bearer = "rfc9470"
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["bearer"])
+        bearer = o.value("bearer", default: bearer)
+        if !["rfc9470", "ssoadvice", "both"].contains(bearer) { o.invalid("bearer", "'\(bearer)' is not rfc9470, ssoadvice or both") }
+    }
+}

@@ -1,0 +1,87 @@
+/// An AM authentication callback, as ForgeRock SDKs render and submit it (WIRE.md §4).
+public struct Callback: Equatable, Sendable {
+    public struct Field: Equatable, Sendable {
+        public var name: String
+        public var value: JSONValue
+        public init(_ name: String, _ value: JSONValue) { self.name = name; self.value = value }
+    }
+
+    public var type: String
+    public var output: [Field]
+    public var input: [Field]
+
+    public init(type: String, output: [Field], input: [Field] = []) {
+        self.type = type
+        self.output = output
+        self.input = input
+    }
+
+    /// AM's field order: type, output, input, _id. Inputs are named `IDToken<n>` after the
+    /// callback's position on the page (1-based), as AM does.
+    public func json(id: Int) -> String {
+        var s = #"{"type":"\#(JSONText.escape(type))","output":["#
+        s += output.map { #"{"name":"\#(JSONText.escape($0.name))","value":\#($0.value.canonical)}"# }.joined(separator: ",")
+        s += "]"
+        if !input.isEmpty {
+            s += #","input":["#
+            s += input.enumerated().map { i, f in
+                let name = input.count == 1 ? "IDToken\(id + 1)" : "IDToken\(id + 1)\(i == 0 ? "" : "_\(i - 1)")"
+                return #"{"name":"\#(name)","value":\#(f.value.canonical)}"#
+            }.joined(separator: ",")
+            s += "]"
+        }
+        s += #","_id":\#(id)}"#
+        return s
+    }
+
+    public static func name(_ prompt: String) -> Callback {
+        Callback(type: "NameCallback", output: [Field("prompt", .string(prompt))], input: [Field("IDToken", "")])
+    }
+
+    public static func password(_ prompt: String) -> Callback {
+        Callback(type: "PasswordCallback", output: [Field("prompt", .string(prompt))], input: [Field("IDToken", "")])
+    }
+
+    /// `messageType` "0" information, "1" warning, "2" error.
+    public static func text(_ message: String, messageType: String = "0") -> Callback {
+        Callback(type: "TextOutputCallback", output: [Field("message", .string(message)), Field("messageType", .string(messageType))])
+    }
+
+    public static func confirmation(_ prompt: String, options: [String], defaultOption: Int) -> Callback {
+        Callback(type: "ConfirmationCallback",
+                 output: [Field("prompt", .string(prompt)), Field("messageType", 0),
+                          Field("options", .array(options.map { .string($0) })), Field("optionType", -1),
+                          Field("defaultOption", .number(Double(defaultOption)))],
+                 input: [Field("IDToken", .number(Double(defaultOption)))])
+    }
+}
+
+/// What a client sent back for one callback: its type and the values of its inputs.
+public struct SubmittedCallback: Equatable, Sendable {
+    public var type: String
+    public var inputs: [JSONValue]
+
+    public init(type: String, inputs: [JSONValue]) { self.type = type; self.inputs = inputs }
+
+    /// The first input as text (what NameCallback and PasswordCallback carry).
+    public var text: String? {
+        guard let v = inputs.first else { return nil }
+        switch v {
+        case .string(let s): return s
+        case .number: return v.canonical
+        default: return nil
+        }
+    }
+
+    /// Parses `{"authId": ..., "callbacks": [...]}`'s callbacks.
+    public static func parse(_ callbacks: JSONValue?) -> [SubmittedCallback]? {
+        guard let list = callbacks?.arrayValue else { return nil }
+        var out: [SubmittedCallback] = []
+        for c in list {
+            guard let type = c["type"]?.stringValue else { return nil }
+            let inputs = (c["input"]?.arrayValue ?? []).map { $0["value"] ?? .null }
+            out.append(SubmittedCallback(type: type, inputs: inputs))
+        }
+        return out
+    }
+}

@@ -1,0 +1,34 @@
+import Foundation
+
+/// Where a login may send the browser afterwards: only to the gateway's own origin, so that
+/// `goto` can never be an open redirect.
+public struct GotoPolicy: Sendable {
+    public let origin: HTTPURL
+
+    public init(origin: HTTPURL) { self.origin = origin }
+
+    /// The URL to follow, or nil if `goto` points anywhere else.
+    public func validate(_ goto: String) -> String? {
+        guard !goto.isEmpty, goto.utf8.allSatisfy({ $0 > 0x20 && $0 != 0x7F }) else { return nil }
+        if goto.hasPrefix("/") {
+            // "//host" and "/\host" are protocol-relative in browsers.
+            if goto.hasPrefix("//") || goto.hasPrefix("/\\") { return nil }
+            return goto
+        }
+        guard let u = HTTPURL(parsingAllowingQuery: goto), u.scheme == origin.scheme,
+              u.host.lowercased() == origin.host.lowercased(), u.port == origin.port else { return nil }
+        return goto
+    }
+}
+
+extension HTTPURL {
+    /// Like `init(parsing:)` but the URL may carry a query (a `goto` does).
+    init?(parsingAllowingQuery s: String) {
+        guard var c = URLComponents(string: s), c.user == nil, c.password == nil else { return nil }
+        c.query = nil
+        c.fragment = nil
+        c.path = ""
+        guard let base = c.string, let u = HTTPURL(parsing: base) else { return nil }
+        self = u
+    }
+}

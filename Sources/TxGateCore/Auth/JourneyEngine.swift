@@ -1,0 +1,131 @@
+import Foundation
+import TxGateCrypto
+
+public struct Journey: Sendable {
+    public let name: String
+    public let nodes: [JourneyNode]
+    public init(name: String, nodes: [JourneyNode]) { self.name = name; self.nodes = nodes }
+}
+
+/// Where a journey step leads.
+public enum JourneyResult: Error, Sendable {
+    /// Show these callbacks; the client posts them back with this authId.
+    case step(authId: String, callbacks: [Callback])
+    /// Every node passed.
+    case success(JourneyState)
+    /// 401 "Login failure". The reason is for the log.
+    case failure(reason: String)
+    /// 401 with errorCode "110": the authId expired.
+    case timedOut
+    /// 401: the authId was forged or tampered with, or the answers do not fit the step.
+    case rejected(String)
+    /// 503: a backing service is down.
+    case unavailable(String)
+}
+
+/// Runs journeys: which node is next, the signed authId, and checking answers against the
+/// step they answer. The nodes do the work; the engine keeps the order.
+public final class JourneyEngine: @unchecked Sendable {
+    public let journeys: [String: Journey]
+    private let signingKey: [UInt8]
+    private let authIdTtlS: Int
+
+    public init(journeys: [String: Journey], signingKey: [UInt8], authIdTtlS: Int) {
+        self.journeys = journeys
+        self.signingKey = signingKey
+        self.authIdTtlS = authIdTtlS
+    }
+
+    struct Claims: Codable {
+        var iss: String
+        var iat: Int
+        var exp: Int
+        var st: JourneyState
+    }
+
+    /// Shows the first node of `initial.journey`.
+    public func start(_ initial: JourneyState, context: JourneyContext) -> JourneyResult {
+        guard let journey = journeys[initial.journey], !journey.nodes.isEmpty else {
+            return .rejected("no journey named '\(initial.journey)'")
+        }
+        var state = initial
+        state.node = 0
+        return step(state, journey, context)
+    }
+
+    /// Reads and checks an authId: signature, expiry, and that its journey still exists.
+    public func decode(authId: String, now: Int) -> Result<JourneyState, JourneyResult> {
+        let claimsJSON: [UInt8]
+        do {
+            claimsJSON = try JWT.verify(authId, key: signingKey, now: now)
+        } catch {
+            return .failure(error == .expired ? .timedOut : .rejected("invalid authId"))
+        }
+        guard let claims = try? JSONDecoder().decode(Claims.self, from: Data(claimsJSON)), claims.iss == "txgate",
+              let journey = journeys[claims.st.journey], journey.nodes.indices.contains(claims.st.node) else {
+            return .failure(.rejected("invalid authId"))
+        }
+        return .success(claims.st)
+    }
+
+    /// Processes the answers to the step `state` is at.
+    public func proceed(_ state: JourneyState, submitted: [SubmittedCallback], context: JourneyContext,
+                        _ done: @escaping (JourneyResult) -> Void) {
+        guard let journey = journeys[state.journey], journey.nodes.indices.contains(state.node) else {
+            done(.rejected("invalid authId"))
+            return
+        }
+        let node = journey.nodes[state.node]
+        let expected = node.callbacks(state, context)
+        guard submitted.map(\.type) == expected.map(\.type) else {
+            done(.rejected("the callbacks do not match the step"))
+            return
+        }
+        node.process(submitted, state, context) { [self] outcome in
+            switch outcome {
+            case .failure(let reason):
+                done(.failure(reason: reason))
+            case .unavailable(let why):
+                done(.unavailable(why))
+            case .next(var next):
+                next.node = state.node + 1
+                if next.node >= journey.nodes.count {
+                    done(.success(next))
+                } else {
+                    done(step(next, journey, context))
+                }
+            }
+        }
+    }
+
+    private func step(_ state: JourneyState, _ journey: Journey, _ context: JourneyContext) -> JourneyResult {
+        let now = context.services.now
+        let claims = Claims(iss: "txgate", iat: now, exp: now + authIdTtlS, st: state)
+        let json = (try? JSONEncoder().encode(claims)).map { [UInt8]($0) } ?? []
+        return .step(authId: JWT.sign(claimsJSON: json, key: signingKey),
+                     callbacks: journey.nodes[state.node].callbacks(state, context))
+    }
+
+    /// `{"authId":"...","callbacks":[...]}` exactly as AM shapes it.
+    public static func stepJSON(authId: String, callbacks: [Callback]) -> String {
+        #"{"authId":"\#(authId)","callbacks":["# + callbacks.enumerated().map { $1.json(id: $0) }.joined(separator: ",") + "]}"
+    }
+
+    /// Builds the journeys of a configuration, reporting each bad node by its path.
+    public static func build(_ configs: [String: [NodeConfig]]) -> (journeys: [String: Journey], errors: [ConfigError]) {
+        var journeys: [String: Journey] = [:]
+        var errors: [ConfigError] = []
+        for name in configs.keys.sorted() {
+            let nodeConfigs = configs[name]!
+            if nodeConfigs.isEmpty { errors.append(ConfigError(path: "journeys.\(name)", message: "a journey needs at least one node")) }
+            var nodes: [JourneyNode] = []
+            for c in nodeConfigs {
+                do { nodes.append(try JourneyNodes.make(c)) } catch {
+                    errors.append(ConfigError(path: error.path, message: error.message))
+                }
+            }
+            journeys[name] = Journey(name: name, nodes: nodes)
+        }
+        return (journeys, errors)
+    }
+}

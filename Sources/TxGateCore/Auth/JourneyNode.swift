@@ -1,0 +1,274 @@
+import Foundation
+import TxGateCrypto
+
+/// What a journey carries from step to step, inside the signed authId (so any instance that
+/// shares the key can continue it, and a restart loses nothing).
+public struct JourneyState: Codable, Equatable, Sendable {
+    public var realm: String
+    public var journey: String
+    /// Index of the node whose callbacks the client is answering.
+    public var node: Int
+    /// The user the journey has identified (or the session's user for a step-up).
+    public var username: String?
+    /// Values collected along the way (e.g. what a later node needs).
+    public var shared: [String: String]
+    /// The transaction a composite-advice journey completes.
+    public var txid: String?
+
+    public init(realm: String, journey: String, node: Int = 0, username: String? = nil,
+                shared: [String: String] = [:], txid: String? = nil) {
+        self.realm = realm
+        self.journey = journey
+        self.node = node
+        self.username = username
+        self.shared = shared
+        self.txid = txid
+    }
+}
+
+/// How a node's step ended.
+public enum NodeOutcome: Equatable, Sendable {
+    /// Go on to the next node with this state.
+    case next(JourneyState)
+    /// The journey fails (401 Login failure). The reason is for the log only, never the client.
+    case failure(reason: String)
+    /// A backing service is down: fail closed with 503.
+    case unavailable(String)
+}
+
+/// The I/O a node may need, done elsewhere (store, password hashing off the loop). Every
+/// completion runs on the caller's loop.
+public protocol JourneyServices: AnyObject {
+    func user(named: String) -> UserRecord?
+    /// Spends the same time whether or not `user` exists.
+    func verifyPassword(_ password: String, of user: UserRecord?, _ done: @escaping (Bool) -> Void)
+    func isLockedOut(_ username: String, _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// Counts a failed attempt; locks the user out when the limit is reached.
+    func recordFailure(_ username: String, _ done: @escaping (StoreResult<Void>) -> Void)
+    /// Marks a one-time value as used. False if it was used already.
+    func claimOnce(_ key: String, ttlS: Int, _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// Unix time in seconds.
+    var now: Int { get }
+}
+
+/// One step of a journey: the callbacks it shows, and what it does with the answers.
+///
+/// Adding a node type is one new type conforming to this protocol and one line in
+/// `JourneyNodes.registry`.
+public protocol JourneyNode: Sendable {
+    func callbacks(_ state: JourneyState, _ context: JourneyContext) -> [Callback]
+    func process(_ submitted: [SubmittedCallback], _ state: JourneyState, _ context: JourneyContext,
+                 _ done: @escaping (NodeOutcome) -> Void)
+}
+
+/// What a node sees besides the state.
+public struct JourneyContext {
+    public let services: JourneyServices
+    /// Text describing what is being approved (a transaction's `display`), if any.
+    public let display: String?
+
+    public init(services: JourneyServices, display: String? = nil) {
+        self.services = services
+        self.display = display
+    }
+}
+
+public struct NodeConfigError: Error, Equatable {
+    public let path: String
+    public let message: String
+}
+
+public enum JourneyNodes {
+    typealias Builder = ([String: JSONValue], String) throws(NodeConfigError) -> JourneyNode
+
+    static let registry: [String: Builder] = [
+        "UsernamePassword": { s, p throws(NodeConfigError) in try UsernamePasswordNode(s, p) },
+        "TOTP": { s, p throws(NodeConfigError) in try TOTPNode(s, p) },
+        "Message": { s, p throws(NodeConfigError) in try MessageNode(s, p) },
+        "Confirm": { s, p throws(NodeConfigError) in try ConfirmNode(s, p) },
+    ]
+
+    public static var types: [String] { registry.keys.sorted() }
+
+    public static func make(_ config: NodeConfig) throws(NodeConfigError) -> JourneyNode {
+        guard let build = registry[config.type] else {
+            throw NodeConfigError(path: config.path + ".type",
+                                  message: config.type.isEmpty ? "required key is missing"
+                                      : "'\(config.type)' is not a node type (\(types.joined(separator: ", ")))")
+        }
+        return try build(config.settings, config.path)
+    }
+}
+
+/// Reads a node's settings strictly.
+struct NodeSettings {
+    let values: [String: JSONValue]
+    let path: String
+
+    init(_ values: [String: JSONValue], _ path: String, known: [String]) throws(NodeConfigError) {
+        self.values = values
+        self.path = path
+        if let unknown = values.keys.sorted().first(where: { !known.contains($0) }) {
+            throw NodeConfigError(path: "\(path).\(unknown)", message: "unknown key")
+        }
+    }
+
+    func string(_ key: String, default d: String) throws(NodeConfigError) -> String {
+        guard let v = values[key] else { return d }
+        guard let s = v.stringValue else { throw NodeConfigError(path: "\(path).\(key)", message: "wrong type: expected a string") }
+        return s
+    }
+}
+
+/// NameCallback + PasswordCallback on one page.
+struct UsernamePasswordNode: JourneyNode {
+    let usernamePrompt: String
+    let passwordPrompt: String
+
+    init(_ s: [String: JSONValue], _ path: String) throws(NodeConfigError) {
+        let n = try NodeSettings(s, path, known: ["usernamePrompt", "passwordPrompt"])
+        usernamePrompt = try n.string("usernamePrompt", default: "User Name")
+        passwordPrompt = try n.string("passwordPrompt", default: "Password")
+    }
+
+    func callbacks(_ state: JourneyState, _ context: JourneyContext) -> [Callback] {
+        [.name(usernamePrompt), .password(passwordPrompt)]
+    }
+
+    func process(_ submitted: [SubmittedCallback], _ state: JourneyState, _ context: JourneyContext,
+                 _ done: @escaping (NodeOutcome) -> Void) {
+        let username = (submitted[0].text ?? "").trimmingCharacters(in: .whitespaces)
+        let password = submitted[1].text ?? ""
+        let services = context.services
+        let user = services.user(named: username)
+        guard !username.isEmpty else {
+            services.verifyPassword(password, of: nil) { _ in done(.failure(reason: "empty username")) }
+            return
+        }
+        services.isLockedOut(username) { locked in
+            switch locked {
+            case .failure(let e): done(.unavailable(e.description))
+            case .success(true):
+                // Same work, same answer as a wrong password.
+                services.verifyPassword(password, of: nil) { _ in done(.failure(reason: "user is locked out")) }
+            case .success(false):
+                services.verifyPassword(password, of: user) { ok in
+                    if ok, user != nil {
+                        var next = state
+                        next.username = username
+                        done(.next(next))
+                        return
+                    }
+                    services.recordFailure(username) { r in
+                        if case .failure(let e) = r { done(.unavailable(e.description)); return }
+                        done(.failure(reason: user == nil ? "unknown user" : "wrong password"))
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// RFC 6238 one-time password (SHA-1, 30 s, 6 digits, ±1 step), each code usable once per user.
+struct TOTPNode: JourneyNode {
+    let prompt: String
+    static let window = 1
+    static let period = 30
+
+    init(_ s: [String: JSONValue], _ path: String) throws(NodeConfigError) {
+        let n = try NodeSettings(s, path, known: ["prompt"])
+        prompt = try n.string("prompt", default: "One Time Password")
+    }
+
+    func callbacks(_ state: JourneyState, _ context: JourneyContext) -> [Callback] {
+        var page: [Callback] = []
+        if let display = context.display { page.append(.text(display)) }
+        page.append(.password(prompt))
+        return page
+    }
+
+    func process(_ submitted: [SubmittedCallback], _ state: JourneyState, _ context: JourneyContext,
+                 _ done: @escaping (NodeOutcome) -> Void) {
+        let services = context.services
+        guard let username = state.username else {
+            done(.failure(reason: "one-time password asked before the user is known"))
+            return
+        }
+        let code = (submitted.last?.text ?? "").trimmingCharacters(in: .whitespaces)
+        services.isLockedOut(username) { locked in
+            switch locked {
+            case .failure(let e): done(.unavailable(e.description)); return
+            case .success(true): done(.failure(reason: "user is locked out")); return
+            case .success(false): break
+            }
+            guard let secret = services.user(named: username)?.totpSecret.flatMap(Base32.decode),
+                  let counter = TOTP(secret: secret, digits: 6, period: Self.period)
+                    .matchingCounter(code, at: services.now, window: Self.window) else {
+                services.recordFailure(username) { r in
+                    if case .failure(let e) = r { done(.unavailable(e.description)); return }
+                    done(.failure(reason: "wrong one-time password"))
+                }
+                return
+            }
+            // Long enough to outlive the window in which this code is accepted.
+            services.claimOnce("totp:\(username):\(counter)", ttlS: Self.period * (2 * Self.window + 2)) { claimed in
+                switch claimed {
+                case .failure(let e): done(.unavailable(e.description))
+                case .success(false): done(.failure(reason: "one-time password already used"))
+                case .success(true): done(.next(state))
+                }
+            }
+        }
+    }
+}
+
+/// A message to read (TextOutputCallback); any answer goes on.
+struct MessageNode: JourneyNode {
+    let message: String
+    let messageType: String
+
+    init(_ s: [String: JSONValue], _ path: String) throws(NodeConfigError) {
+        let n = try NodeSettings(s, path, known: ["message", "messageType"])
+        message = try n.string("message", default: "")
+        let t = try n.string("messageType", default: "info")
+        switch t {
+        case "info": messageType = "0"
+        case "warning": messageType = "1"
+        case "error": messageType = "2"
+        default: throw NodeConfigError(path: "\(path).messageType", message: "'\(t)' is not info, warning or error")
+        }
+        if message.isEmpty { throw NodeConfigError(path: "\(path).message", message: "required key is missing") }
+    }
+
+    func callbacks(_ state: JourneyState, _ context: JourneyContext) -> [Callback] {
+        [.text(message, messageType: messageType)]
+    }
+
+    func process(_ submitted: [SubmittedCallback], _ state: JourneyState, _ context: JourneyContext,
+                 _ done: @escaping (NodeOutcome) -> Void) {
+        done(.next(state))
+    }
+}
+
+/// A Yes/No question (ConfirmationCallback); "No" ends the journey in failure.
+struct ConfirmNode: JourneyNode {
+    let prompt: String
+
+    init(_ s: [String: JSONValue], _ path: String) throws(NodeConfigError) {
+        let n = try NodeSettings(s, path, known: ["prompt"])
+        prompt = try n.string("prompt", default: "Do you approve?")
+    }
+
+    func callbacks(_ state: JourneyState, _ context: JourneyContext) -> [Callback] {
+        [.confirmation(context.display ?? prompt, options: ["Yes", "No"], defaultOption: 1)]
+    }
+
+    func process(_ submitted: [SubmittedCallback], _ state: JourneyState, _ context: JourneyContext,
+                 _ done: @escaping (NodeOutcome) -> Void) {
+        if submitted.last?.inputs.first?.intValue == 0 {
+            done(.next(state))
+        } else {
+            done(.failure(reason: "declined"))
+        }
+    }
+}

@@ -1,0 +1,36 @@
+import TxGateCrypto
+
+/// A user the embedded authentication service knows.
+public struct UserRecord: Decodable, Sendable, Equatable {
+    public var username: String
+    public var passwordHash: String
+    public var email: String?
+    /// Base32, for TOTP.
+    public var totpSecret: String?
+    public var attributes: [String: String]
+
+    public init(username: String, passwordHash: String, email: String? = nil, totpSecret: String? = nil,
+                attributes: [String: String] = [:]) {
+        self.username = username
+        self.passwordHash = passwordHash
+        self.email = email
+        self.totpSecret = totpSecret
+        self.attributes = attributes
+    }
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["username", "passwordHash", "email", "totpSecret", "attributes"])
+        username = o.required("username") ?? ""
+        passwordHash = o.required("passwordHash") ?? ""
+        email = o.optional("email")
+        totpSecret = o.optional("totpSecret")
+        attributes = o.value("attributes", default: [:])
+        if o.has("passwordHash"), !passwordHash.isEmpty, !PasswordHash.isValidEncoding(passwordHash) {
+            o.invalid("passwordHash", "not a hash from `txgate hash-password`")
+        }
+        if let s = totpSecret, Base32.decode(s) == nil {
+            o.invalid("totpSecret", "not valid base32")
+        }
+        if username.isEmpty && o.has("username") { o.invalid("username", "must not be empty") }
+    }
+}

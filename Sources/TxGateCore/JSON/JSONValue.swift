@@ -1,0 +1,117 @@
+import Foundation
+
+/// A JSON document as a value: what AM's callbacks carry, and what transactions bind to.
+public enum JSONValue: Equatable, Sendable, Codable {
+    case null
+    case bool(Bool)
+    case number(Double)
+    case string(String)
+    case array([JSONValue])
+    case object([String: JSONValue])
+
+    public init(from decoder: Decoder) throws {
+        let c = try decoder.singleValueContainer()
+        if c.decodeNil() { self = .null }
+        else if let b = try? c.decode(Bool.self) { self = .bool(b) }
+        else if let n = try? c.decode(Double.self) { self = .number(n) }
+        else if let s = try? c.decode(String.self) { self = .string(s) }
+        else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
+        else if let o = try? c.decode([String: JSONValue].self) { self = .object(o) }
+        else { throw DecodingError.dataCorruptedError(in: c, debugDescription: "not a JSON value") }
+    }
+
+    public func encode(to encoder: Encoder) throws {
+        var c = encoder.singleValueContainer()
+        switch self {
+        case .null: try c.encodeNil()
+        case .bool(let b): try c.encode(b)
+        case .number(let n): try c.encode(n)
+        case .string(let s): try c.encode(s)
+        case .array(let a): try c.encode(a)
+        case .object(let o): try c.encode(o)
+        }
+    }
+
+    /// Parses JSON text; nil if it is not valid JSON.
+    public static func parse(_ bytes: [UInt8]) -> JSONValue? {
+        try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+    }
+
+    public subscript(key: String) -> JSONValue? {
+        if case .object(let o) = self { return o[key] }
+        return nil
+    }
+
+    public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
+    public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a } else { return nil } }
+    public var objectValue: [String: JSONValue]? { if case .object(let o) = self { return o } else { return nil } }
+    public var intValue: Int? {
+        if case .number(let n) = self, n.rounded() == n, abs(n) < 1e15 { return Int(n) }
+        if case .string(let s) = self { return Int(s) }
+        return nil
+    }
+
+    /// Compact JSON with object keys sorted: one canonical text per value (for digests).
+    public var canonical: String {
+        var out = ""
+        write(&out)
+        return out
+    }
+
+    private func write(_ out: inout String) {
+        switch self {
+        case .null: out += "null"
+        case .bool(let b): out += b ? "true" : "false"
+        case .number(let n):
+            if n.rounded() == n && abs(n) < 1e15 { out += String(Int64(n)) } else { out += "\(n)" }
+        case .string(let s): out += "\"" + JSONText.escape(s) + "\""
+        case .array(let a):
+            out += "["
+            for (i, v) in a.enumerated() {
+                if i > 0 { out += "," }
+                v.write(&out)
+            }
+            out += "]"
+        case .object(let o):
+            out += "{"
+            for (i, k) in o.keys.sorted().enumerated() {
+                if i > 0 { out += "," }
+                out += "\"" + JSONText.escape(k) + "\":"
+                o[k]!.write(&out)
+            }
+            out += "}"
+        }
+    }
+
+    /// The value at a JSON Pointer (RFC 6901), e.g. `/amount`.
+    public func at(pointer: String) -> JSONValue? {
+        guard pointer.hasPrefix("/") else { return pointer.isEmpty ? self : nil }
+        var v = self
+        for raw in pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
+            let token = raw.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+            switch v {
+            case .object(let o): guard let n = o[token] else { return nil }; v = n
+            case .array(let a): guard let i = Int(token), a.indices.contains(i) else { return nil }; v = a[i]
+            default: return nil
+            }
+        }
+        return v
+    }
+
+    /// How a value reads in a prompt: strings bare, everything else as JSON.
+    public var displayText: String {
+        if case .string(let s) = self { return s }
+        return canonical
+    }
+}
+
+extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByArrayLiteral,
+    ExpressibleByDictionaryLiteral, ExpressibleByBooleanLiteral {
+    public init(stringLiteral v: String) { self = .string(v) }
+    public init(integerLiteral v: Int) { self = .number(Double(v)) }
+    public init(booleanLiteral v: Bool) { self = .bool(v) }
+    public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
+    public init(dictionaryLiteral elements: (String, JSONValue)...) {
+        self = .object(Dictionary(elements, uniquingKeysWith: { _, b in b }))
+    }
+}

@@ -1,0 +1,51 @@
+/// Caches decisions per (resource, method, subject) with AM's rules: a decision with advices
+/// is never cached, an absolute `ttl` (epoch ms) is honoured, a missing one means the default
+/// time, and one whose ttl has passed is not cached. One cache per worker: no locks.
+public final class DecisionCache {
+    public let maxEntries: Int
+    public let defaultTtlMs: Int64
+    private var entries: [String: (decision: Decision, expiresMs: Int64)] = [:]
+    private var order: [String] = []
+    private var head = 0
+    public private(set) var hits = 0
+    public private(set) var misses = 0
+
+    public init(maxEntries: Int, defaultTtlMs: Int64) {
+        self.maxEntries = maxEntries
+        self.defaultTtlMs = defaultTtlMs
+    }
+
+    public static func key(resource: String, method: String, subject: String) -> String {
+        method + " " + subject + " " + resource
+    }
+
+    public var count: Int { entries.count }
+
+    public func get(_ key: String, nowMs: Int64) -> Decision? {
+        guard let e = entries[key] else { misses += 1; return nil }
+        guard e.expiresMs > nowMs else {
+            entries.removeValue(forKey: key)
+            misses += 1
+            return nil
+        }
+        hits += 1
+        return e.decision
+    }
+
+    public func put(_ key: String, _ d: Decision, nowMs: Int64) {
+        guard maxEntries > 0, d.advices.isEmpty else { return }
+        let expires = d.ttl ?? (nowMs + defaultTtlMs)
+        guard expires > nowMs else { return }
+        if entries[key] == nil {
+            // Oldest-first eviction over a ring of keys.
+            if entries.count >= maxEntries { evictOne() }
+            if order.count < maxEntries { order.append(key) } else { order[head] = key; head = (head + 1) % maxEntries }
+        }
+        entries[key] = (d, expires)
+    }
+
+    private func evictOne() {
+        guard !order.isEmpty else { return }
+        entries.removeValue(forKey: order[head])
+    }
+}

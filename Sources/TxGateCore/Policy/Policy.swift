@@ -1,0 +1,198 @@
+import Foundation
+
+/// Who a policy applies to.
+public enum SubjectRule: Equatable, Sendable {
+    case anyone
+    case authenticated
+    /// Usernames, or `attribute=value` pairs matched against the user's attributes.
+    case only([String])
+}
+
+/// What a request must prove on top of the subject rule.
+public enum Requirement: Equatable, Sendable {
+    case none
+    /// The session must have completed this journey.
+    case stepUp(journey: String)
+    /// Every access needs its own completed transaction.
+    case transaction(TransactionRule)
+}
+
+public struct TransactionRule: Equatable, Sendable {
+    public var journey: String
+    public var ttlS: Int
+    /// JSON Pointers of body fields the approval is bound to.
+    public var bindFields: [String]
+    /// Bind the digest of the whole body.
+    public var bindWholeBody: Bool
+    /// Prompt shown to the user, with `{field}` replaced by the bound values.
+    public var display: String?
+
+    public init(journey: String, ttlS: Int = 180, bindFields: [String] = [], bindWholeBody: Bool = false, display: String? = nil) {
+        self.journey = journey
+        self.ttlS = ttlS
+        self.bindFields = bindFields
+        self.bindWholeBody = bindWholeBody
+        self.display = display
+    }
+}
+
+/// A resource pattern: exact segments, `*` for one segment, a final `/**` for any depth.
+public struct ResourcePattern: Equatable, Sendable {
+    public let text: String
+    let segments: [Substring]
+    let anyDepth: Bool
+
+    public init?(_ text: String) {
+        guard text.hasPrefix("/"), !text.contains("?") else { return nil }
+        self.text = text
+        var segs = text.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map { $0 }
+        if segs.last == "**" {
+            anyDepth = true
+            segs.removeLast()
+        } else {
+            anyDepth = false
+        }
+        if segs.contains("**") { return nil }
+        segments = segs
+    }
+
+    public func matches(_ path: Substring) -> Bool {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        if anyDepth {
+            guard parts.count >= segments.count else { return false }
+        } else {
+            guard parts.count == segments.count else { return false }
+        }
+        for (p, s) in zip(parts, segments) where s != "*" && p != s { return false }
+        return true
+    }
+}
+
+public struct Policy: Sendable {
+    public var name: String
+    public var resources: [ResourcePattern]
+    public var actions: [String]
+    public var subjects: SubjectRule
+    public var requirement: Requirement
+
+    public init(name: String, resources: [ResourcePattern], actions: [String], subjects: SubjectRule, requirement: Requirement = .none) {
+        self.name = name
+        self.resources = resources
+        self.actions = actions
+        self.subjects = subjects
+        self.requirement = requirement
+    }
+
+    public func applies(path: Substring, method: String) -> Bool {
+        actions.contains(method) && resources.contains { $0.matches(path) }
+    }
+}
+
+/// `policies[]` in gateway.json.
+public struct PolicyConfig: Decodable, Sendable {
+    public var policy: Policy
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["name", "resources", "actions", "subjects", "transaction", "stepUp"])
+        let name: String = o.required("name") ?? ""
+        var resources: [ResourcePattern] = []
+        for r in (o.required("resources", as: [String].self) ?? []) {
+            if let p = ResourcePattern(r) { resources.append(p) } else {
+                o.invalid("resources", "'\(r)' is not a path pattern (starts with '/', no query, '**' only at the end)")
+            }
+        }
+        let actions = (o.required("actions", as: [String].self) ?? []).map { $0.uppercased() }
+        if actions.isEmpty && o.has("actions") { o.invalid("actions", "must list at least one HTTP method") }
+        var subjects = SubjectRule.authenticated
+        if o.has("subjects") {
+            if let s = o.attempt("subjects", as: String.self) {
+                switch s {
+                case "anyone": subjects = .anyone
+                case "authenticated": subjects = .authenticated
+                default: o.invalid("subjects", "'\(s)' is not anyone, authenticated or a list of users")
+                }
+            } else if let list = o.attempt("subjects", as: [String].self), !list.isEmpty {
+                subjects = .only(list)
+            } else {
+                o.invalid("subjects", "must be \"anyone\", \"authenticated\" or a non-empty list of users")
+            }
+        }
+        var requirement = Requirement.none
+        if o.has("transaction") && o.has("stepUp") { o.invalid("stepUp", "a policy has either transaction or stepUp, not both") }
+        if let t: TransactionConfig = o.optional("transaction") { requirement = .transaction(t.rule) }
+        if let s: StepUpConfig = o.optional("stepUp") { requirement = .stepUp(journey: s.journey) }
+        if requirement != .none && subjects == .anyone {
+            o.invalid("subjects", "a policy with transaction or stepUp needs an authenticated subject")
+        }
+        policy = Policy(name: name, resources: resources, actions: actions, subjects: subjects, requirement: requirement)
+    }
+}
+
+struct StepUpConfig: Decodable {
+    var journey: String
+    init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["journey"])
+        journey = o.required("journey") ?? ""
+    }
+}
+
+struct TransactionConfig: Decodable {
+    var rule: TransactionRule
+    init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["journey", "ttlS", "bind", "display"])
+        rule = TransactionRule(journey: o.required("journey") ?? "", ttlS: o.value("ttlS", default: 180))
+        if rule.ttlS <= 0 { o.invalid("ttlS", "must be greater than 0") }
+        rule.display = o.optional("display")
+        if let b: BindConfig = o.optional("bind") {
+            rule.bindFields = b.fields
+            rule.bindWholeBody = b.whole
+        }
+    }
+}
+
+struct BindConfig: Decodable {
+    var fields: [String] = []
+    var whole = false
+    init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["body"])
+        guard o.has("body") else { return }
+        if let all = o.attempt("body", as: Bool.self) { whole = all }
+        else if let list = o.attempt("body", as: [String].self) {
+            for p in list where !p.hasPrefix("/") { o.invalid("body", "'\(p)' is not a JSON Pointer (like /amount)") }
+            fields = list
+        } else {
+            o.invalid("body", "must be true (the whole body) or a list of JSON Pointers")
+        }
+    }
+}
+
+/// AM's decision for one resource (WIRE.md §1).
+public struct Decision: Equatable, Sendable {
+    public var resource: String
+    public var actions: [String: Bool]
+    public var attributes: [String: [String]]
+    public var advices: Advices
+    /// Absolute expiry in epoch milliseconds; nil means "use the default cache time".
+    public var ttl: Int64?
+
+    public init(resource: String, actions: [String: Bool] = [:], attributes: [String: [String]] = [:],
+                advices: Advices = Advices([]), ttl: Int64? = nil) {
+        self.resource = resource
+        self.actions = actions
+        self.attributes = attributes
+        self.advices = advices
+        self.ttl = ttl
+    }
+
+    public func allows(_ method: String) -> Bool { actions[method] == true }
+
+    public var json: String {
+        let acts = actions.keys.sorted().map { "\"\(JSONText.escape($0))\":\(actions[$0]! ? "true" : "false")" }.joined(separator: ",")
+        let attrs = attributes.keys.sorted().map { k in
+            "\"\(JSONText.escape(k))\":[" + attributes[k]!.map { "\"\(JSONText.escape($0))\"" }.joined(separator: ",") + "]"
+        }.joined(separator: ",")
+        // A missing ttl tells the PEP to use its default cache time.
+        return #"{"resource":"\#(JSONText.escape(resource))","actions":{\#(acts)},"attributes":{\#(attrs)},"advices":\#(advices.json)"#
+            + (ttl.map { #","ttl":\#($0)}"# } ?? "}")
+    }
+}

@@ -1,0 +1,119 @@
+import Foundation
+import TxGateCrypto
+
+/// A one-shot authorization (WIRE.md §2): created when policy needs it, completed by the
+/// subject's journey, consumed by exactly one retried request.
+public struct TransactionRecord: Codable, Equatable, Sendable {
+    public enum State: String, Codable, Sendable { case created = "CREATED", completed = "COMPLETED" }
+
+    public var txid: String
+    public var state: State
+    public var realm: String
+    /// The path the transaction opens (without `_txid`/`_idtoken`).
+    public var resource: String
+    public var method: String
+    public var subject: String
+    public var journey: String
+    /// SHA-256 (hex) of the canonical JSON of the bound fields, or of the whole body.
+    public var bodyDigest: String?
+    /// The bound values, to show the user what they approve.
+    public var bound: [String: JSONValue]
+    public var display: String?
+    /// Unix seconds.
+    public var expires: Int
+
+    public init(txid: String, state: State = .created, realm: String, resource: String, method: String, subject: String,
+                journey: String, bodyDigest: String?, bound: [String: JSONValue], display: String?, expires: Int) {
+        self.txid = txid
+        self.state = state
+        self.realm = realm
+        self.resource = resource
+        self.method = method
+        self.subject = subject
+        self.journey = journey
+        self.bodyDigest = bodyDigest
+        self.bound = bound
+        self.display = display
+        self.expires = expires
+    }
+
+    public static func key(_ txid: String) -> String { "tx:" + txid }
+
+    public var encoded: [UInt8] { (try? JSONEncoder().encode(self)).map { [UInt8]($0) } ?? [] }
+
+    public static func decode(_ bytes: [UInt8]) -> TransactionRecord? {
+        try? JSONDecoder().decode(TransactionRecord.self, from: Data(bytes))
+    }
+
+    /// Why this transaction cannot open `request`, or nil if it can.
+    public func mismatch(_ request: TransactionBinding, now: Int) -> String? {
+        if expires <= now { return "expired" }
+        if state != .completed { return "not completed" }
+        if subject != request.subject { return "another subject" }
+        if realm != request.realm { return "another realm" }
+        if resource != request.resource || method != request.method { return "another resource or method" }
+        if bodyDigest != request.bodyDigest { return "the bound body fields differ" }
+        return nil
+    }
+}
+
+/// What a request binds a transaction to: who, where, and (PSD2 dynamic linking) what.
+public struct TransactionBinding: Equatable, Sendable {
+    public var realm: String
+    public var resource: String
+    public var method: String
+    public var subject: String
+    public var bodyDigest: String?
+    public var bound: [String: JSONValue]
+
+    /// Computes the body binding of `rule` for a request body. Fields that are absent bind as
+    /// JSON null, so that adding them later changes the digest too.
+    public init(realm: String, resource: String, method: String, subject: String, rule: TransactionRule, body: [UInt8]) {
+        self.realm = realm
+        self.resource = resource
+        self.method = method
+        self.subject = subject
+        var bound: [String: JSONValue] = [:]
+        if rule.bindWholeBody {
+            bodyDigest = Crypto.hex(Crypto.sha256(body))
+        } else if !rule.bindFields.isEmpty {
+            let doc = JSONValue.parse(body)
+            for p in rule.bindFields { bound[p] = doc?.at(pointer: p) ?? .null }
+            bodyDigest = Crypto.hex(Crypto.sha256(Array(JSONValue.object(bound).canonical.utf8)))
+        } else {
+            bodyDigest = nil
+        }
+        self.bound = bound
+    }
+
+    /// The rule's `display` with `{field}` (or `{/field}`) replaced by the bound values.
+    public static func display(_ template: String?, bound: [String: JSONValue]) -> String? {
+        guard var text = template else { return nil }
+        for (pointer, value) in bound {
+            let name = String(pointer.dropFirst())
+            text = text.replacingOccurrences(of: "{\(name)}", with: value.displayText)
+                .replacingOccurrences(of: "{\(pointer)}", with: value.displayText)
+        }
+        return text
+    }
+}
+
+/// Strips `_txid` and `_idtoken` from a request target (WIRE.md §3c) and returns the TxId.
+public enum RetryParameters {
+    public static func strip(_ target: String) -> (target: String, txid: String?) {
+        guard let q = target.firstIndex(of: "?") else { return (target, nil) }
+        var txid: String?
+        var kept: [Substring] = []
+        for part in target[target.index(after: q)...].split(separator: "&", omittingEmptySubsequences: false) {
+            let name = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
+            if name == "_txid" {
+                let v = part.dropFirst(name.count + 1)
+                txid = String(v).removingPercentEncoding ?? String(v)
+            } else if name != "_idtoken" {
+                kept.append(part)
+            }
+        }
+        let path = target[..<q]
+        return (kept.isEmpty ? String(path) : path + "?" + kept.joined(separator: "&"), txid)
+    }
+}

@@ -1,0 +1,168 @@
+import COpenSSL
+
+/// Cryptographic primitives from OpenSSL 3 (libcrypto). Besides the event layer, this is the only
+/// Swift code that calls OpenSSL; everything else goes through these functions.
+public enum Crypto {
+    /// Hash functions usable with `hmac(_:key:data:)`.
+    public enum HashAlgorithm: Sendable, Hashable {
+        case sha1, sha256, sha512
+
+        /// Output length in bytes.
+        public var digestLength: Int {
+            switch self {
+            case .sha1: return 20
+            case .sha256: return 32
+            case .sha512: return 64
+            }
+        }
+
+        var evp: OpaquePointer? {
+            switch self {
+            case .sha1: return EVP_sha1()
+            case .sha256: return EVP_sha256()
+            case .sha512: return EVP_sha512()
+            }
+        }
+    }
+
+    /// `count` bytes from OpenSSL's CSPRNG. Terminates the process if the CSPRNG fails: continuing with
+    /// predictable "random" bytes (salts, tokens, secrets) would be worse than stopping.
+    public static func randomBytes(_ count: Int) -> [UInt8] {
+        precondition(count >= 0 && count <= Int(Int32.max), "randomBytes: invalid count \(count)")
+        if count == 0 { return [] }
+        var out = [UInt8](repeating: 0, count: count)
+        let rc = out.withUnsafeMutableBufferPointer { RAND_bytes($0.baseAddress, Int32(count)) }
+        guard rc == 1 else { fatalError("RAND_bytes failed: the CSPRNG is not usable") }
+        return out
+    }
+
+    /// SHA-256 digest (32 bytes).
+    public static func sha256(_ data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        let rc = withNonNullBytes(data) { d, n in
+            out.withUnsafeMutableBufferPointer { o in
+                EVP_Digest(d, n, o.baseAddress, nil, EVP_sha256(), nil)
+            }
+        }
+        guard rc == 1 else { fatalError("EVP_Digest(SHA-256) failed") }
+        return out
+    }
+
+    /// HMAC with the given hash function.
+    public static func hmac(_ algorithm: HashAlgorithm, key: [UInt8], data: [UInt8]) -> [UInt8] {
+        precondition(key.count <= Int(Int32.max), "hmac: key too long")
+        var out = [UInt8](repeating: 0, count: algorithm.digestLength)
+        var outLength: UInt32 = 0
+        // OpenSSL 3's one-shot HMAC() refuses a NULL key, hence the non-null pointer even for an empty key.
+        let result = withNonNullBytes(key) { k, kn in
+            withNonNullBytes(data) { d, dn in
+                out.withUnsafeMutableBufferPointer { o in
+                    HMAC(algorithm.evp, k, Int32(kn), d.assumingMemoryBound(to: UInt8.self), dn,
+                         o.baseAddress, &outLength)
+                }
+            }
+        }
+        guard result != nil, Int(outLength) == algorithm.digestLength else { fatalError("HMAC failed") }
+        return out
+    }
+
+    public static func hmacSHA256(key: [UInt8], data: [UInt8]) -> [UInt8] {
+        hmac(.sha256, key: key, data: data)
+    }
+
+    public static func hmacSHA1(key: [UInt8], data: [UInt8]) -> [UInt8] {
+        hmac(.sha1, key: key, data: data)
+    }
+
+    public static func hmacSHA512(key: [UInt8], data: [UInt8]) -> [UInt8] {
+        hmac(.sha512, key: key, data: data)
+    }
+
+    /// Compares two byte strings in time that depends only on their length (CRYPTO_memcmp).
+    /// Returns false when the lengths differ (the length itself is not secret).
+    public static func constantTimeEquals(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+        guard a.count == b.count else { return false }
+        if a.isEmpty { return true }
+        return a.withUnsafeBytes { pa in
+            b.withUnsafeBytes { pb in CRYPTO_memcmp(pa.baseAddress, pb.baseAddress, a.count) == 0 }
+        }
+    }
+
+    /// scrypt (RFC 7914) via EVP_PBE_scrypt. Returns nil when the parameters are invalid (n not a power of
+    /// two > 1, r or p zero, length < 1, sizes overflowing) or OpenSSL refuses them. `maxmem` is computed
+    /// from the parameters, so any valid cost is accepted: callers that take parameters from untrusted
+    /// input must bound them first (as `PasswordHash.verify` does).
+    public static func scrypt(password: [UInt8], salt: [UInt8], n: UInt64, r: UInt64, p: UInt64,
+                              length: Int) -> [UInt8]? {
+        guard n > 1, n & (n - 1) == 0, r > 0, p > 0, length > 0 else { return nil }
+        // OpenSSL needs 128·r·(n + 2) bytes for V and the scratch area plus 128·r·p for B.
+        let (rn, o1) = (n + 2).multipliedReportingOverflow(by: r)
+        let (v, o2) = rn.multipliedReportingOverflow(by: 128)
+        let (rp, o3) = r.multipliedReportingOverflow(by: p)
+        let (b, o4) = rp.multipliedReportingOverflow(by: 128)
+        let (need, o5) = v.addingReportingOverflow(b)
+        let (maxmem, o6) = need.addingReportingOverflow(1 << 20)
+        guard !(o1 || o2 || o3 || o4 || o5 || o6) else { return nil }
+
+        var out = [UInt8](repeating: 0, count: length)
+        let rc = withNonNullBytes(password) { pw, pwn in
+            withNonNullBytes(salt) { s, sn in
+                out.withUnsafeMutableBufferPointer { o in
+                    EVP_PBE_scrypt(pw.assumingMemoryBound(to: CChar.self), pwn,
+                                   s.assumingMemoryBound(to: UInt8.self), sn,
+                                   n, r, p, maxmem, o.baseAddress, length)
+                }
+            }
+        }
+        guard rc == 1 else {
+            ERR_clear_error()
+            return nil
+        }
+        return out
+    }
+
+    /// Lower-case hexadecimal.
+    public static func hex(_ bytes: [UInt8]) -> String {
+        let digits = Array("0123456789abcdef".utf8)
+        var s = [UInt8]()
+        s.reserveCapacity(bytes.count * 2)
+        for b in bytes {
+            s.append(digits[Int(b >> 4)])
+            s.append(digits[Int(b & 0xF)])
+        }
+        return String(decoding: s, as: UTF8.self)
+    }
+
+    /// Parses hexadecimal (either case, even length); nil otherwise.
+    public static func fromHex(_ s: String) -> [UInt8]? {
+        let chars = Array(s.utf8)
+        guard chars.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
+            case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
+            default: return nil
+            }
+        }
+        var out = [UInt8]()
+        out.reserveCapacity(chars.count / 2)
+        var i = 0
+        while i < chars.count {
+            guard let hi = nibble(chars[i]), let lo = nibble(chars[i + 1]) else { return nil }
+            out.append(hi << 4 | lo)
+            i += 2
+        }
+        return out
+    }
+
+    /// Calls `body` with a pointer that is never NULL (a dummy byte for an empty array) and the length.
+    private static func withNonNullBytes<R>(_ bytes: [UInt8],
+                                            _ body: (UnsafeRawPointer, Int) -> R) -> R {
+        if bytes.isEmpty {
+            var zero: UInt8 = 0
+            return withUnsafeBytes(of: &zero) { body($0.baseAddress!, 0) }
+        }
+        return bytes.withUnsafeBytes { body($0.baseAddress!, $0.count) }
+    }
+}

@@ -1,0 +1,163 @@
+import TxGateCore
+
+/// The `kv` table and the store's operations on it, run synchronously on the caller's thread
+/// (which is always the store's queue).
+///
+/// `now` and expiry times are epoch milliseconds. A row whose `expires_at <= now` is treated as
+/// absent everywhere; the periodic purge only reclaims its space. Operations that read and then
+/// write run in `BEGIN IMMEDIATE` transactions, so they stay atomic even if another process
+/// shares the file.
+final class KeyValueTable {
+    private let db: SQLiteConnection
+    private let begin, commit, rollback: SQLiteStatement
+    private let selectLive, upsert, touchLive, deleteLive, deleteKey, purgeExpired, ping: SQLiteStatement
+
+    init(_ db: SQLiteConnection) throws {
+        self.db = db
+        // Before anything that locks, so that every later statement waits for another process.
+        try db.execute("PRAGMA busy_timeout=5000")
+        try db.execute("PRAGMA journal_mode=WAL")
+        try db.execute("PRAGMA synchronous=NORMAL")
+        try db.execute("""
+            CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
+            CREATE INDEX IF NOT EXISTS kv_expires_at ON kv (expires_at);
+            """)
+        begin = try db.prepare("BEGIN IMMEDIATE")
+        commit = try db.prepare("COMMIT")
+        rollback = try db.prepare("ROLLBACK")
+        selectLive = try db.prepare("SELECT value, expires_at FROM kv WHERE key = ?1 AND expires_at > ?2")
+        upsert = try db.prepare("INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?1, ?2, ?3)")
+        touchLive = try db.prepare("UPDATE kv SET expires_at = ?2 WHERE key = ?1 AND expires_at > ?3")
+        deleteLive = try db.prepare("DELETE FROM kv WHERE key = ?1 AND expires_at > ?2")
+        deleteKey = try db.prepare("DELETE FROM kv WHERE key = ?1")
+        purgeExpired = try db.prepare("DELETE FROM kv WHERE expires_at <= ?1")
+        ping = try db.prepare("SELECT 1 FROM kv LIMIT 1")
+    }
+
+    func create(_ key: String, value: [UInt8], expiresAt: Int64, now: Int64) throws -> Bool {
+        try transaction {
+            if try live(key, now: now) != nil { return false }
+            // An expired row may still be there: replacing it is creating.
+            try put(key, value: value, expiresAt: expiresAt)
+            return true
+        }
+    }
+
+    func put(_ key: String, value: [UInt8], expiresAt: Int64) throws {
+        try upsert.use { s in
+            try s.bind(1, key)
+            try s.bind(2, value)
+            try s.bind(3, expiresAt)
+            try s.step()
+        }
+    }
+
+    func get(_ key: String, now: Int64) throws -> [UInt8]? {
+        try live(key, now: now)?.value
+    }
+
+    func touch(_ key: String, expiresAt: Int64, now: Int64) throws -> Bool {
+        try touchLive.use { s in
+            try s.bind(1, key)
+            try s.bind(2, expiresAt)
+            try s.bind(3, now)
+            try s.step()
+        }
+        return db.changes > 0
+    }
+
+    func delete(_ key: String, now: Int64) throws -> Bool {
+        // An expired row is left to the purge: deleting it would not change any answer.
+        try deleteLive.use { s in
+            try s.bind(1, key)
+            try s.bind(2, now)
+            try s.step()
+        }
+        return db.changes > 0
+    }
+
+    func take(_ key: String, now: Int64) throws -> [UInt8]? {
+        try transaction {
+            guard let row = try live(key, now: now) else { return nil }
+            try remove(key)
+            return row.value
+        }
+    }
+
+    /// Counters are stored as decimal ASCII, as Redis's INCR keeps them, so that `get` reads the
+    /// same bytes from either store.
+    func increment(_ key: String, expiresAt: Int64, now: Int64) throws -> Int {
+        try transaction {
+            var count = 0
+            var expiry = expiresAt
+            if let row = try live(key, now: now) {
+                guard let n = Int(String(decoding: row.value, as: UTF8.self)) else {
+                    throw StoreError.failed("increment: the value is not a counter")
+                }
+                count = n
+                expiry = row.expiresAt
+            }
+            let (next, overflow) = count.addingReportingOverflow(1)
+            if overflow { throw StoreError.failed("increment: the counter would overflow") }
+            try put(key, value: Array(String(next).utf8), expiresAt: expiry)
+            return next
+        }
+    }
+
+    func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, expiresAt: Int64?, now: Int64) throws -> Bool {
+        try transaction {
+            guard let row = try live(key, now: now), row.value == expected else { return false }
+            if let new {
+                try put(key, value: new, expiresAt: expiresAt ?? row.expiresAt)
+            } else {
+                try remove(key)
+            }
+            return true
+        }
+    }
+
+    func checkAlive() throws {
+        try ping.use { s in _ = try s.step() }
+    }
+
+    /// Deletes expired rows; returns how many.
+    func purge(now: Int64) throws -> Int {
+        try purgeExpired.use { s in
+            try s.bind(1, now)
+            try s.step()
+        }
+        return db.changes
+    }
+
+    func close() { db.close() }
+
+    private func live(_ key: String, now: Int64) throws -> (value: [UInt8], expiresAt: Int64)? {
+        try selectLive.use { s in
+            try s.bind(1, key)
+            try s.bind(2, now)
+            guard try s.step() else { return nil }
+            return (s.bytes(0), s.int64(1))
+        }
+    }
+
+    private func remove(_ key: String) throws {
+        try deleteKey.use { s in
+            try s.bind(1, key)
+            try s.step()
+        }
+    }
+
+    /// BEGIN IMMEDIATE takes the write lock before the read, so that no other connection can
+    /// change the row between our read and our write (and WAL never has to refuse our commit).
+    private func transaction<T>(_ body: () throws -> T) throws -> T {
+        try begin.use { s in try s.step() }
+        do {
+            let result = try body()
+            try commit.use { s in try s.step() }
+            return result
+        } catch {
+            if db.inTransaction { _ = try? rollback.use { s in try s.step() } }
+            throw error
+        }
+    }
+}

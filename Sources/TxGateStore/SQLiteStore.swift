@@ -1,0 +1,206 @@
+import CSQLite
+import Dispatch
+import Foundation
+import TxGateCore
+
+/// The embedded default store: one SQLite file, durable across restarts.
+///
+/// Every SQLite call runs on the store's own serial queue, never on an event loop, and each
+/// completion is handed to the caller's executor. One connection used serially makes every
+/// operation atomic with respect to the others in this process; the transactions keep them
+/// atomic when another process shares the file.
+public final class SQLiteStore: Store, @unchecked Sendable {
+    /// How often expired rows are deleted. Expiry itself is checked on every read.
+    static let purgeInterval: DispatchTimeInterval = .seconds(60)
+
+    public let path: String
+    private let queue = DispatchQueue(label: "txgate.store.sqlite")
+    private let onQueueKey = DispatchSpecificKey<Void>()
+    // @unchecked Sendable: `table` and `purgeTimer` are only touched on `queue` (or in deinit,
+    // when nothing else can hold the store).
+    private var table: KeyValueTable?
+    private var purgeTimer: DispatchSourceTimer?
+
+    /// Opens (or creates) the store at `path`, creating its folder if needed.
+    /// Throws a `ConfigError` for `store.path` that names the file and says what is wrong.
+    public init(path: String) throws {
+        self.path = path
+        queue.setSpecific(key: onQueueKey, value: ())
+        guard !path.isEmpty else { throw ConfigError(path: "store.path", message: "must not be empty") }
+        try Self.createFolder(of: path)
+        table = try queue.sync {
+            do {
+                return try KeyValueTable(SQLiteConnection(path: path))
+            } catch let error as SQLiteError {
+                throw ConfigError(path: "store.path", message: "cannot open '\(path)': \(error.message)")
+            }
+        }
+        let timer = DispatchSource.makeTimerSource(queue: queue)
+        timer.schedule(deadline: .now() + Self.purgeInterval, repeating: Self.purgeInterval, leeway: .seconds(5))
+        timer.setEventHandler { [weak self] in
+            // A failed purge loses nothing: expired rows are ignored by every read anyway.
+            _ = try? self?.table?.purge(now: Self.nowMs())
+        }
+        timer.resume()
+        purgeTimer = timer
+    }
+
+    deinit {
+        // Every queued operation holds the store, so none is running now.
+        purgeTimer?.cancel()
+        table?.close()
+    }
+
+    /// Finalizes the statements and closes the file. Later operations fail as unavailable.
+    public func close() {
+        onQueue {
+            purgeTimer?.cancel()
+            purgeTimer = nil
+            table?.close()
+            table = nil
+        }
+    }
+
+    /// Deletes expired rows now (the store also does it every minute); returns how many.
+    @discardableResult
+    public func purgeExpired() throws -> Int {
+        try onQueue { try perform("purge") { table, now in try table.purge(now: now) }.get() }
+    }
+
+    // MARK: Store
+
+    public func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
+                       _ done: @escaping (StoreResult<Bool>) -> Void) {
+        run("create", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
+            try table.create(key, value: value, expiresAt: expiresAt, now: now)
+        }
+    }
+
+    public func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
+                    _ done: @escaping (StoreResult<Void>) -> Void) {
+        run("put", ttlMs: ttlMs, executor, done) { table, _, expiresAt in
+            try table.put(key, value: value, expiresAt: expiresAt)
+        }
+    }
+
+    public func get(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
+        run("get", executor, done) { table, now in try table.get(key, now: now) }
+    }
+
+    public func touch(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        run("touch", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
+            try table.touch(key, expiresAt: expiresAt, now: now)
+        }
+    }
+
+    public func delete(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        run("delete", executor, done) { table, now in try table.delete(key, now: now) }
+    }
+
+    public func take(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
+        run("take", executor, done) { table, now in try table.take(key, now: now) }
+    }
+
+    public func increment(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Int>) -> Void) {
+        run("increment", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
+            try table.increment(key, expiresAt: expiresAt, now: now)
+        }
+    }
+
+    public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, on executor: CallbackExecutor,
+                               _ done: @escaping (StoreResult<Bool>) -> Void) {
+        guard let ttlMs else {
+            run("compareAndSwap", executor, done) { table, now in
+                try table.compareAndSwap(key, expected: expected, new: new, expiresAt: nil, now: now)
+            }
+            return
+        }
+        run("compareAndSwap", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
+            try table.compareAndSwap(key, expected: expected, new: new, expiresAt: expiresAt, now: now)
+        }
+    }
+
+    public func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {
+        run("ping", executor, done) { table, _ in try table.checkAlive() }
+    }
+
+    // MARK: Running operations
+
+    /// Runs `body` on the store queue, then `done` on `executor`. The queued block holds the
+    /// store, so an operation finishes even if its caller lets go of the store.
+    private func run<T>(_ operation: String, _ executor: CallbackExecutor, _ done: @escaping (StoreResult<T>) -> Void,
+                        _ body: @escaping (KeyValueTable, Int64) throws -> T) {
+        queue.async {
+            let result = self.perform(operation, body)
+            executor.execute { done(result) }
+        }
+    }
+
+    /// As `run`, for operations that set an expiry: `ttlMs` must be positive.
+    private func run<T>(_ operation: String, ttlMs: Int, _ executor: CallbackExecutor,
+                        _ done: @escaping (StoreResult<T>) -> Void,
+                        _ body: @escaping (KeyValueTable, Int64, Int64) throws -> T) {
+        guard ttlMs > 0 else {
+            let result = StoreResult<T>.failure(.failed("\(operation): ttlMs must be more than 0, got \(ttlMs)"))
+            queue.async { executor.execute { done(result) } }
+            return
+        }
+        run(operation, executor, done) { table, now in
+            let (expiresAt, overflow) = now.addingReportingOverflow(Int64(ttlMs))
+            return try body(table, now, overflow ? .max : expiresAt)
+        }
+    }
+
+    /// Must be called on the queue. The clock is read here, when the operation runs.
+    private func perform<T>(_ operation: String, _ body: (KeyValueTable, Int64) throws -> T) -> StoreResult<T> {
+        guard let table else { return .failure(.unavailable("sqlite '\(path)': \(operation): the store is closed")) }
+        do {
+            return .success(try body(table, Self.nowMs()))
+        } catch let error as StoreError {
+            return .failure(error)
+        } catch let error as SQLiteError {
+            return .failure(Self.storeError(error, operation: operation, path: path))
+        } catch {
+            return .failure(.failed("sqlite '\(path)': \(operation): \(error)"))
+        }
+    }
+
+    /// The disk or the file being gone is the store being unavailable (requests fail closed);
+    /// anything else is a failure of this one operation.
+    static func storeError(_ error: SQLiteError, operation: String, path: String) -> StoreError {
+        let message = "sqlite '\(path)': \(operation): \(error.message)"
+        switch error.primaryCode {
+        case SQLITE_IOERR, SQLITE_FULL, SQLITE_CANTOPEN: return .unavailable(message)
+        default: return .failed(message)
+        }
+    }
+
+    static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
+
+    private func onQueue<T>(_ body: () throws -> T) rethrows -> T {
+        if DispatchQueue.getSpecific(key: onQueueKey) != nil { return try body() }
+        return try queue.sync(execute: body)
+    }
+
+    /// `mkdir -p` for the file's folder, with errors that say which folder and why.
+    private static func createFolder(of path: String) throws {
+        let folder = (path as NSString).deletingLastPathComponent
+        guard !folder.isEmpty else { return }
+        func fail(_ why: String) -> ConfigError {
+            ConfigError(path: "store.path", message: "cannot open '\(path)': \(why)")
+        }
+        func make(_ dir: String) throws {
+            var isFolder: ObjCBool = false
+            if FileManager.default.fileExists(atPath: dir, isDirectory: &isFolder) {
+                if isFolder.boolValue { return }
+                throw fail("'\(dir)' is not a folder")
+            }
+            let parent = (dir as NSString).deletingLastPathComponent
+            if !parent.isEmpty && parent != dir { try make(parent) }
+            if mkdir(dir, 0o755) != 0 && errno != EEXIST {
+                throw fail("cannot create folder '\(dir)': \(String(cString: strerror(errno)))")
+            }
+        }
+        try make(folder)
+    }
+}

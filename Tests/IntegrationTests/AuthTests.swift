@@ -1,0 +1,237 @@
+import Foundation
+import Testing
+import TxGateCore
+import TxGateCrypto
+
+/// The embedded authentication service on the wire: AM's /json/authenticate and
+/// /json/sessions exactly as SDKs and curl scripts expect them (WIRE.md §4).
+@Suite struct AuthTests {
+    static let password = "Ch4ngeMe!"
+    static let totpSecret = "JBSWY3DPEHPK3PXP"
+    static let hash = PasswordHash.hash(password)
+    static let authPath = "/am/json/realms/root/authenticate"
+
+    static func authConfig(_ extra: [String: Any] = [:]) -> [String: Any] {
+        deepMerge([
+            "publicUrl": "http://127.0.0.1:1",
+            "users": [
+                ["username": "demo", "passwordHash": hash, "email": "demo@example.com", "totpSecret": totpSecret],
+                ["username": "other", "passwordHash": hash, "totpSecret": "GEZDGNBVGY3TQOJQ"],
+            ],
+            "journeys": [
+                "Login": [["type": "UsernamePassword"]],
+                "ConfirmTransaction": [["type": "TOTP"]],
+            ],
+            "realms": ["alpha"],
+        ], extra)
+    }
+
+    static let jsonHeaders = [("Content-Type", "application/json"), ("Accept-API-Version", "resource=2.0, protocol=1.0")]
+
+    static func post(_ g: GatewayInstance, _ target: String, _ body: Any?, headers: [(String, String)] = []) throws -> HTTPResponse {
+        let bytes = try body.map { [UInt8](try JSONSerialization.data(withJSONObject: $0)) } ?? []
+        return try g.fetch("POST", target, headers: jsonHeaders + headers, body: bytes)
+    }
+
+    /// Fills the inputs of a step's callbacks with `values`, in order.
+    static func answer(_ step: [String: Any], _ values: [Any]) -> [String: Any] {
+        var s = step
+        var callbacks = s["callbacks"] as! [[String: Any]]
+        var i = 0
+        for (n, cb) in callbacks.enumerated() {
+            guard var inputs = cb["input"] as? [[String: Any]], !inputs.isEmpty else { continue }
+            inputs[0]["value"] = values[i]
+            i += 1
+            callbacks[n]["input"] = inputs
+        }
+        s["callbacks"] = callbacks
+        return s
+    }
+
+    /// Logs in through the whole journey and returns the session token.
+    static func login(_ g: GatewayInstance, user: String = "demo", password: String = password) throws -> String {
+        let step = try post(g, authPath, nil).json()
+        let done = try post(g, authPath, answer(step, [user, password]))
+        guard done.status == 200, let token = try done.json()["tokenId"] as? String else {
+            throw HarnessError("login failed: \(done)")
+        }
+        return token
+    }
+
+    static func totp(_ secret: String = totpSecret, offset: Int = 0) -> String {
+        TOTP(secret: Base32.decode(secret)!).code(at: Int(Date().timeIntervalSince1970) + offset)
+    }
+
+    @Test func fullLoginWithAMsExactShapes() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
+
+        let first = try Self.post(g, Self.authPath + "?authIndexType=service&authIndexValue=Login", nil)
+        #expect(first.status == 200)
+        #expect(first.header("Content-Type") == "application/json")
+        let step = try first.json()
+        let authId = try #require(step["authId"] as? String)
+        #expect(authId.split(separator: ".").count == 3)
+        #expect(first.bodyText == #"{"authId":"\#(authId)","callbacks":[{"type":"NameCallback","output":[{"name":"prompt","value":"User Name"}],"input":[{"name":"IDToken1","value":""}],"_id":0},{"type":"PasswordCallback","output":[{"name":"prompt","value":"Password"}],"input":[{"name":"IDToken2","value":""}],"_id":1}]}"#)
+
+        let done = try Self.post(g, Self.authPath, Self.answer(step, ["demo", Self.password]))
+        #expect(done.status == 200)
+        let body = try done.json()
+        let token = try #require(body["tokenId"] as? String)
+        #expect(token.count >= 22)
+        #expect(body["successUrl"] as? String == "/")
+        #expect(body["realm"] as? String == "/")
+        let cookie = try #require(done.header("Set-Cookie"))
+        #expect(cookie.hasPrefix("iPlanetDirectoryPro=\(token);"))
+        #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax") && !cookie.contains("Secure"))
+
+        let valid = try Self.post(g, "/am/json/realms/root/sessions?_action=validate", nil, headers: [("iPlanetDirectoryPro", token)])
+        #expect(try valid.json()["valid"] as? Bool == true)
+        #expect(try valid.json()["uid"] as? String == "demo")
+        let viaCookie = try Self.post(g, "/am/json/realms/root/sessions?_action=validate", nil, headers: [("Cookie", "a=b; iPlanetDirectoryPro=\(token)")])
+        #expect(try viaCookie.json()["valid"] as? Bool == true)
+    }
+
+    @Test func wrongPasswordThenLockoutWithTheSameAnswer() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig(["security": ["maxFailedAttempts": 3, "lockoutWindowS": 60, "lockoutDurationS": 60]]))
+        let failure = #"{"code":401,"reason":"Unauthorized","message":"Login failure","detail":{"failureUrl":""}}"#
+        for _ in 0..<3 {
+            let step = try Self.post(g, Self.authPath, nil).json()
+            let r = try Self.post(g, Self.authPath, Self.answer(step, ["demo", "wrong-password"]))
+            #expect(r.status == 401)
+            #expect(r.bodyText == failure)
+        }
+        // Locked out: the right password gets the same answer.
+        let step = try Self.post(g, Self.authPath, nil).json()
+        let locked = try Self.post(g, Self.authPath, Self.answer(step, ["demo", Self.password]))
+        #expect(locked.status == 401)
+        #expect(locked.bodyText == failure)
+        // An unknown user: same answer too.
+        let s2 = try Self.post(g, Self.authPath, nil).json()
+        let unknown = try Self.post(g, Self.authPath, Self.answer(s2, ["nobody", "x"]))
+        #expect(unknown.status == 401 && unknown.bodyText == failure)
+        // Another user is not affected.
+        _ = try Self.login(g, user: "other")
+        let logs = g.logLines()
+        #expect(logs.contains { $0["msg"] as? String == "user locked out after repeated failures" && $0["user"] as? String == "demo" })
+        #expect(!g.process.stderr.contains("wrong-password"))
+        #expect(!g.process.stderr.contains(Self.password))
+    }
+
+    @Test func tamperedExpiredAndMismatchedAuthIds() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig(["security": ["authIdTtlS": 1]]))
+        let step = try Self.post(g, Self.authPath, nil).json()
+        let authId = step["authId"] as! String
+
+        var parts = authId.split(separator: ".").map(String.init)
+        var claims = try JSONSerialization.jsonObject(with: Data(Base64URL.decode(parts[1])!)) as! [String: Any]
+        claims["exp"] = 9_999_999_999
+        parts[1] = Base64URL.encode([UInt8](try JSONSerialization.data(withJSONObject: claims)))
+        var tampered = step
+        tampered["authId"] = parts.joined(separator: ".")
+        let t = try Self.post(g, Self.authPath, Self.answer(tampered, ["demo", Self.password]))
+        #expect(t.status == 401)
+        #expect(try t.json()["tokenId"] == nil)
+
+        var wrongShape = step
+        wrongShape["callbacks"] = [["type": "PasswordCallback", "input": [["name": "IDToken1", "value": "x"]]]]
+        #expect(try Self.post(g, Self.authPath, wrongShape).status == 401)
+
+        #expect(try g.fetch("POST", Self.authPath, headers: Self.jsonHeaders, body: Array("{not json".utf8)).status == 400)
+
+        Thread.sleep(forTimeInterval: 2.2)
+        let late = try Self.post(g, Self.authPath, Self.answer(step, ["demo", Self.password]))
+        #expect(late.status == 401)
+        #expect(late.bodyText == #"{"code":401,"reason":"Unauthorized","message":"Session has timed out","detail":{"errorCode":"110"}}"#)
+    }
+
+    @Test func logoutEndsTheSession() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
+        let token = try Self.login(g)
+        let out = try Self.post(g, "/am/json/realms/root/sessions?_action=logout", nil, headers: [("iPlanetDirectoryPro", token)])
+        #expect(out.status == 200)
+        #expect(out.header("Set-Cookie")?.contains("Max-Age=0") == true)
+        let valid = try Self.post(g, "/am/json/realms/root/sessions?_action=validate", ["tokenId": token])
+        #expect(valid.bodyText == #"{"valid":false}"#)
+        #expect(try Self.post(g, "/am/json/realms/root/sessions?_action=logout", nil, headers: [("iPlanetDirectoryPro", token)]).status == 401)
+    }
+
+    @Test func sessionsSurviveARestart() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let bank = try bed.startDemoBank()
+        let g1 = try bed.startGateway(upstream: bank.url, config: Self.authConfig())
+        let token = try Self.login(g1)
+        g1.process.terminate()
+        #expect(g1.process.waitForExit(timeout: 10) == 0)
+        #expect(FileManager.default.fileExists(atPath: bed.dir.url.appendingPathComponent("var/txgate.db").path))
+        let key = bed.dir.url.appendingPathComponent("var/signing.key").path
+        let perms = try FileManager.default.attributesOfItem(atPath: key)[.posixPermissions] as? Int
+        #expect(perms == 0o600)
+
+        let g2 = try bed.startGateway(upstream: bank.url, config: Self.authConfig())
+        let valid = try Self.post(g2, "/am/json/realms/root/sessions?_action=validate", nil, headers: [("iPlanetDirectoryPro", token)])
+        #expect(try valid.json()["valid"] as? Bool == true)
+    }
+
+    @Test func aTOTPCodeIsAcceptedOnceThenRefused() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
+        let token = try Self.login(g)
+        let code = Self.totp()
+        func confirm() throws -> HTTPResponse {
+            let start = try Self.post(g, Self.authPath + "?authIndexType=service&authIndexValue=ConfirmTransaction", nil,
+                                      headers: [("iPlanetDirectoryPro", token)])
+            let step = try start.json()
+            let cbs = step["callbacks"] as! [[String: Any]]
+            #expect(cbs.map { $0["type"] as? String } == ["PasswordCallback"])
+            #expect(((cbs[0]["output"] as! [[String: Any]])[0]["value"]) as? String == "One Time Password")
+            return try Self.post(g, Self.authPath, Self.answer(step, [code]), headers: [("iPlanetDirectoryPro", token)])
+        }
+        #expect(try confirm().status == 200)
+        let again = try confirm()
+        #expect(again.status == 401)
+        #expect(!g.process.stderr.contains(code))
+        #expect(!g.process.stderr.contains(token))
+    }
+
+    @Test func realmsAndUnknownEndpoints() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
+        #expect(try Self.post(g, "/am/json/realms/root/realms/alpha/authenticate", nil).status == 200)
+        let missing = try Self.post(g, "/am/json/realms/root/realms/nope/authenticate", nil)
+        #expect(missing.status == 404)
+        #expect(missing.bodyText.contains("realm '/nope' is not configured"))
+        #expect(try Self.post(g, Self.authPath + "?authIndexType=service&authIndexValue=Nope", nil).status == 400)
+        #expect(try g.fetch("GET", Self.authPath).status == 405)
+        // A session from the root realm is not valid in another realm.
+        let token = try Self.login(g)
+        let v = try Self.post(g, "/am/json/realms/root/realms/alpha/sessions?_action=validate", nil, headers: [("iPlanetDirectoryPro", token)])
+        #expect(v.bodyText == #"{"valid":false}"#)
+    }
+
+    @Test func gotoMustStayOnTheGatewaysOrigin() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
+        let bad = try Self.post(g, Self.authPath + "?goto=" + Query.encode("https://evil.example.com/"), nil)
+        #expect(bad.status == 400)
+        #expect(try g.fetch("GET", "/am/XUI/?goto=" + Query.encode("//evil.example.com/")).status == 400)
+        let page = try g.fetch("GET", "/am/XUI/?goto=%2Faccounts")
+        #expect(page.status == 200)
+        #expect(page.header("Content-Type")?.hasPrefix("text/html") == true)
+        #expect(page.header("Content-Security-Policy")?.contains("script-src 'sha256-") == true)
+        let step = try Self.post(g, Self.authPath + "?goto=%2Faccounts", nil).json()
+        let done = try Self.post(g, Self.authPath, Self.answer(step, ["demo", Self.password]))
+        #expect(try done.json()["successUrl"] as? String == "/accounts")
+    }
+}

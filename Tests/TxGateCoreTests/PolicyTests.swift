@@ -1,0 +1,107 @@
+import Foundation
+import Testing
+@testable import TxGateCore
+
+@Suite struct PolicyTests {
+    @Test func resourcePatterns() throws {
+        let exact = try #require(ResourcePattern("/accounts"))
+        #expect(exact.matches("/accounts"))
+        #expect(!exact.matches("/accounts/1"))
+        let one = try #require(ResourcePattern("/accounts/*"))
+        #expect(one.matches("/accounts/1"))
+        #expect(!one.matches("/accounts/1/tx"))
+        #expect(!one.matches("/accounts"))
+        let deep = try #require(ResourcePattern("/api/**"))
+        #expect(deep.matches("/api/a/b/c"))
+        #expect(deep.matches("/api/a"))
+        #expect(!deep.matches("/apix/a"))
+        #expect(ResourcePattern("accounts") == nil)
+        #expect(ResourcePattern("/a/**/b") == nil)
+        #expect(ResourcePattern("/a?x=1") == nil)
+    }
+
+    @Test func policiesDecodeStrictly() throws {
+        let json = #"""
+        {"upstream": {"url": "http://a"}, "journeys": {"Login": [{"type": "UsernamePassword"}], "ConfirmTransaction": [{"type": "TOTP"}]},
+         "policies": [
+          {"name": "health", "resources": ["/health"], "actions": ["get"], "subjects": "anyone"},
+          {"name": "transfer", "resources": ["/transfer"], "actions": ["POST"], "subjects": "authenticated",
+           "transaction": {"journey": "ConfirmTransaction", "ttlS": 60, "bind": {"body": ["/amount", "/payee"]}, "display": "Pay {amount} to {payee}?"}},
+          {"name": "admin", "resources": ["/admin/**"], "actions": ["GET"], "subjects": ["root", "group=admins"], "stepUp": {"journey": "Login"}}
+         ]}
+        """#
+        let c = try ConfigLoader.decode(Data(json.utf8), folder: "/tmp")
+        let p = try #require(c.policies)
+        #expect(p.count == 3)
+        #expect(p[0].actions == ["GET"] && p[0].subjects == .anyone)
+        #expect(p[1].requirement == .transaction(TransactionRule(journey: "ConfirmTransaction", ttlS: 60, bindFields: ["/amount", "/payee"], display: "Pay {amount} to {payee}?")))
+        #expect(p[2].subjects == .only(["root", "group=admins"]))
+        #expect(p[2].requirement == .stepUp(journey: "Login"))
+
+        let bad = #"{"upstream": {"url": "http://a"}, "journeys": {"Login": [{"type": "UsernamePassword"}]}, "policies": [{"name": "x", "resources": ["/x"], "actions": ["POST"], "transaction": {"journey": "Nope", "bind": {"body": ["amount"]}, "ttl": 5}}]}"#
+        do {
+            _ = try ConfigLoader.decode(Data(bad.utf8), folder: "/tmp")
+            Issue.record("expected errors")
+        } catch {
+            let e = error.errors.map(\.description)
+            #expect(e.contains("policies[0].transaction.ttl: unknown key"))
+            #expect(e.contains("policies[0].transaction.bind.body: 'amount' is not a JSON Pointer (like /amount)"))
+            #expect(e.contains("policies[0]: journey 'Nope' is not in journeys"))
+        }
+    }
+
+    @Test func decisionJSONIsAMsShape() {
+        let d = Decision(resource: "https://gw/transfer", advices: Advices([(Advices.transaction, ["t"])]))
+        #expect(d.json == #"{"resource":"https://gw/transfer","actions":{},"attributes":{},"advices":{"TransactionConditionAdvice":["t"]}}"#)
+        let allow = Decision(resource: "r", actions: ["GET": true], ttl: 5)
+        #expect(allow.json == #"{"resource":"r","actions":{"GET":true},"attributes":{},"advices":{},"ttl":5}"#)
+    }
+
+    @Test func decisionCacheFollowsAMsRules() {
+        let cache = DecisionCache(maxEntries: 2, defaultTtlMs: 1000)
+        let allow = Decision(resource: "r", actions: ["GET": true])
+        cache.put("a", allow, nowMs: 0)
+        #expect(cache.get("a", nowMs: 500) == allow)
+        #expect(cache.get("a", nowMs: 1000) == nil)  // default time passed
+        cache.put("adv", Decision(resource: "r", advices: Advices([("X", ["1"])])), nowMs: 0)
+        #expect(cache.get("adv", nowMs: 1) == nil)  // advices are never cached
+        cache.put("past", Decision(resource: "r", actions: ["GET": true], ttl: 10), nowMs: 20)
+        #expect(cache.get("past", nowMs: 21) == nil)  // ttl already passed
+        cache.put("abs", Decision(resource: "r", actions: ["GET": true], ttl: 5000), nowMs: 0)
+        #expect(cache.get("abs", nowMs: 4000) != nil)  // ttl is absolute, beyond the default
+        cache.put("b", allow, nowMs: 0)
+        cache.put("c", allow, nowMs: 0)
+        #expect(cache.count <= 2)
+    }
+
+    @Test func bindingDigestsChangeWithBoundFieldsOnly() {
+        let rule = TransactionRule(journey: "J", bindFields: ["/amount", "/payee"])
+        func b(_ body: String) -> TransactionBinding {
+            TransactionBinding(realm: "/", resource: "r", method: "POST", subject: "demo", rule: rule, body: Array(body.utf8))
+        }
+        let base = b(#"{"amount": 10, "payee": "Bob", "memo": "x"}"#)
+        #expect(base.bodyDigest == b(#"{"payee":"Bob","memo":"y","amount":10}"#).bodyDigest)
+        #expect(base.bodyDigest != b(#"{"amount": 11, "payee": "Bob"}"#).bodyDigest)
+        #expect(base.bodyDigest != b(#"{"amount": 10}"#).bodyDigest)
+        #expect(TransactionBinding.display("Pay {amount} to {payee}?", bound: base.bound) == "Pay 10 to Bob?")
+    }
+
+    @Test func transactionMismatchReasons() {
+        let rule = TransactionRule(journey: "J", bindFields: ["/amount"])
+        let bind = TransactionBinding(realm: "/", resource: "r", method: "POST", subject: "demo", rule: rule, body: Array(#"{"amount":1}"#.utf8))
+        var tx = TransactionRecord(txid: "t", state: .completed, realm: "/", resource: "r", method: "POST", subject: "demo",
+                                   journey: "J", bodyDigest: bind.bodyDigest, bound: bind.bound, display: nil, expires: 100)
+        #expect(tx.mismatch(bind, now: 50) == nil)
+        #expect(tx.mismatch(bind, now: 100) == "expired")
+        var other = bind
+        other.subject = "eve"
+        #expect(tx.mismatch(other, now: 50) == "another subject")
+        other = bind
+        other.method = "PUT"
+        #expect(tx.mismatch(other, now: 50) == "another resource or method")
+        other = TransactionBinding(realm: "/", resource: "r", method: "POST", subject: "demo", rule: rule, body: Array(#"{"amount":2}"#.utf8))
+        #expect(tx.mismatch(other, now: 50) == "the bound body fields differ")
+        tx.state = .created
+        #expect(tx.mismatch(bind, now: 50) == "not completed")
+    }
+}

@@ -1,0 +1,79 @@
+import Testing
+import TxGateCrypto
+
+private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
+
+@Suite struct CryptoTests {
+    @Test func sha256KnownAnswers() {
+        #expect(Crypto.hex(Crypto.sha256([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+        #expect(Crypto.hex(Crypto.sha256(bytes("abc")))
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
+    /// RFC 4231 test case 2 (and RFC 2202 test case 2 for SHA-1).
+    @Test func hmacRFC4231TestCase2() {
+        let key = bytes("Jefe"), data = bytes("what do ya want for nothing?")
+        #expect(Crypto.hex(Crypto.hmacSHA256(key: key, data: data))
+                == "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843")
+        #expect(Crypto.hex(Crypto.hmacSHA512(key: key, data: data))
+                == "164b7a7bfcf819e2e395fbe73b56e0a387bd64222e831fd610270cd7ea250554"
+                + "9758bf75c05a994a6d034f65f8f0e6fdcaeab1a34d4a6b4b636e070a38bce737")
+        #expect(Crypto.hex(Crypto.hmacSHA1(key: key, data: data)) == "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79")
+    }
+
+    /// RFC 4231 test case 1 (binary key) and an empty key / empty message (known answers from OpenSSL's CLI).
+    @Test func hmacEdgeCases() {
+        let key = [UInt8](repeating: 0x0b, count: 20)
+        #expect(Crypto.hex(Crypto.hmacSHA256(key: key, data: bytes("Hi There")))
+                == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
+        #expect(Crypto.hex(Crypto.hmacSHA256(key: [], data: []))
+                == "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad")
+    }
+
+    /// RFC 7914 §12, third vector.
+    @Test func scryptRFC7914Vector() throws {
+        let dk = try #require(Crypto.scrypt(password: bytes("password"), salt: bytes("NaCl"),
+                                            n: 1024, r: 8, p: 16, length: 64))
+        #expect(Crypto.hex(dk) == "fdbabe1c9d3472007856e7190d01e9fe7c6ad7cbc8237830e77376634b373162"
+                + "2eaf30d92e22a3886ff109279d9830dac727afb94a83ee6d8360cbdfa2cc0640")
+    }
+
+    /// RFC 7914 §12, first vector: empty password and salt.
+    @Test func scryptEmptyInputs() throws {
+        let dk = try #require(Crypto.scrypt(password: [], salt: [], n: 16, r: 1, p: 1, length: 64))
+        #expect(Crypto.hex(dk) == "77d6576238657b203b19ca42c18a0497f16b4844e3074ae8dfdffa3fede21442"
+                + "fcd0069ded0948f8326a753a0fc81f17e8d3e0fb2e0d3628cf35e20c38d18906")
+    }
+
+    @Test func scryptRejectsInvalidParameters() {
+        #expect(Crypto.scrypt(password: [1], salt: [2], n: 1000, r: 8, p: 1, length: 32) == nil) // not 2^k
+        #expect(Crypto.scrypt(password: [1], salt: [2], n: 1, r: 8, p: 1, length: 32) == nil)
+        #expect(Crypto.scrypt(password: [1], salt: [2], n: 16, r: 0, p: 1, length: 32) == nil)
+        #expect(Crypto.scrypt(password: [1], salt: [2], n: 16, r: 1, p: 0, length: 32) == nil)
+        #expect(Crypto.scrypt(password: [1], salt: [2], n: 16, r: 1, p: 1, length: 0) == nil)
+        #expect(Crypto.scrypt(password: [1], salt: [2], n: 1 << 62, r: 1 << 40, p: 1, length: 32) == nil)
+    }
+
+    @Test func constantTimeEquals() {
+        #expect(Crypto.constantTimeEquals([], []))
+        #expect(Crypto.constantTimeEquals([1, 2, 3], [1, 2, 3]))
+        #expect(!Crypto.constantTimeEquals([1, 2, 3], [1, 2, 4]))
+        #expect(!Crypto.constantTimeEquals([1, 2, 3], [1, 2]))
+        #expect(!Crypto.constantTimeEquals([], [0]))
+    }
+
+    @Test func randomBytes() {
+        #expect(Crypto.randomBytes(0).isEmpty)
+        let a = Crypto.randomBytes(32), b = Crypto.randomBytes(32)
+        #expect(a.count == 32 && b.count == 32)
+        #expect(a != b)
+        #expect(a != [UInt8](repeating: 0, count: 32))
+    }
+
+    @Test func hex() {
+        #expect(Crypto.hex([0x00, 0x0f, 0xa5, 0xff]) == "000fa5ff")
+        #expect(Crypto.fromHex("000FA5ff") == [0x00, 0x0f, 0xa5, 0xff])
+        #expect(Crypto.fromHex("abc") == nil)
+        #expect(Crypto.fromHex("zz") == nil)
+    }
+}

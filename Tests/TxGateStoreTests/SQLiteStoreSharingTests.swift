@@ -1,0 +1,150 @@
+import Foundation
+import Testing
+import TxGateCore
+@testable import TxGateStore
+
+/// Concurrency, durability and the file itself.
+@Suite struct SQLiteStoreSharingTests {
+    let executors: [CallbackExecutor] = (0..<4).map { TestExecutor($0) }
+
+    @Test func ofConcurrentTakesExactlyOneGetsTheValue() async throws {
+        try await withStore { store, _ async throws in
+            for round in 0..<20 {
+                let key = "code:\(round)"
+                try await call { store.put(key, value: bytes("txn:\(round)"), ttlMs: 60_000, on: $0, $1) }.get()
+                let results = await concurrently(50, executors: executors) { _, executor, done in
+                    store.take(key, on: executor, done)
+                }
+                let values = try results.map { try $0.get() }
+                #expect(values.count == 50)
+                #expect(values.compactMap { $0 } == [bytes("txn:\(round)")], "round \(round)")
+            }
+        }
+    }
+
+    @Test func ofConcurrentCreatesExactlyOneWins() async throws {
+        try await withStore { store, _ async throws in
+            let results = await concurrently(50, executors: executors) { i, executor, done in
+                store.create("lock", value: bytes("owner \(i)"), ttlMs: 60_000, on: executor, done)
+            }
+            #expect(try results.filter { try $0.get() }.count == 1)
+        }
+    }
+
+    @Test func concurrentIncrementsCountExactly() async throws {
+        try await withStore { store, _ async throws in
+            let results = await concurrently(200, executors: executors) { _, executor, done in
+                store.increment("rate", ttlMs: 60_000, on: executor, done)
+            }
+            // Every caller saw a different count: none was lost, none repeated.
+            #expect(try results.map { try $0.get() }.sorted() == Array(1...200))
+            #expect(try await call { store.get("rate", on: $0, $1) }.get() == bytes("200"))
+        }
+    }
+
+    /// Two stores on one file stand in for two gateway processes: the transactions, not the
+    /// store's queue, must keep take and increment exact.
+    @Test func twoStoresOnOneFileStayAtomic() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let first = try SQLiteStore(path: folder.path("shared.db"))
+        let second = try SQLiteStore(path: folder.path("shared.db"))
+        defer { first.close(); second.close() }
+        let stores = [first, second]
+
+        let counts = await concurrently(200, executors: executors) { i, executor, done in
+            stores[i % 2].increment("rate", ttlMs: 60_000, on: executor, done)
+        }
+        #expect(try counts.map { try $0.get() }.sorted() == Array(1...200))
+
+        for round in 0..<10 {
+            let key = "code:\(round)"
+            try await call { first.put(key, value: [UInt8(round)], ttlMs: 60_000, on: $0, $1) }.get()
+            let taken = await concurrently(50, executors: executors) { i, executor, done in
+                stores[i % 2].take(key, on: executor, done)
+            }
+            #expect(try taken.compactMap { try $0.get() } == [[UInt8(round)]], "round \(round)")
+        }
+    }
+
+    @Test func valuesSurviveCloseAndReopen() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let path = folder.path("state/store.db")
+
+        let before = try SQLiteStore(path: path)
+        try await call { before.put("session:abc", value: bytes("alice"), ttlMs: 60_000, on: $0, $1) }.get()
+        try await call { before.put("gone", value: [1], ttlMs: 50, on: $0, $1) }.get()
+        #expect(try await call { before.increment("rate", ttlMs: 60_000, on: $0, $1) }.get() == 1)
+        #expect(try await call { before.increment("rate", ttlMs: 60_000, on: $0, $1) }.get() == 2)
+        before.close()
+        #expect(FileManager.default.fileExists(atPath: path))
+
+        try await sleep(ms: 100)
+        let after = try SQLiteStore(path: path)
+        defer { after.close() }
+        #expect(try await call { after.get("session:abc", on: $0, $1) }.get() == bytes("alice"))
+        #expect(try await call { after.get("gone", on: $0, $1) }.get() == nil)
+        #expect(try await call { after.increment("rate", ttlMs: 60_000, on: $0, $1) }.get() == 3)
+    }
+
+    @Test func missingFoldersAreCreated() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let path = folder.path("a/b/c/store.db")
+        let store = try SQLiteStore(path: path)
+        defer { store.close() }
+        try await call { store.put("k", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
+        #expect(FileManager.default.fileExists(atPath: path))
+    }
+
+    @Test func aPathUnderAFileIsRefusedByName() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let file = folder.path("plain")
+        try Data("not a folder".utf8).write(to: URL(fileURLWithPath: file))
+
+        for path in [file + "/store.db", file + "/sub/store.db"] {
+            #expect {
+                _ = try SQLiteStore(path: path)
+            } throws: { error in
+                "\(error)" == "store.path: cannot open '\(path)': '\(file)' is not a folder"
+            }
+        }
+    }
+
+    @Test func aFileThatIsNotADatabaseIsRefusedByName() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let path = folder.path("garbage.db")
+        try Data(repeating: 0x5A, count: 4096).write(to: URL(fileURLWithPath: path))
+        #expect {
+            _ = try SQLiteStore(path: path)
+        } throws: { error in
+            "\(error)" == "store.path: cannot open '\(path)': file is not a database"
+        }
+    }
+
+    @Test func aFolderIsNotADatabaseFile() throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        #expect {
+            _ = try SQLiteStore(path: folder.url.path)
+        } throws: { error in
+            "\(error)" == "store.path: cannot open '\(folder.url.path)': unable to open database file"
+        }
+    }
+
+    @Test func diskErrorsMeanUnavailableAndOthersMeanFailed() {
+        func mapped(_ code: Int32, _ message: String) -> StoreError {
+            SQLiteStore.storeError(SQLiteError(code: code, message: message), operation: "put", path: "/var/lib/txgate.db")
+        }
+        // SQLITE_IOERR_WRITE, SQLITE_FULL, SQLITE_CANTOPEN
+        #expect(mapped(778, "disk I/O error") == .unavailable("sqlite '/var/lib/txgate.db': put: disk I/O error"))
+        #expect(mapped(13, "database or disk is full") == .unavailable("sqlite '/var/lib/txgate.db': put: database or disk is full"))
+        #expect(mapped(14, "unable to open database file") == .unavailable("sqlite '/var/lib/txgate.db': put: unable to open database file"))
+        // SQLITE_BUSY, SQLITE_CORRUPT
+        #expect(mapped(5, "database is locked") == .failed("sqlite '/var/lib/txgate.db': put: database is locked"))
+        #expect(mapped(11, "database disk image is malformed") == .failed("sqlite '/var/lib/txgate.db': put: database disk image is malformed"))
+    }
+}

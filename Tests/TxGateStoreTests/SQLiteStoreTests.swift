@@ -1,0 +1,247 @@
+import Foundation
+import Testing
+import TxGateCore
+@testable import TxGateStore
+
+/// A store on a real SQLite file in a fresh temp folder, closed and removed afterwards.
+func withStore(_ body: (SQLiteStore, TemporaryFolder) async throws -> Void) async throws {
+    let folder = try TemporaryFolder()
+    defer { folder.remove() }
+    let store = try SQLiteStore(path: folder.path("store.db"))
+    defer { store.close() }
+    try await body(store, folder)
+}
+
+@Suite struct SQLiteStoreTests {
+    @Test func putThenGetReturnsTheSameBytes() async throws {
+        try await withStore { store, _ async throws in
+            let value: [UInt8] = [0, 1, 2, 255, 0, 42]
+            try await call { store.put("session:1", value: value, ttlMs: 60_000, on: $0, $1) }.get()
+            #expect(try await call { store.get("session:1", on: $0, $1) }.get() == value)
+            #expect(try await call { store.get("session:2", on: $0, $1) }.get() == nil)
+
+            // put replaces, and an empty value is a value, not an absence.
+            try await call { store.put("session:1", value: [], ttlMs: 60_000, on: $0, $1) }.get()
+            #expect(try await call { store.get("session:1", on: $0, $1) }.get() == [])
+        }
+    }
+
+    @Test func keysAreExactStrings() async throws {
+        try await withStore { store, _ async throws in
+            try await call { store.put("", value: bytes("empty"), ttlMs: 60_000, on: $0, $1) }.get()
+            try await call { store.put("clé→ü", value: bytes("unicode"), ttlMs: 60_000, on: $0, $1) }.get()
+            try await call { store.put("Key", value: bytes("upper"), ttlMs: 60_000, on: $0, $1) }.get()
+            #expect(try await call { store.get("", on: $0, $1) }.get() == bytes("empty"))
+            #expect(try await call { store.get("clé→ü", on: $0, $1) }.get() == bytes("unicode"))
+            #expect(try await call { store.get("key", on: $0, $1) }.get() == nil)
+        }
+    }
+
+    @Test func completionsRunOnTheCallersExecutor() async throws {
+        try await withStore { store, _ async throws in
+            let executor = TestExecutor(7)
+            let onExecutor: Bool = await withCheckedContinuation { continuation in
+                store.put("k", value: [1], ttlMs: 60_000, on: executor) { _ in
+                    continuation.resume(returning: executor.isCurrent)
+                }
+            }
+            #expect(onExecutor)
+            let getOnExecutor: Bool = await withCheckedContinuation { continuation in
+                store.get("k", on: executor) { _ in continuation.resume(returning: executor.isCurrent) }
+            }
+            #expect(getOnExecutor)
+        }
+    }
+
+    @Test func createSetsOnlyWhenAbsent() async throws {
+        try await withStore { store, _ async throws in
+            #expect(try await call { store.create("txn:1", value: bytes("first"), ttlMs: 60_000, on: $0, $1) }.get() == true)
+            #expect(try await call { store.create("txn:1", value: bytes("second"), ttlMs: 60_000, on: $0, $1) }.get() == false)
+            #expect(try await call { store.get("txn:1", on: $0, $1) }.get() == bytes("first"))
+        }
+    }
+
+    @Test func createOverwritesAnExpiredKey() async throws {
+        try await withStore { store, _ async throws in
+            #expect(try await call { store.create("txn:1", value: bytes("old"), ttlMs: 50, on: $0, $1) }.get() == true)
+            try await sleep(ms: 120)
+            #expect(try await call { store.create("txn:1", value: bytes("new"), ttlMs: 60_000, on: $0, $1) }.get() == true)
+            #expect(try await call { store.get("txn:1", on: $0, $1) }.get() == bytes("new"))
+        }
+    }
+
+    @Test func anExpiredKeyIsAbsentToEveryOperation() async throws {
+        try await withStore { store, _ async throws in
+            for key in ["get", "touch", "delete", "take", "cas", "incr"] {
+                try await call { store.put(key, value: bytes("7"), ttlMs: 400, on: $0, $1) }.get()
+            }
+            // Still there before the TTL runs out.
+            #expect(try await call { store.get("get", on: $0, $1) }.get() == bytes("7"))
+            try await sleep(ms: 500)
+            #expect(try await call { store.get("get", on: $0, $1) }.get() == nil)
+            #expect(try await call { store.touch("touch", ttlMs: 60_000, on: $0, $1) }.get() == false)
+            #expect(try await call { store.get("touch", on: $0, $1) }.get() == nil)
+            #expect(try await call { store.delete("delete", on: $0, $1) }.get() == false)
+            #expect(try await call { store.take("take", on: $0, $1) }.get() == nil)
+            #expect(try await call {
+                store.compareAndSwap("cas", expected: bytes("7"), new: bytes("8"), ttlMs: 60_000, on: $0, $1)
+            }.get() == false)
+            #expect(try await call { store.get("cas", on: $0, $1) }.get() == nil)
+            // An expired counter starts again from 0.
+            #expect(try await call { store.increment("incr", ttlMs: 60_000, on: $0, $1) }.get() == 1)
+        }
+    }
+
+    @Test func touchSetsANewTimeToLive() async throws {
+        try await withStore { store, _ async throws in
+            try await call { store.put("long", value: [1], ttlMs: 300, on: $0, $1) }.get()
+            try await call { store.put("short", value: [2], ttlMs: 60_000, on: $0, $1) }.get()
+            #expect(try await call { store.touch("long", ttlMs: 60_000, on: $0, $1) }.get() == true)
+            #expect(try await call { store.touch("short", ttlMs: 50, on: $0, $1) }.get() == true)
+            #expect(try await call { store.touch("missing", ttlMs: 60_000, on: $0, $1) }.get() == false)
+            try await sleep(ms: 400)
+            #expect(try await call { store.get("long", on: $0, $1) }.get() == [1])
+            #expect(try await call { store.get("short", on: $0, $1) }.get() == nil)
+            #expect(try await call { store.get("missing", on: $0, $1) }.get() == nil)
+        }
+    }
+
+    @Test func deleteSaysWhetherTheKeyExisted() async throws {
+        try await withStore { store, _ async throws in
+            try await call { store.put("k", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
+            #expect(try await call { store.delete("k", on: $0, $1) }.get() == true)
+            #expect(try await call { store.get("k", on: $0, $1) }.get() == nil)
+            #expect(try await call { store.delete("k", on: $0, $1) }.get() == false)
+        }
+    }
+
+    @Test func takeReturnsTheValueOnce() async throws {
+        try await withStore { store, _ async throws in
+            try await call { store.put("code:123456", value: bytes("txn:9"), ttlMs: 60_000, on: $0, $1) }.get()
+            #expect(try await call { store.take("code:123456", on: $0, $1) }.get() == bytes("txn:9"))
+            #expect(try await call { store.take("code:123456", on: $0, $1) }.get() == nil)
+            #expect(try await call { store.get("code:123456", on: $0, $1) }.get() == nil)
+        }
+    }
+
+    @Test func incrementCountsFromOneAndStoresDecimalText() async throws {
+        try await withStore { store, _ async throws in
+            #expect(try await call { store.increment("rate:1.2.3.4", ttlMs: 60_000, on: $0, $1) }.get() == 1)
+            #expect(try await call { store.increment("rate:1.2.3.4", ttlMs: 60_000, on: $0, $1) }.get() == 2)
+            #expect(try await call { store.increment("rate:1.2.3.4", ttlMs: 60_000, on: $0, $1) }.get() == 3)
+            // The same bytes Redis's INCR would leave.
+            #expect(try await call { store.get("rate:1.2.3.4", on: $0, $1) }.get() == bytes("3"))
+            #expect(try await call { store.increment("rate:5.6.7.8", ttlMs: 60_000, on: $0, $1) }.get() == 1)
+        }
+    }
+
+    @Test func incrementDoesNotExtendTheTimeToLive() async throws {
+        try await withStore { store, _ async throws in
+            #expect(try await call { store.increment("window", ttlMs: 500, on: $0, $1) }.get() == 1)
+            try await sleep(ms: 200)
+            #expect(try await call { store.increment("window", ttlMs: 60_000, on: $0, $1) }.get() == 2)
+            try await sleep(ms: 400)
+            // The window opened by the first increment has closed: a new one starts.
+            #expect(try await call { store.increment("window", ttlMs: 60_000, on: $0, $1) }.get() == 1)
+        }
+    }
+
+    @Test func incrementOnANonCounterFails() async throws {
+        try await withStore { store, _ async throws in
+            try await call { store.put("session", value: bytes("{\"sub\":\"alice\"}"), ttlMs: 60_000, on: $0, $1) }.get()
+            let result = await call { store.increment("session", ttlMs: 60_000, on: $0, $1) }
+            #expect(result == .failure(.failed("increment: the value is not a counter")))
+            #expect(try await call { store.get("session", on: $0, $1) }.get() == bytes("{\"sub\":\"alice\"}"))
+        }
+    }
+
+    @Test func compareAndSwapReplacesOnlyTheExpectedValue() async throws {
+        try await withStore { store, _ async throws in
+            try await call { store.put("journey", value: bytes("step1"), ttlMs: 60_000, on: $0, $1) }.get()
+            #expect(try await call {
+                store.compareAndSwap("journey", expected: bytes("step1"), new: bytes("step2"), ttlMs: nil, on: $0, $1)
+            }.get() == true)
+            #expect(try await call { store.get("journey", on: $0, $1) }.get() == bytes("step2"))
+
+            // A stale writer loses and changes nothing.
+            #expect(try await call {
+                store.compareAndSwap("journey", expected: bytes("step1"), new: bytes("stale"), ttlMs: nil, on: $0, $1)
+            }.get() == false)
+            #expect(try await call { store.get("journey", on: $0, $1) }.get() == bytes("step2"))
+
+            #expect(try await call {
+                store.compareAndSwap("missing", expected: bytes("x"), new: bytes("y"), ttlMs: 60_000, on: $0, $1)
+            }.get() == false)
+            #expect(try await call { store.get("missing", on: $0, $1) }.get() == nil)
+        }
+    }
+
+    @Test func compareAndSwapWithNilDeletes() async throws {
+        try await withStore { store, _ async throws in
+            try await call { store.put("txn", value: bytes("pending"), ttlMs: 60_000, on: $0, $1) }.get()
+            #expect(try await call {
+                store.compareAndSwap("txn", expected: bytes("done"), new: nil, ttlMs: nil, on: $0, $1)
+            }.get() == false)
+            #expect(try await call { store.get("txn", on: $0, $1) }.get() == bytes("pending"))
+            #expect(try await call {
+                store.compareAndSwap("txn", expected: bytes("pending"), new: nil, ttlMs: nil, on: $0, $1)
+            }.get() == true)
+            #expect(try await call { store.get("txn", on: $0, $1) }.get() == nil)
+        }
+    }
+
+    @Test func compareAndSwapKeepsOrSetsTheExpiry() async throws {
+        try await withStore { store, _ async throws in
+            try await call { store.put("keeps", value: [1], ttlMs: 400, on: $0, $1) }.get()
+            try await call { store.put("sets", value: [1], ttlMs: 400, on: $0, $1) }.get()
+            #expect(try await call { store.compareAndSwap("keeps", expected: [1], new: [2], ttlMs: nil, on: $0, $1) }.get() == true)
+            #expect(try await call { store.compareAndSwap("sets", expected: [1], new: [2], ttlMs: 60_000, on: $0, $1) }.get() == true)
+            try await sleep(ms: 500)
+            #expect(try await call { store.get("keeps", on: $0, $1) }.get() == nil)
+            #expect(try await call { store.get("sets", on: $0, $1) }.get() == [2])
+        }
+    }
+
+    @Test func aTimeToLiveMustBePositive() async throws {
+        try await withStore { store, _ async throws in
+            #expect(await call { store.put("k", value: [1], ttlMs: 0, on: $0, $1) } == .failure(.failed("put: ttlMs must be more than 0, got 0")))
+            #expect(await call { store.create("k", value: [1], ttlMs: -5, on: $0, $1) } == .failure(.failed("create: ttlMs must be more than 0, got -5")))
+            #expect(try await call { store.get("k", on: $0, $1) }.get() == nil)
+        }
+    }
+
+    @Test func purgeDeletesOnlyExpiredRows() async throws {
+        try await withStore { store, _ async throws in
+            try await call { store.put("a", value: [1], ttlMs: 400, on: $0, $1) }.get()
+            try await call { store.put("b", value: [2], ttlMs: 400, on: $0, $1) }.get()
+            try await call { store.put("c", value: [3], ttlMs: 60_000, on: $0, $1) }.get()
+            #expect(try store.purgeExpired() == 0)
+            try await sleep(ms: 500)
+            #expect(try store.purgeExpired() == 2)
+            #expect(try store.purgeExpired() == 0)
+            #expect(try await call { store.get("c", on: $0, $1) }.get() == [3])
+        }
+    }
+
+    @Test func pingAnswersUntilClosed() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let path = folder.path("store.db")
+        let store = try SQLiteStore(path: path)
+        #expect(await call { store.ping(on: $0, $1) } == .success(()))
+        store.close()
+        #expect(await call { store.ping(on: $0, $1) } == .failure(.unavailable("sqlite '\(path)': ping: the store is closed")))
+        #expect(await call { store.get("k", on: $0, $1) } == .failure(.unavailable("sqlite '\(path)': get: the store is closed")))
+        store.close() // closing twice is harmless
+    }
+}
+
+extension Result where Success == Void, Failure == StoreError {
+    static func == (lhs: Self, rhs: Self) -> Bool {
+        switch (lhs, rhs) {
+        case (.success, .success): return true
+        case (.failure(let a), .failure(let b)): return a == b
+        default: return false
+        }
+    }
+}
