@@ -7,7 +7,7 @@ set -euo pipefail
 
 runtime=(libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libssl3 libsqlite3-0 ca-certificates)
 build=(libevent-dev libssl-dev libsqlite3-dev pkg-config)
-test=(openssl curl)
+test=(openssl curl oathtool)
 bench=(nginx-light wrk)
 
 want=()

@@ -1,0 +1,425 @@
+#!/usr/bin/env bash
+# Side-by-side proxy benchmark on loopback: an nginx backend measured directly, through nginx
+# proxy_pass (1 worker, upstream keep-alive) and through txgate (1 worker).
+#
+#   bash bench/proxy.sh [--quick] [--runs N] [--nginx-only]
+#
+#   --quick        3 s per measurement (instead of BENCH_DURATION, default 10) and 1 s warm-up
+#   --runs N       repeat the measurement N times and print the median of each column at the end
+#   --nginx-only   measure only the backend and nginx proxy_pass (no txgate build or run)
+#
+# Environment: BENCH_CONNECTIONS (default 50), BENCH_DURATION (seconds, default 10),
+# BENCH_WARMUP (seconds, default 2), TXGATE_BIN (use this txgate binary instead of building),
+# BENCH_KEEP_TMP=1 (keep the temp dir with configs, logs and raw wrk output).
+#
+# Everything listens on 127.0.0.1 only. Every process the script starts, and its temp dir, is
+# removed on exit, including on failure and Ctrl-C. Not part of `make test`.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+SELF="$ROOT/bench/proxy.sh"
+cd "$ROOT"   # swift build runs from the repo root; every other path below is absolute
+
+# ---------------------------------------------------------------------------------------------
+# Options
+
+CONNECTIONS="${BENCH_CONNECTIONS:-50}"
+DURATION="${BENCH_DURATION:-10}"
+WARMUP="${BENCH_WARMUP:-2}"
+RUNS=1
+WITH_TXGATE=1
+
+usage() { sed -n '2,16p' "$SELF" | sed 's/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) DURATION=3; WARMUP=1 ;;
+    --runs) [ $# -ge 2 ] || { echo "proxy.sh: --runs needs a number" >&2; exit 2; }; RUNS="$2"; shift ;;
+    --runs=*) RUNS="${1#--runs=}" ;;
+    --nginx-only) WITH_TXGATE=0 ;;
+    -h|--help) usage; exit 0 ;;
+    *) echo "proxy.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
+  esac
+  shift
+done
+
+for v in CONNECTIONS DURATION WARMUP RUNS; do
+  [[ "${!v}" =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || { echo "proxy.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
+done
+
+for tool in nginx wrk curl timeout; do
+  command -v "$tool" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin"
+  command -v "$tool" >/dev/null 2>&1 || {
+    echo "proxy.sh: '$tool' not found; run: bash scripts/install-deps.sh --bench" >&2; exit 1; }
+done
+NGINX="$(command -v nginx)"
+
+log() { printf '[bench] %s\n' "$*" >&2; }
+die() { printf '\n[bench] FAIL: %s\n\n' "$*" >&2; exit 1; }
+
+# ---------------------------------------------------------------------------------------------
+# Process bookkeeping and cleanup. Only PIDs recorded here are ever signalled.
+
+TMP=""
+SERVER_PIDS=()      # our direct children (nginx masters, txgate), in start order
+EXTRA_PIDS=()       # nginx workers (grandchildren), recorded after start-up
+CHILD=""            # the foreground helper we are waiting on (build, wrk)
+
+is_alive() {  # running and not a zombie
+  local pid="$1" state
+  kill -0 "$pid" 2>/dev/null || return 1
+  if [ -r "/proc/$pid/stat" ]; then
+    state="$(sed 's/^.*) //' "/proc/$pid/stat" 2>/dev/null | cut -d' ' -f1)" || return 1
+    [ "$state" != "Z" ] && [ "$state" != "X" ]
+  fi
+}
+
+children_of() {  # direct children of a PID
+  local pid="$1" f
+  if [ -r "/proc/$pid/task/$pid/children" ]; then
+    cat "/proc/$pid/task/$pid/children" 2>/dev/null || true
+  elif command -v pgrep >/dev/null 2>&1; then
+    pgrep -P "$pid" 2>/dev/null || true
+  fi
+}
+
+stop_pid() {  # TERM, then KILL after ~5 s
+  local pid="$1" i
+  is_alive "$pid" || return 0
+  kill -TERM "$pid" 2>/dev/null || return 0
+  for ((i = 0; i < 50; i++)); do is_alive "$pid" || return 0; sleep 0.1; done
+  kill -KILL "$pid" 2>/dev/null || true
+}
+
+cleanup() {
+  local rc=$? i pid
+  trap - EXIT INT TERM HUP
+  set +e
+  [ -n "$CHILD" ] && stop_pid "$CHILD"
+  # Stop in reverse order of start (txgate, proxy nginx, backend nginx).
+  for ((i = ${#SERVER_PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${SERVER_PIDS[$i]}"; done
+  for pid in "${EXTRA_PIDS[@]}"; do
+    # A worker outlives its master only if the master was killed; make sure it is still nginx.
+    if is_alive "$pid" && tr '\0' ' ' <"/proc/$pid/cmdline" 2>/dev/null | grep -q '^nginx'; then
+      stop_pid "$pid"
+    fi
+  done
+  wait 2>/dev/null
+  if [ -n "$TMP" ] && [ -d "$TMP" ]; then
+    if [ "${BENCH_KEEP_TMP:-0}" = 1 ]; then log "kept $TMP"; else rm -rf "$TMP"; fi
+  fi
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'echo >&2; log "interrupted"; exit 130' INT
+trap 'exit 143' TERM
+trap 'exit 129' HUP
+
+# run_child OUTFILE CMD...: runs CMD in the background with its output in OUTFILE and waits for
+# it, so that Ctrl-C is handled at once. (The redirection must not wrap this function: the
+# traps would run with it and their messages would end up in OUTFILE.)
+run_child() {
+  local rc=0 out="$1"
+  shift
+  "$@" >"$out" 2>&1 </dev/null &
+  CHILD=$!
+  wait "$CHILD" || rc=$?
+  CHILD=""
+  return "$rc"
+}
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-bench.XXXXXX")"
+chmod 755 "$TMP"   # nginx workers drop to an unprivileged user when started as root
+
+# ---------------------------------------------------------------------------------------------
+# 1. Build txgate (release) if needed
+
+TXGATE=""
+if [ "$WITH_TXGATE" = 1 ]; then
+  if [ -n "${TXGATE_BIN:-}" ]; then
+    [ -x "$TXGATE_BIN" ] || die "TXGATE_BIN=$TXGATE_BIN is not an executable"
+    TXGATE="$TXGATE_BIN"
+  else
+    command -v swift >/dev/null 2>&1 || die "swift not found (needed to build txgate)"
+    log "building txgate (swift build -c release --product txgate)"
+    run_child "$TMP/build.log" swift build -c release --product txgate || {
+      tail -n 40 "$TMP/build.log" >&2; die "swift build -c release --product txgate failed"; }
+    TXGATE="$(swift build -c release --show-bin-path)/txgate"
+    [ -x "$TXGATE" ] || die "built, but $TXGATE is missing"
+  fi
+fi
+
+# ---------------------------------------------------------------------------------------------
+# 2. Ports and servers
+
+# Free ports are picked below the kernel's ephemeral range (wrk's client ports come from there).
+read -r EPH_LO EPH_HI < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || { EPH_LO=32768; EPH_HI=60999; }
+if [ "$EPH_LO" -gt 12000 ]; then PORT_LO=10000; PORT_HI=$((EPH_LO - 1))
+elif [ "$EPH_HI" -lt 64000 ]; then PORT_LO=$((EPH_HI + 1)); PORT_HI=65535
+else PORT_LO=20000; PORT_HI=60000; fi
+
+USED_PORTS=" "
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+pick_port() {  # sets PICKED (not run in a subshell: USED_PORTS must persist)
+  local p i
+  for ((i = 0; i < 200; i++)); do
+    p=$((PORT_LO + (RANDOM * 32768 + RANDOM) % (PORT_HI - PORT_LO + 1)))
+    [[ "$USED_PORTS" == *" $p "* ]] && continue
+    port_open "$p" && continue
+    USED_PORTS+="$p "
+    PICKED="$p"; return 0
+  done
+  die "no free port found in $PORT_LO-$PORT_HI"
+}
+
+wait_port() {  # wait_port PID PORT SECONDS
+  local pid="$1" port="$2" secs="$3" i
+  for ((i = 0; i < secs * 20; i++)); do
+    is_alive "$pid" || return 1
+    port_open "$port" && return 0
+    sleep 0.05
+  done
+  return 1
+}
+
+# nginx config: nginx_conf DIR PORT SERVER_BLOCK_BODY [HTTP_EXTRA]
+nginx_conf() {
+  local dir="$1" port="$2" location="$3" extra="${4:-}"
+  mkdir -p "$dir"
+  cat >"$dir/nginx.conf" <<EOF
+worker_processes 1;
+pid $dir/nginx.pid;
+lock_file $dir/nginx.lock;
+error_log $dir/error.log warn;
+
+events {
+    worker_connections 4096;
+}
+
+http {
+    access_log off;
+    client_body_temp_path $dir/client_body_temp;
+    proxy_temp_path $dir/proxy_temp;
+    fastcgi_temp_path $dir/fastcgi_temp;
+    uwsgi_temp_path $dir/uwsgi_temp;
+    scgi_temp_path $dir/scgi_temp;
+    # Keep client connections open for the whole run (the default, 1000, makes wrk reconnect).
+    keepalive_requests 1000000;
+$extra
+    server {
+        listen 127.0.0.1:$port;
+        location / {
+$location
+        }
+    }
+}
+EOF
+}
+
+start_nginx() {  # start_nginx NAME DIR -> sets STARTED_PID
+  local name="$1" dir="$2"
+  "$NGINX" -t -q -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" >"$dir/test.log" 2>&1 || {
+    cat "$dir/test.log" >&2; die "$name: nginx -t rejected $dir/nginx.conf"; }
+  "$NGINX" -p "$dir" -c "$dir/nginx.conf" -e "$dir/error.log" -g 'daemon off;' \
+    </dev/null >"$dir/stdout.log" 2>&1 &
+  STARTED_PID=$!
+  SERVER_PIDS+=("$STARTED_PID")
+}
+
+# Each start_* function starts a server on a fresh port, retrying with another port if it
+# cannot listen; it sets the port (B, N, T) and the PID.
+start_backend() {
+  local port dir="$TMP/backend" attempt
+  for attempt in 1 2 3; do
+    pick_port; port="$PICKED"
+    nginx_conf "$dir" "$port" '            default_type text/plain;
+            return 200 "hello from backend\n";'
+    start_nginx backend "$dir"
+    if wait_port "$STARTED_PID" "$port" 10; then
+      BACKEND_PID=$STARTED_PID; B="$port"; return 0
+    fi
+    stop_pid "$STARTED_PID"; log "backend nginx did not listen on $port (attempt $attempt)"
+  done
+  tail -n 20 "$dir/error.log" >&2 || true
+  die "backend nginx failed to start"
+}
+
+start_nginx_proxy() {
+  local port dir="$TMP/nginx-proxy" attempt
+  for attempt in 1 2 3; do
+    pick_port; port="$PICKED"
+    nginx_conf "$dir" "$port" '            proxy_pass http://backend_upstream;
+            proxy_http_version 1.1;
+            proxy_set_header Connection "";' "    upstream backend_upstream {
+        server 127.0.0.1:$B;
+        keepalive 64;
+        keepalive_requests 1000000;
+    }"
+    start_nginx "nginx proxy" "$dir"
+    if wait_port "$STARTED_PID" "$port" 10; then
+      PROXY_PID=$STARTED_PID; N="$port"; return 0
+    fi
+    stop_pid "$STARTED_PID"; log "proxy nginx did not listen on $port (attempt $attempt)"
+  done
+  tail -n 20 "$dir/error.log" >&2 || true
+  die "proxy nginx failed to start"
+}
+
+start_txgate() {
+  local port dir="$TMP/txgate" attempt
+  mkdir -p "$dir"
+  for attempt in 1 2 3; do
+    pick_port; port="$PICKED"
+    cat >"$dir/gateway.json" <<EOF
+{"listen":"127.0.0.1:$port","workers":1,"upstream":{"url":"http://127.0.0.1:$B","keepAlive":64},"log":{"level":"warning","access":false}}
+EOF
+    if ! "$TXGATE" check --config "$dir/gateway.json" >"$dir/check.log" 2>&1; then
+      cat "$dir/check.log" >&2; die "txgate check rejected $dir/gateway.json"
+    fi
+    "$TXGATE" serve --config "$dir/gateway.json" --workers 1 </dev/null >"$dir/stdout.log" 2>"$dir/txgate.log" &
+    STARTED_PID=$!
+    SERVER_PIDS+=("$STARTED_PID")
+    if wait_port "$STARTED_PID" "$port" 20; then
+      TXGATE_PID=$STARTED_PID; T="$port"; return 0
+    fi
+    stop_pid "$STARTED_PID"; log "txgate did not listen on $port (attempt $attempt)"
+  done
+  tail -n 20 "$dir/txgate.log" >&2 || true
+  die "txgate failed to start"
+}
+
+record_workers() { local pid; for pid in $(children_of "$1"); do EXTRA_PIDS+=("$pid"); done; }
+
+# A real request through each target must return the backend's body with status 200.
+check_target() {  # check_target NAME PORT
+  local name="$1" port="$2" code body
+  code="$(curl -sS --max-time 5 -o "$TMP/check.body" -w '%{http_code}' "http://127.0.0.1:$port/")" || code="curl-error"
+  body="$(cat "$TMP/check.body" 2>/dev/null || true)"
+  if [ "$code" != 200 ] || [ "$body" != "hello from backend" ]; then
+    die "$name (127.0.0.1:$port) answered status $code, body: ${body:0:300}"
+  fi
+}
+
+start_backend
+record_workers "$BACKEND_PID"
+start_nginx_proxy
+record_workers "$PROXY_PID"
+TARGETS=(direct nginx)
+declare -A NAME=([direct]="direct" [nginx]="nginx proxy_pass" [txgate]="txgate")
+declare -A PORT=([direct]="$B" [nginx]="$N")
+if [ "$WITH_TXGATE" = 1 ]; then
+  start_txgate
+  TARGETS+=(txgate)
+  PORT[txgate]="$T"
+fi
+
+log "backend 127.0.0.1:$B, nginx proxy_pass 127.0.0.1:$N${T:+, txgate 127.0.0.1:$T}"
+for t in "${TARGETS[@]}"; do check_target "${NAME[$t]}" "${PORT[$t]}"; done
+
+# ---------------------------------------------------------------------------------------------
+# 3-4. Measure, parse, report
+
+to_ms() {  # "216.00us" -> 0.216
+  awk -v v="$1" 'BEGIN {
+    if (match(v, /^[0-9.]+/) == 0) { print "nan"; exit }
+    n = substr(v, 1, RLENGTH); u = substr(v, RLENGTH + 1)
+    f = (u == "us") ? 0.001 : (u == "ms") ? 1 : (u == "s") ? 1000 : (u == "m") ? 60000 : (u == "h") ? 3600000 : -1
+    if (f < 0) print "nan"; else printf "%.4f\n", n * f
+  }'
+}
+
+# parse_wrk FILE -> "rps p50 p99 non2xx connect read write timeout"
+parse_wrk() {
+  local f="$1" rps p50 p99 non2xx sock
+  rps="$(awk '/^Requests\/sec:/ {print $2}' "$f")"
+  p50="$(awk '$1 == "50%" {print $2; exit}' "$f")"
+  p99="$(awk '$1 == "99%" {print $2; exit}' "$f")"
+  non2xx="$(awk -F': *' '/Non-2xx or 3xx responses:/ {print $2+0}' "$f")"
+  sock="$(awk '/Socket errors:/ {gsub(",", ""); print $4, $6, $8, $10}' "$f")"
+  [ -n "$rps" ] && [ -n "$p50" ] && [ -n "$p99" ] || return 1
+  echo "$rps $(to_ms "$p50") $(to_ms "$p99") ${non2xx:-0} ${sock:-0 0 0 0}"
+}
+
+run_wrk() {  # run_wrk PORT SECONDS OUTFILE
+  local port="$1" secs="$2" out="$3"
+  run_child "$out" timeout -k 5 $((secs + 30)) wrk -t1 -c"$CONNECTIONS" -d"${secs}s" --latency \
+    "http://127.0.0.1:$port/"
+}
+
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else printf "n/a" }'; }
+
+ROW_FMT='%-18s %10s %9s %9s %9s %9s\n'
+print_header() { printf "$ROW_FMT" target req/s 'p50(ms)' 'p99(ms)' non-2xx sock-err; }
+print_row() {  # NAME RPS P50 P99 NON2XX SOCKERR
+  printf "$ROW_FMT" "$1" "$(printf '%.0f' "$2")" "$(printf '%.3f' "$3")" "$(printf '%.3f' "$4")" "$5" "$6"
+}
+print_ratios() {  # RPS_D RPS_N RPS_T P99_N P99_T
+  [ "$WITH_TXGATE" = 1 ] || return 0
+  echo "txgate/nginx throughput ratio: $(ratio "$3" "$2")   p99 ratio (txgate/nginx): $(ratio "$5" "$4")"
+  echo "txgate/direct throughput ratio: $(ratio "$3" "$1")"
+}
+
+declare -A RPS P50 P99 NON2XX SOCKERR
+FAILED=""
+
+log "wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency, warm-up ${WARMUP}s, $RUNS run(s)"
+for ((run = 1; run <= RUNS; run++)); do
+  for t in "${TARGETS[@]}"; do
+    out="$TMP/wrk-$run-$t.txt"
+    log "run $run/$RUNS: ${NAME[$t]} (127.0.0.1:${PORT[$t]})"
+    run_wrk "${PORT[$t]}" "$WARMUP" "$TMP/warmup.txt" || { cat "$TMP/warmup.txt" >&2; die "wrk warm-up against ${NAME[$t]} failed"; }
+    run_wrk "${PORT[$t]}" "$DURATION" "$out" || { cat "$out" >&2; die "wrk against ${NAME[$t]} failed"; }
+    parsed="$(parse_wrk "$out")" || { cat "$out" >&2; die "could not parse wrk output for ${NAME[$t]}"; }
+    read -r rps p50 p99 non2xx s_conn s_read s_write s_timeout <<<"$parsed"
+    RPS[$t,$run]=$rps; P50[$t,$run]=$p50; P99[$t,$run]=$p99; NON2XX[$t,$run]=$non2xx
+    SOCKERR[$t,$run]=$((s_conn + s_read + s_write + s_timeout))
+    if [ "${SOCKERR[$t,$run]}" -gt 0 ]; then
+      log "${NAME[$t]}: socket errors: connect $s_conn, read $s_read, write $s_write, timeout $s_timeout"
+    fi
+    if [ "$non2xx" -gt 0 ]; then
+      log "${NAME[$t]}: $non2xx non-2xx/3xx responses"
+      [ "$t" = txgate ] && FAILED="txgate returned $non2xx non-2xx responses in run $run"
+    fi
+    if [ "$t" = txgate ] && ! is_alive "$TXGATE_PID"; then
+      FAILED="txgate exited during run $run"
+    fi
+  done
+
+  echo
+  [ "$RUNS" -gt 1 ] && echo "run $run/$RUNS"
+  print_header
+  for t in "${TARGETS[@]}"; do
+    print_row "${NAME[$t]}" "${RPS[$t,$run]}" "${P50[$t,$run]}" "${P99[$t,$run]}" "${NON2XX[$t,$run]}" "${SOCKERR[$t,$run]}"
+  done
+  print_ratios "${RPS[direct,$run]}" "${RPS[nginx,$run]}" "${RPS[txgate,$run]:-0}" "${P99[nginx,$run]}" "${P99[txgate,$run]:-0}"
+  echo
+
+  if [ -n "$FAILED" ]; then
+    [ "$WITH_TXGATE" = 1 ] && { log "txgate log (last 20 lines):"; tail -n 20 "$TMP/txgate/txgate.log" >&2 || true; }
+    die "$FAILED"
+  fi
+done
+
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+column() {  # column ARRAYNAME TARGET -> values across runs
+  local -n arr="$1"; local r
+  for ((r = 1; r <= RUNS; r++)); do echo "${arr[$2,$r]}"; done
+}
+
+if [ "$RUNS" -gt 1 ]; then
+  declare -A M_RPS M_P50 M_P99 S_NON2XX S_SOCK
+  for t in "${TARGETS[@]}"; do
+    M_RPS[$t]="$(median $(column RPS "$t"))"
+    M_P50[$t]="$(median $(column P50 "$t"))"
+    M_P99[$t]="$(median $(column P99 "$t"))"
+    S_NON2XX[$t]="$(column NON2XX "$t" | awk '{ s += $1 } END { print s + 0 }')"
+    S_SOCK[$t]="$(column SOCKERR "$t" | awk '{ s += $1 } END { print s + 0 }')"
+  done
+  echo "median of $RUNS runs (non-2xx and sock-err: totals)"
+  print_header
+  for t in "${TARGETS[@]}"; do
+    print_row "${NAME[$t]}" "${M_RPS[$t]}" "${M_P50[$t]}" "${M_P99[$t]}" "${S_NON2XX[$t]}" "${S_SOCK[$t]}"
+  done
+  print_ratios "${M_RPS[direct]}" "${M_RPS[nginx]}" "${M_RPS[txgate]:-0}" "${M_P99[nginx]}" "${M_P99[txgate]:-0}"
+  echo
+fi
