@@ -73,23 +73,26 @@ public final class ServerExchange {
         guard let c = connection, !responseStarted else { return }
         responseStarted = true
         self.status = status
-        var s = "HTTP/1.1 \(status) \(reason ?? HTTPStatus.reason(status))\r\n"
-        s.reserveCapacity(256 + headers.wireSize)
-        for f in headers {
-            s += f.name
-            s += ": "
-            s += f.value
-            s += "\r\n"
-        }
+        var w = HeadWriter(capacity: 192 + headers.wireSize)
+        w.write("HTTP/1.1 ")
+        w.write(status)
+        w.write(" ")
+        w.write(reason ?? HTTPStatus.reason(status))
+        w.writeCRLF()
+        w.writeFields(headers)
         switch framing {
         case .none:
             break
         case .contentLength(let n):
-            if status != 204 && status != 304 { s += "Content-Length: \(n)\r\n" }
+            if status != 204 && status != 304 {
+                w.write("Content-Length: ")
+                w.write(n)
+                w.writeCRLF()
+            }
         case .stream:
             if suppressBody { break }
             if head.versionMinor >= 1 {
-                s += "Transfer-Encoding: chunked\r\n"
+                w.write("Transfer-Encoding: chunked\r\n")
                 chunkedOut = true
             } else {
                 c.keepAlive = false
@@ -97,12 +100,12 @@ public final class ServerExchange {
         }
         if !c.keepAlive || c.server.draining {
             c.keepAlive = false
-            s += "Connection: close\r\n"
+            w.write("Connection: close\r\n")
         } else if head.versionMinor == 0 {
-            s += "Connection: keep-alive\r\n"
+            w.write("Connection: keep-alive\r\n")
         }
-        s += "\r\n"
-        EvBuffer.append(c.output, s)
+        w.writeCRLF()
+        EvBuffer.append(c.output, w.bytes)
     }
 
     /// Moves all of `buffer` toward the client (no copy).

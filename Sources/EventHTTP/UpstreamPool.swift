@@ -75,21 +75,21 @@ public struct UpstreamRequest {
         self.body = body
     }
 
-    func serializeHead() -> String {
-        var s = "\(method) \(target) HTTP/1.1\r\n"
-        s.reserveCapacity(256 + headers.wireSize)
-        for f in headers {
-            s += f.name
-            s += ": "
-            s += f.value
-            s += "\r\n"
-        }
+    func serializeHead() -> [UInt8] {
+        var w = HeadWriter(capacity: 192 + headers.wireSize)
+        w.write(method)
+        w.write(" ")
+        w.write(target)
+        w.write(" HTTP/1.1\r\n")
+        w.writeFields(headers)
         let n = body.map { evbuffer_get_length($0) } ?? 0
         if n > 0 || method == "POST" || method == "PUT" || method == "PATCH" {
-            s += "Content-Length: \(n)\r\n"
+            w.write("Content-Length: ")
+            w.write(n)
+            w.writeCRLF()
         }
-        s += "\r\n"
-        return s
+        w.writeCRLF()
+        return w.bytes
     }
 }
 

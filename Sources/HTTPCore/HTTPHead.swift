@@ -22,9 +22,7 @@ public struct RequestHead: Sendable {
 
     /// Whether the client asked to keep the connection open after this exchange.
     public var wantsKeepAlive: Bool {
-        let tokens = headers.tokens("Connection")
-        if versionMinor >= 1 { return !tokens.contains("close") }
-        return tokens.contains("keep-alive")
+        versionMinor >= 1 ? !headers.hasToken("Connection", "close") : headers.hasToken("Connection", "keep-alive")
     }
 }
 
@@ -43,9 +41,7 @@ public struct ResponseHead: Sendable {
     }
 
     public var allowsKeepAlive: Bool {
-        let tokens = headers.tokens("Connection")
-        if versionMinor >= 1 { return !tokens.contains("close") }
-        return tokens.contains("keep-alive")
+        versionMinor >= 1 ? !headers.hasToken("Connection", "close") : headers.hasToken("Connection", "keep-alive")
     }
 }
 
@@ -107,17 +103,34 @@ public enum HTTPParser {
     /// The framing of a request body (RFC 9112 §6.3). Messages that are ambiguous, the
     /// raw material of request smuggling, are refused rather than guessed.
     public static func requestFraming(_ head: RequestHead) throws(HTTPParseError) -> BodyFraming {
-        let te = head.headers.tokens("Transfer-Encoding")
-        let cl = head.headers.values("Content-Length")
-        if !te.isEmpty {
-            guard cl.isEmpty else { throw HTTPParseError(400, "both Transfer-Encoding and Content-Length") }
+        let (te, cl) = framingFields(head.headers)
+        if let te {
+            guard cl == nil else { throw HTTPParseError(400, "both Transfer-Encoding and Content-Length") }
             guard head.versionMinor >= 1 else { throw HTTPParseError(400, "Transfer-Encoding in an HTTP/1.0 request") }
-            guard te == ["chunked"] else { throw HTTPParseError(501, "unsupported Transfer-Encoding '\(te.joined(separator: ", "))'") }
+            let codings = te.split(separator: ",").map { $0.trimmingOWS().lowercasedASCII() }
+            guard codings == ["chunked"] else { throw HTTPParseError(501, "unsupported Transfer-Encoding '\(te)'") }
             return .chunked
         }
-        if cl.isEmpty { return .none }
+        guard let cl else { return .none }
         let n = try contentLength(cl, status: 400)
         return n == 0 ? .none : .contentLength(n)
+    }
+
+    /// Transfer-Encoding and Content-Length, each joined with ", " when repeated: one pass,
+    /// no allocation when each appears at most once.
+    static func framingFields(_ h: HTTPHeaders) -> (te: String?, cl: String?) {
+        var te: String?, cl: String?
+        for f in h {
+            switch f.name.utf8.count {
+            case 17 where asciiCaseInsensitiveEquals(f.name, "Transfer-Encoding"):
+                te = te.map { $0 + ", " + f.value } ?? f.value
+            case 14 where asciiCaseInsensitiveEquals(f.name, "Content-Length"):
+                cl = cl.map { $0 + ", " + f.value } ?? f.value
+            default:
+                break
+            }
+        }
+        return (te, cl)
     }
 
     /// The framing of a response body, given the request method (RFC 9112 §6.3).
@@ -125,24 +138,29 @@ public enum HTTPParser {
         if requestMethod == "HEAD" || head.status / 100 == 1 || head.status == 204 || head.status == 304 {
             return .none
         }
-        let te = head.headers.tokens("Transfer-Encoding")
-        if !te.isEmpty { return te.last == "chunked" ? .chunked : .untilClose }
-        let cl = head.headers.values("Content-Length")
-        if cl.isEmpty { return .untilClose }
+        let (te, cl) = framingFields(head.headers)
+        if let te {
+            let last = te.split(separator: ",").last.map { $0.trimmingOWS().lowercasedASCII() }
+            return last == "chunked" ? .chunked : .untilClose
+        }
+        guard let cl else { return .untilClose }
         return .contentLength(try contentLength(cl, status: 502))
     }
 
-    static func contentLength(_ values: [String], status: Int) throws(HTTPParseError) -> Int {
+    /// A Content-Length value; repeated values (joined with commas) must all agree.
+    static func contentLength(_ value: String, status: Int) throws(HTTPParseError) -> Int {
+        // The common case: plain digits.
+        if value.utf8.count <= 18, !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
+            return value.utf8.reduce(0) { $0 * 10 + Int($1 - 0x30) }
+        }
         var result: Int?
-        for v in values {
-            for part in v.split(separator: ",", omittingEmptySubsequences: false) {
-                let t = part.trimmingOWS()
-                guard !t.isEmpty, t.utf8.count <= 18, t.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(t) else {
-                    throw HTTPParseError(status, "invalid Content-Length '\(v)'")
-                }
-                if let r = result, r != n { throw HTTPParseError(status, "conflicting Content-Length values") }
-                result = n
+        for part in value.split(separator: ",", omittingEmptySubsequences: false) {
+            let t = part.trimmingOWS()
+            guard !t.isEmpty, t.utf8.count <= 18, t.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }), let n = Int(t) else {
+                throw HTTPParseError(status, "invalid Content-Length '\(value)'")
             }
+            if let r = result, r != n { throw HTTPParseError(status, "conflicting Content-Length values") }
+            result = n
         }
         return result ?? 0
     }

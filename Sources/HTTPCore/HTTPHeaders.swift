@@ -59,6 +59,34 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
         return out
     }
 
+    /// Whether any field called `name` lists `token` (case-insensitively) among its
+    /// comma-separated values. No allocation: it runs for every message.
+    public func hasToken(_ name: String, _ token: String) -> Bool {
+        for f in fields where asciiCaseInsensitiveEquals(f.name, name) {
+            if listContains(f.value, token) { return true }
+        }
+        return false
+    }
+
+    /// The header names that `Connection` declares hop-by-hop (its tokens other than `close`
+    /// and `keep-alive`). Empty, without allocating, in the common case.
+    public func connectionNamedHeaders() -> [String] {
+        var out: [String] = []
+        for f in fields where asciiCaseInsensitiveEquals(f.name, "Connection") {
+            if onlyConnectionKeywords(f.value) { continue }
+            forEachToken(f.value) { t in
+                if !asciiCaseInsensitiveEquals(t, "close") && !asciiCaseInsensitiveEquals(t, "keep-alive") {
+                    out.append(t)
+                }
+            }
+        }
+        return out
+    }
+
+    public mutating func reserveCapacity(_ n: Int) { fields.reserveCapacity(n) }
+
+    public mutating func append(_ field: Field) { fields.append(field) }
+
     /// Sum of the wire size of the fields ("Name: value\r\n").
     public var wireSize: Int { fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } }
 }
@@ -69,8 +97,83 @@ func lowerASCII(_ b: UInt8) -> UInt8 { (b >= 65 && b <= 90) ? b | 0x20 : b }
 public func asciiCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
     let ua = a.utf8, ub = b.utf8
     guard ua.count == ub.count else { return false }
+    // Native strings are contiguous: compare bytes directly (this runs per header, per request).
+    let fast = ua.withContiguousStorageIfAvailable { pa in
+        ub.withContiguousStorageIfAvailable { pb in
+            for i in 0..<pa.count where lowerASCII(pa[i]) != lowerASCII(pb[i]) { return false }
+            return true
+        }
+    }
+    if let f = fast, let r = f { return r }
     for (x, y) in zip(ua, ub) where lowerASCII(x) != lowerASCII(y) { return false }
     return true
+}
+
+/// Calls `body` with each comma-separated, OWS-trimmed, non-empty token of a header value.
+func forEachToken(_ value: String, _ body: (String) -> Void) {
+    for part in value.split(separator: ",") {
+        let t = part.trimmingOWS()
+        if !t.isEmpty { body(t) }
+    }
+}
+
+/// Calls `body` with the byte range of each trimmed token of a comma-separated value; stops
+/// when it returns true. Nil when the string is not contiguous.
+@inline(__always)
+func scanTokens(_ v: UnsafeBufferPointer<UInt8>, _ body: (Int, Int) -> Bool) -> Bool {
+    var i = 0
+    while i < v.count {
+        var start = i
+        while i < v.count && v[i] != 0x2C { i += 1 }
+        var end = i
+        i += 1
+        while start < end && (v[start] == 0x20 || v[start] == 0x09) { start += 1 }
+        while end > start && (v[end - 1] == 0x20 || v[end - 1] == 0x09) { end -= 1 }
+        if end > start && body(start, end) { return true }
+    }
+    return false
+}
+
+@inline(__always)
+func bytesEqualFolded(_ v: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, _ lower: StaticString) -> Bool {
+    guard end - start == lower.utf8CodeUnitCount else { return false }
+    let p = lower.utf8Start
+    for k in 0..<(end - start) where lowerASCII(v[start + k]) != p[k] { return false }
+    return true
+}
+
+/// True when every token is `close` or `keep-alive` (what nearly every message says).
+func onlyConnectionKeywords(_ value: String) -> Bool {
+    value.utf8.withContiguousStorageIfAvailable { v in
+        !scanTokens(v) { s, e in !bytesEqualFolded(v, s, e, "close") && !bytesEqualFolded(v, s, e, "keep-alive") }
+    } ?? false
+}
+
+/// Whether a comma-separated header value lists `token`, compared case-insensitively, on
+/// the raw bytes.
+func listContains(_ value: String, _ token: String) -> Bool {
+    let result = value.utf8.withContiguousStorageIfAvailable { v -> Bool in
+        token.utf8.withContiguousStorageIfAvailable { t -> Bool in
+            var i = 0
+            while i < v.count {
+                var start = i
+                while i < v.count && v[i] != 0x2C { i += 1 }
+                var end = i
+                i += 1
+                while start < end && (v[start] == 0x20 || v[start] == 0x09) { start += 1 }
+                while end > start && (v[end - 1] == 0x20 || v[end - 1] == 0x09) { end -= 1 }
+                guard end - start == t.count else { continue }
+                var same = true
+                for k in 0..<t.count where lowerASCII(v[start + k]) != lowerASCII(t[k]) { same = false; break }
+                if same { return true }
+            }
+            return false
+        } ?? false
+    }
+    if let r = result { return r }
+    var found = false
+    forEachToken(value) { if asciiCaseInsensitiveEquals($0, token) { found = true } }
+    return found
 }
 
 extension StringProtocol {

@@ -14,6 +14,8 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     static let purgeInterval: DispatchTimeInterval = .seconds(60)
 
     public let path: String
+    /// The time, in epoch milliseconds, every operation and purge compares expiries against.
+    private let clock: @Sendable () -> Int64
     private let queue = DispatchQueue(label: "txgate.store.sqlite")
     private let onQueueKey = DispatchSpecificKey<Void>()
     // @unchecked Sendable: `table` and `purgeTimer` are only touched on `queue` (or in deinit,
@@ -23,8 +25,11 @@ public final class SQLiteStore: Store, @unchecked Sendable {
 
     /// Opens (or creates) the store at `path`, creating its folder if needed.
     /// Throws a `ConfigError` for `store.path` that names the file and says what is wrong.
-    public init(path: String) throws {
+    /// `clock` gives the current time in epoch milliseconds; it is read on the store's queue,
+    /// once per operation and once per purge. Tests pass a clock they advance by hand.
+    public init(path: String, clock: @escaping @Sendable () -> Int64 = SQLiteStore.wallClockMs) throws {
         self.path = path
+        self.clock = clock
         queue.setSpecific(key: onQueueKey, value: ())
         guard !path.isEmpty else { throw ConfigError(path: "store.path", message: "must not be empty") }
         try Self.createFolder(of: path)
@@ -38,8 +43,9 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + Self.purgeInterval, repeating: Self.purgeInterval, leeway: .seconds(5))
         timer.setEventHandler { [weak self] in
+            guard let self else { return }
             // A failed purge loses nothing: expired rows are ignored by every read anyway.
-            _ = try? self?.table?.purge(now: Self.nowMs())
+            _ = try? self.table?.purge(now: self.clock())
         }
         timer.resume()
         purgeTimer = timer
@@ -155,7 +161,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     private func perform<T>(_ operation: String, _ body: (KeyValueTable, Int64) throws -> T) -> StoreResult<T> {
         guard let table else { return .failure(.unavailable("sqlite '\(path)': \(operation): the store is closed")) }
         do {
-            return .success(try body(table, Self.nowMs()))
+            return .success(try body(table, clock()))
         } catch let error as StoreError {
             return .failure(error)
         } catch let error as SQLiteError {
@@ -175,7 +181,8 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         }
     }
 
-    static func nowMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
+    /// The wall clock in epoch milliseconds: the default clock.
+    @Sendable public static func wallClockMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
     private func onQueue<T>(_ body: () throws -> T) rethrows -> T {
         if DispatchQueue.getSpecific(key: onQueueKey) != nil { return try body() }

@@ -47,8 +47,10 @@ import TxGateCore
     @Test func twoStoresOnOneFileStayAtomic() async throws {
         let folder = try TemporaryFolder()
         defer { folder.remove() }
-        let first = try SQLiteStore(path: folder.path("shared.db"))
-        let second = try SQLiteStore(path: folder.path("shared.db"))
+        // Real threads, but a still clock: no value can expire however slow the machine is.
+        let clock = TestClock()
+        let first = try SQLiteStore(path: folder.path("shared.db"), clock: clock.read)
+        let second = try SQLiteStore(path: folder.path("shared.db"), clock: clock.read)
         defer { first.close(); second.close() }
         let stores = [first, second]
 
@@ -71,19 +73,24 @@ import TxGateCore
         let folder = try TemporaryFolder()
         defer { folder.remove() }
         let path = folder.path("state/store.db")
+        let clock = TestClock()
 
-        let before = try SQLiteStore(path: path)
+        let before = try SQLiteStore(path: path, clock: clock.read)
         try await call { before.put("session:abc", value: bytes("alice"), ttlMs: 60_000, on: $0, $1) }.get()
         try await call { before.put("gone", value: [1], ttlMs: 50, on: $0, $1) }.get()
+        #expect(try await call { before.get("gone", on: $0, $1) }.get() == [1])
         #expect(try await call { before.increment("rate", ttlMs: 60_000, on: $0, $1) }.get() == 1)
         #expect(try await call { before.increment("rate", ttlMs: 60_000, on: $0, $1) }.get() == 2)
         before.close()
         #expect(FileManager.default.fileExists(atPath: path))
 
-        try await sleep(ms: 100)
-        let after = try SQLiteStore(path: path)
+        // The expiry is kept in the file too: the value lives out its TTL after the reopen, no longer.
+        clock.advance(ms: 49)
+        let after = try SQLiteStore(path: path, clock: clock.read)
         defer { after.close() }
         #expect(try await call { after.get("session:abc", on: $0, $1) }.get() == bytes("alice"))
+        #expect(try await call { after.get("gone", on: $0, $1) }.get() == [1])
+        clock.advance(ms: 1)
         #expect(try await call { after.get("gone", on: $0, $1) }.get() == nil)
         #expect(try await call { after.increment("rate", ttlMs: 60_000, on: $0, $1) }.get() == 3)
     }

@@ -4,10 +4,11 @@ import TxGateCore
 @testable import TxGateStore
 
 /// A store on a real SQLite file in a fresh temp folder, closed and removed afterwards.
-func withStore(_ body: (SQLiteStore, TemporaryFolder) async throws -> Void) async throws {
+/// Its time is `clock`, which moves only when the test advances it.
+func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryFolder) async throws -> Void) async throws {
     let folder = try TemporaryFolder()
     defer { folder.remove() }
-    let store = try SQLiteStore(path: folder.path("store.db"))
+    let store = try SQLiteStore(path: folder.path("store.db"), clock: clock.read)
     defer { store.close() }
     try await body(store, folder)
 }
@@ -62,22 +63,32 @@ func withStore(_ body: (SQLiteStore, TemporaryFolder) async throws -> Void) asyn
     }
 
     @Test func createOverwritesAnExpiredKey() async throws {
-        try await withStore { store, _ async throws in
+        let clock = TestClock()
+        try await withStore(clock: clock) { store, _ async throws in
             #expect(try await call { store.create("txn:1", value: bytes("old"), ttlMs: 50, on: $0, $1) }.get() == true)
-            try await sleep(ms: 120)
+            // Until its last millisecond the old value stands.
+            clock.advance(ms: 49)
+            #expect(try await call { store.create("txn:1", value: bytes("new"), ttlMs: 60_000, on: $0, $1) }.get() == false)
+            #expect(try await call { store.get("txn:1", on: $0, $1) }.get() == bytes("old"))
+            clock.advance(ms: 1)
             #expect(try await call { store.create("txn:1", value: bytes("new"), ttlMs: 60_000, on: $0, $1) }.get() == true)
             #expect(try await call { store.get("txn:1", on: $0, $1) }.get() == bytes("new"))
         }
     }
 
     @Test func anExpiredKeyIsAbsentToEveryOperation() async throws {
-        try await withStore { store, _ async throws in
-            for key in ["get", "touch", "delete", "take", "cas", "incr"] {
+        let clock = TestClock()
+        try await withStore(clock: clock) { store, _ async throws in
+            let keys = ["get", "touch", "delete", "take", "cas", "incr"]
+            for key in keys {
                 try await call { store.put(key, value: bytes("7"), ttlMs: 400, on: $0, $1) }.get()
             }
             // Still there before the TTL runs out.
-            #expect(try await call { store.get("get", on: $0, $1) }.get() == bytes("7"))
-            try await sleep(ms: 500)
+            clock.advance(ms: 399)
+            for key in keys {
+                #expect(try await call { store.get(key, on: $0, $1) }.get() == bytes("7"), "\(key)")
+            }
+            clock.advance(ms: 1)
             #expect(try await call { store.get("get", on: $0, $1) }.get() == nil)
             #expect(try await call { store.touch("touch", ttlMs: 60_000, on: $0, $1) }.get() == false)
             #expect(try await call { store.get("touch", on: $0, $1) }.get() == nil)
@@ -93,13 +104,20 @@ func withStore(_ body: (SQLiteStore, TemporaryFolder) async throws -> Void) asyn
     }
 
     @Test func touchSetsANewTimeToLive() async throws {
-        try await withStore { store, _ async throws in
+        let clock = TestClock()
+        try await withStore(clock: clock) { store, _ async throws in
             try await call { store.put("long", value: [1], ttlMs: 300, on: $0, $1) }.get()
             try await call { store.put("short", value: [2], ttlMs: 60_000, on: $0, $1) }.get()
             #expect(try await call { store.touch("long", ttlMs: 60_000, on: $0, $1) }.get() == true)
             #expect(try await call { store.touch("short", ttlMs: 50, on: $0, $1) }.get() == true)
             #expect(try await call { store.touch("missing", ttlMs: 60_000, on: $0, $1) }.get() == false)
-            try await sleep(ms: 400)
+            // The shortened key lives until its new TTL runs out, and no longer.
+            clock.advance(ms: 49)
+            #expect(try await call { store.get("short", on: $0, $1) }.get() == [2])
+            clock.advance(ms: 1)
+            #expect(try await call { store.get("short", on: $0, $1) }.get() == nil)
+            // The lengthened key outlives its first TTL.
+            clock.advance(ms: 350)
             #expect(try await call { store.get("long", on: $0, $1) }.get() == [1])
             #expect(try await call { store.get("short", on: $0, $1) }.get() == nil)
             #expect(try await call { store.get("missing", on: $0, $1) }.get() == nil)
@@ -136,11 +154,15 @@ func withStore(_ body: (SQLiteStore, TemporaryFolder) async throws -> Void) asyn
     }
 
     @Test func incrementDoesNotExtendTheTimeToLive() async throws {
-        try await withStore { store, _ async throws in
+        let clock = TestClock()
+        try await withStore(clock: clock) { store, _ async throws in
             #expect(try await call { store.increment("window", ttlMs: 500, on: $0, $1) }.get() == 1)
-            try await sleep(ms: 200)
+            clock.advance(ms: 200)
             #expect(try await call { store.increment("window", ttlMs: 60_000, on: $0, $1) }.get() == 2)
-            try await sleep(ms: 400)
+            // The count lives until the first increment's TTL runs out...
+            clock.advance(ms: 299)
+            #expect(try await call { store.get("window", on: $0, $1) }.get() == bytes("2"))
+            clock.advance(ms: 1)
             // The window opened by the first increment has closed: a new one starts.
             #expect(try await call { store.increment("window", ttlMs: 60_000, on: $0, $1) }.get() == 1)
         }
@@ -191,12 +213,16 @@ func withStore(_ body: (SQLiteStore, TemporaryFolder) async throws -> Void) asyn
     }
 
     @Test func compareAndSwapKeepsOrSetsTheExpiry() async throws {
-        try await withStore { store, _ async throws in
+        let clock = TestClock()
+        try await withStore(clock: clock) { store, _ async throws in
             try await call { store.put("keeps", value: [1], ttlMs: 400, on: $0, $1) }.get()
             try await call { store.put("sets", value: [1], ttlMs: 400, on: $0, $1) }.get()
             #expect(try await call { store.compareAndSwap("keeps", expected: [1], new: [2], ttlMs: nil, on: $0, $1) }.get() == true)
             #expect(try await call { store.compareAndSwap("sets", expected: [1], new: [2], ttlMs: 60_000, on: $0, $1) }.get() == true)
-            try await sleep(ms: 500)
+            clock.advance(ms: 399)
+            #expect(try await call { store.get("keeps", on: $0, $1) }.get() == [2])
+            #expect(try await call { store.get("sets", on: $0, $1) }.get() == [2])
+            clock.advance(ms: 1)
             #expect(try await call { store.get("keeps", on: $0, $1) }.get() == nil)
             #expect(try await call { store.get("sets", on: $0, $1) }.get() == [2])
         }
@@ -211,16 +237,38 @@ func withStore(_ body: (SQLiteStore, TemporaryFolder) async throws -> Void) asyn
     }
 
     @Test func purgeDeletesOnlyExpiredRows() async throws {
-        try await withStore { store, _ async throws in
+        let clock = TestClock()
+        try await withStore(clock: clock) { store, _ async throws in
             try await call { store.put("a", value: [1], ttlMs: 400, on: $0, $1) }.get()
             try await call { store.put("b", value: [2], ttlMs: 400, on: $0, $1) }.get()
             try await call { store.put("c", value: [3], ttlMs: 60_000, on: $0, $1) }.get()
             #expect(try store.purgeExpired() == 0)
-            try await sleep(ms: 500)
+            clock.advance(ms: 399)
+            #expect(try store.purgeExpired() == 0)
+            #expect(try await call { store.get("a", on: $0, $1) }.get() == [1])
+            clock.advance(ms: 1)
             #expect(try store.purgeExpired() == 2)
             #expect(try store.purgeExpired() == 0)
             #expect(try await call { store.get("c", on: $0, $1) }.get() == [3])
         }
+    }
+
+    /// The one test on the real wall clock (the default), end to end. It only waits for a value
+    /// to be gone, well after its TTL, which a slow machine cannot make fail; checking that a
+    /// short-lived value is still there would be a race with the clock, so the long-lived one
+    /// stands for "present".
+    @Test func theWallClockExpiresValues() async throws {
+        let folder = try TemporaryFolder()
+        defer { folder.remove() }
+        let store = try SQLiteStore(path: folder.path("store.db"))
+        defer { store.close() }
+        // The default clock is epoch milliseconds.
+        #expect(abs(SQLiteStore.wallClockMs() - Int64(Date().timeIntervalSince1970 * 1000)) < 60_000)
+        try await call { store.put("short", value: [1], ttlMs: 50, on: $0, $1) }.get()
+        try await call { store.put("long", value: [2], ttlMs: 3_600_000, on: $0, $1) }.get()
+        try await sleep(ms: 300)
+        #expect(try await call { store.get("short", on: $0, $1) }.get() == nil)
+        #expect(try await call { store.get("long", on: $0, $1) }.get() == [2])
     }
 
     @Test func pingAnswersUntilClosed() async throws {

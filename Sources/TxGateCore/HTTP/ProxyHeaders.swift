@@ -1,38 +1,68 @@
 import HTTPCore
 
 /// The header rules of a reverse proxy (RFC 9110 §7.6): what is removed, what is added.
+/// Each direction is one pass over the fields (this runs for every request).
 public enum ProxyHeaders {
     /// Connection-specific fields that never cross a proxy.
     public static let hopByHop = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
                                   "Transfer-Encoding", "Upgrade", "Proxy-Authorization", "Proxy-Authenticate"]
 
-    public static func isHopByHop(_ name: String) -> Bool {
-        for h in hopByHop where asciiCaseInsensitiveEquals(h, name) { return true }
-        return false
+    enum Kind { case hopByHop, host, contentLength, forwardedFor, forwardedProto, forwardedHost, requestId, other }
+
+    /// Classifies a field name by its length first, so most names cost one comparison.
+    static func kind(_ name: String) -> Kind {
+        @inline(__always) func eq(_ known: String) -> Bool { asciiCaseInsensitiveEquals(name, known) }
+        switch name.utf8.count {
+        case 2: return eq("TE") ? .hopByHop : .other
+        case 4: return eq("Host") ? .host : .other
+        case 7: return eq("Upgrade") || eq("Trailer") ? .hopByHop : .other
+        case 10: return eq("Connection") || eq("Keep-Alive") ? .hopByHop : .other
+        case 12: return eq("X-Request-Id") ? .requestId : .other
+        case 14: return eq("Content-Length") ? .contentLength : .other
+        case 15: return eq("X-Forwarded-For") ? .forwardedFor : .other
+        case 16: return eq("Proxy-Connection") ? .hopByHop : eq("X-Forwarded-Host") ? .forwardedHost : .other
+        case 17: return eq("Transfer-Encoding") ? .hopByHop : eq("X-Forwarded-Proto") ? .forwardedProto : .other
+        case 18: return eq("Proxy-Authenticate") ? .hopByHop : .other
+        case 19: return eq("Proxy-Authorization") ? .hopByHop : .other
+        default: return .other
+        }
     }
+
+    public static func isHopByHop(_ name: String) -> Bool { kind(name) == .hopByHop }
 
     /// Removes the hop-by-hop fields and every field the `Connection` header names.
     public static func removeHopByHop(_ headers: inout HTTPHeaders) {
-        let named = headers.tokens("Connection")
-        headers.removeAll { f in
-            isHopByHop(f.name) || (!named.isEmpty && named.contains(f.name.lowercasedASCII()))
-        }
+        let named = headers.connectionNamedHeaders()
+        headers.removeAll { f in kind(f.name) == .hopByHop || isNamed(f.name, named) }
+    }
+
+    @inline(__always)
+    static func isNamed(_ name: String, _ named: [String]) -> Bool {
+        !named.isEmpty && named.contains { asciiCaseInsensitiveEquals($0, name) }
     }
 
     /// The headers sent upstream for a client request.
     public static func upstreamRequest(_ client: HTTPHeaders, clientIP: String, isTLS: Bool,
                                        upstreamAuthority: String, requestId: String) -> HTTPHeaders {
-        var h = client
-        removeHopByHop(&h)
-        let originalHost = h.first("Host")
-        let priorXFF = h.values("X-Forwarded-For")
-        h.removeAll { f in
-            asciiCaseInsensitiveEquals(f.name, "Host") || asciiCaseInsensitiveEquals(f.name, "Content-Length")
-                || asciiCaseInsensitiveEquals(f.name, "X-Forwarded-For") || asciiCaseInsensitiveEquals(f.name, "X-Forwarded-Proto")
-                || asciiCaseInsensitiveEquals(f.name, "X-Forwarded-Host") || asciiCaseInsensitiveEquals(f.name, "X-Request-Id")
+        let named = client.connectionNamedHeaders()
+        var h = HTTPHeaders()
+        h.reserveCapacity(client.count + 5)
+        var originalHost: String?
+        var forwardedFor: String?
+        for f in client {
+            switch kind(f.name) {
+            case .hopByHop, .contentLength, .forwardedProto, .forwardedHost, .requestId:
+                continue
+            case .host:
+                originalHost = f.value
+            case .forwardedFor:
+                forwardedFor = forwardedFor.map { $0 + ", " + f.value } ?? f.value
+            case .other:
+                if !isNamed(f.name, named) { h.append(f) }
+            }
         }
         h.add("Host", upstreamAuthority)
-        h.add("X-Forwarded-For", (priorXFF + [clientIP]).joined(separator: ", "))
+        h.add("X-Forwarded-For", forwardedFor.map { $0 + ", " + clientIP } ?? clientIP)
         h.add("X-Forwarded-Proto", isTLS ? "https" : "http")
         if let originalHost { h.add("X-Forwarded-Host", originalHost) }
         h.add("X-Request-Id", requestId)
@@ -43,11 +73,18 @@ public enum ProxyHeaders {
     /// gateway frames the body itself, except for a HEAD response, whose Content-Length
     /// describes the body the client did not ask for.
     public static func clientResponse(_ upstream: HTTPHeaders, requestId: String, keepContentLength: Bool) -> HTTPHeaders {
-        var h = upstream
-        removeHopByHop(&h)
-        h.removeAll { f in
-            (!keepContentLength && asciiCaseInsensitiveEquals(f.name, "Content-Length"))
-                || asciiCaseInsensitiveEquals(f.name, "X-Request-Id")
+        let named = upstream.connectionNamedHeaders()
+        var h = HTTPHeaders()
+        h.reserveCapacity(upstream.count + 1)
+        for f in upstream {
+            switch kind(f.name) {
+            case .hopByHop, .requestId:
+                continue
+            case .contentLength:
+                if keepContentLength { h.append(f) }
+            default:
+                if !isNamed(f.name, named) { h.append(f) }
+            }
         }
         h.add("X-Request-Id", requestId)
         return h
@@ -75,8 +112,18 @@ public struct RequestIdGenerator {
 
     public mutating func next() -> String {
         counter &+= 1
-        return prefix + String(counter, radix: 16).leftPadded(to: 16)
+        var hex = [UInt8](repeating: 0x30, count: 16)
+        var n = counter
+        var i = 15
+        while n > 0 {
+            hex[i] = Self.digits[Int(n & 0xF)]
+            n >>= 4
+            i -= 1
+        }
+        return prefix + String(decoding: hex, as: UTF8.self)
     }
+
+    private static let digits = Array("0123456789abcdef".utf8)
 }
 
 extension String {
