@@ -16,9 +16,12 @@ cat <<MSG
 
   demo-bank on http://$demo_listen, TxGate on $gateway_url. Try:
 
-    curl -i $gateway_url/accounts
-    curl -i $gateway_url/-/health
-    curl -s $gateway_url/echo -H 'X-Demo: 1' | python3 -m json.tool
+    curl -i $gateway_url/health            # open to anyone, through the gateway
+    curl -i $gateway_url/-/health          # the gateway's own health
+    curl -i $gateway_url/accounts          # needs a session: 307 to the login page
+    open $gateway_url/am/XUI/?goto=/accounts in a browser: user demo, password Ch4ngeMe!
+
+  README.md walks through a login and a one-shot transfer with curl.
 
   Ctrl-C stops both.
 
