@@ -87,7 +87,7 @@ enum PoliciesEndpoint {
                     return
                 }
                 let q = DecisionQuery(realm: realm, path: Substring(path), resource: resource, method: methods[j],
-                                      subject: subject, environment: environment, body: [])
+                                      subject: subject, environment: environment, body: { [] })
                 pdp.evaluate(q, on: ctx.worker.loop) { r in
                     switch r {
                     case .failure(let e): done(.failure(e))

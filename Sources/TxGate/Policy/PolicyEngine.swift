@@ -24,8 +24,9 @@ struct DecisionQuery {
     var method: String
     var subject: Subject?
     var environment: [String: [String]]
-    /// The request body, for binding a transaction to what is approved.
-    var body: [UInt8]
+    /// Reads the request body, for binding a transaction to what is approved (only
+    /// transactional policies pay for the copy).
+    var body: () -> [UInt8]
 }
 
 enum PDPError: Error {
@@ -95,7 +96,7 @@ final class EmbeddedPolicyEngine: PolicyDecisionPoint, @unchecked Sendable {
                           : Decision(resource: q.resource, advices: Self.treeAdvice(q.realm, journey))))
         case .transaction(let rule):
             let binding = TransactionBinding(realm: q.realm, resource: q.resource, method: q.method, subject: subject.uid,
-                                             rule: rule, body: q.body)
+                                             rule: rule, body: q.body())
             // A one-shot allow must never be cached: its ttl has already passed.
             allow.ttl = Int64(Date().timeIntervalSince1970 * 1000) - 1
             if let txid = q.environment["TxId"]?.first, Self.isTxId(txid) {
