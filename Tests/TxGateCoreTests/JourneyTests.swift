@@ -27,6 +27,26 @@ final class FakeServices: JourneyServices {
     func claimOnce(_ key: String, ttlS: Int, _ done: @escaping (StoreResult<Bool>) -> Void) {
         done(.success(claimed.insert(key).inserted))
     }
+    var saved: [String: [UInt8]] = [:]
+    var outbox: [OutgoingEmail] = []
+    var emailDown = false
+    var emailsAllowed = 100
+    func sendEmail(_ email: OutgoingEmail, _ done: @escaping (Result<Void, DeliveryError>) -> Void) {
+        if emailDown { done(.failure(DeliveryError("smtp down"))); return }
+        outbox.append(email)
+        done(.success(()))
+    }
+    func allowEmail(to username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        emailsAllowed -= 1
+        done(.success(emailsAllowed >= 0))
+    }
+    func save(_ key: String, _ value: [UInt8], ttlS: Int, _ done: @escaping (StoreResult<Void>) -> Void) {
+        saved[key] = value
+        done(.success(()))
+    }
+    func take(_ key: String, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
+        done(.success(saved.removeValue(forKey: key)))
+    }
 }
 
 @Suite struct JourneyTests {
@@ -36,7 +56,7 @@ final class FakeServices: JourneyServices {
 
     init() {
         services.users["demo"] = UserRecord(username: "demo", passwordHash: PasswordHash.hash("Ch4ngeMe!", cost: ScryptCost(ln: 4, r: 8, p: 1)),
-                                            totpSecret: Self.secret)
+                                            email: "demo@example.com", totpSecret: Self.secret)
     }
 
     func engine(_ journeys: [String: [NodeConfig]], ttl: Int = 300) -> JourneyEngine {
@@ -47,7 +67,8 @@ final class FakeServices: JourneyServices {
 
     func run(_ e: JourneyEngine, _ state: JourneyState, _ answers: [[SubmittedCallback]]) -> JourneyResult {
         let ctx = JourneyContext(services: services)
-        var result = e.start(state, context: ctx)
+        var result: JourneyResult!
+        e.start(state, context: ctx) { result = $0 }
         for a in answers {
             guard case .step(let authId, _) = result else { return result }
             switch e.decode(authId: authId, now: services.now) {
@@ -79,7 +100,9 @@ final class FakeServices: JourneyServices {
 
     @Test func firstStepShowsAMsCallbacks() {
         let e = engine(["Login": [NodeConfig(type: "UsernamePassword")]])
-        guard case .step(let authId, let cbs) = e.start(JourneyState(realm: "/", journey: "Login"), context: JourneyContext(services: services)) else {
+        var started: JourneyResult!
+        e.start(JourneyState(realm: "/", journey: "Login"), context: JourneyContext(services: services)) { started = $0 }
+        guard case .step(let authId, let cbs) = started else {
             Issue.record("expected a step"); return
         }
         #expect(JourneyEngine.stepJSON(authId: authId, callbacks: cbs) ==
@@ -114,7 +137,9 @@ final class FakeServices: JourneyServices {
 
     @Test func tamperedExpiredAndMismatchedSteps() {
         let e = engine(["Login": [NodeConfig(type: "UsernamePassword")]], ttl: 300)
-        guard case .step(let authId, _) = e.start(JourneyState(realm: "/", journey: "Login"), context: JourneyContext(services: services)) else {
+        var started: JourneyResult!
+        e.start(JourneyState(realm: "/", journey: "Login"), context: JourneyContext(services: services)) { started = $0 }
+        guard case .step(let authId, _) = started else {
             Issue.record("expected a step"); return
         }
         var parts = authId.split(separator: ".").map(String.init)
@@ -144,8 +169,94 @@ final class FakeServices: JourneyServices {
         let built = JourneyEngine.build(["L": [NodeConfig(type: "Nope", path: "journeys.L[0]"),
                                                NodeConfig(type: "Message", settings: ["message": "m", "colour": "red"], path: "journeys.L[1]")]])
         #expect(built.errors.map(\.description) == [
-            "journeys.L[0].type: 'Nope' is not a node type (Confirm, Message, TOTP, UsernamePassword)",
+            "journeys.L[0].type: 'Nope' is not a node type (Confirm, EmailOTP, EmailSuspend, Message, TOTP, UsernameOnly, UsernamePassword)",
             "journeys.L[1].colour: unknown key",
         ])
+    }
+
+    func suspendedId(in email: OutgoingEmail) -> String? {
+        guard let r = email.body.range(of: "suspendedId=") else { return nil }
+        return String(email.body[r.upperBound...].prefix { !$0.isWhitespace })
+    }
+
+    @Test func magicLinkRestoresTheJourneyOnceAndProvesTheUser() throws {
+        let e = engine(["MagicLink": [NodeConfig(type: "UsernameOnly"), NodeConfig(type: "EmailSuspend")]])
+        let r = run(e, JourneyState(realm: "/", journey: "MagicLink"), [[SubmittedCallback(type: "NameCallback", inputs: ["demo"])]])
+        guard case .step(_, let cbs) = r else { Issue.record("expected the suspended step, got \(r)"); return }
+        #expect(cbs.map(\.type) == ["SuspendedTextOutputCallback"])
+        #expect(cbs[0].output[0].value == .string(EmailSuspendNode.defaultMessage))
+        let mail = try #require(services.outbox.first)
+        #expect(mail.to == "demo@example.com")
+        let id = try #require(suspendedId(in: mail))
+        #expect(Base64URL.decode(id)?.count == 32)
+        #expect(services.saved[SuspendedJourney.storeKey(id)] != nil)
+        #expect(services.saved.keys.allSatisfy { !$0.contains(id) })  // only the hash is stored
+
+        var resumed: JourneyResult?
+        services.take(SuspendedJourney.storeKey(id)) { bytes in
+            let state = try! JSONDecoder().decode(JourneyState.self, from: Data(try! bytes.get()!))
+            e.resume(state, context: JourneyContext(services: services)) { resumed = $0 }
+        }
+        guard case .success(let s)? = resumed else { Issue.record("expected success, got \(String(describing: resumed))"); return }
+        #expect(s.username == "demo")
+        var again: [UInt8]??
+        services.take(SuspendedJourney.storeKey(id)) { again = try? $0.get() }
+        #expect(again! == nil)
+    }
+
+    @Test func magicLinkForAnUnknownUserAnswersTheSameAndSendsNothing() {
+        let e = engine(["MagicLink": [NodeConfig(type: "UsernameOnly"), NodeConfig(type: "EmailSuspend")]])
+        let r = run(e, JourneyState(realm: "/", journey: "MagicLink"), [[SubmittedCallback(type: "NameCallback", inputs: ["nobody"])]])
+        guard case .step(_, let cbs) = r else { Issue.record("expected the suspended step"); return }
+        #expect(cbs.map(\.type) == ["SuspendedTextOutputCallback"])
+        #expect(services.outbox.isEmpty && services.saved.isEmpty)
+    }
+
+    @Test func anEmailThatFailsIsAnErrorStepAndTheLinkIsWithdrawn() {
+        services.emailDown = true
+        let e = engine(["MagicLink": [NodeConfig(type: "UsernameOnly"), NodeConfig(type: "EmailSuspend")]])
+        let r = run(e, JourneyState(realm: "/", journey: "MagicLink"), [[SubmittedCallback(type: "NameCallback", inputs: ["demo"])]])
+        guard case .step(let authId, let cbs) = r else { Issue.record("expected an error step"); return }
+        #expect(cbs.map(\.type) == ["TextOutputCallback"])
+        #expect(cbs[0].output[1].value == "2")
+        #expect(services.saved.isEmpty)
+        // Answering the error step tries again.
+        services.emailDown = false
+        guard case .success(let s) = e.decode(authId: authId, now: services.now) else { Issue.record("authId"); return }
+        var out: JourneyResult?
+        e.proceed(s, submitted: [SubmittedCallback(type: "TextOutputCallback", inputs: [])], context: JourneyContext(services: services)) { out = $0 }
+        guard case .step(_, let again)? = out else { Issue.record("expected the suspended step on retry"); return }
+        #expect(again.map(\.type) == ["SuspendedTextOutputCallback"])
+        #expect(services.outbox.count == 1)
+    }
+
+    @Test func emailOTPWorksOnceWithTheEmailedCode() throws {
+        let e = engine(["EmailConfirm": [NodeConfig(type: "EmailOTP")]])
+        let start = JourneyState(realm: "/", journey: "EmailConfirm", username: "demo")
+        let ctx = JourneyContext(services: services, display: "Approve 5 EUR to Bob?")
+        var first: JourneyResult!
+        e.start(start, context: ctx) { first = $0 }
+        guard case .step(let authId, let cbs) = first else { Issue.record("expected a step"); return }
+        #expect(cbs.map(\.type) == ["TextOutputCallback", "PasswordCallback"])
+        let mail = try #require(services.outbox.last)
+        #expect(mail.body.contains("Approve 5 EUR to Bob?"))
+        let code = try #require(mail.body.split(separator: " ").first { $0.count == 7 && $0.hasSuffix(".") && $0.dropLast().allSatisfy(\.isNumber) }).dropLast()
+        guard case .success(let s) = e.decode(authId: authId, now: services.now) else { Issue.record("authId"); return }
+        let answer = [SubmittedCallback(type: "TextOutputCallback", inputs: []), SubmittedCallback(type: "PasswordCallback", inputs: [.string(String(code))])]
+        var out: JourneyResult?
+        e.proceed(s, submitted: answer, context: ctx) { out = $0 }
+        guard case .success? = out else { Issue.record("the emailed code must pass: \(String(describing: out))"); return }
+        e.proceed(s, submitted: answer, context: ctx) { out = $0 }
+        guard case .failure? = out else { Issue.record("a code works once"); return }
+    }
+
+    @Test func emailRateLimitIsAnErrorStep() {
+        services.emailsAllowed = 0
+        let e = engine(["EmailConfirm": [NodeConfig(type: "EmailOTP")]])
+        var r: JourneyResult!
+        e.start(JourneyState(realm: "/", journey: "EmailConfirm", username: "demo"), context: JourneyContext(services: services)) { r = $0 }
+        guard case .step(_, let cbs) = r else { Issue.record("expected an error step"); return }
+        #expect(cbs.map(\.type) == ["TextOutputCallback"])
+        #expect(services.outbox.isEmpty)
     }
 }

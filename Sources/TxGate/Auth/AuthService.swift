@@ -15,6 +15,9 @@ final class AuthService: @unchecked Sendable {
     let users: [String: UserRecord]
     let verifier = PasswordVerifier()
     let gotoPolicy: GotoPolicy
+    let publicURL: String
+    /// Delivers emails for the email nodes; nil when `email` is not configured.
+    var emailDelivery: EmailDelivery?
     let logger: Logger
     /// AM's policy-evaluation endpoint, when policies are configured.
     var policiesEndpoint: ((RequestContext, String) -> Void)?
@@ -32,11 +35,12 @@ final class AuthService: @unchecked Sendable {
         let publicURL = config.effectivePublicURL
         sessions = SessionManager(store: store, config: config.session, secureCookie: publicURL.isTLS)
         gotoPolicy = GotoPolicy(origin: publicURL)
+        self.publicURL = publicURL.description
     }
 
     func services(for worker: Worker) -> EmbeddedJourneyServices {
         EmbeddedJourneyServices(loop: worker.loop, store: store, users: users, security: config.security,
-                                verifier: verifier, logger: logger)
+                                verifier: verifier, email: emailDelivery, logger: logger)
     }
 
     var now: Int { Int(Date().timeIntervalSince1970) }
@@ -113,6 +117,10 @@ final class AuthService: @unchecked Sendable {
             }
             return
         }
+        if let suspendedId = query["suspendedId"] {
+            resume(ctx, suspendedId, realm: realm, services)
+            return
+        }
         var initial = JourneyState(realm: realm, journey: config.loginJourney)
         if let goto = query["goto"] {
             guard let ok = gotoPolicy.validate(goto) else {
@@ -143,7 +151,7 @@ final class AuthService: @unchecked Sendable {
         // A journey started with a session (a step-up) knows its user already.
         withSession(ctx) { [self] session in
             initial.username = session?.uid
-            finish(ctx, engine.start(initial, context: JourneyContext(services: services)), submittedUser: nil)
+            engine.start(initial, context: context(initial, services)) { [self] in finish(ctx, $0, submittedUser: nil) }
         }
     }
 
@@ -254,7 +262,7 @@ final class AuthService: @unchecked Sendable {
                         state.username = session.uid
                         state.txid = txid
                         if let d = tx.display { state.shared["display"] = d }
-                        finish(ctx, engine.start(state, context: context(state, services)), submittedUser: nil)
+                        engine.start(state, context: context(state, services)) { [self] in finish(ctx, $0, submittedUser: nil) }
                     }
                 }
             }
@@ -271,7 +279,7 @@ final class AuthService: @unchecked Sendable {
                 state.username = session?.uid
                 // The session's store key, not its token: an authId is signed, not encrypted.
                 if let token = sessions.token(in: ctx.head.headers), session != nil { state.shared["stepUpSession"] = SessionManager.key(token) }
-                finish(ctx, engine.start(state, context: context(state, services)), submittedUser: nil)
+                engine.start(state, context: context(state, services)) { [self] in finish(ctx, $0, submittedUser: nil) }
             }
             return
         }
@@ -279,7 +287,30 @@ final class AuthService: @unchecked Sendable {
     }
 
     func context(_ state: JourneyState, _ services: EmbeddedJourneyServices) -> JourneyContext {
-        JourneyContext(services: services, display: state.shared["display"])
+        JourneyContext(services: services, display: state.shared["display"], publicURL: publicURL)
+    }
+
+    static let suspendedNotFound = #"{"code":401,"reason":"Unauthorized","message":"org.forgerock.openam.auth.nodes.framework.token.SuspendedAuthSessionException: Token not found. It may have expired."}"#
+
+    /// `?suspendedId=ID`: continues a suspended journey, once. Unknown, expired and used
+    /// ids all get AM's exact answer.
+    private func resume(_ ctx: RequestContext, _ suspendedId: String, realm: String, _ services: EmbeddedJourneyServices) {
+        services.take(SuspendedJourney.storeKey(suspendedId)) { [self] r in
+            switch r {
+            case .failure(let e): unavailable(ctx, e.description)
+            case .success(let bytes):
+                guard let bytes, let state = try? JSONDecoder().decode(JourneyState.self, from: Data(bytes)), state.realm == realm else {
+                    logger.info("resume refused: unknown, expired or used suspendedId", metadata: [
+                        "request_id": .string(ctx.requestId), "suspended_id": .string(masked(suspendedId)),
+                    ])
+                    ctx.respondJSON(status: 401, Self.suspendedNotFound)
+                    return
+                }
+                logger.info("journey resumed", metadata: ["request_id": .string(ctx.requestId), "journey": .string(state.journey),
+                                                          "user": .string(state.username ?? "-")])
+                engine.resume(state, context: context(state, services)) { [self] in finish(ctx, $0, submittedUser: state.username) }
+            }
+        }
     }
 
     /// A journey run for a transaction completes it; the session stays as it was.

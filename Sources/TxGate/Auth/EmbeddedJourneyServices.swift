@@ -21,6 +21,9 @@ final class PasswordVerifier: @unchecked Sendable {
     }
 }
 
+/// Sends one email without blocking the loop; the completion runs on `loop`.
+typealias EmailDelivery = (_ email: OutgoingEmail, _ loop: EventLoop, _ done: @escaping (Result<Void, DeliveryError>) -> Void) -> Void
+
 /// The journey nodes' I/O, for one worker: users from the configuration, counters and
 /// one-time values in the store, hashing on the KDF threads.
 final class EmbeddedJourneyServices: JourneyServices {
@@ -29,10 +32,12 @@ final class EmbeddedJourneyServices: JourneyServices {
     let users: [String: UserRecord]
     let security: SecurityConfig
     let verifier: PasswordVerifier
+    let email: EmailDelivery?
     let logger: Logger
 
     init(loop: EventLoop, store: Store, users: [String: UserRecord], security: SecurityConfig,
-         verifier: PasswordVerifier, logger: Logger) {
+         verifier: PasswordVerifier, email: EmailDelivery?, logger: Logger) {
+        self.email = email
         self.loop = loop
         self.store = store
         self.users = users
@@ -72,6 +77,37 @@ final class EmbeddedJourneyServices: JourneyServices {
                 done(.success(()))
             }
         }
+    }
+
+    func sendEmail(_ message: OutgoingEmail, _ done: @escaping (Result<Void, DeliveryError>) -> Void) {
+        guard let email else {
+            logger.error("an email step ran but no email delivery is configured (set `email` in gateway.json)")
+            done(.failure(DeliveryError("email is not configured")))
+            return
+        }
+        email(message, loop) { [logger] r in
+            if case .failure(let e) = r {
+                logger.error("email delivery failed", metadata: ["error": .string(e.description)])
+            }
+            done(r)
+        }
+    }
+
+    func allowEmail(to username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        store.increment("emailrate:" + username, ttlMs: security.emailWindowS * 1000, on: loop) { [self] r in
+            if case .success(let n) = r, n > security.maxEmailsPerWindow {
+                logger.warning("email rate limit reached", metadata: ["user": .string(username), "limit": .stringConvertible(security.maxEmailsPerWindow)])
+            }
+            done(r.map { $0 <= security.maxEmailsPerWindow })
+        }
+    }
+
+    func save(_ key: String, _ value: [UInt8], ttlS: Int, _ done: @escaping (StoreResult<Void>) -> Void) {
+        store.put(key, value: value, ttlMs: ttlS * 1000, on: loop, done)
+    }
+
+    func take(_ key: String, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
+        store.take(key, on: loop, done)
     }
 
     func claimOnce(_ key: String, ttlS: Int, _ done: @escaping (StoreResult<Bool>) -> Void) {

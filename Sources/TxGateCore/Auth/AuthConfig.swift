@@ -51,18 +51,23 @@ public struct SecurityConfig: Decodable, Sendable {
     public var authIdTtlS = 300
     /// Transactions a subject may have waiting at once.
     public var maxPendingTransactions = 20
+    /// Emails (links, codes) one user may be sent per `emailWindowS`.
+    public var maxEmailsPerWindow = 5
+    public var emailWindowS = 3_600
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, known: ["maxFailedAttempts", "lockoutWindowS", "lockoutDurationS", "authIdTtlS",
-                                                          "maxPendingTransactions"])
+                                                          "maxPendingTransactions", "maxEmailsPerWindow", "emailWindowS"])
         maxFailedAttempts = o.value("maxFailedAttempts", default: maxFailedAttempts)
         lockoutWindowS = o.value("lockoutWindowS", default: lockoutWindowS)
         lockoutDurationS = o.value("lockoutDurationS", default: lockoutDurationS)
         authIdTtlS = o.value("authIdTtlS", default: authIdTtlS)
         maxPendingTransactions = o.value("maxPendingTransactions", default: maxPendingTransactions)
-        for (k, v) in [("maxPendingTransactions", maxPendingTransactions), ("maxFailedAttempts", maxFailedAttempts), ("lockoutWindowS", lockoutWindowS),
+        maxEmailsPerWindow = o.value("maxEmailsPerWindow", default: maxEmailsPerWindow)
+        emailWindowS = o.value("emailWindowS", default: emailWindowS)
+        for (k, v) in [("maxEmailsPerWindow", maxEmailsPerWindow), ("emailWindowS", emailWindowS), ("maxPendingTransactions", maxPendingTransactions), ("maxFailedAttempts", maxFailedAttempts), ("lockoutWindowS", lockoutWindowS),
                        ("lockoutDurationS", lockoutDurationS), ("authIdTtlS", authIdTtlS)] where v <= 0 {
             o.invalid(k, "must be greater than 0")
         }

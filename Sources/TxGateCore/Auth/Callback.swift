@@ -47,6 +47,10 @@ public struct Callback: Equatable, Sendable {
         Callback(type: "TextOutputCallback", output: [Field("message", .string(message)), Field("messageType", .string(messageType))])
     }
 
+    public static func suspended(_ message: String) -> Callback {
+        Callback(type: "SuspendedTextOutputCallback", output: [Field("message", .string(message)), Field("messageType", "0")])
+    }
+
     public static func confirmation(_ prompt: String, options: [String], defaultOption: Int) -> Callback {
         Callback(type: "ConfirmationCallback",
                  output: [Field("prompt", .string(prompt)), Field("messageType", 0),

@@ -43,14 +43,25 @@ public final class JourneyEngine: @unchecked Sendable {
         var st: JourneyState
     }
 
-    /// Shows the first node of `initial.journey`.
-    public func start(_ initial: JourneyState, context: JourneyContext) -> JourneyResult {
+    /// Enters the first node of `initial.journey`.
+    public func start(_ initial: JourneyState, context: JourneyContext, _ done: @escaping (JourneyResult) -> Void) {
         guard let journey = journeys[initial.journey], !journey.nodes.isEmpty else {
-            return .rejected("no journey named '\(initial.journey)'")
+            done(.rejected("no journey named '\(initial.journey)'"))
+            return
         }
         var state = initial
         state.node = 0
-        return step(state, journey, context)
+        enter(state, journey, context, done)
+    }
+
+    /// Continues a journey restored from a suspended id, at the node after the suspend.
+    public func resume(_ state: JourneyState, context: JourneyContext, _ done: @escaping (JourneyResult) -> Void) {
+        guard let journey = journeys[state.journey] else {
+            done(.rejected("the journey '\(state.journey)' is no longer configured"))
+            return
+        }
+        if state.node >= journey.nodes.count { done(.success(state)); return }
+        enter(state, journey, context, done)
     }
 
     /// Reads and checks an authId: signature, expiry, and that its journey still exists.
@@ -68,11 +79,24 @@ public final class JourneyEngine: @unchecked Sendable {
         return .success(claims.st)
     }
 
+    /// Marks a state whose step shows an error text; answering it enters the node again.
+    static let retryMark = "retry"
+
     /// Processes the answers to the step `state` is at.
     public func proceed(_ state: JourneyState, submitted: [SubmittedCallback], context: JourneyContext,
                         _ done: @escaping (JourneyResult) -> Void) {
         guard let journey = journeys[state.journey], journey.nodes.indices.contains(state.node) else {
             done(.rejected("invalid authId"))
+            return
+        }
+        if state.shared[Self.retryMark] != nil {
+            guard submitted.map(\.type) == ["TextOutputCallback"] else {
+                done(.rejected("the callbacks do not match the step"))
+                return
+            }
+            var again = state
+            again.shared[Self.retryMark] = nil
+            enter(again, journey, context, done)
             return
         }
         let node = journey.nodes[state.node]
@@ -92,18 +116,38 @@ public final class JourneyEngine: @unchecked Sendable {
                 if next.node >= journey.nodes.count {
                     done(.success(next))
                 } else {
-                    done(step(next, journey, context))
+                    enter(next, journey, context, done)
                 }
             }
         }
     }
 
-    private func step(_ state: JourneyState, _ journey: Journey, _ context: JourneyContext) -> JourneyResult {
+    private func enter(_ state: JourneyState, _ journey: Journey, _ context: JourneyContext,
+                       _ done: @escaping (JourneyResult) -> Void) {
+        let node = journey.nodes[state.node]
+        node.enter(state, context) { [self] outcome in
+            switch outcome {
+            case .show(let s):
+                done(.step(authId: sign(s, context), callbacks: node.callbacks(s, context)))
+            case .suspend(let message):
+                done(.step(authId: sign(state, context), callbacks: [.suspended(message)]))
+            case .error(let message):
+                var s = state
+                s.shared[Self.retryMark] = "1"
+                done(.step(authId: sign(s, context), callbacks: [.text(message, messageType: "2")]))
+            case .failure(let reason):
+                done(.failure(reason: reason))
+            case .unavailable(let why):
+                done(.unavailable(why))
+            }
+        }
+    }
+
+    private func sign(_ state: JourneyState, _ context: JourneyContext) -> String {
         let now = context.services.now
         let claims = Claims(iss: "txgate", iat: now, exp: now + authIdTtlS, st: state)
         let json = (try? JSONEncoder().encode(claims)).map { [UInt8]($0) } ?? []
-        return .step(authId: JWT.sign(claimsJSON: json, key: signingKey),
-                     callbacks: journey.nodes[state.node].callbacks(state, context))
+        return JWT.sign(claimsJSON: json, key: signingKey)
     }
 
     /// `{"authId":"...","callbacks":[...]}` exactly as AM shapes it.

@@ -36,6 +36,26 @@ public enum NodeOutcome: Equatable, Sendable {
     case unavailable(String)
 }
 
+/// What entering a node leads to, before its callbacks are shown.
+public enum EntryOutcome: Sendable {
+    /// Show the node's callbacks with this state.
+    case show(JourneyState)
+    /// The journey waits for a link: answer a SuspendedTextOutputCallback with this message.
+    case suspend(message: String)
+    /// Show an error text; answering it enters the node again (e.g. an email that failed).
+    case error(String)
+    case failure(reason: String)
+    case unavailable(String)
+}
+
+/// An email a node asks to send.
+public struct OutgoingEmail: Equatable, Sendable {
+    public var to: String
+    public var subject: String
+    public var body: String
+    public init(to: String, subject: String, body: String) { self.to = to; self.subject = subject; self.body = body }
+}
+
 /// The I/O a node may need, done elsewhere (store, password hashing off the loop). Every
 /// completion runs on the caller's loop.
 public protocol JourneyServices: AnyObject {
@@ -49,6 +69,20 @@ public protocol JourneyServices: AnyObject {
     func claimOnce(_ key: String, ttlS: Int, _ done: @escaping (StoreResult<Bool>) -> Void)
     /// Unix time in seconds.
     var now: Int { get }
+    /// Sends an email; the error says what failed.
+    func sendEmail(_ email: OutgoingEmail, _ done: @escaping (Result<Void, DeliveryError>) -> Void)
+    /// Counts an email to `username`; false when the per-user limit is reached.
+    func allowEmail(to username: String, _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// Keeps a value for later, once (suspended journeys, emailed codes).
+    func save(_ key: String, _ value: [UInt8], ttlS: Int, _ done: @escaping (StoreResult<Void>) -> Void)
+    /// Returns and removes a saved value: of concurrent callers, exactly one gets it.
+    func take(_ key: String, _ done: @escaping (StoreResult<[UInt8]?>) -> Void)
+}
+
+/// Why an email was not delivered.
+public struct DeliveryError: Error, Equatable, CustomStringConvertible, Sendable {
+    public let description: String
+    public init(_ description: String) { self.description = description }
 }
 
 /// One step of a journey: the callbacks it shows, and what it does with the answers.
@@ -56,9 +90,17 @@ public protocol JourneyServices: AnyObject {
 /// Adding a node type is one new type conforming to this protocol and one line in
 /// `JourneyNodes.registry`.
 public protocol JourneyNode: Sendable {
+    /// Runs when the journey reaches the node, before its callbacks are shown.
+    func enter(_ state: JourneyState, _ context: JourneyContext, _ done: @escaping (EntryOutcome) -> Void)
     func callbacks(_ state: JourneyState, _ context: JourneyContext) -> [Callback]
     func process(_ submitted: [SubmittedCallback], _ state: JourneyState, _ context: JourneyContext,
                  _ done: @escaping (NodeOutcome) -> Void)
+}
+
+public extension JourneyNode {
+    func enter(_ state: JourneyState, _ context: JourneyContext, _ done: @escaping (EntryOutcome) -> Void) {
+        done(.show(state))
+    }
 }
 
 /// What a node sees besides the state.
@@ -66,10 +108,13 @@ public struct JourneyContext {
     public let services: JourneyServices
     /// Text describing what is being approved (a transaction's `display`), if any.
     public let display: String?
+    /// The gateway's public base URL, for links in emails.
+    public let publicURL: String
 
-    public init(services: JourneyServices, display: String? = nil) {
+    public init(services: JourneyServices, display: String? = nil, publicURL: String = "") {
         self.services = services
         self.display = display
+        self.publicURL = publicURL
     }
 }
 
@@ -86,6 +131,9 @@ public enum JourneyNodes {
         "TOTP": { s, p throws(NodeConfigError) in try TOTPNode(s, p) },
         "Message": { s, p throws(NodeConfigError) in try MessageNode(s, p) },
         "Confirm": { s, p throws(NodeConfigError) in try ConfirmNode(s, p) },
+        "UsernameOnly": { s, p throws(NodeConfigError) in try UsernameOnlyNode(s, p) },
+        "EmailOTP": { s, p throws(NodeConfigError) in try EmailOTPNode(s, p) },
+        "EmailSuspend": { s, p throws(NodeConfigError) in try EmailSuspendNode(s, p) },
     ]
 
     public static var types: [String] { registry.keys.sorted() }
@@ -111,6 +159,14 @@ struct NodeSettings {
         if let unknown = values.keys.sorted().first(where: { !known.contains($0) }) {
             throw NodeConfigError(path: "\(path).\(unknown)", message: "unknown key")
         }
+    }
+
+    func int(_ key: String, default d: Int) throws(NodeConfigError) -> Int {
+        guard let v = values[key] else { return d }
+        guard let n = v.intValue, case .number = v, n > 0 else {
+            throw NodeConfigError(path: "\(path).\(key)", message: "must be a whole number greater than 0")
+        }
+        return n
     }
 
     func string(_ key: String, default d: String) throws(NodeConfigError) -> String {
