@@ -128,3 +128,55 @@ public struct ChallengeConfig: Decodable, Sendable {
         if !["rfc9470", "ssoadvice", "both"].contains(bearer) { o.invalid("bearer", "'\(bearer)' is not rfc9470, ssoadvice or both") }
     }
 }
+
+/// `email`: where the email nodes' messages go. Exactly one of `outbox` (a folder of .eml
+/// files, for development) or `smtp`.
+public struct EmailConfig: Decodable, Sendable {
+    public enum Delivery: Sendable, Equatable {
+        case outbox(folder: String)
+        case smtp(SMTPConfig)
+    }
+    public var delivery: Delivery
+
+    public init(delivery: Delivery) { self.delivery = delivery }
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["outbox", "smtp"])
+        delivery = .outbox(folder: "var/outbox")
+        switch (o.has("outbox"), o.has("smtp")) {
+        case (true, true): o.invalid("smtp", "give either outbox or smtp, not both")
+        case (false, false): o.invalid("smtp", "give either outbox (a folder) or smtp")
+        case (true, false): if let f: String = o.optional("outbox") { delivery = .outbox(folder: f) }
+        case (false, true): if let s: SMTPConfig = o.optional("smtp") { delivery = .smtp(s) }
+        }
+    }
+}
+
+public struct SMTPConfig: Decodable, Sendable, Equatable {
+    /// `smtp://host:port` or `smtps://host:port`.
+    public var url: String
+    public var username: String?
+    /// A file holding the password (kept out of gateway.json).
+    public var passwordFile: String?
+    public var from: String
+    /// Require STARTTLS on smtp:// (always TLS on smtps://).
+    public var startTls = true
+    public var caFile: String?
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["url", "username", "passwordFile", "from", "startTls", "caFile"])
+        url = o.required("url") ?? ""
+        username = o.optional("username")
+        passwordFile = o.optional("passwordFile")
+        from = o.required("from") ?? ""
+        startTls = o.value("startTls", default: startTls)
+        caFile = o.optional("caFile")
+        if !url.isEmpty, !(url.hasPrefix("smtp://") || url.hasPrefix("smtps://")) {
+            o.invalid("url", "'\(url)' is not smtp://host:port or smtps://host:port")
+        }
+        if !from.isEmpty, from.filter({ $0 == "@" }).count != 1 || from.contains(where: \.isWhitespace) {
+            o.invalid("from", "'\(from)' is not an email address")
+        }
+        if username != nil && passwordFile == nil { o.invalid("passwordFile", "required with username") }
+    }
+}

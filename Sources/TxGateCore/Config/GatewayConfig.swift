@@ -159,10 +159,11 @@ public struct GatewayConfig: Decodable, Sendable {
     public var policies: [Policy]?
     public var cache = CacheConfig()
     public var challenges = ChallengeConfig()
+    public var email: EmailConfig?
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
-                              "security", "policies", "cache", "challenges"]
+                              "security", "policies", "cache", "challenges", "email"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -197,6 +198,7 @@ public struct GatewayConfig: Decodable, Sendable {
         policies = o.optional("policies", as: [PolicyConfig].self)?.map(\.policy)
         cache = o.value("cache", default: cache)
         challenges = o.value("challenges", default: challenges)
+        email = o.optional("email")
     }
 
     /// The base URL links point at: `publicUrl`, or one derived from `listen`.
@@ -268,6 +270,7 @@ public enum ConfigLoader {
 
     /// Relative paths are relative to the configuration file's folder; files must be readable.
     static func resolvePaths(_ config: inout GatewayConfig, folder: String, issues: ConfigIssues) {
+        let folderPath = folder
         func resolve(_ p: String, _ key: String) -> String {
             guard !p.isEmpty else { return p }  // already reported as missing
             let full = p.hasPrefix("/") ? p : URL(fileURLWithPath: folder).appendingPathComponent(p).standardized.path
@@ -282,6 +285,13 @@ public enum ConfigLoader {
         }
         if let ca = config.upstream.caFile { config.upstream.caFile = resolve(ca, "upstream.caFile") }
         if let u = config.usersFile { config.usersFile = resolve(u, "usersFile") }
+        if case .smtp(var smtp)? = config.email?.delivery {
+            smtp.passwordFile = smtp.passwordFile.map { resolve($0, "email.smtp.passwordFile") }
+            smtp.caFile = smtp.caFile.map { resolve($0, "email.smtp.caFile") }
+            config.email = EmailConfig(delivery: .smtp(smtp))
+        } else if case .outbox(let folder)? = config.email?.delivery {
+            config.email = EmailConfig(delivery: .outbox(folder: absolute(folder, folder: folderPath)))
+        }
         // Files the gateway creates: resolved, not required to exist.
         config.store.path = absolute(config.store.path, folder: folder)
         config.secrets.signingKeyFile = absolute(config.secrets.signingKeyFile, folder: folder)
@@ -329,6 +339,10 @@ public enum ConfigLoader {
         }
         if config.policies?.isEmpty == false && config.journeys.isEmpty {
             issues.errors.append(ConfigError(path: "journeys", message: "policies need journeys to log users in"))
+        }
+        let emailNodes = config.journeys.values.joined().filter { ["EmailOTP", "EmailSuspend"].contains($0.type) }
+        if let first = emailNodes.first, config.email == nil {
+            issues.errors.append(ConfigError(path: first.path, message: "\(first.type) needs `email` (an outbox folder or smtp)"))
         }
         if !config.journeys.isEmpty && config.journeys[config.loginJourney] == nil {
             issues.errors.append(ConfigError(path: "loginJourney", message: "no journey named '\(config.loginJourney)'"))
