@@ -45,7 +45,7 @@ let package = Package(
         .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto"]),
         .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore"]),
         .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateCrypto"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateCrypto"], exclude: ["browser"]),
         .testTarget(name: "TxGateStoreTests", dependencies: ["TxGateStore", "TxGateCore"]),
     ],
     swiftLanguageModes: [.v5]

@@ -3,18 +3,21 @@
 # Idempotent: installs only what is missing. Used by `make run`, `make test`, CI and docker/Dockerfile.
 #   scripts/install-deps.sh            build + runtime + test packages
 #   scripts/install-deps.sh --runtime  only what the built binaries need at run time
+# The test set also has the browser tests' headless Chromium (Debian's chromium + chromium-driver)
+# and the Python package selenium (from PyPI with pip, only if `python3 -c 'import selenium'` fails).
 set -euo pipefail
 
 runtime=(libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libssl3 libsqlite3-0 ca-certificates)
 build=(libevent-dev libssl-dev libsqlite3-dev pkg-config)
-test=(openssl curl oathtool)
+test=(openssl curl oathtool chromium chromium-driver python3 python3-pip)
 bench=(nginx-light wrk)
 
 want=()
+python_test=0   # 1: also install the test set's Python packages (selenium)
 case "${1:-}" in
   --runtime) want=("${runtime[@]}") ;;
-  --bench)   want=("${runtime[@]}" "${build[@]}" "${test[@]}" "${bench[@]}") ;;
-  "")        want=("${runtime[@]}" "${build[@]}" "${test[@]}") ;;
+  --bench)   want=("${runtime[@]}" "${build[@]}" "${test[@]}" "${bench[@]}"); python_test=1 ;;
+  "")        want=("${runtime[@]}" "${build[@]}" "${test[@]}"); python_test=1 ;;
   *) echo "install-deps.sh: unknown option '$1' (use --runtime or --bench)" >&2; exit 2 ;;
 esac
 
@@ -22,11 +25,29 @@ missing=()
 for p in "${want[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
 done
-[ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "install-deps: installing ${missing[*]}" >&2
 SUDO=""
 [ "$(id -u)" -ne 0 ] && SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
-$SUDO apt-get update -qq
-$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "install-deps: installing ${missing[*]}" >&2
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+# selenium drives chromium in the browser tests (Tests/IntegrationTests/browser/drive.py), with
+# the same `python3` the tests find on PATH. Debian's own python3 is "externally managed"
+# (PEP 668): only there is --break-system-packages needed.
+[ "$python_test" -eq 1 ] || exit 0
+python3 -c 'import selenium' 2>/dev/null && exit 0
+echo "install-deps: installing selenium (pip)" >&2
+export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore
+if ! pip_out=$(python3 -m pip install --quiet selenium 2>&1); then
+  if grep -q externally-managed <<<"$pip_out"; then
+    python3 -m pip install --quiet --break-system-packages selenium
+  else
+    echo "$pip_out" >&2
+    exit 1
+  fi
+fi
+python3 -c 'import selenium'

@@ -1,5 +1,9 @@
 #ifndef TXGATE_CLIBEVENT_SHIM_H
 #define TXGATE_CLIBEVENT_SHIM_H
+/* OpenSSL's module first: bufferevent_ssl.h works with its types, and importing it here means
+ * the system headers both libraries include (sys/select.h's fd_set, ...) are defined once, in
+ * COpenSSL, instead of once per module, which clang may refuse to merge. */
+#include "../COpenSSL/shim.h"
 #include <event2/event.h>
 #include <event2/buffer.h>
 #include <event2/bufferevent.h>

@@ -49,4 +49,15 @@ import Testing
         let body = String(decoding: ErrorBody.json(status: 502, message: "can't \"reach\"\n"), as: UTF8.self)
         #expect(body == #"{"code":502,"reason":"Bad Gateway","message":"can't \"reach\"\n"}"#)
     }
+
+    @Test func theGatewaysCredentialsNeverGoUpstream() {
+        var h = HTTPHeaders([("Cookie", "a=1; iPlanetDirectoryPro=tok; b=2"), ("iPlanetDirectoryPro", "tok"),
+                             ("X-TxID", "t"), ("Authorization", "Bearer tok"), ("Cookie", "iPlanetDirectoryPro=tok"), ("Accept", "*/*")])
+        ProxyHeaders.removeGatewayCredentials(&h, cookieName: "iPlanetDirectoryPro", bearerToken: "tok")
+        #expect(h.fields.map(\.name) == ["Accept", "Cookie"])
+        #expect(h.first("Cookie") == "a=1; b=2")
+        var other = HTTPHeaders([("Authorization", "Bearer someone-elses")])
+        ProxyHeaders.removeGatewayCredentials(&other, cookieName: "iPlanetDirectoryPro", bearerToken: "tok")
+        #expect(other.first("Authorization") == "Bearer someone-elses")
+    }
 }

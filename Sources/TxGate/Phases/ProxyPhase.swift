@@ -44,8 +44,12 @@ final class ProxiedRequest: UpstreamResponseHandler {
     func start() {
         let ex = ctx.exchange
         let shared = ctx.worker.shared
-        let headers = ProxyHeaders.upstreamRequest(ex.head.headers, clientIP: ex.remoteIP, isTLS: ex.isTLS,
+        var headers = ProxyHeaders.upstreamRequest(ex.head.headers, clientIP: ex.remoteIP, isTLS: ex.isTLS,
                                                    upstreamAuthority: shared.upstreamAuthority, requestId: ctx.requestId)
+        if let auth = shared.auth {
+            ProxyHeaders.removeGatewayCredentials(&headers, cookieName: auth.config.session.cookieName,
+                                                  bearerToken: ctx.subject?.token)
+        }
         ex.onAbort = { self.clientGone() }
         ex.onWritable = { self.clientDrained() }
         sentAt = EventLoop.nowNanos()

@@ -90,6 +90,27 @@ public enum ProxyHeaders {
         return h
     }
 
+    /// Removes the gateway's own credentials before a request goes upstream: the session
+    /// token (its header, its cookie, or the bearer token it came in), and `X-TxID`. The
+    /// backend gets the identity headers the gateway decides on, never a replayable token.
+    public static func removeGatewayCredentials(_ headers: inout HTTPHeaders, cookieName: String, bearerToken: String?) {
+        var cookies: [String] = []
+        headers.removeAll { f in
+            if asciiCaseInsensitiveEquals(f.name, cookieName) || asciiCaseInsensitiveEquals(f.name, "X-TxID") { return true }
+            if let bearerToken, asciiCaseInsensitiveEquals(f.name, "Authorization"),
+               f.value.count == bearerToken.count + 7, f.value.hasSuffix(bearerToken) { return true }
+            if asciiCaseInsensitiveEquals(f.name, "Cookie") {
+                let kept = f.value.split(separator: ";").filter { pair in
+                    pair.split(separator: "=", maxSplits: 1).first.map { $0.trimmingOWS() != cookieName } ?? true
+                }.map { $0.trimmingOWS() }
+                if !kept.isEmpty { cookies.append(kept.joined(separator: "; ")) }
+                return true
+            }
+            return false
+        }
+        for c in cookies { headers.add("Cookie", c) }
+    }
+
     /// A client-supplied request id, if it is safe to pass on (printable, bounded).
     public static func acceptableRequestId(_ value: String?) -> String? {
         guard let v = value, !v.isEmpty, v.utf8.count <= 200,
