@@ -39,7 +39,7 @@ let package = Package(
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "demo-bank", dependencies: [
-            "EventHTTP", "TxGateCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "EventHTTP", "TxGateCore", "TxGateCrypto", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
         .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto"]),

@@ -154,20 +154,11 @@ func onlyConnectionKeywords(_ value: String) -> Bool {
 func listContains(_ value: String, _ token: String) -> Bool {
     let result = value.utf8.withContiguousStorageIfAvailable { v -> Bool in
         token.utf8.withContiguousStorageIfAvailable { t -> Bool in
-            var i = 0
-            while i < v.count {
-                var start = i
-                while i < v.count && v[i] != 0x2C { i += 1 }
-                var end = i
-                i += 1
-                while start < end && (v[start] == 0x20 || v[start] == 0x09) { start += 1 }
-                while end > start && (v[end - 1] == 0x20 || v[end - 1] == 0x09) { end -= 1 }
-                guard end - start == t.count else { continue }
-                var same = true
-                for k in 0..<t.count where lowerASCII(v[start + k]) != lowerASCII(t[k]) { same = false; break }
-                if same { return true }
+            scanTokens(v) { start, end in
+                guard end - start == t.count else { return false }
+                for k in 0..<t.count where lowerASCII(v[start + k]) != lowerASCII(t[k]) { return false }
+                return true
             }
-            return false
         } ?? false
     }
     if let r = result { return r }

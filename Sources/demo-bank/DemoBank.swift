@@ -3,6 +3,7 @@ import EventHTTP
 import Foundation
 import HTTPCore
 import TxGateCore
+import TxGateCrypto
 
 /// A small banking API to put behind the gateway, and a test origin: /echo shows exactly
 /// what reached the backend.
@@ -132,7 +133,7 @@ final class Bank {
             "version": ex.head.versionMinor == 1 ? "HTTP/1.1" : "HTTP/1.0",
             "headers": ex.head.headers.fields.map { ["name": $0.name, "value": $0.value] },
             "bodyLength": body.count,
-            "bodySha256": Digest.hex(Digest.sha256(body)),
+            "bodySha256": Crypto.hex(Crypto.sha256(body)),
             "bodyBase64": Data(body).base64EncodedString(),
         ])
     }

@@ -157,12 +157,7 @@ struct EmailOTPNode: JourneyNode {
         }
     }
 
-    func callbacks(_ state: JourneyState, _ context: JourneyContext) -> [Callback] {
-        var page: [Callback] = []
-        if let display = context.display { page.append(.text(display)) }
-        page.append(.password(prompt))
-        return page
-    }
+    func callbacks(_ state: JourneyState, _ context: JourneyContext) -> [Callback] { context.codePage(prompt) }
 
     func process(_ submitted: [SubmittedCallback], _ state: JourneyState, _ context: JourneyContext,
                  _ done: @escaping (NodeOutcome) -> Void) {
@@ -172,12 +167,7 @@ struct EmailOTPNode: JourneyNode {
             return
         }
         let answer = Array((submitted.last?.text ?? "").trimmingCharacters(in: .whitespaces).utf8)
-        services.isLockedOut(name) { locked in
-            switch locked {
-            case .failure(let e): done(.unavailable(e.description)); return
-            case .success(true): done(.failure(reason: "user is locked out")); return
-            case .success(false): break
-            }
+        services.unlessLockedOut(name, done) {
             // Taken either way: a code gets one answer.
             services.take(Self.key(ref)) { r in
                 switch r {
@@ -189,10 +179,7 @@ struct EmailOTPNode: JourneyNode {
                     next.shared[Self.refKey] = nil
                     done(.next(next))
                 case .success:
-                    services.recordFailure(name) { r in
-                        if case .failure(let e) = r { done(.unavailable(e.description)); return }
-                        done(.failure(reason: "wrong or expired email code"))
-                    }
+                    services.failAttempt(name, reason: "wrong or expired email code", done)
                 }
             }
         }

@@ -97,6 +97,34 @@ public protocol JourneyNode: Sendable {
                  _ done: @escaping (NodeOutcome) -> Void)
 }
 
+extension JourneyServices {
+    /// Runs `then` unless the user is locked out (the step fails) or the store is down.
+    func unlessLockedOut(_ user: String, _ done: @escaping (NodeOutcome) -> Void, then: @escaping () -> Void) {
+        isLockedOut(user) { r in
+            switch r {
+            case .failure(let e): done(.unavailable(e.description))
+            case .success(true): done(.failure(reason: "user is locked out"))
+            case .success(false): then()
+            }
+        }
+    }
+
+    /// Counts a failed attempt toward the lockout, then fails the step.
+    func failAttempt(_ user: String, reason: String, _ done: @escaping (NodeOutcome) -> Void) {
+        recordFailure(user) { r in
+            if case .failure(let e) = r { done(.unavailable(e.description)); return }
+            done(.failure(reason: reason))
+        }
+    }
+}
+
+extension JourneyContext {
+    /// A page asking for a one-time code, after what is being approved when there is one.
+    func codePage(_ prompt: String) -> [Callback] {
+        (display.map { [Callback.text($0)] } ?? []) + [.password(prompt)]
+    }
+}
+
 public extension JourneyNode {
     func enter(_ state: JourneyState, _ context: JourneyContext, _ done: @escaping (EntryOutcome) -> Void) {
         done(.show(state))
@@ -215,10 +243,7 @@ struct UsernamePasswordNode: JourneyNode {
                         done(.next(next))
                         return
                     }
-                    services.recordFailure(username) { r in
-                        if case .failure(let e) = r { done(.unavailable(e.description)); return }
-                        done(.failure(reason: user == nil ? "unknown user" : "wrong password"))
-                    }
+                    services.failAttempt(username, reason: user == nil ? "unknown user" : "wrong password", done)
                 }
             }
         }
@@ -236,12 +261,7 @@ struct TOTPNode: JourneyNode {
         prompt = try n.string("prompt", default: "One Time Password")
     }
 
-    func callbacks(_ state: JourneyState, _ context: JourneyContext) -> [Callback] {
-        var page: [Callback] = []
-        if let display = context.display { page.append(.text(display)) }
-        page.append(.password(prompt))
-        return page
-    }
+    func callbacks(_ state: JourneyState, _ context: JourneyContext) -> [Callback] { context.codePage(prompt) }
 
     func process(_ submitted: [SubmittedCallback], _ state: JourneyState, _ context: JourneyContext,
                  _ done: @escaping (NodeOutcome) -> Void) {
@@ -251,19 +271,11 @@ struct TOTPNode: JourneyNode {
             return
         }
         let code = (submitted.last?.text ?? "").trimmingCharacters(in: .whitespaces)
-        services.isLockedOut(username) { locked in
-            switch locked {
-            case .failure(let e): done(.unavailable(e.description)); return
-            case .success(true): done(.failure(reason: "user is locked out")); return
-            case .success(false): break
-            }
+        services.unlessLockedOut(username, done) {
             guard let secret = services.user(named: username)?.totpSecret.flatMap(Base32.decode),
                   let counter = TOTP(secret: secret, digits: 6, period: Self.period)
                     .matchingCounter(code, at: services.now, window: Self.window) else {
-                services.recordFailure(username) { r in
-                    if case .failure(let e) = r { done(.unavailable(e.description)); return }
-                    done(.failure(reason: "wrong one-time password"))
-                }
+                services.failAttempt(username, reason: "wrong one-time password", done)
                 return
             }
             // Long enough to outlive the window in which this code is accepted.

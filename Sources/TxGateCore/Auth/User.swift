@@ -28,8 +28,13 @@ public struct UserRecord: Decodable, Sendable, Equatable {
         if o.has("passwordHash"), !passwordHash.isEmpty, !PasswordHash.isValidEncoding(passwordHash) {
             o.invalid("passwordHash", "not a hash from `txgate hash-password`")
         }
-        if let s = totpSecret, Base32.decode(s) == nil {
-            o.invalid("totpSecret", "not valid base32")
+        if let s = totpSecret {
+            // RFC 4226 asks for 128 bits; 80 (16 base32 characters) is the least accepted here.
+            if let key = Base32.decode(s) {
+                if key.count < 10 { o.invalid("totpSecret", "too short: \(key.count * 8) bits, at least 80 are needed") }
+            } else {
+                o.invalid("totpSecret", "not valid base32")
+            }
         }
         if username.isEmpty && o.has("username") { o.invalid("username", "must not be empty") }
     }
