@@ -5,11 +5,12 @@
 #   scripts/install-deps.sh --runtime  only what the built binaries need at run time
 # The test set also has the browser tests' headless Chromium (Debian's chromium + chromium-driver)
 # and the Python package selenium (from PyPI with pip, only if `python3 -c 'import selenium'` fails).
+# python3-aiosmtpd is the real SMTP server the email tests (Tests/TxGateEmailTests) deliver to.
 set -euo pipefail
 
-runtime=(libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libssl3 libsqlite3-0 ca-certificates)
-build=(libevent-dev libssl-dev libsqlite3-dev pkg-config)
-test=(openssl curl oathtool chromium chromium-driver python3 python3-pip)
+runtime=(libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libssl3 libsqlite3-0 libcurl4 ca-certificates)
+build=(libevent-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev pkg-config)
+test=(openssl curl oathtool chromium chromium-driver python3 python3-pip python3-aiosmtpd)
 bench=(nginx-light wrk)
 
 want=()

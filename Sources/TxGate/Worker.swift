@@ -4,6 +4,7 @@ import HTTPCore
 import Logging
 import TxGateCore
 import TxGateStore
+import TxGateEmail
 
 /// What every worker shares, read-only, built once at start-up.
 final class SharedState: @unchecked Sendable {
@@ -64,7 +65,17 @@ final class SharedState: @unchecked Sendable {
                 "users": .stringConvertible(config.users.count),
             ])
             store = s
-            auth = AuthService(config: config, store: s, signingKey: key, logger: logger)
+            let service = AuthService(config: config, store: s, signingKey: key, logger: logger)
+            if let email = config.email {
+                let sender = try Self.emailSender(email)
+                service.emailDelivery = { message, loop, done in
+                    sender.send(EmailMessage(to: message.to, subject: message.subject, body: message.body), on: loop) { r in
+                        done(r.mapError { DeliveryError($0.description) })
+                    }
+                }
+                logger.info("email delivery", metadata: ["via": .string(Self.describe(email))])
+            }
+            auth = service
         }
         policies = config.policies ?? []
         if let auth, let store, config.policies != nil {
@@ -77,6 +88,30 @@ final class SharedState: @unchecked Sendable {
         } else {
             pdp = nil
             logger.warning("no policies configured: running as a plain proxy, every request is forwarded")
+        }
+    }
+
+    static func emailSender(_ config: EmailConfig) throws -> EmailSender {
+        switch config.delivery {
+        case .outbox(let folder):
+            return try OutboxSender(folder: folder)
+        case .smtp(let smtp):
+            var password: String?
+            if let file = smtp.passwordFile {
+                guard let data = FileManager.default.contents(atPath: file) else {
+                    throw SocketError("email.smtp.passwordFile: cannot read '\(file)'")
+                }
+                password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
+            }
+            return try SMTPSender(url: smtp.url, username: smtp.username, password: password, from: smtp.from,
+                                  startTLS: smtp.startTls, caFile: smtp.caFile)
+        }
+    }
+
+    static func describe(_ config: EmailConfig) -> String {
+        switch config.delivery {
+        case .outbox(let folder): return "outbox:" + folder
+        case .smtp(let smtp): return smtp.url
         }
     }
 
