@@ -14,17 +14,15 @@ public struct UpstreamEndpoint: @unchecked Sendable {
     public let responseTimeoutMs: Int
     /// Idle keep-alive connections kept per loop (0 disables reuse).
     public let maxIdle: Int
-    public let idleTimeoutMs: Int
 
     public init(address: SocketAddress, tls: TLSContext?, tlsHost: String, connectTimeoutMs: Int,
-                responseTimeoutMs: Int, maxIdle: Int, idleTimeoutMs: Int = 60_000) {
+                responseTimeoutMs: Int, maxIdle: Int) {
         self.address = address
         self.tls = tls
         self.tlsHost = tlsHost
         self.connectTimeoutMs = connectTimeoutMs
         self.responseTimeoutMs = responseTimeoutMs
         self.maxIdle = maxIdle
-        self.idleTimeoutMs = idleTimeoutMs
     }
 }
 
@@ -263,7 +261,13 @@ final class UpstreamConnection {
         }
     }
 
+    /// The response timeout also bounds how long the connection may sit idle in the pool, so
+    /// that a reused connection needs no timer changes (each one is libevent heap work).
+    private var timeoutsArmed = false
+
     private func armResponseTimeout() {
+        guard !timeoutsArmed else { return }
+        timeoutsArmed = true
         var t = timeval(milliseconds: pool.endpoint.responseTimeoutMs)
         bufferevent_set_timeouts(bev, &t, &t)
     }
@@ -275,8 +279,6 @@ final class UpstreamConnection {
 
     func becomeIdle() {
         state = .idle
-        var t = timeval(milliseconds: pool.endpoint.idleTimeoutMs)
-        bufferevent_set_timeouts(bev, &t, nil)
         bufferevent_enable(bev, Int16(EV_READ))
     }
 

@@ -76,8 +76,8 @@ struct EmailSuspendNode: JourneyNode {
                 if case .failure(let e) = r { done(.unavailable(e.description)); return }
                 let base = resumeUrl ?? context.publicURL + "/am/XUI/"
                 let link = base + (base.contains("?") ? "&" : "?") + "suspendedId=" + id
-                let text = EmailText.render(body, ["link": link, "username": name, "display": context.display.map { $0 + "\n\n" } ?? ""])
-                services.sendEmail(OutgoingEmail(to: email, subject: EmailText.render(subject, ["username": name]), body: text)) { sent in
+                let text = EmailTemplate.render(body, ["link": link, "username": name, "display": context.display.map { $0 + "\n\n" } ?? ""])
+                services.sendEmail(OutgoingEmail(to: email, subject: EmailTemplate.render(subject, ["username": name]), body: text)) { sent in
                     switch sent {
                     case .success: done(.suspend(message: message))
                     case .failure:
@@ -145,8 +145,8 @@ struct EmailOTPNode: JourneyNode {
             let code = Self.newCode()
             services.save(Self.key(ref), Array(code.utf8), ttlS: ttlS) { r in
                 if case .failure(let e) = r { done(.unavailable(e.description)); return }
-                let text = EmailText.render(body, ["code": code, "username": name, "display": context.display.map { $0 + "\n\n" } ?? ""])
-                services.sendEmail(OutgoingEmail(to: email, subject: EmailText.render(subject, ["username": name]), body: text)) { sent in
+                let text = EmailTemplate.render(body, ["code": code, "username": name, "display": context.display.map { $0 + "\n\n" } ?? ""])
+                services.sendEmail(OutgoingEmail(to: email, subject: EmailTemplate.render(subject, ["username": name]), body: text)) { sent in
                     switch sent {
                     case .success: done(.show(next))
                     case .failure:
@@ -183,15 +183,6 @@ struct EmailOTPNode: JourneyNode {
                 }
             }
         }
-    }
-}
-
-/// `{name}` placeholders in email subjects and bodies.
-public enum EmailText {
-    public static func render(_ template: String, _ values: [String: String]) -> String {
-        var out = template
-        for (k, v) in values { out = out.replacingOccurrences(of: "{\(k)}", with: v) }
-        return out
     }
 }
 

@@ -87,14 +87,16 @@ public struct TransactionBinding: Equatable, Sendable {
     }
 
     /// The rule's `display` with `{field}` (or `{/field}`) replaced by the bound values.
+    /// One pass: a bound value that looks like a placeholder is shown as written, so what
+    /// the user reads is exactly what is bound.
     public static func display(_ template: String?, bound: [String: JSONValue]) -> String? {
-        guard var text = template else { return nil }
+        guard let template else { return nil }
+        var values: [String: String] = [:]
         for (pointer, value) in bound {
-            let name = String(pointer.dropFirst())
-            text = text.replacingOccurrences(of: "{\(name)}", with: value.displayText)
-                .replacingOccurrences(of: "{\(pointer)}", with: value.displayText)
+            values[pointer] = value.displayText
+            values[String(pointer.dropFirst())] = value.displayText
         }
-        return text
+        return EmailTemplate.render(template, values)
     }
 }
 

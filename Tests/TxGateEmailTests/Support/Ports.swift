@@ -1,0 +1,71 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Free TCP ports on 127.0.0.1, and sockets that listen without ever answering.
+enum Ports {
+    private static let lock = NSLock()
+    /// Never hand out one port twice in a run: tests run in parallel.
+    nonisolated(unsafe) private static var handedOut: Set<Int> = []
+
+    /// A port nothing listens on (bound to port 0, read back, closed).
+    static func free() throws -> Int {
+        for _ in 0..<50 {
+            let fd = try boundSocket()
+            let port = try self.port(of: fd)
+            close(fd)
+            let fresh = lock.withLock { handedOut.insert(port).inserted }
+            if fresh { return port }
+        }
+        throw HarnessError("could not find a free port on 127.0.0.1")
+    }
+
+    /// A socket listening on 127.0.0.1 that accepts nothing: connections complete (the kernel
+    /// queues them) but no byte ever comes back, like a hung server. Close the descriptor when done.
+    static func silentListener() throws -> (fd: Int32, port: Int) {
+        let fd = try boundSocket()
+        guard listen(fd, 16) == 0 else { close(fd); throw HarnessError("listen(): \(String(cString: strerror(errno)))") }
+        return (fd, try port(of: fd))
+    }
+
+    /// One connect() to 127.0.0.1:port; true if accepted.
+    static func accepts(_ port: Int) -> Bool {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { return false }
+        defer { close(fd) }
+        var addr = loopback(port: port)
+        return withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        } == 0
+    }
+
+    private static func boundSocket() throws -> Int32 {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw HarnessError("socket(): \(String(cString: strerror(errno)))") }
+        var addr = loopback(port: 0)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else { close(fd); throw HarnessError("bind(127.0.0.1:0): \(String(cString: strerror(errno)))") }
+        return fd
+    }
+
+    private static func port(of fd: Int32) throws -> Int {
+        var bound = sockaddr_in()
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let rc = withUnsafeMutablePointer(to: &bound) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) }
+        }
+        guard rc == 0 else { throw HarnessError("getsockname(): \(String(cString: strerror(errno)))") }
+        return Int(UInt16(bigEndian: bound.sin_port))
+    }
+
+    private static func loopback(port: Int) -> sockaddr_in {
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_port = in_port_t(UInt16(port).bigEndian)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        return addr
+    }
+}
