@@ -19,8 +19,13 @@ public struct JSONLogHandler: LogHandler {
         set { metadata[key] = newValue }
     }
 
-    public func log(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?,
-                    source: String, file: String, function: String, line: UInt) {
+    public func log(event: LogEvent) {
+        var extra = event.metadata ?? [:]
+        if let error = event.error { extra["error"] = .string("\(error)") }
+        emit(level: event.level, message: event.message, metadata: extra.isEmpty ? nil : extra)
+    }
+
+    private func emit(level: Logger.Level, message: Logger.Message, metadata explicit: Logger.Metadata?) {
         var s = "{\"ts\":\"\(Self.timestamp())\",\"level\":\"\(level.rawValue)\",\"label\":\"\(label)\",\"msg\":\"\(JSONText.escape(message.description))\""
         let merged = explicit.map { metadata.merging($0) { _, new in new } } ?? metadata
         for key in merged.keys.sorted() {
