@@ -189,18 +189,18 @@ final class FakeServices: JourneyServices {
         #expect(mail.to == "demo@example.com")
         let id = try #require(suspendedId(in: mail))
         #expect(Base64URL.decode(id)?.count == 32)
-        #expect(services.saved[SuspendedJourney.storeKey(id)] != nil)
+        #expect(services.saved[SuspendedJourney.storeKey(id, realm: "/")] != nil)
         #expect(services.saved.keys.allSatisfy { !$0.contains(id) })  // only the hash is stored
 
         var resumed: JourneyResult?
-        services.take(SuspendedJourney.storeKey(id)) { bytes in
+        services.take(SuspendedJourney.storeKey(id, realm: "/")) { bytes in
             let state = try! JSONDecoder().decode(JourneyState.self, from: Data(try! bytes.get()!))
             e.resume(state, context: JourneyContext(services: services)) { resumed = $0 }
         }
         guard case .success(let s)? = resumed else { Issue.record("expected success, got \(String(describing: resumed))"); return }
         #expect(s.username == "demo")
         var again: [UInt8]??
-        services.take(SuspendedJourney.storeKey(id)) { again = try? $0.get() }
+        services.take(SuspendedJourney.storeKey(id, realm: "/")) { again = try? $0.get() }
         #expect(again! == nil)
     }
 
@@ -250,13 +250,19 @@ final class FakeServices: JourneyServices {
         guard case .failure? = out else { Issue.record("a code works once"); return }
     }
 
-    @Test func emailRateLimitIsAnErrorStep() {
+    @Test func overTheEmailLimitOrLockedOutTheAnswerIsUnchangedAndNothingIsSent() {
         services.emailsAllowed = 0
-        let e = engine(["EmailConfirm": [NodeConfig(type: "EmailOTP")]])
+        let otp = engine(["EmailConfirm": [NodeConfig(type: "EmailOTP")]])
         var r: JourneyResult!
-        e.start(JourneyState(realm: "/", journey: "EmailConfirm", username: "demo"), context: JourneyContext(services: services)) { r = $0 }
-        guard case .step(_, let cbs) = r else { Issue.record("expected an error step"); return }
-        #expect(cbs.map(\.type) == ["TextOutputCallback"])
-        #expect(services.outbox.isEmpty)
+        otp.start(JourneyState(realm: "/", journey: "EmailConfirm", username: "demo"), context: JourneyContext(services: services)) { r = $0 }
+        guard case .step(_, let cbs) = r else { Issue.record("expected the code page"); return }
+        #expect(cbs.map(\.type) == ["PasswordCallback"])
+        services.emailsAllowed = 100
+        services.locked.insert("demo")
+        let link = engine(["MagicLink": [NodeConfig(type: "UsernameOnly"), NodeConfig(type: "EmailSuspend")]])
+        let s = run(link, JourneyState(realm: "/", journey: "MagicLink"), [[SubmittedCallback(type: "NameCallback", inputs: ["demo"])]])
+        guard case .step(_, let page) = s else { Issue.record("expected the suspended step"); return }
+        #expect(page.map(\.type) == ["SuspendedTextOutputCallback"])
+        #expect(services.outbox.isEmpty && services.saved.isEmpty)
     }
 }

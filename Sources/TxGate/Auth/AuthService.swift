@@ -295,7 +295,7 @@ final class AuthService: @unchecked Sendable {
     /// `?suspendedId=ID`: continues a suspended journey, once. Unknown, expired and used
     /// ids all get AM's exact answer.
     private func resume(_ ctx: RequestContext, _ suspendedId: String, realm: String, _ services: EmbeddedJourneyServices) {
-        services.take(SuspendedJourney.storeKey(suspendedId)) { [self] r in
+        services.take(SuspendedJourney.storeKey(suspendedId, realm: realm)) { [self] r in
             switch r {
             case .failure(let e): unavailable(ctx, e.description)
             case .success(let bytes):

@@ -51,38 +51,33 @@ struct EmailSuspendNode: JourneyNode {
         suspendTtlS = try n.int("suspendTtlS", default: 300)
     }
 
-    static func storeKey(_ suspendedId: String) -> String { SuspendedJourney.storeKey(suspendedId) }
-
     func enter(_ state: JourneyState, _ context: JourneyContext, _ done: @escaping (EntryOutcome) -> Void) {
         let services = context.services
-        // Unknown user or no address: the same answer, and nothing sent.
+        // Unknown user, no address, locked out or over the email limit: the same answer as
+        // for anyone else, and nothing sent, so the answer tells nothing about the account.
         guard let name = state.subjectUser, let user = services.user(named: name), let email = user.email else {
             done(.suspend(message: message))
             return
         }
-        services.allowEmail(to: name) { allowed in
-            switch allowed {
-            case .failure(let e): done(.unavailable(e.description)); return
-            case .success(false): done(.error("Too many emails were sent to this account. Try again later.")); return
-            case .success(true): break
-            }
+        services.mayEmail(name, done, silently: .suspend(message: message)) {
             let id = Base64URL.encode(Crypto.randomBytes(32))
             var saved = state
             saved.node += 1
             saved.username = name  // holding the link proves the mailbox
             saved.shared[JourneyState.claimedUserKey] = nil
             let value = (try? JSONEncoder().encode(saved)).map { [UInt8]($0) } ?? []
-            services.save(Self.storeKey(id), value, ttlS: suspendTtlS) { r in
+            let key = SuspendedJourney.storeKey(id, realm: state.realm)
+            services.save(key, value, ttlS: suspendTtlS) { r in
                 if case .failure(let e) = r { done(.unavailable(e.description)); return }
                 let base = resumeUrl ?? context.publicURL + "/am/XUI/"
-                let link = base + (base.contains("?") ? "&" : "?") + "suspendedId=" + id
+                let link = base + (base.contains("?") ? "&" : "?") + "realm=" + state.realm + "&suspendedId=" + id
                 let text = EmailTemplate.render(body, ["link": link, "username": name, "display": context.display.map { $0 + "\n\n" } ?? ""])
                 services.sendEmail(OutgoingEmail(to: email, subject: EmailTemplate.render(subject, ["username": name]), body: text)) { sent in
                     switch sent {
                     case .success: done(.suspend(message: message))
                     case .failure:
                         // The link was never delivered: it must not stay usable.
-                        services.take(Self.storeKey(id)) { _ in
+                        services.take(key) { _ in
                             done(.error("The email could not be sent. Try again later."))
                         }
                     }
@@ -136,12 +131,8 @@ struct EmailOTPNode: JourneyNode {
             done(.show(next))  // same page; no code exists, so any answer fails
             return
         }
-        services.allowEmail(to: name) { allowed in
-            switch allowed {
-            case .failure(let e): done(.unavailable(e.description)); return
-            case .success(false): done(.error("Too many emails were sent to this account. Try again later.")); return
-            case .success(true): break
-            }
+        // Same page either way; over the limit or locked out, no code exists, so no answer passes.
+        services.mayEmail(name, done, silently: .show(next)) {
             let code = Self.newCode()
             services.save(Self.key(ref), Array(code.utf8), ttlS: ttlS) { r in
                 if case .failure(let e) = r { done(.unavailable(e.description)); return }
@@ -186,9 +177,32 @@ struct EmailOTPNode: JourneyNode {
     }
 }
 
-/// Where a suspended journey waits: under the hash of its id, never the id itself.
+/// Where a suspended journey waits: under the hash of its id and realm, never the id itself.
+/// A link tried in another realm finds nothing there, and is not used up by the attempt.
 public enum SuspendedJourney {
-    public static func storeKey(_ suspendedId: String) -> String {
-        "suspended:" + Crypto.hex(Crypto.sha256(Array(suspendedId.utf8)))
+    public static func storeKey(_ suspendedId: String, realm: String) -> String {
+        "suspended:" + Crypto.hex(Crypto.sha256(Array((realm + "|" + suspendedId).utf8)))
+    }
+}
+
+extension JourneyServices {
+    /// Runs `send` if `user` may be emailed now; otherwise (locked out, or over the email
+    /// limit) answers `silently`, exactly what an unknown user would get.
+    func mayEmail(_ user: String, _ done: @escaping (EntryOutcome) -> Void, silently: EntryOutcome,
+                  send: @escaping () -> Void) {
+        isLockedOut(user) { locked in
+            switch locked {
+            case .failure(let e): done(.unavailable(e.description))
+            case .success(true): done(silently)
+            case .success(false):
+                self.allowEmail(to: user) { allowed in
+                    switch allowed {
+                    case .failure(let e): done(.unavailable(e.description))
+                    case .success(false): done(silently)
+                    case .success(true): send()
+                    }
+                }
+            }
+        }
     }
 }

@@ -1,0 +1,536 @@
+import Foundation
+import Testing
+import TxGateCore
+import TxGateCrypto
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// Magic links and email codes end to end (WIRE.md §4–§5, README "Magic links"): a journey
+/// that suspends with an emailed link (delivered by a real SMTP server or the outbox folder),
+/// resumed once — from any client, after a restart, in a real browser — and an email code
+/// that approves a transaction.
+@Suite struct MagicLinkTests {
+    static let password = "M4gic-L1nk-Pass!"
+    static let hash = PasswordHash.hash(password)
+    static let authPath = "/am/json/realms/root/authenticate"
+    static let validatePath = "/am/json/realms/root/sessions?_action=validate"
+    static let jsonHeaders = [("Content-Type", "application/json"), ("Accept-API-Version", "resource=2.0, protocol=1.0")]
+    static let magicStart = authPath + "?authIndexType=service&authIndexValue=MagicLink"
+
+    static let suspendedMessage = "An email has been sent to the address you entered. Click the link in that email to proceed."
+    /// AM's exact answer to an unknown, expired or used suspendedId (WIRE.md §5).
+    static let notFound = #"{"code":401,"reason":"Unauthorized","message":"org.forgerock.openam.auth.nodes.framework.token.SuspendedAuthSessionException: Token not found. It may have expired."}"#
+    static let loginFailure = #"{"code":401,"reason":"Unauthorized","message":"Login failure","detail":{"failureUrl":""}}"#
+
+    /// The suspended step, byte for byte (WIRE.md §5's callback, with AM's `_id`).
+    static func suspendedBody(_ authId: String) -> String {
+        #"{"authId":"\#(authId)","callbacks":[{"type":"SuspendedTextOutputCallback","output":[{"name":"message","value":"\#(suspendedMessage)"},{"name":"messageType","value":"0"}],"_id":0}]}"#
+    }
+
+    /// Users (demo and other have addresses, noemail has none), the magic-link journeys, a
+    /// password Login, the EmailConfirm journey and demo-bank's policies; `publicUrl` is the
+    /// gateway's real URL. `email` is the delivery (outbox or smtp).
+    static func config(_ baseURL: String, email: [String: Any] = ["outbox": "var/outbox"], suspendTtlS: Int = 300,
+                       _ extra: [String: Any] = [:]) -> [String: Any] {
+        deepMerge([
+            "publicUrl": baseURL,
+            "users": [
+                ["username": "demo", "passwordHash": hash, "email": "demo@example.com"],
+                ["username": "other", "passwordHash": hash, "email": "other@example.com"],
+                ["username": "noemail", "passwordHash": hash],
+            ],
+            "loginJourney": "Login",
+            "journeys": [
+                "Login": [["type": "UsernamePassword"]],
+                "MagicLink": [["type": "UsernameOnly"], ["type": "EmailSuspend", "suspendTtlS": suspendTtlS]],
+                "MagicLinkShort": [["type": "UsernameOnly"], ["type": "EmailSuspend", "suspendTtlS": 1]],
+                "EmailConfirm": [["type": "EmailOTP"]],
+            ],
+            "email": email,
+            "policies": [
+                ["name": "health", "resources": ["/health"], "actions": ["GET"], "subjects": "anyone"],
+                ["name": "accounts", "resources": ["/accounts", "/accounts/*"], "actions": ["GET"], "subjects": "authenticated"],
+                ["name": "transfer", "resources": ["/transfer"], "actions": ["POST"], "subjects": "authenticated",
+                 "transaction": ["journey": "EmailConfirm",
+                                 "bind": ["body": ["/amount", "/currency", "/payee"]],
+                                 "display": "Approve {amount} {currency} to {payee}?"]],
+            ],
+        ], extra)
+    }
+
+    static func post(_ g: GatewayInstance, _ target: String, _ body: Any?, headers: [(String, String)] = [],
+                     timeout: Double = 10) throws -> HTTPResponse {
+        let bytes = try body.map { [UInt8](try JSONSerialization.data(withJSONObject: $0)) } ?? []
+        return try g.fetch("POST", target, headers: jsonHeaders + headers, body: bytes, timeout: timeout)
+    }
+
+    static func callbacks(_ r: HTTPResponse) -> [[String: Any]] {
+        ((try? r.json())?["callbacks"] as? [[String: Any]]) ?? []
+    }
+
+    static func output(_ callback: [String: Any]?, _ name: String) -> Any? {
+        (callback?["output"] as? [[String: Any]])?.first { $0["name"] as? String == name }?["value"]
+    }
+
+    /// Starts the MagicLink journey (optionally with `query` appended) and answers its
+    /// NameCallback with `user`; returns the answer to that (the suspended step, normally).
+    static func requestLink(_ g: GatewayInstance, user: String, journey: String = "MagicLink", query: String = "",
+                            timeout: Double = 10) throws -> HTTPResponse {
+        let start = try post(g, authPath + "?authIndexType=service&authIndexValue=\(journey)" + query, nil)
+        guard start.status == 200, callbacks(start).map({ $0["type"] as? String }) == ["NameCallback"] else {
+            throw HarnessError("the \(journey) journey did not start with a NameCallback:\n\(start)")
+        }
+        return try post(g, authPath, TransactionKit.answer(try start.json(), [user]), timeout: timeout)
+    }
+
+    /// The authId of a suspended step, after checking the step byte for byte.
+    @discardableResult
+    static func expectSuspended(_ r: HTTPResponse, sourceLocation: SourceLocation = #_sourceLocation) -> String? {
+        #expect(r.status == 200, "the suspend step:\n\(r)", sourceLocation: sourceLocation)
+        #expect(r.header("Content-Type")?.lowercased().hasPrefix("application/json") == true, "\(r.headerSummary)",
+                sourceLocation: sourceLocation)
+        guard let authId = (try? r.json())?["authId"] as? String else {
+            Issue.record("no authId in the suspend step:\n\(r)", sourceLocation: sourceLocation)
+            return nil
+        }
+        #expect(r.bodyText == suspendedBody(authId), "the suspend step is not WIRE.md §5's:\n\(r.bodyText)",
+                sourceLocation: sourceLocation)
+        #expect(!r.hasHeader("Set-Cookie"), "a suspended journey set a cookie:\n\(r.headerSummary)", sourceLocation: sourceLocation)
+        return authId
+    }
+
+    static func resume(_ g: GatewayInstance, _ id: String) throws -> HTTPResponse {
+        try post(g, authPath + "?suspendedId=\(id)", nil)
+    }
+
+    static func expectNotFound(_ r: HTTPResponse, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
+        #expect(r.status == 401, "\(what):\n\(r)", sourceLocation: sourceLocation)
+        #expect(r.bodyText == notFound, "\(what): not AM's exact SuspendedAuthSessionException body:\n\(r.bodyText)",
+                sourceLocation: sourceLocation)
+        #expect(r.header("Content-Type")?.lowercased().hasPrefix("application/json") == true, "\(what): \(r.headerSummary)",
+                sourceLocation: sourceLocation)
+        #expect(!r.hasHeader("Set-Cookie"), "\(what) set a cookie:\n\(r.headerSummary)", sourceLocation: sourceLocation)
+    }
+
+    /// Checks a successful resume (200, tokenId, the session cookie) and returns the token.
+    static func expectSignedIn(_ r: HTTPResponse, successUrl: String = "/",
+                               sourceLocation: SourceLocation = #_sourceLocation) throws -> String {
+        #expect(r.status == 200, "the resume:\n\(r)", sourceLocation: sourceLocation)
+        let body = try r.json()
+        let token = try #require(body["tokenId"] as? String, "no tokenId in the resume answer:\n\(r)", sourceLocation: sourceLocation)
+        #expect(token.count >= 22, sourceLocation: sourceLocation)
+        #expect(body["successUrl"] as? String == successUrl, "\(body)", sourceLocation: sourceLocation)
+        #expect(body["realm"] as? String == "/", "\(body)", sourceLocation: sourceLocation)
+        #expect(body["authId"] == nil && body["callbacks"] == nil, "\(body)", sourceLocation: sourceLocation)
+        let cookie = r.header("Set-Cookie") ?? ""
+        #expect(cookie.hasPrefix("iPlanetDirectoryPro=\(token);"), "Set-Cookie: '\(cookie)'", sourceLocation: sourceLocation)
+        #expect(cookie.contains("HttpOnly"), "Set-Cookie: '\(cookie)'", sourceLocation: sourceLocation)
+        return token
+    }
+
+    static func expectSession(_ g: GatewayInstance, _ token: String, uid: String,
+                              sourceLocation: SourceLocation = #_sourceLocation) throws {
+        let v = try post(g, validatePath, nil, headers: [("iPlanetDirectoryPro", token)])
+        #expect(v.status == 200, "\(v)", sourceLocation: sourceLocation)
+        #expect(try v.json()["valid"] as? Bool == true, "validate: \(v.bodyText)", sourceLocation: sourceLocation)
+        #expect(try v.json()["uid"] as? String == uid, "validate: \(v.bodyText)", sourceLocation: sourceLocation)
+    }
+
+    static func outbox(_ bed: Testbed) -> URL { bed.dir.url.appendingPathComponent("var/outbox") }
+
+    /// A well-formed suspendedId that was never issued (256 random bits, base64url).
+    static func randomId() -> String { TransactionKit.base64url(randomBytes(32)) }
+
+    // MARK: 1. Through a real SMTP server
+
+    @Test(.timeLimit(.minutes(1)))
+    func magicLinkDeliveredByARealSMTPServerSignsIn() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let smtp = try bed.startSMTPServer()
+        let (g, _) = try bed.startGatewayWithBank(configForURL: {
+            Self.config($0, email: ["smtp": ["url": smtp.url, "from": "txgate@example.com", "startTls": false]])
+        })
+
+        let start = try Self.post(g, Self.magicStart, nil)
+        #expect(start.status == 200, "\(start)")
+        let first = Self.callbacks(start)
+        #expect(first.map { $0["type"] as? String } == ["NameCallback"], "\(start.bodyText)")
+        #expect(Self.output(first.first, "prompt") as? String == "User Name", "\(start.bodyText)")
+
+        let suspended = try Self.post(g, Self.authPath, TransactionKit.answer(try start.json(), ["demo"]))
+        let authId = Self.expectSuspended(suspended)
+
+        let messages = try smtp.waitForMessages(1)
+        #expect(messages.count == 1, "\(messages)")
+        let mail = try #require(messages.first)
+        #expect(mail.header("X-MailFrom") == "txgate@example.com", "envelope sender: \(mail)")
+        #expect(mail.header("X-RcptTo") == "demo@example.com", "envelope recipient: \(mail)")
+        #expect(mail.header("From") == "txgate@example.com", "\(mail)")
+        #expect(mail.header("To") == "demo@example.com", "\(mail)")
+        #expect(mail.header("Subject") == "Your sign-in link", "\(mail)")
+        #expect(mail.header("Content-Transfer-Encoding") == "7bit", "\(mail)")
+        #expect(mail.header("Content-Type")?.hasPrefix("text/plain") == true, "\(mail)")
+        let (link, id) = try #require(mail.magicLink(), "no suspendedId link in the message:\n\(mail)")
+        #expect(link == "\(g.baseURL)/am/XUI/?realm=/&suspendedId=\(id)", "link: \(link)")
+        #expect(id.count == 43, "a suspendedId of 256 bits is 43 base64url characters: \(id)")
+        #expect(mail.body.contains("Hello demo,"), "\(mail)")
+        // The id is a credential: it is emailed, never logged.
+        #expect(!g.process.stderr.contains(id), "the suspendedId appears in the gateway log")
+
+        // The suspended step cannot be continued with its authId alone: the link is needed.
+        if let authId {
+            let bypass = try Self.post(g, Self.authPath, try suspended.json())
+            #expect(bypass.status == 401, "answering the suspended step with authId \(authId.prefix(12))…:\n\(bypass)")
+            #expect((try? bypass.json())?["tokenId"] == nil, "\(bypass)")
+        }
+
+        let resumed = try Self.resume(g, id)
+        let token = try Self.expectSignedIn(resumed)
+        try Self.expectSession(g, token, uid: "demo")
+        #expect(try smtp.messages().count == 1, "more than one message was sent")
+    }
+
+    // MARK: 2. SMTP down
+
+    @Test(.timeLimit(.minutes(1)))
+    func smtpDownAnswersAnErrorStepPromptlyAndLogsIt() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let deadPort = try Ports.free()
+        #expect(Ports.probe(deadPort) == .refused, "something listens on the 'dead' port \(deadPort)")
+        let (g, _) = try bed.startGatewayWithBank(configForURL: {
+            Self.config($0, email: ["smtp": ["url": "smtp://127.0.0.1:\(deadPort)", "from": "txgate@example.com", "startTls": false]])
+        })
+
+        let (answer, seconds) = try Timing.measure { try Self.requestLink(g, user: "demo", timeout: 20) }
+        #expect(seconds < 10, "the failed delivery took \(seconds) s to answer")
+        #expect(answer.status == 200, "\(answer)")
+        let body = try answer.json()
+        #expect(body["tokenId"] == nil, "a session without the email: \(answer)")
+        #expect(body["authId"] is String, "\(answer)")
+        let cbs = Self.callbacks(answer)
+        #expect(cbs.count == 1, "\(answer.bodyText)")
+        #expect(cbs.first?["type"] as? String == "TextOutputCallback", "\(answer.bodyText)")
+        #expect(Self.output(cbs.first, "messageType") as? String == "2", "\(answer.bodyText)")
+        #expect(!((Self.output(cbs.first, "message") as? String) ?? "").isEmpty, "\(answer.bodyText)")
+        #expect(!answer.bodyText.contains("SuspendedTextOutputCallback"), "\(answer.bodyText)")
+        #expect(!answer.hasHeader("Set-Cookie"), "\(answer.headerSummary)")
+
+        // The log says why, as an error.
+        let logged = Timing.poll(timeout: 3) {
+            g.logLines().contains { $0["level"] as? String == "error" && $0["msg"] as? String == "email delivery failed" }
+        }
+        #expect(logged, "no error line 'email delivery failed'; stderr:\n\(g.process.stderrTail(30))")
+        let line = g.logLines().first { $0["msg"] as? String == "email delivery failed" }
+        #expect((line?["error"] as? String)?.contains("127.0.0.1:\(deadPort)") == true, "\(line ?? [:])")
+    }
+
+    // MARK: 3. Once, and not after it expired, and never an unknown id
+
+    @Test(.timeLimit(.minutes(1)))
+    func aLinkWorksOnceNotAfterItExpiresAndNeverUnknown() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
+        let outbox = Self.outbox(bed)
+
+        // Reuse.
+        Self.expectSuspended(try Self.requestLink(g, user: "demo"))
+        let mail = try #require(try MailTools.waitForOutbox(outbox, count: 1).last)
+        let (_, id) = try #require(mail.magicLink(), "\(mail)")
+        let token = try Self.expectSignedIn(try Self.resume(g, id))
+        try Self.expectSession(g, token, uid: "demo")
+        Self.expectNotFound(try Self.resume(g, id), "the same link a second time")
+
+        // Expired: suspendTtlS 1. A short-lived link resumed at once works (so the journey is
+        // sound); another one, 2.5 s later, is gone.
+        Self.expectSuspended(try Self.requestLink(g, user: "other", journey: "MagicLinkShort"))
+        let quick = try #require(try MailTools.waitForOutbox(outbox, count: 2).last?.magicLink())
+        _ = try Self.expectSignedIn(try Self.resume(g, quick.id))
+        Self.expectSuspended(try Self.requestLink(g, user: "other", journey: "MagicLinkShort"))
+        let slow = try #require(try MailTools.waitForOutbox(outbox, count: 3).last?.magicLink())
+        #expect(slow.id != quick.id)
+        Thread.sleep(forTimeInterval: 2.5)
+        Self.expectNotFound(try Self.resume(g, slow.id), "a link with suspendTtlS 1, 2.5 s later")
+
+        // Never issued.
+        Self.expectNotFound(try Self.resume(g, Self.randomId()), "a random suspendedId")
+        Self.expectNotFound(try Self.resume(g, ""), "an empty suspendedId")
+        // A valid id's hash, prefix or a changed character is not the id.
+        Self.expectNotFound(try Self.resume(g, String(id.dropLast())), "a truncated suspendedId")
+        let hashed = SuspendedJourney.storeKey(id, realm: "/").replacingOccurrences(of: "suspended:", with: "")
+        Self.expectNotFound(try Self.resume(g, hashed), "the hash of a suspendedId")
+    }
+
+    // MARK: 4. Twenty clients race for one link
+
+    @Test(.timeLimit(.minutes(1)))
+    func twentyConcurrentResumesOfOneLinkAllowExactlyOne() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0, ["workers": 4]) })
+        Self.expectSuspended(try Self.requestLink(g, user: "demo"))
+        let (_, id) = try #require(try MailTools.waitForOutbox(Self.outbox(bed)).last?.magicLink())
+
+        let n = 20
+        let results = TransactionKit.Collector<Result<HTTPResponse, Error>>()
+        let ready = DispatchGroup()
+        let go = DispatchSemaphore(value: 0)
+        let finished = DispatchGroup()
+        for _ in 0..<n {
+            ready.enter()
+            finished.enter()
+            Thread {
+                defer { finished.leave() }
+                let client: RawHTTPClient
+                do {
+                    client = try RawHTTPClient(port: g.port, timeout: 20)
+                } catch {
+                    ready.leave()
+                    results.append(.failure(error))
+                    return
+                }
+                defer { client.close() }
+                ready.leave()
+                go.wait()
+                results.append(Result {
+                    try client.request("POST", Self.authPath + "?suspendedId=\(id)", headers: Self.jsonHeaders, body: [])
+                })
+            }.start()
+        }
+        ready.wait()
+        for _ in 0..<n { go.signal() }
+        #expect(finished.wait(timeout: .now() + 40) == .success, "the resumes did not finish within 40 s")
+
+        let all = results.items
+        #expect(all.count == n)
+        var tokens: [String] = []
+        var refused = 0
+        var other: [String] = []
+        for r in all {
+            switch r {
+            case .failure(let e): other.append("error: \(e)")
+            case .success(let resp) where resp.status == 200:
+                if let t = (try? resp.json())?["tokenId"] as? String { tokens.append(t) } else { other.append("\(resp)") }
+            case .success(let resp) where resp.status == 401 && resp.bodyText == Self.notFound: refused += 1
+            case .success(let resp): other.append("\(resp)")
+            }
+        }
+        #expect(tokens.count == 1, "\(tokens.count) resumes got a session")
+        #expect(refused == n - 1, "\(refused) exact SuspendedAuthSessionException answers; others:\n\(other.prefix(5).joined(separator: "\n---\n"))")
+        #expect(other.isEmpty, "unexpected answers (\(other.count)):\n\(other.prefix(5).joined(separator: "\n---\n"))")
+        if let token = tokens.first { try Self.expectSession(g, token, uid: "demo") }
+        Self.expectNotFound(try Self.resume(g, id), "the link after the race")
+    }
+
+    // MARK: 5. What was collected before the suspend comes back; unknown users get no email
+
+    @Test(.timeLimit(.minutes(1)))
+    func theResumedJourneyIsTheUsersAndUnknownUsersGetTheSameAnswerButNoEmail() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
+        let outbox = Self.outbox(bed)
+
+        // Unknown user, and a user without an address: the same answer, nothing sent.
+        let unknown = try Self.requestLink(g, user: "nobody")
+        Self.expectSuspended(unknown)
+        let noAddress = try Self.requestLink(g, user: "noemail")
+        Self.expectSuspended(noAddress)
+        Thread.sleep(forTimeInterval: 1.0)
+        #expect(MailTools.outboxEntries(outbox).isEmpty, "the outbox is not empty: \(MailTools.outboxEntries(outbox))")
+
+        // A known user (not demo), with goto: the link signs in as that user and goes to goto.
+        Self.expectSuspended(try Self.requestLink(g, user: "other", query: "&goto=%2Faccounts"))
+        let mails = try MailTools.waitForOutbox(outbox, count: 1)
+        #expect(mails.count == 1, "\(mails)")
+        let mail = try #require(mails.last)
+        #expect(mail.header("To") == "other@example.com", "\(mail)")
+        #expect(mail.body.contains("Hello other,"), "\(mail)")
+        let (link, id) = try #require(mail.magicLink(), "\(mail)")
+        #expect(link == "\(g.baseURL)/am/XUI/?realm=/&suspendedId=\(id)", "link: \(link)")
+
+        let resumed = try Self.resume(g, id)
+        let token = try Self.expectSignedIn(resumed, successUrl: "/accounts")
+        try Self.expectSession(g, token, uid: "other")
+        let accounts = try g.fetch("GET", "/accounts", headers: [("iPlanetDirectoryPro", token)])
+        #expect(accounts.status == 200, "\(accounts)")
+        #expect(MailTools.outboxFiles(outbox).count == 1, "\(MailTools.outboxEntries(outbox))")
+    }
+
+    // MARK: 6. A suspended journey survives a restart
+
+    @Test(.timeLimit(.minutes(1)))
+    func aSuspendedJourneySurvivesARestart() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g1, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
+        Self.expectSuspended(try Self.requestLink(g1, user: "demo"))
+        let (_, id) = try #require(try MailTools.waitForOutbox(Self.outbox(bed)).last?.magicLink())
+
+        g1.process.terminate()
+        #expect(g1.process.waitForExit(timeout: 15) == 0, "exit after SIGTERM; stderr:\n\(g1.process.stderrTail())")
+
+        // Same config file, same port (so the same publicUrl), same temp dir and store.
+        let p = try bed.spawn(try BinaryLocator.txgate, ["serve", "--config", g1.configURL.path], name: "txgate")
+        try p.waitForPort(g1.port)
+        let g2 = GatewayInstance(process: p, port: g1.port, configURL: g1.configURL, config: g1.config)
+
+        let token = try Self.expectSignedIn(try Self.resume(g2, id))
+        try Self.expectSession(g2, token, uid: "demo")
+        Self.expectNotFound(try Self.resume(g2, id), "the link a second time after the restart")
+    }
+
+    // MARK: 7. An emailed code approves a transaction
+
+    @Test(.timeLimit(.minutes(1)))
+    func anEmailedCodeApprovesATransactionAndAWrongCodeDoesNot() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
+        let outbox = Self.outbox(bed)
+        let token = try Self.passwordLogin(g)
+        let body = TransactionKit.transferBody
+
+        // The challenge, then the approval journey: the display text and the code prompt.
+        let first = try TransactionKit.transfer(g, token: token, body: body)
+        #expect(first.status == 401, "\(first)")
+        let txid = try TransactionKit.challengeTxid(first)
+        let start = try TransactionKit.startComposite(g, txid: txid, session: .header(token))
+        #expect(start.status == 200, "composite_advice start:\n\(start)")
+        let cbs = Self.callbacks(start)
+        #expect(cbs.map { $0["type"] as? String } == ["TextOutputCallback", "PasswordCallback"], "\(start.bodyText)")
+        #expect(Self.output(cbs.first, "message") as? String == "Approve 100 EUR to Bob?", "\(start.bodyText)")
+
+        let mails = try MailTools.waitForOutbox(outbox, count: 1)
+        #expect(mails.count == 1, "\(mails)")
+        let mail = try #require(mails.last)
+        #expect(mail.header("To") == "demo@example.com", "\(mail)")
+        #expect(mail.header("Subject") == "Your one-time code", "\(mail)")
+        #expect(mail.body.contains("Approve 100 EUR to Bob?"), "the email does not show what is approved:\n\(mail)")
+        let code = try #require(mail.oneTimeCode(), "no code in:\n\(mail)")
+        #expect(!g.process.stderr.contains(code), "the code appears in the gateway log")
+
+        let done = try Self.post(g, Self.authPath, TransactionKit.answer(try start.json(), [code]),
+                                 headers: [("iPlanetDirectoryPro", token)])
+        #expect(done.status == 200, "answering with the emailed code:\n\(done)")
+        #expect(try done.json()["tokenId"] as? String == token, "\(done)")
+
+        let retry = try TransactionKit.transfer(g, token: token, body: body, query: "?_txid=\(txid)")
+        #expect(retry.status == 201, "retry with _txid:\n\(retry)")
+        #expect((try? retry.json())?["status"] as? String == "executed", "\(retry)")
+        #expect((try? retry.json())?["sequence"] as? NSNumber == 1, "\(retry)")
+
+        // A wrong code: Login failure, and the transaction stays unapproved.
+        let second = try TransactionKit.transfer(g, token: token, body: body)
+        let txid2 = try TransactionKit.challengeTxid(second)
+        #expect(txid2 != txid)
+        let start2 = try TransactionKit.startComposite(g, txid: txid2, session: .header(token))
+        #expect(start2.status == 200, "\(start2)")
+        let mails2 = try MailTools.waitForOutbox(outbox, count: 2)
+        let code2 = try #require(mails2.last?.oneTimeCode(), "\(mails2)")
+        let wrong = String(code2.dropLast()) + String((Int(String(code2.last!))! + 1) % 10)
+        let refused = try Self.post(g, Self.authPath, TransactionKit.answer(try start2.json(), [wrong]),
+                                    headers: [("iPlanetDirectoryPro", token)])
+        #expect(refused.status == 401, "a wrong code:\n\(refused)")
+        #expect(refused.bodyText == Self.loginFailure, "\(refused.bodyText)")
+        let notApproved = try TransactionKit.transfer(g, token: token, body: body, query: "?_txid=\(txid2)")
+        #expect(notApproved.status == 401, "retry after a wrong code:\n\(notApproved)")
+        #expect(!notApproved.bodyText.contains("executed"))
+        #expect(try TransactionKit.challengeTxid(notApproved) != txid2)
+    }
+
+    static func passwordLogin(_ g: GatewayInstance, user: String = "demo") throws -> String {
+        let start = try post(g, authPath + "?authIndexType=service&authIndexValue=Login", nil)
+        let done = try post(g, authPath, TransactionKit.answer(try start.json(), [user, password]))
+        guard done.status == 200, let token = try done.json()["tokenId"] as? String else {
+            throw HarnessError("password login as \(user) failed: \(done)")
+        }
+        return token
+    }
+
+    // MARK: 9. A link from another realm
+
+    /// The emailed link carries its realm (as WIRE.md §5's example does), so the login page
+    /// resumes where the journey started; a try in another realm does not use the link up.
+    @Test(.timeLimit(.minutes(1)))
+    func aLinkFromAnotherRealmResumesInThatRealm() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0, ["realms": ["alpha"]]) })
+        let alpha = "/am/json/realms/root/realms/alpha/authenticate"
+        let start = try Self.post(g, alpha + "?authIndexType=service&authIndexValue=MagicLink", nil)
+        #expect(start.status == 200, "\(start)")
+        Self.expectSuspended(try Self.post(g, alpha, TransactionKit.answer(try start.json(), ["demo"])))
+        let (link, id) = try #require(try MailTools.waitForOutbox(Self.outbox(bed)).last?.magicLink())
+
+        // Resume where the login page would, reading the link's `realm` the way it does.
+        let query = TransactionKit.queryPairs(String(link.split(separator: "?", maxSplits: 1).last ?? ""))
+        let realm = (query.first { $0.name == "realm" }?.value ?? "/").trimmingCharacters(in: CharacterSet(charactersIn: "/"))
+        let endpoint = "/am/json/realms/root" + (realm.isEmpty ? "" : "/realms/\(realm)") + "/authenticate"
+        Self.expectNotFound(try Self.post(g, "/am/json/realms/root/authenticate?suspendedId=\(id)", nil), "an alpha link in the root realm")
+        let resumed = try Self.post(g, endpoint + "?suspendedId=\(id)", nil)
+        #expect(endpoint == alpha, "link \(link) does not lead back to realm alpha")
+        #expect(resumed.status == 200, "resuming an alpha link from \(link):\n\(resumed)")
+        #expect((try? resumed.json())?["realm"] as? String == "/alpha", "\(resumed)")
+    }
+
+    /// A locked-out user, or one over the email limit, gets exactly what an unknown user gets,
+    /// and no email: the answer says nothing about the account, and the lockout holds for
+    /// magic links too.
+    @Test(.timeLimit(.minutes(1)))
+    func lockedOutOrRateLimitedUsersGetTheSameAnswerAndNoEmail() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(configForURL: {
+            Self.config($0, ["security": ["maxFailedAttempts": 2, "lockoutDurationS": 60, "maxEmailsPerWindow": 1]])
+        })
+        let unknown = try Self.requestLink(g, user: "nobody")
+        Self.expectSuspended(unknown)
+        for _ in 0..<2 {
+            let step = try Self.post(g, Self.authPath, nil)
+            #expect(try Self.post(g, Self.authPath, TransactionKit.answer(try step.json(), ["demo", "wrong"])).status == 401)
+        }
+        let locked = try Self.requestLink(g, user: "demo")
+        Self.expectSuspended(locked)
+        #expect(MailTools.outboxFiles(Self.outbox(bed)).isEmpty, "a locked-out user was emailed")
+
+        Self.expectSuspended(try Self.requestLink(g, user: "other"))
+        #expect(try MailTools.waitForOutbox(Self.outbox(bed)).count == 1)
+        let over = try Self.requestLink(g, user: "other")
+        Self.expectSuspended(over)
+        Thread.sleep(forTimeInterval: 0.5)
+        #expect(MailTools.outboxFiles(Self.outbox(bed)).count == 1, "the email limit was not applied")
+    }
+
+    // MARK: 8. Clicking the link in a browser
+
+    @Test(.timeLimit(.minutes(2)), .enabled(if: Browser.isInstalled, Comment(rawValue: Browser.notInstalled)))
+    func aBrowserOpeningTheLinkResumesAndLandsOnGoto() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
+
+        Self.expectSuspended(try Self.requestLink(g, user: "demo", query: "&goto=%2Faccounts"))
+        let mail = try #require(try MailTools.waitForOutbox(Self.outbox(bed)).last)
+        let (link, id) = try #require(mail.magicLink(), "\(mail)")
+        #expect(link == "\(g.baseURL)/am/XUI/?realm=/&suspendedId=\(id)", "link: \(link)")
+
+        // Another browser (no cookies, nothing of the API client's) clicks the link.
+        let run = try bed.runBrowser(link, [
+            .waitForPath("/accounts", timeout: 15),
+            .waitForText("acc-001"),
+        ])
+        #expect(run.ok, "\(run)")
+        #expect(run.url == g.baseURL + "/accounts", "\(run)")
+        #expect(run.text.contains("acc-001"), "\(run)")
+        #expect(run.scriptErrors.isEmpty, "\(run)")
+        let cookie = try #require(run.cookie("iPlanetDirectoryPro"), "no session cookie in the browser: \(run)")
+        #expect(cookie.httpOnly, "\(cookie)")
+        try Self.expectSession(g, cookie.value, uid: "demo")
+        // The page used the link up.
+        Self.expectNotFound(try Self.resume(g, id), "the link after the browser used it")
+    }
+}

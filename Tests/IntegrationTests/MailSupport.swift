@@ -1,0 +1,151 @@
+import Foundation
+
+/// One email as received (an outbox `.eml` file, or a message in the SMTP server's Maildir),
+/// split into its header fields and its body. Line endings are normalized to LF; folded header
+/// lines are unfolded.
+struct ReceivedEmail: CustomStringConvertible {
+    let file: URL
+    let raw: String
+    let headers: [(name: String, value: String)]
+    let body: String
+
+    init(file: URL) throws {
+        guard let data = FileManager.default.contents(atPath: file.path) else {
+            throw HarnessError("cannot read the email \(file.path)")
+        }
+        self.file = file
+        raw = String(decoding: data, as: UTF8.self)
+        let text = raw.replacingOccurrences(of: "\r\n", with: "\n")
+        let head: Substring
+        if let split = text.range(of: "\n\n") {
+            head = text[..<split.lowerBound]
+            body = String(text[split.upperBound...])
+        } else {
+            head = text[...]
+            body = ""
+        }
+        var fields: [(name: String, value: String)] = []
+        for line in head.split(separator: "\n", omittingEmptySubsequences: false) {
+            if let first = line.first, first == " " || first == "\t", !fields.isEmpty {
+                fields[fields.count - 1].value += " " + line.trimmingCharacters(in: .whitespaces)
+                continue
+            }
+            guard let colon = line.firstIndex(of: ":") else { continue }
+            fields.append((name: String(line[..<colon]),
+                           value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces)))
+        }
+        headers = fields
+    }
+
+    func header(_ name: String) -> String? {
+        headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
+    }
+
+    /// The first magic link in the body: `<prefix>suspendedId=<id>`; nil if there is none.
+    func magicLink() -> (link: String, id: String)? {
+        let pattern = #/(https?://[^\s]*[?&]suspendedId=([A-Za-z0-9_-]+))/#
+        guard let m = body.firstMatch(of: pattern) else { return nil }
+        return (String(m.output.1), String(m.output.2))
+    }
+
+    /// The six-digit code of an EmailOTP message, or nil.
+    func oneTimeCode() -> String? {
+        guard let m = body.firstMatch(of: #/Your one-time code is ([0-9]{6})\./#) else { return nil }
+        return String(m.output.1)
+    }
+
+    var description: String { "\(file.lastPathComponent):\n\(raw.count > 2000 ? String(raw.prefix(2000)) + "…" : raw)" }
+}
+
+/// A real SMTP server for a test: Debian's aiosmtpd (python3-aiosmtpd) with its Mailbox
+/// handler, which stores every accepted message in a Maildir (adding X-MailFrom and X-RcptTo,
+/// the envelope it saw). Started through the Testbed, so it is always killed.
+struct SMTPServerInstance {
+    let process: SpawnedProcess
+    let port: Int
+    let maildir: URL
+    var url: String { "smtp://127.0.0.1:\(port)" }
+
+    /// The messages delivered so far (Maildir `new/`), oldest first.
+    func messages() throws -> [ReceivedEmail] {
+        let folder = maildir.appendingPathComponent("new")
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        let files = names.filter { !$0.hasPrefix(".") }.map { folder.appendingPathComponent($0) }
+        let dated = files.map { f -> (URL, Date) in
+            let d = (try? FileManager.default.attributesOfItem(atPath: f.path)[.modificationDate] as? Date) ?? .distantPast
+            return (f, d)
+        }
+        return try dated.sorted { $0.1 < $1.1 }.map { try ReceivedEmail(file: $0.0) }
+    }
+
+    /// Waits until at least `count` messages have arrived; returns them all.
+    func waitForMessages(_ count: Int = 1, timeout: Double = 10) throws -> [ReceivedEmail] {
+        var found: [ReceivedEmail] = []
+        let ok = try Timing.poll(timeout: timeout, interval: 0.05) {
+            found = try messages()
+            return found.count >= count
+        }
+        guard ok else {
+            throw HarnessError("aiosmtpd received \(found.count) message(s), expected \(count), within \(timeout) s; its stderr:\n\(process.stderrTail())")
+        }
+        return found
+    }
+}
+
+enum MailTools {
+    static let systemPython = URL(fileURLWithPath: "/usr/bin/python3")
+
+    /// The `.eml` files in an outbox folder (hidden temporary files excluded), oldest first
+    /// (their names start with the epoch milliseconds).
+    static func outboxFiles(_ folder: URL) -> [URL] {
+        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+        return names.filter { $0.hasSuffix(".eml") && !$0.hasPrefix(".") }.sorted().map { folder.appendingPathComponent($0) }
+    }
+
+    /// Everything in an outbox folder, hidden files included (an empty outbox is really empty).
+    static func outboxEntries(_ folder: URL) -> [String] {
+        (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
+    }
+
+    /// Waits until the outbox holds at least `count` messages; returns them, oldest first.
+    static func waitForOutbox(_ folder: URL, count: Int = 1, timeout: Double = 10) throws -> [ReceivedEmail] {
+        var files: [URL] = []
+        let ok = Timing.poll(timeout: timeout, interval: 0.05) {
+            files = outboxFiles(folder)
+            return files.count >= count
+        }
+        guard ok else {
+            throw HarnessError("the outbox \(folder.path) holds \(files.count) message(s), expected \(count), after \(timeout) s: \(outboxEntries(folder))")
+        }
+        return try files.map { try ReceivedEmail(file: $0) }
+    }
+}
+
+extension Testbed {
+    /// Starts aiosmtpd on a free port with a Maildir in the temp dir and waits for its port.
+    func startSMTPServer() throws -> SMTPServerInstance {
+        let python = MailTools.systemPython
+        guard FileManager.default.isExecutableFile(atPath: python.path) else {
+            throw HarnessError("\(python.path) is missing: install python3 and python3-aiosmtpd")
+        }
+        let check = try SpawnedProcess.run(python, ["-c", "import aiosmtpd.handlers"], directory: dir.url, timeout: 30)
+        guard check.status == 0 else {
+            throw HarnessError("python3-aiosmtpd is not installed for \(python.path) (apt-get install python3-aiosmtpd): \(check)")
+        }
+        let maildir = dir.url.appendingPathComponent("maildir-\(UUID().uuidString.prefix(6))")
+        var lastError: Error?
+        for _ in 0..<3 {
+            let port = try Ports.free()
+            let p = try spawn(python, ["-m", "aiosmtpd", "-n", "-l", "127.0.0.1:\(port)",
+                                       "-c", "aiosmtpd.handlers.Mailbox", maildir.path], name: "aiosmtpd")
+            do {
+                try p.waitForPort(port, timeout: 20)
+                return SMTPServerInstance(process: p, port: port, maildir: maildir)
+            } catch {
+                lastError = error
+                p.kill()
+            }
+        }
+        throw lastError!
+    }
+}
