@@ -186,7 +186,26 @@ final class ServerConnection {
             withExtendedLifetime(c) { c.event(what) }
         }, Unmanaged.passUnretained(self).toOpaque())
         setReadTimeout(server.limits.idleTimeoutMs)
-        bufferevent_enable(bev, Int16(EV_READ | EV_WRITE))
+        // Plain sockets write directly (see flush()); EV_WRITE is only for what is left over.
+        bufferevent_enable(bev, Int16(isTLS ? EV_READ | EV_WRITE : EV_READ))
+    }
+
+    /// Sends buffered output now, with one writev, instead of arming a write event and
+    /// waiting a loop iteration: that costs two epoll_ctl calls per response. What the socket
+    /// does not take is left to libevent (EV_WRITE), which calls writable() when drained.
+    func flush() {
+        guard state != .closed else { return }
+        let out = output
+        guard !isTLS else {
+            if evbuffer_get_length(out) == 0 { writable() }
+            return
+        }
+        if evbuffer_get_length(out) > 0 { _ = evbuffer_write(out, fd) }
+        if evbuffer_get_length(out) > 0 {
+            bufferevent_enable(bev, Int16(EV_WRITE))
+        } else {
+            writable()
+        }
     }
 
     private var input: OpaquePointer { bufferevent_get_input(bev)! }
@@ -271,6 +290,7 @@ final class ServerConnection {
             }
             if framing != .none && parsed.versionMinor >= 1 {
                 EvBuffer.append(output, "HTTP/1.1 100 Continue\r\n\r\n")
+                flush()
             }
         }
         head = parsed
@@ -347,6 +367,7 @@ final class ServerConnection {
     }
 
     private func writable() {
+        if !isTLS && evbuffer_get_length(output) == 0 { bufferevent_disable(bev, Int16(EV_WRITE)) }
         if state == .handling {
             if responseComplete {
                 completeExchange()
@@ -358,7 +379,7 @@ final class ServerConnection {
 
     func responseFinished() {
         responseComplete = true
-        if evbuffer_get_length(output) == 0 { completeExchange() }
+        flush()
     }
 
     private func completeExchange() {

@@ -117,6 +117,7 @@ public final class ServerExchange {
         } else {
             evbuffer_add_buffer(c.output, buffer)
         }
+        c.flush()
     }
 
     public func writeBody(_ bytes: [UInt8]) {

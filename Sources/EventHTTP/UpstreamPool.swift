@@ -219,7 +219,10 @@ final class UpstreamConnection {
         bufferevent_setcb(bev, { _, ctx in
             let c = Unmanaged<UpstreamConnection>.fromOpaque(ctx!).takeUnretainedValue()
             withExtendedLifetime(c) { c.readable() }
-        }, nil, { _, what, ctx in
+        }, { _, ctx in
+            let c = Unmanaged<UpstreamConnection>.fromOpaque(ctx!).takeUnretainedValue()
+            withExtendedLifetime(c) { c.drained() }
+        }, { _, what, ctx in
             let c = Unmanaged<UpstreamConnection>.fromOpaque(ctx!).takeUnretainedValue()
             withExtendedLifetime(c) { c.event(what) }
         }, Unmanaged.passUnretained(self).toOpaque())
@@ -254,6 +257,7 @@ final class UpstreamConnection {
             state = .waitingHead
             armResponseTimeout()
             bufferevent_enable(bev, Int16(EV_READ))
+            flushOutput()
             // Bytes that arrived while idle mean a broken upstream.
             if evbuffer_get_length(bufferevent_get_input(bev)!) > 0 {
                 fail(.protocolError("unsolicited data on an idle connection"))
@@ -264,6 +268,25 @@ final class UpstreamConnection {
     /// The response timeout also bounds how long the connection may sit idle in the pool, so
     /// that a reused connection needs no timer changes (each one is libevent heap work).
     private var timeoutsArmed = false
+
+    /// Plain connections write requests directly once connected (no write event per request;
+    /// see ServerConnection.flush()); libevent takes over only what the socket did not take.
+    private var writesDirectly: Bool { pool.endpoint.tls == nil }
+
+    private func flushOutput() {
+        guard writesDirectly, let bev, state != .connecting else { return }
+        let out = bufferevent_get_output(bev)!
+        if evbuffer_get_length(out) > 0 { _ = evbuffer_write(out, bufferevent_getfd(bev)) }
+        if evbuffer_get_length(out) > 0 {
+            bufferevent_enable(bev, Int16(EV_WRITE))
+        } else {
+            bufferevent_disable(bev, Int16(EV_WRITE))
+        }
+    }
+
+    private func drained() {
+        if writesDirectly, let bev { bufferevent_disable(bev, Int16(EV_WRITE)) }
+    }
 
     private func armResponseTimeout() {
         guard !timeoutsArmed else { return }
@@ -396,6 +419,7 @@ final class UpstreamConnection {
             if state == .connecting {
                 state = .waitingHead
                 armResponseTimeout()
+                flushOutput()
             }
             return
         }
