@@ -2,6 +2,7 @@
 # Installs the system packages TxGate needs to build, run, test and benchmark.
 # Idempotent: installs only what is missing. Used by `make run`, `make test`, CI and docker/Dockerfile.
 #   scripts/install-deps.sh            build + runtime + test packages
+#   scripts/install-deps.sh --build    what building needs (runtime + build packages; docker/Dockerfile)
 #   scripts/install-deps.sh --runtime  only what the built binaries need at run time
 # The test set also has the browser tests' headless Chromium (Debian's chromium + chromium-driver)
 # and the Python package selenium (from PyPI with pip, only if `python3 -c 'import selenium'` fails).
@@ -17,9 +18,10 @@ want=()
 python_test=0   # 1: also install the test set's Python packages (selenium)
 case "${1:-}" in
   --runtime) want=("${runtime[@]}") ;;
+  --build)   want=("${runtime[@]}" "${build[@]}") ;;
   --bench)   want=("${runtime[@]}" "${build[@]}" "${test[@]}" "${bench[@]}"); python_test=1 ;;
   "")        want=("${runtime[@]}" "${build[@]}" "${test[@]}"); python_test=1 ;;
-  *) echo "install-deps.sh: unknown option '$1' (use --runtime or --bench)" >&2; exit 2 ;;
+  *) echo "install-deps.sh: unknown option '$1' (use --build, --runtime or --bench)" >&2; exit 2 ;;
 esac
 
 missing=()
