@@ -10,7 +10,20 @@ final class GatewayEndpointsPhase: RequestPhase {
                 return
             }
             let s = ctx.worker.shared
-            ctx.respondJSON(status: 200, #"{"status":"ok","workers":\#(s.workerCount),"upstream":"\#(JSONText.escape(s.upstreamDescription))"}"#)
+            let base = #""workers":\#(s.workerCount),"upstream":"\#(JSONText.escape(s.upstreamDescription))""#
+            guard let store = s.store else {
+                ctx.respondJSON(status: 200, #"{"status":"ok",\#(base)}"#)
+                return
+            }
+            // The store answers a ping, or the gateway says it cannot serve what needs state.
+            store.ping(on: ctx.worker.loop) { r in
+                switch r {
+                case .success:
+                    ctx.respondJSON(status: 200, #"{"status":"ok",\#(base),"store":"up"}"#)
+                case .failure(let e):
+                    ctx.respondJSON(status: 503, #"{"status":"degraded",\#(base),"store":"down","error":"\#(JSONText.escape(e.description))"}"#)
+                }
+            }
             return
         }
         if path.hasPrefix("/-/") {
