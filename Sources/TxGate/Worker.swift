@@ -87,8 +87,8 @@ final class SharedState: @unchecked Sendable {
             }
         } else {
             pdp = nil
+            logger.warning("no policies configured: running as a plain proxy, every request is forwarded")
         }
-        for warning in config.warnings() { logger.warning("\(warning)") }
     }
 
     static func emailSender(_ config: EmailConfig) throws -> EmailSender {

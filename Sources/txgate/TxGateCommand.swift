@@ -72,8 +72,7 @@ struct Check: ParsableCommand {
 
     func run() throws {
         do {
-            let config = try ConfigLoader.load(path: options.config)
-            for w in config.warnings() { printError("warning: \(w)") }
+            _ = try ConfigLoader.load(path: options.config)
         } catch {
             for e in error.errors { printError("\(e)") }
             printError("\(options.config): \(error.errors.count) error\(error.errors.count == 1 ? "" : "s")")

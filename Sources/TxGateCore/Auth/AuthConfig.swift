@@ -77,48 +77,27 @@ public struct SecurityConfig: Decodable, Sendable {
 public struct SecretsConfig: Decodable, Sendable {
     /// HS256 key for authIds; generated (0600) on first start if missing. `TXGATE_SIGNING_KEY` wins.
     public var signingKeyFile = "var/signing.key"
-    /// Whether the file was named in the configuration (not the default).
-    public var signingKeyFileGiven = false
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, known: ["signingKeyFile"])
         signingKeyFile = o.value("signingKeyFile", default: signingKeyFile)
-        signingKeyFileGiven = o.has("signingKeyFile")
     }
 }
 
 public struct StoreConfig: Decodable, Sendable {
-    /// "sqlite" (embedded, one instance) or "redis" (shared by several instances).
     public var type = "sqlite"
     public var path = "var/txgate.db"
-    /// redis://[user:password@]host:port[/db]
-    public var url = ""
-    public var keyPrefix = "txgate:"
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["type", "path", "url", "keyPrefix", "tls"])
+        let o = try StrictObject(decoder, known: ["type", "path"])
         type = o.value("type", default: type)
         path = o.value("path", default: path)
-        url = o.value("url", default: url)
-        keyPrefix = o.value("keyPrefix", default: keyPrefix)
-        switch type {
-        case "sqlite":
-            if path.isEmpty { o.invalid("path", "must not be empty") }
-            for k in ["url", "keyPrefix", "tls"] where o.has(k) { o.invalid(k, "only for type redis") }
-        case "redis":
-            if o.has("path") { o.invalid("path", "only for type sqlite") }
-            if url.isEmpty { o.invalid("url", "required for type redis (redis://host:port/db)") }
-            else if !url.hasPrefix("redis://") { o.invalid("url", "'\(url)' is not redis://[user:password@]host:port[/db]") }
-            if o.has("tls") {
-                o.invalid("tls", "not supported: Debian's hiredis 0.14 has no TLS; reach Redis over a private network or a TLS tunnel")
-            }
-        default:
-            o.invalid("type", "'\(type)' is not a known store (sqlite, redis)")
-        }
+        if type != "sqlite" { o.invalid("type", "'\(type)' is not a known store (sqlite)") }
+        if path.isEmpty { o.invalid("path", "must not be empty") }
     }
 }
 
