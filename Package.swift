@@ -17,6 +17,7 @@ let package = Package(
         .systemLibrary(name: "CLibevent", pkgConfig: "libevent", providers: [.apt(["libevent-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // The one thin layer over libevent: loops, HTTP/1.1 server and upstream client, TLS.
@@ -31,11 +32,15 @@ let package = Package(
         ]),
         // The embedded default store: the Store protocol on one SQLite file.
         .target(name: "TxGateStore", dependencies: ["TxGateCore", "CSQLite"]),
+        // The cluster store: the Store protocol on Redis, through hiredis on each worker's libevent loop.
+        .target(name: "TxGateRedis", dependencies: [
+            "CHiredis", "EventHTTP", "TxGateCore", .product(name: "Logging", package: "swift-log"),
+        ]),
         // Email delivery behind one interface: SMTP (libcurl, on its own threads) or an outbox folder.
         .target(name: "TxGateEmail", dependencies: ["CCurl", "TxGateCore"]),
         // The gateway: request phases wired onto EventHTTP.
         .target(name: "TxGate", dependencies: [
-            "EventHTTP", "TxGateCore", "TxGateCrypto", "TxGateStore", "TxGateEmail",
+            "EventHTTP", "TxGateCore", "TxGateCrypto", "TxGateStore", "TxGateRedis", "TxGateEmail",
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "txgate", dependencies: [
@@ -51,6 +56,7 @@ let package = Package(
         .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateCrypto"], exclude: ["browser"]),
         .testTarget(name: "TxGateStoreTests", dependencies: ["TxGateStore", "TxGateCore"]),
+        .testTarget(name: "TxGateRedisTests", dependencies: ["TxGateRedis", "EventHTTP", "TxGateCore"]),
         .testTarget(name: "TxGateEmailTests", dependencies: ["TxGateEmail", "TxGateCore"]),
     ],
     swiftLanguageModes: [.v5]

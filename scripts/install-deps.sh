@@ -7,11 +7,12 @@
 # The test set also has the browser tests' headless Chromium (Debian's chromium + chromium-driver)
 # and the Python package selenium (from PyPI with pip, only if `python3 -c 'import selenium'` fails).
 # python3-aiosmtpd is the real SMTP server the email tests (Tests/TxGateEmailTests) deliver to.
+# redis-server is the real Redis the store and cluster tests start on free loopback ports.
 set -euo pipefail
 
-runtime=(libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libssl3 libsqlite3-0 libcurl4 ca-certificates)
-build=(libevent-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev pkg-config)
-test=(openssl curl oathtool chromium chromium-driver python3 python3-pip python3-aiosmtpd)
+runtime=(libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libssl3 libsqlite3-0 libcurl4 libhiredis0.14 ca-certificates)
+build=(libevent-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev libhiredis-dev pkg-config)
+test=(openssl curl oathtool chromium chromium-driver python3 python3-pip python3-aiosmtpd redis-server)
 bench=(nginx-light wrk)
 
 want=()

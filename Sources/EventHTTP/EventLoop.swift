@@ -10,6 +10,9 @@ public final class EventLoop: @unchecked Sendable {
     private let lock = NSLock()
     private var pending: [() -> Void] = []
     private var loopThread: pthread_t?
+    /// Objects bound to this loop (one per owner, e.g. a store's connection for this loop).
+    /// Set before the loop runs or on its thread; read on its thread only.
+    public var locals: [ObjectIdentifier: AnyObject] = [:]
 
     public init() {
         EventLoop.processSetup

@@ -35,6 +35,15 @@ public struct SocketAddress: CustomStringConvertible, @unchecked Sendable {
         }
     }
 
+    /// The address as a numeric string ("127.0.0.1", "::1"), for libraries that take one.
+    public var numericHost: String {
+        var buffer = [CChar](repeating: 0, count: Int(NI_MAXHOST))
+        let rc = withSockaddr { sa, len in
+            getnameinfo(sa, socklen_t(len), &buffer, socklen_t(buffer.count), nil, 0, NI_NUMERICHOST)
+        }
+        return rc == 0 ? String(cString: buffer) : host
+    }
+
     func withSockaddr<T>(_ body: (UnsafePointer<sockaddr>, Int32) -> T) -> T {
         withUnsafePointer(to: storage) { p in
             p.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) }

@@ -3,6 +3,7 @@ import Foundation
 import HTTPCore
 import Logging
 import TxGateCore
+import TxGateRedis
 import TxGateStore
 import TxGateEmail
 
@@ -21,6 +22,8 @@ final class SharedState: @unchecked Sendable {
     let upstreamDescription: String
     let limits: ServerLimits
     let store: Store?
+    /// The store when it is Redis: each worker attaches its loop to it.
+    let redis: RedisStore?
     let auth: AuthService?
     let pdp: PolicyDecisionPoint?
     let policies: [Policy]
@@ -54,13 +57,25 @@ final class SharedState: @unchecked Sendable {
         limits = ServerLimits(maxHeaderBytes: config.limits.maxHeaderBytes, maxBodyBytes: config.limits.maxBodyBytes)
         // The authentication service and its store exist when there are journeys to run.
         if config.journeys.isEmpty {
+            redis = nil
             store = nil
             auth = nil
         } else {
-            let s = try SQLiteStore(path: config.store.path)
+            let s: Store
+            let storeDescription: String
+            if let url = config.store.redis {
+                let r = RedisStore(url: url, keyPrefix: config.store.keyPrefix, timeoutMs: config.store.timeoutMs, logger: logger)
+                redis = r
+                s = r
+                storeDescription = url.description
+            } else {
+                redis = nil
+                s = try SQLiteStore(path: config.store.path)
+                storeDescription = "sqlite:\(config.store.path)"
+            }
             let (key, source) = try SigningKey.load(file: config.secrets.signingKeyFile)
             logger.info("authentication service enabled", metadata: [
-                "store": .string("sqlite:\(config.store.path)"), "signing_key": .string(source.rawValue),
+                "store": .string(storeDescription), "signing_key": .string(source.rawValue),
                 "journeys": .string(config.journeys.keys.sorted().joined(separator: ",")),
                 "users": .stringConvertible(config.users.count),
             ])
@@ -87,8 +102,8 @@ final class SharedState: @unchecked Sendable {
             }
         } else {
             pdp = nil
-            logger.warning("no policies configured: running as a plain proxy, every request is forwarded")
         }
+        for warning in config.warnings() { logger.warning("\(warning)") }
     }
 
     static func emailSender(_ config: EmailConfig) throws -> EmailSender {
@@ -139,6 +154,7 @@ final class Worker: @unchecked Sendable {
         self.index = index
         self.shared = shared
         pool = UpstreamPool(loop: loop, endpoint: shared.upstream)
+        shared.redis?.attach(to: loop)
         var phases: [RequestPhase] = [GatewayEndpointsPhase(), AuthEndpointsPhase(auth: shared.auth)]
         if let pdp = shared.pdp, let auth = shared.auth {
             phases.append(PolicyPhase(pdp: pdp, auth: auth, config: shared.config))
@@ -188,6 +204,7 @@ final class Worker: @unchecked Sendable {
         loop.execute { [self] in
             server.beginDrain { [self] in
                 pool.closeIdle()
+                shared.redis?.detach(from: loop)
                 done()
                 loop.stop()
             }

@@ -72,7 +72,8 @@ struct Check: ParsableCommand {
 
     func run() throws {
         do {
-            _ = try ConfigLoader.load(path: options.config)
+            let config = try ConfigLoader.load(path: options.config)
+            for w in config.warnings() { printError("warning: \(w)") }
         } catch {
             for e in error.errors { printError("\(e)") }
             printError("\(options.config): \(error.errors.count) error\(error.errors.count == 1 ? "" : "s")")

@@ -96,4 +96,28 @@ import Testing
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         _ = try ConfigLoader.load(path: root.appendingPathComponent("gateway.json").path)
     }
+
+    @Test func storeTypesAndTheirKeys() throws {
+        let redis = try decode(#"{"upstream": {"url": "http://a"}, "store": {"type": "redis", "url": "redis://:pw@127.0.0.1:6379/2", "keyPrefix": "gw1:"}}"#).get()
+        #expect(redis.store.type == "redis" && redis.store.url == "redis://:pw@127.0.0.1:6379/2" && redis.store.keyPrefix == "gw1:")
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"type": "redis"}}"#) == ["store.url: required for type redis (redis://host:port/db)"])
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"type": "redis", "url": "http://x"}}"#) == ["store.url: 'http://x' is not redis://[user:password@]host:port[/db]"])
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"type": "sqlite", "url": "redis://x"}}"#) == ["store.url: only for type redis"])
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"type": "redis", "url": "redis://x:1", "tls": {}}}"#).first?.hasPrefix("store.tls: not supported") == true)
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"type": "memcache"}}"#) == ["store.type: 'memcache' is not a known store (sqlite, redis)"])
+    }
+
+    @Test func checkWarnsAboutAClusterWithoutASharedKey() throws {
+        let json = #"{"upstream": {"url": "http://a"}, "store": {"type": "redis", "url": "redis://127.0.0.1:6379"}, "policies": [],"#
+            + #" "journeys": {"Login": [{"type": "UsernamePassword"}]}}"#
+        let c = try decode(json).get()
+        #expect(c.warnings(environment: [:]).count == 1)
+        #expect(c.warnings(environment: [:]).first?.contains("TXGATE_SIGNING_KEY") == true)
+        #expect(c.warnings(environment: ["TXGATE_SIGNING_KEY": "x"]).isEmpty)
+        var withFile = c
+        withFile.secrets.signingKeyFileGiven = true
+        #expect(withFile.warnings(environment: [:]).isEmpty)
+        let plain = try decode(#"{"upstream": {"url": "http://a"}}"#).get()
+        #expect(plain.warnings(environment: [:]) == ["no policies: the gateway runs as a plain proxy and forwards every request"])
+    }
 }

@@ -127,4 +127,3 @@ func masked(_ secret: String) -> String {
     secret.count <= 8 ? "****" : String(secret.prefix(4)) + "…" + "(\(secret.count))"
 }
 
-extension EventLoop: CallbackExecutor {}

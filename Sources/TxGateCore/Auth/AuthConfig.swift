@@ -77,27 +77,58 @@ public struct SecurityConfig: Decodable, Sendable {
 public struct SecretsConfig: Decodable, Sendable {
     /// HS256 key for authIds; generated (0600) on first start if missing. `TXGATE_SIGNING_KEY` wins.
     public var signingKeyFile = "var/signing.key"
+    /// Whether the file was named in the configuration (not the default).
+    public var signingKeyFileGiven = false
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, known: ["signingKeyFile"])
         signingKeyFile = o.value("signingKeyFile", default: signingKeyFile)
+        signingKeyFileGiven = o.has("signingKeyFile")
     }
 }
 
 public struct StoreConfig: Decodable, Sendable {
+    /// "sqlite" (embedded, one instance) or "redis" (shared by several instances).
     public var type = "sqlite"
     public var path = "var/txgate.db"
+    /// redis://[user:password@]host:port[/db]
+    public var url = ""
+    /// Parsed `url` (type redis).
+    public var redis: RedisURL?
+    /// Prepended to every key, so that several deployments can share one Redis database.
+    public var keyPrefix = "txgate:"
+    /// How long a Redis command (or a connect) may take before the connection counts as down.
+    public var timeoutMs = 1000
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["type", "path"])
+        let o = try StrictObject(decoder, known: ["type", "path", "url", "keyPrefix", "timeoutMs", "tls"])
         type = o.value("type", default: type)
         path = o.value("path", default: path)
-        if type != "sqlite" { o.invalid("type", "'\(type)' is not a known store (sqlite)") }
-        if path.isEmpty { o.invalid("path", "must not be empty") }
+        url = o.value("url", default: url)
+        keyPrefix = o.value("keyPrefix", default: keyPrefix)
+        timeoutMs = o.value("timeoutMs", default: timeoutMs)
+        switch type {
+        case "sqlite":
+            if path.isEmpty { o.invalid("path", "must not be empty") }
+            for k in ["url", "keyPrefix", "timeoutMs", "tls"] where o.has(k) { o.invalid(k, "only for type redis") }
+        case "redis":
+            if o.has("path") { o.invalid("path", "only for type sqlite") }
+            if url.isEmpty {
+                o.invalid("url", "required for type redis (redis://host:port/db)")
+            } else {
+                do { redis = try RedisURL(parsing: url) } catch { o.invalid("url", "\(error)") }
+            }
+            if !(10...60_000).contains(timeoutMs) { o.invalid("timeoutMs", "must be between 10 and 60000") }
+            if o.has("tls") {
+                o.invalid("tls", "not supported: Debian's hiredis 0.14 has no TLS; reach Redis over a private network or a TLS tunnel")
+            }
+        default:
+            o.invalid("type", "'\(type)' is not a known store (sqlite, redis)")
+        }
     }
 }
 

@@ -201,6 +201,19 @@ public struct GatewayConfig: Decodable, Sendable {
         email = o.optional("email")
     }
 
+    /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
+    public func warnings(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
+        var out: [String] = []
+        if policies == nil {
+            out.append("no policies: the gateway runs as a plain proxy and forwards every request")
+        }
+        if store.type == "redis" && !journeys.isEmpty && environment["TXGATE_SIGNING_KEY"] == nil && !secrets.signingKeyFileGiven {
+            out.append("store.type is redis but no shared signing key is set: set TXGATE_SIGNING_KEY (or secrets.signingKeyFile "
+                + "to a file every instance shares), or journeys started on one instance fail on another")
+        }
+        return out
+    }
+
     /// The base URL links point at: `publicUrl`, or one derived from `listen`.
     public var effectivePublicURL: HTTPURL {
         if let publicUrl { return publicUrl }

@@ -1,0 +1,204 @@
+import EventHTTP
+import Logging
+import TxGateCore
+
+/// Store completions run on the worker loop that asked.
+extension EventLoop: CallbackExecutor {}
+
+/// The store on Redis, shared by every TxGate instance that points at the same database.
+///
+/// Each worker loop has its own connection (`attach(to:)`), and every operation is one
+/// server-side step: `SET NX PX`, `GETDEL`, or a Lua script for increment-with-expiry and
+/// compare-and-swap. Nothing is read and then written from the gateway, so of concurrent
+/// callers across the whole cluster exactly one takes a value or wins a swap.
+///
+/// Needs Redis >= 6.2 (GETDEL, KEEPTTL), a single primary (not Redis Cluster's sharding).
+public final class RedisStore: Store, @unchecked Sendable {
+    public let url: RedisURL
+    public let keyPrefix: String
+    public let timeoutMs: Int
+    private let logger: Logger
+
+    public init(url: RedisURL, keyPrefix: String, timeoutMs: Int, logger: Logger) {
+        self.url = url
+        self.keyPrefix = keyPrefix
+        self.timeoutMs = timeoutMs
+        self.logger = logger
+    }
+
+    /// Gives `loop` its own connection, which starts connecting once the loop runs. Call it
+    /// before the loop runs, or on its thread.
+    public func attach(to loop: EventLoop) {
+        let connection = RedisConnection(loop: loop, url: url, timeoutMs: timeoutMs, logger: logger)
+        loop.locals[ObjectIdentifier(self)] = connection
+        loop.execute { connection.connect() }
+    }
+
+    /// Closes `loop`'s connection (on its thread); commands still waiting fail as unavailable.
+    public func detach(from loop: EventLoop) {
+        (loop.locals.removeValue(forKey: ObjectIdentifier(self)) as? RedisConnection)?.close()
+    }
+
+    /// Whether `loop`'s connection is up (on its thread).
+    public func isConnected(on loop: EventLoop) -> Bool {
+        (loop.locals[ObjectIdentifier(self)] as? RedisConnection)?.isReady ?? false
+    }
+
+    // MARK: Store
+
+    public func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
+                       _ done: @escaping (StoreResult<Bool>) -> Void) {
+        var c = RedisCommand("SET")
+        c.add(keyPrefix + key)
+        c.add(value)
+        c.add("PX")
+        c.add(String(ttlMs))
+        c.add("NX")
+        run(c, on: executor, done) { reply in
+            switch reply {
+            case .status("OK"): return true
+            case .null: return false
+            default: return nil
+            }
+        }
+    }
+
+    public func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
+                    _ done: @escaping (StoreResult<Void>) -> Void) {
+        var c = RedisCommand("SET")
+        c.add(keyPrefix + key)
+        c.add(value)
+        c.add("PX")
+        c.add(String(ttlMs))
+        run(c, on: executor, done) { reply in reply == .status("OK") ? () : nil }
+    }
+
+    public func get(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
+        var c = RedisCommand("GET")
+        c.add(keyPrefix + key)
+        run(c, on: executor, done, Self.optionalValue)
+    }
+
+    public func touch(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        var c = RedisCommand("PEXPIRE")
+        c.add(keyPrefix + key)
+        c.add(String(ttlMs))
+        run(c, on: executor, done, Self.flag)
+    }
+
+    public func delete(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        var c = RedisCommand("DEL")
+        c.add(keyPrefix + key)
+        run(c, on: executor, done, Self.flag)
+    }
+
+    public func take(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
+        var c = RedisCommand("GETDEL")
+        c.add(keyPrefix + key)
+        run(c, on: executor, done, Self.optionalValue)
+    }
+
+    public func increment(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Int>) -> Void) {
+        var c = RedisCommand("EVAL")
+        c.add(Self.incrementScript)
+        c.add("1")
+        c.add(keyPrefix + key)
+        c.add(String(ttlMs))
+        run(c, on: executor, done) { reply in
+            if case .integer(let n) = reply { return n }
+            return nil
+        }
+    }
+
+    public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, on executor: CallbackExecutor,
+                               _ done: @escaping (StoreResult<Bool>) -> Void) {
+        var c = RedisCommand("EVAL")
+        c.add(Self.compareAndSwapScript)
+        c.add("1")
+        c.add(keyPrefix + key)
+        c.add(expected)
+        if let new {
+            c.add("set")
+            c.add(new)
+            c.add(ttlMs.map { String($0) } ?? "")
+        } else {
+            c.add("del")
+        }
+        run(c, on: executor, done, Self.flag)
+    }
+
+    public func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {
+        run(RedisCommand("PING"), on: executor, done) { reply in reply == .status("PONG") ? () : nil }
+    }
+
+    // MARK: scripts
+
+    /// INCR, and the expiry only when the counter was just created: a window that does not slide.
+    static let incrementScript = """
+        local n = redis.call('INCR', KEYS[1])
+        if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
+        return n
+        """
+
+    /// Compare and swap (or delete) in one step. ARGV: expected, 'set'|'del', new value,
+    /// ttl in ms ('' keeps the current expiry).
+    static let compareAndSwapScript = """
+        if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+        if ARGV[2] == 'del' then
+          redis.call('DEL', KEYS[1])
+        elseif ARGV[4] == '' then
+          redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
+        else
+          redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+        end
+        return 1
+        """
+
+    // MARK: running commands
+
+    private static func optionalValue(_ reply: RedisReply) -> [UInt8]?? {
+        switch reply {
+        case .string(let bytes): return .some(bytes)
+        case .null: return .some(nil)
+        default: return nil
+        }
+    }
+
+    private static func flag(_ reply: RedisReply) -> Bool? {
+        if case .integer(let n) = reply { return n > 0 }
+        return nil
+    }
+
+    /// Sends `command` on the executor's loop connection and maps the reply; a reply `map`
+    /// does not expect is an error. Completions run on the executor's loop: from the reply's
+    /// read event, or through `execute` when the command could not be sent.
+    private func run<T>(_ command: RedisCommand, on executor: CallbackExecutor, _ done: @escaping (StoreResult<T>) -> Void,
+                        _ map: @escaping (RedisReply) -> T?) {
+        guard let loop = executor as? EventLoop, let connection = loop.locals[ObjectIdentifier(self)] as? RedisConnection else {
+            executor.execute { done(.failure(.failed("no redis connection for this executor: call attach(to:) for each loop"))) }
+            return
+        }
+        guard loop.inLoopThread else {
+            loop.execute { [self] in run(command, on: executor, done, map) }
+            return
+        }
+        let sent = connection.send(command) { [connection] reply in
+            switch reply {
+            case nil:
+                done(.failure(.unavailable(connection.unavailableReason)))
+            case .error(let message)?:
+                done(.failure(.failed("redis refused \(command.name): \(message)")))
+            case let reply?:
+                if let value = map(reply) {
+                    done(.success(value))
+                } else {
+                    done(.failure(.failed("unexpected redis reply to \(command.name): \(reply.kind)")))
+                }
+            }
+        }
+        if !sent {
+            let reason = connection.unavailableReason
+            loop.execute { done(.failure(.unavailable(reason))) }
+        }
+    }
+}

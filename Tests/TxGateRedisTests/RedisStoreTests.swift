@@ -1,0 +1,209 @@
+import EventHTTP
+import Foundation
+import Testing
+import TxGateCore
+import TxGateRedis
+
+/// The Store protocol on a real redis-server: the same semantics as the SQLite store, each
+/// operation atomic across connections (which stand in for workers and gateway instances).
+@Suite(.serialized) struct RedisStoreTests {
+    @Test func operationsKeepTheStoreContract() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let loops = RunningLoops(1)
+        let store = makeStore(redis.url, on: loops.loops)
+        defer { loops.stop(detaching: [store]) }
+        let loop = loops.loops[0]
+
+        try await call(on: loop) { store.ping(on: $0, $1) }.get()
+        // Binary values, with NULs and bytes that are not UTF-8.
+        let blob: [UInt8] = [0, 255, 13, 10, 0x80, 36, 0]
+        #expect(try await call(on: loop) { store.create("k", value: blob, ttlMs: 60_000, on: $0, $1) }.get() == true)
+        #expect(try await call(on: loop) { store.create("k", value: [1], ttlMs: 60_000, on: $0, $1) }.get() == false)
+        #expect(try await call(on: loop) { store.get("k", on: $0, $1) }.get() == blob)
+        try await call(on: loop) { store.put("k", value: bytes("v2"), ttlMs: 60_000, on: $0, $1) }.get()
+        #expect(try await call(on: loop) { store.get("k", on: $0, $1) }.get() == bytes("v2"))
+        #expect(try await call(on: loop) { store.get("absent", on: $0, $1) }.get() == nil)
+        #expect(try await call(on: loop) { store.touch("k", ttlMs: 60_000, on: $0, $1) }.get() == true)
+        #expect(try await call(on: loop) { store.touch("absent", ttlMs: 60_000, on: $0, $1) }.get() == false)
+
+        // compare-and-swap: a mismatch changes nothing; a match replaces, keeps or sets the expiry, or deletes.
+        #expect(try await call(on: loop) { store.compareAndSwap("k", expected: bytes("nope"), new: [9], ttlMs: nil, on: $0, $1) }.get() == false)
+        #expect(try await call(on: loop) { store.get("k", on: $0, $1) }.get() == bytes("v2"))
+        #expect(try await call(on: loop) { store.compareAndSwap("k", expected: bytes("v2"), new: blob, ttlMs: nil, on: $0, $1) }.get() == true)
+        #expect(try await call(on: loop) { store.get("k", on: $0, $1) }.get() == blob)
+        let ttl = try redis.rawCommand("PTTL t:k\r\n")
+        #expect(ttl.hasPrefix(":") && (Int(ttl.dropFirst().prefix { $0.isNumber }) ?? 0) > 50_000, "KEEPTTL kept the expiry: \(ttl)")
+        #expect(try await call(on: loop) { store.compareAndSwap("absent", expected: [], new: [1], ttlMs: 1000, on: $0, $1) }.get() == false)
+        #expect(try await call(on: loop) { store.compareAndSwap("k", expected: blob, new: nil, ttlMs: nil, on: $0, $1) }.get() == true)
+        #expect(try await call(on: loop) { store.get("k", on: $0, $1) }.get() == nil)
+
+        // take returns the value once.
+        try await call(on: loop) { store.put("once", value: bytes("x"), ttlMs: 60_000, on: $0, $1) }.get()
+        #expect(try await call(on: loop) { store.take("once", on: $0, $1) }.get() == bytes("x"))
+        #expect(try await call(on: loop) { store.take("once", on: $0, $1) }.get() == nil)
+
+        #expect(try await call(on: loop) { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() == 1)
+        #expect(try await call(on: loop) { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() == 2)
+        #expect(try await call(on: loop) { store.get("n", on: $0, $1) }.get() == bytes("2"))
+        #expect(try await call(on: loop) { store.delete("n", on: $0, $1) }.get() == true)
+        #expect(try await call(on: loop) { store.delete("n", on: $0, $1) }.get() == false)
+
+        // Every key carries the prefix; another prefix is another namespace.
+        #expect(try redis.rawCommand("EXISTS t:once\r\n") == ":0\r\n")
+        try await call(on: loop) { store.put("shared", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
+        #expect(try redis.rawCommand("EXISTS t:shared\r\n") == ":1\r\n")
+        let other = makeStore(redis.url, prefix: "other:", on: [loop])
+        defer { loop.execute { other.detach(from: loop) } }
+        #expect(try await call(on: loop) { other.get("shared", on: $0, $1) }.get() == nil)
+    }
+
+    @Test func keysExpireOnTheServer() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let loops = RunningLoops(1)
+        let store = makeStore(redis.url, on: loops.loops)
+        defer { loops.stop(detaching: [store]) }
+        let loop = loops.loops[0]
+
+        try await call(on: loop) { store.put("short", value: [1], ttlMs: 100, on: $0, $1) }.get()
+        #expect(try await call(on: loop) { store.create("created", value: [1], ttlMs: 100, on: $0, $1) }.get())
+        // The counter's window does not slide: a later increment with a long ttl keeps the first expiry.
+        #expect(try await call(on: loop) { store.increment("window", ttlMs: 100, on: $0, $1) }.get() == 1)
+        #expect(try await call(on: loop) { store.increment("window", ttlMs: 600_000, on: $0, $1) }.get() == 2)
+        try await call(on: loop) { store.put("long", value: [1], ttlMs: 100, on: $0, $1) }.get()
+        #expect(try await call(on: loop) { store.touch("long", ttlMs: 60_000, on: $0, $1) }.get())
+        try await Task.sleep(nanoseconds: 300_000_000)
+        #expect(try await call(on: loop) { store.get("short", on: $0, $1) }.get() == nil)
+        #expect(try await call(on: loop) { store.get("created", on: $0, $1) }.get() == nil)
+        #expect(try await call(on: loop) { store.get("window", on: $0, $1) }.get() == nil)
+        #expect(try await call(on: loop) { store.get("long", on: $0, $1) }.get() == [1])
+        // A swap with a ttl sets that expiry.
+        #expect(try await call(on: loop) { store.compareAndSwap("long", expected: [1], new: [2], ttlMs: 100, on: $0, $1) }.get())
+        try await Task.sleep(nanoseconds: 300_000_000)
+        #expect(try await call(on: loop) { store.get("long", on: $0, $1) }.get() == nil)
+    }
+
+    /// Four connections on two stores stand in for workers of two gateway instances.
+    @Test func ofConcurrentCallersAcrossConnectionsExactlyOneWins() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let loops = RunningLoops(4)
+        let a = makeStore(redis.url, on: Array(loops.loops[0..<2]))
+        let b = makeStore(redis.url, on: Array(loops.loops[2..<4]))
+        defer { loops.stop(detaching: [a, b]) }
+        func store(_ loop: EventLoop) -> RedisStore { loops.loops.firstIndex { $0 === loop }! < 2 ? a : b }
+
+        for round in 0..<10 {
+            let key = "tx:\(round)"
+            try await call(on: loops.loops[0]) { a.put(key, value: bytes("record \(round)"), ttlMs: 60_000, on: $0, $1) }.get()
+            let taken = await concurrently(100, loops: loops.loops) { _, loop, done in store(loop).take(key, on: loop, done) }
+            #expect(try taken.compactMap { try $0.get() } == [bytes("record \(round)")], "round \(round)")
+
+            try await call(on: loops.loops[0]) { a.put(key, value: bytes("pending"), ttlMs: 60_000, on: $0, $1) }.get()
+            let swapped = await concurrently(100, loops: loops.loops) { _, loop, done in
+                store(loop).compareAndSwap(key, expected: bytes("pending"), new: nil, ttlMs: nil, on: loop, done)
+            }
+            #expect(try swapped.filter { try $0.get() }.count == 1, "round \(round)")
+
+            let created = await concurrently(50, loops: loops.loops) { i, loop, done in
+                store(loop).create("owner:\(round)", value: bytes("\(i)"), ttlMs: 60_000, on: loop, done)
+            }
+            #expect(try created.filter { try $0.get() }.count == 1, "round \(round)")
+        }
+        let counts = await concurrently(400, loops: loops.loops) { _, loop, done in store(loop).increment("rate", ttlMs: 60_000, on: loop, done) }
+        #expect(try counts.map { try $0.get() }.sorted() == Array(1...400))
+    }
+
+    @Test func aStoppedRedisFailsFastAndIsReconnected() async throws {
+        let redis = try RedisServer()
+        defer { redis.stop() }
+        let loops = RunningLoops(1)
+        let store = makeStore(redis.url, on: loops.loops)
+        defer { loops.stop(detaching: [store]) }
+        let loop = loops.loops[0]
+        try await call(on: loop) { store.put("k", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
+
+        redis.stop()
+        // The first call may be the one that finds the connection closed; after that, calls
+        // fail at once, without waiting for a timeout.
+        _ = await call(on: loop) { store.get("k", on: $0, $1) }
+        let started = Date()
+        for _ in 0..<20 {
+            let r = await call(on: loop) { store.get("k", on: $0, $1) }
+            #expect(r.isUnavailable, "\(r)")
+        }
+        #expect(Date().timeIntervalSince(started) < 0.5)
+        let r = await call(on: loop) { store.ping(on: $0, $1) }
+        guard case .failure(.unavailable(let why)) = r else { Issue.record("ping: \(r)"); return }
+        #expect(why.contains("redis://127.0.0.1:\(redis.port)/0 is down"), "\(why)")
+
+        try redis.start()
+        try await eventually(10, "reconnected") {
+            if case .success = await call(on: loop, { store.ping(on: $0, $1) }) { return true }
+            return false
+        }
+        try await call(on: loop) { store.put("k", value: [2], ttlMs: 60_000, on: $0, $1) }.get()
+        #expect(try await call(on: loop) { store.get("k", on: $0, $1) }.get() == [2])
+    }
+
+    @Test func aRedisThatStopsAnsweringFailsWithinTheTimeout() async throws {
+        let redis = try RedisServer()
+        defer { redis.resume(); redis.stop() }
+        let loops = RunningLoops(1)
+        let store = makeStore(redis.url, timeoutMs: 200, on: loops.loops)
+        defer { loops.stop(detaching: [store]) }
+        let loop = loops.loops[0]
+        try await call(on: loop) { store.ping(on: $0, $1) }.get()
+
+        redis.pause()
+        let started = Date()
+        let results = await concurrently(10, loops: [loop]) { _, loop, done in store.get("k", on: loop, done) }
+        let elapsed = Date().timeIntervalSince(started)
+        #expect(results.allSatisfy { $0.isUnavailable }, "\(results)")
+        #expect(elapsed >= 0.15 && elapsed < 2, "failed after \(elapsed) s")
+
+        redis.resume()
+        try await eventually(10, "reconnected after the pause") {
+            if case .success = await call(on: loop, { store.ping(on: $0, $1) }) { return true }
+            return false
+        }
+    }
+
+    @Test func nothingListeningIsUnavailableNotAHang() async throws {
+        let loops = RunningLoops(1)
+        let url = RedisURL(host: "127.0.0.1", port: try freePort())
+        let store = makeStore(url, on: loops.loops)
+        defer { loops.stop(detaching: [store]) }
+        let started = Date()
+        let r = await call(on: loops.loops[0]) { store.get("k", on: $0, $1) }
+        #expect(r.isUnavailable, "\(r)")
+        #expect(Date().timeIntervalSince(started) < 2)
+    }
+
+    @Test func passwordAndDatabaseFromTheURL() async throws {
+        let redis = try RedisServer(arguments: ["--requirepass", "s3cret"])
+        defer { redis.stop() }
+        let loops = RunningLoops(1)
+        let loop = loops.loops[0]
+        var url = redis.url
+        url.password = "s3cret"
+        url.database = 3
+        let store = makeStore(url, on: [loop])
+        try await call(on: loop) { store.put("k", value: bytes("in db 3"), ttlMs: 60_000, on: $0, $1) }.get()
+        #expect(try redis.rawCommand("AUTH s3cret\r\nSELECT 3\r\nEXISTS t:k\r\n").hasSuffix(":1\r\n"))
+
+        var wrong = redis.url
+        wrong.password = "guess"
+        let refused = makeStore(wrong, on: [loop])
+        defer { loops.stop(detaching: [store, refused]) }
+        let r = await call(on: loop) { refused.get("k", on: $0, $1) }
+        #expect(!((try? r.get()) != nil), "\(r)")
+        try await eventually(5, "the refusal is named") {
+            if case .failure(let e) = await call(on: loop, { refused.ping(on: $0, $1) }) {
+                return e.description.contains("refused AUTH") && !e.description.contains("guess")
+            }
+            return false
+        }
+    }
+}
