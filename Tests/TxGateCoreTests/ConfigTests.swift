@@ -95,6 +95,11 @@ import Testing
     @Test func theShippedGatewayJSONIsValid() throws {
         let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         _ = try ConfigLoader.load(path: root.appendingPathComponent("gateway.json").path)
+        let cluster = try ConfigLoader.load(path: root.appendingPathComponent("docker/cluster/gateway.json").path)
+        #expect(cluster.store.redis == RedisURL(host: "redis"))
+        // compose.yaml gives the instances TXGATE_SIGNING_KEY; without it, check warns.
+        #expect(cluster.warnings(environment: ["TXGATE_SIGNING_KEY": "k"]).isEmpty)
+        #expect(cluster.warnings(environment: [:]).count == 1)
     }
 
     @Test func storeTypesAndTheirKeys() throws {
