@@ -154,7 +154,7 @@ final class Worker: @unchecked Sendable {
         self.index = index
         self.shared = shared
         pool = UpstreamPool(loop: loop, endpoint: shared.upstream)
-        shared.redis?.attach(to: loop)
+        shared.redis?.attach(to: loop, worker: index)
         var phases: [RequestPhase] = [GatewayEndpointsPhase(), AuthEndpointsPhase(auth: shared.auth)]
         if let pdp = shared.pdp, let auth = shared.auth {
             phases.append(PolicyPhase(pdp: pdp, auth: auth, config: shared.config))

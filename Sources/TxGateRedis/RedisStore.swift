@@ -28,7 +28,9 @@ public final class RedisStore: Store, @unchecked Sendable {
 
     /// Gives `loop` its own connection, which starts connecting once the loop runs. Call it
     /// before the loop runs, or on its thread.
-    public func attach(to loop: EventLoop) {
+    public func attach(to loop: EventLoop, worker: Int? = nil) {
+        var logger = logger
+        if let worker { logger[metadataKey: "worker"] = .stringConvertible(worker) }
         let connection = RedisConnection(loop: loop, url: url, timeoutMs: timeoutMs, logger: logger)
         loop.locals[ObjectIdentifier(self)] = connection
         loop.execute { connection.connect() }
