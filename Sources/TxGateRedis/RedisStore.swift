@@ -8,8 +8,8 @@ extension EventLoop: CallbackExecutor {}
 /// The store on Redis, shared by every TxGate instance that points at the same database.
 ///
 /// Each worker loop has its own connection (`attach(to:)`), and every operation is one
-/// server-side step: `SET NX PX`, `GETDEL`, or a Lua script for increment-with-expiry and
-/// compare-and-swap. Nothing is read and then written from the gateway, so of concurrent
+/// server-side step: `SET NX PX`, `GETDEL`, or a Lua script for increment-with-expiry,
+/// compare-and-swap and check-then-take. Nothing is read and then written from the gateway, so of concurrent
 /// callers across the whole cluster exactly one takes a value or wins a swap.
 ///
 /// Needs Redis >= 6.2 (GETDEL, KEEPTTL), a single primary (not Redis Cluster's sharding).
@@ -129,6 +129,24 @@ public final class RedisStore: Store, @unchecked Sendable {
         run(c, on: executor, done, Self.flag)
     }
 
+    public func takeIf(_ key: String, fields: [String: String], on executor: CallbackExecutor,
+                       _ done: @escaping (StoreResult<ConditionalTake>) -> Void) {
+        var c = RedisCommand("EVAL")
+        c.add(Self.takeIfScript)
+        c.add("1")
+        c.add(keyPrefix + key)
+        for (name, value) in fields {
+            c.add(name)
+            c.add(value)
+        }
+        run(c, on: executor, done) { reply in
+            guard case .array(let items) = reply, case .integer(let outcome)? = items.first else { return nil }
+            if outcome == 0 { return .absent }
+            guard items.count == 2, case .string(let value) = items[1] else { return nil }
+            return outcome == 1 ? .taken(value) : .kept(value)
+        }
+    }
+
     public func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {
         run(RedisCommand("PING"), on: executor, done) { reply in reply == .status("PONG") ? () : nil }
     }
@@ -154,6 +172,21 @@ public final class RedisStore: Store, @unchecked Sendable {
           redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
         end
         return 1
+        """
+
+    /// Deletes the value only if it is a JSON object whose members ARGV[1] = ARGV[2], ... hold
+    /// exactly those strings (the same rule as `ConditionalTake.matches`).
+    /// Returns {0} absent, {1, value} taken, {2, value} kept.
+    static let takeIfScript = """
+        local v = redis.call('GET', KEYS[1])
+        if not v then return {0} end
+        local ok, doc = pcall(cjson.decode, v)
+        if not ok or type(doc) ~= 'table' then return {2, v} end
+        for i = 1, #ARGV, 2 do
+          if doc[ARGV[i]] ~= ARGV[i + 1] then return {2, v} end
+        end
+        redis.call('DEL', KEYS[1])
+        return {1, v}
         """
 
     // MARK: running commands

@@ -116,6 +116,15 @@ final class KeyValueTable {
         }
     }
 
+    func takeIf(_ key: String, fields: [String: String], now: Int64) throws -> ConditionalTake {
+        try transaction {
+            guard let row = try live(key, now: now) else { return .absent }
+            guard ConditionalTake.matches(row.value, fields) else { return .kept(row.value) }
+            try remove(key)
+            return .taken(row.value)
+        }
+    }
+
     func checkAlive() throws {
         try ping.use { s in _ = try s.step() }
     }

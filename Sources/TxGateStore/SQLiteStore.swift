@@ -126,6 +126,11 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         }
     }
 
+    public func takeIf(_ key: String, fields: [String: String], on executor: CallbackExecutor,
+                       _ done: @escaping (StoreResult<ConditionalTake>) -> Void) {
+        run("takeIf", executor, done) { table, now in try table.takeIf(key, fields: fields, now: now) }
+    }
+
     public func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {
         run("ping", executor, done) { table, _ in try table.checkAlive() }
     }

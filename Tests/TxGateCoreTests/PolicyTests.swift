@@ -104,4 +104,28 @@ import Testing
         tx.state = .created
         #expect(tx.mismatch(bind, now: 50) == "not completed")
     }
+
+    /// What the store checks in the consuming step: COMPLETED and sealed to the same request.
+    @Test func onlyTheSameRequestCanConsumeACompletedRecord() {
+        let rule = TransactionRule(journey: "J", bindFields: ["/amount"])
+        func bind(subject: String = "demo", realm: String = "/", resource: String = "http://gw/transfer",
+                  method: String = "POST", body: String = #"{"amount":1}"#) -> TransactionBinding {
+            TransactionBinding(realm: realm, resource: resource, method: method, subject: subject, rule: rule, body: Array(body.utf8))
+        }
+        let b = bind()
+        var tx = TransactionRecord(txid: "t", realm: b.realm, resource: b.resource, method: b.method, subject: b.subject,
+                                   journey: "J", bodyDigest: b.bodyDigest, bound: b.bound, display: "Pay 1 \u{2192} /x?", expires: 100)
+        #expect(!ConditionalTake.matches(tx.encoded, TransactionRecord.consumable(by: b)), "not completed yet")
+        tx.state = .completed
+        #expect(ConditionalTake.matches(tx.encoded, TransactionRecord.consumable(by: b)))
+        for other in [bind(subject: "eve"), bind(realm: "/other"), bind(resource: "http://gw/transfer2"), bind(method: "PUT"),
+                      bind(body: #"{"amount":2}"#), bind(body: "{}")] {
+            #expect(!ConditionalTake.matches(tx.encoded, TransactionRecord.consumable(by: other)))
+        }
+        // Fields cannot be shifted from one part into another: "a|b" + "c" is not "a" + "b|c".
+        #expect(bind(subject: "a", realm: "b").seal != bind(subject: "ab", realm: "").seal)
+        #expect(!ConditionalTake.matches(Array("[1]".utf8), ["state": "COMPLETED"]))
+        #expect(!ConditionalTake.matches(Array("not json".utf8), ["state": "COMPLETED"]))
+        #expect(ConditionalTake.matches(Array(#"{"state":"COMPLETED","n":1}"#.utf8), ["state": "COMPLETED"]))
+    }
 }

@@ -49,6 +49,29 @@ import TxGateRedis
         #expect(try await call(on: loop) { store.delete("n", on: $0, $1) }.get() == true)
         #expect(try await call(on: loop) { store.delete("n", on: $0, $1) }.get() == false)
 
+        // takeIf: the same rule as ConditionalTake.matches, on a real record as the gateway
+        // encodes it (escaped slashes, non-ASCII display text).
+        let rule = TransactionRule(journey: "J", bindFields: ["/amount"])
+        let binding = TransactionBinding(realm: "/", resource: "http://gw/transfer?x=1", method: "POST", subject: "démo",
+                                         rule: rule, body: bytes(#"{"amount":"1 → €"}"#))
+        var tx = TransactionRecord(txid: "t", realm: "/", resource: binding.resource, method: "POST", subject: "démo", journey: "J",
+                                   bodyDigest: binding.bodyDigest, bound: binding.bound, display: "Pay \"1\" → /x?", expires: 1)
+        let created = tx.encoded   // JSONEncoder's key order may differ from one encoding to the next
+        try await call(on: loop) { store.put("tx", value: created, ttlMs: 60_000, on: $0, $1) }.get()
+        let fields = TransactionRecord.consumable(by: binding)
+        let notCompleted = await call(on: loop) { store.takeIf("tx", fields: fields, on: $0, $1) }
+        #expect(try notCompleted.get() == .kept(created), "\(notCompleted)")
+        tx.state = .completed
+        let completed = tx.encoded
+        try await call(on: loop) { store.put("tx", value: completed, ttlMs: 60_000, on: $0, $1) }.get()
+        var eve = binding
+        eve.subject = "eve"
+        #expect(try await call(on: loop) { store.takeIf("tx", fields: TransactionRecord.consumable(by: eve), on: $0, $1) }.get() == .kept(completed))
+        #expect(try await call(on: loop) { store.takeIf("tx", fields: fields, on: $0, $1) }.get() == .taken(completed))
+        #expect(try await call(on: loop) { store.takeIf("tx", fields: fields, on: $0, $1) }.get() == .absent)
+        try await call(on: loop) { store.put("notjson", value: blob, ttlMs: 60_000, on: $0, $1) }.get()
+        #expect(try await call(on: loop) { store.takeIf("notjson", fields: ["state": "x"], on: $0, $1) }.get() == .kept(blob))
+
         // Every key carries the prefix; another prefix is another namespace.
         #expect(try redis.rawCommand("EXISTS t:once\r\n") == ":0\r\n")
         try await call(on: loop) { store.put("shared", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
@@ -101,6 +124,13 @@ import TxGateRedis
             #expect(try taken.compactMap { try $0.get() } == [bytes("record \(round)")], "round \(round)")
 
             try await call(on: loops.loops[0]) { a.put(key, value: bytes("pending"), ttlMs: 60_000, on: $0, $1) }.get()
+            try await call(on: loops.loops[0]) { a.put(key, value: bytes(#"{"state":"COMPLETED","seal":"s"}"#), ttlMs: 60_000, on: $0, $1) }.get()
+            let consumed = await concurrently(100, loops: loops.loops) { _, loop, done in
+                store(loop).takeIf(key, fields: ["state": "COMPLETED", "seal": "s"], on: loop, done)
+            }
+            #expect(try consumed.filter { if case .taken = try $0.get() { return true } else { return false } }.count == 1, "round \(round)")
+            try await call(on: loops.loops[0]) { a.put(key, value: bytes("pending"), ttlMs: 60_000, on: $0, $1) }.get()
+
             let swapped = await concurrently(100, loops: loops.loops) { _, loop, done in
                 store(loop).compareAndSwap(key, expected: bytes("pending"), new: nil, ttlMs: nil, on: loop, done)
             }

@@ -22,6 +22,19 @@ import TxGateCore
         }
     }
 
+    @Test func ofConcurrentConditionalTakesExactlyOneGetsTheValue() async throws {
+        try await withStore { store, _ async throws in
+            let record = bytes(#"{"state":"COMPLETED","seal":"s"}"#)
+            try await call { store.put("tx", value: record, ttlMs: 60_000, on: $0, $1) }.get()
+            let results = await concurrently(50, executors: executors) { _, executor, done in
+                store.takeIf("tx", fields: ["state": "COMPLETED", "seal": "s"], on: executor, done)
+            }
+            let outcomes = try results.map { try $0.get() }
+            #expect(outcomes.filter { $0 == .taken(record) }.count == 1)
+            #expect(outcomes.filter { $0 == .absent }.count == 49)
+        }
+    }
+
     @Test func ofConcurrentCreatesExactlyOneWins() async throws {
         try await withStore { store, _ async throws in
             let results = await concurrently(50, executors: executors) { i, executor, done in

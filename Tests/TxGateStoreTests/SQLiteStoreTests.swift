@@ -27,6 +27,19 @@ func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryFo
         }
     }
 
+    @Test func takeIfRemovesOnlyAMatchingRecord() async throws {
+        try await withStore { store, _ async throws in
+            let record = bytes(#"{"state":"COMPLETED","seal":"abc","other":1}"#)
+            try await call { store.put("tx:1", value: record, ttlMs: 60_000, on: $0, $1) }.get()
+            #expect(try await call { store.takeIf("tx:1", fields: ["state": "COMPLETED", "seal": "abd"], on: $0, $1) }.get() == .kept(record))
+            #expect(try await call { store.takeIf("tx:1", fields: ["state": "CREATED"], on: $0, $1) }.get() == .kept(record))
+            #expect(try await call { store.get("tx:1", on: $0, $1) }.get() == record)
+            #expect(try await call { store.takeIf("tx:1", fields: ["state": "COMPLETED", "seal": "abc"], on: $0, $1) }.get() == .taken(record))
+            #expect(try await call { store.takeIf("tx:1", fields: ["state": "COMPLETED", "seal": "abc"], on: $0, $1) }.get() == .absent)
+            #expect(try await call { store.get("tx:1", on: $0, $1) }.get() == nil)
+        }
+    }
+
     @Test func keysAreExactStrings() async throws {
         try await withStore { store, _ async throws in
             try await call { store.put("", value: bytes("empty"), ttlMs: 60_000, on: $0, $1) }.get()

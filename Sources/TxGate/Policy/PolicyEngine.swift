@@ -124,35 +124,27 @@ final class EmbeddedPolicyEngine: PolicyDecisionPoint, @unchecked Sendable {
         }
     }
 
-    /// Allows once: the record must be COMPLETED and match every bound detail, and of all
-    /// concurrent retries only the one whose compare-and-delete succeeds gets through.
+    /// Allows once: in one store step, the record is deleted only if it is COMPLETED and
+    /// sealed to this very request (subject, realm, resource, method, bound body), so of all
+    /// concurrent retries, on any instance, exactly one gets through.
     private func consume(_ txid: String, _ b: TransactionBinding, _ loop: EventLoop,
                          _ done: @escaping (Result<Bool, PDPError>) -> Void) {
-        let key = TransactionRecord.key(txid)
-        store.get(key, on: loop) { [self] r in
+        store.takeIf(TransactionRecord.key(txid), fields: TransactionRecord.consumable(by: b), on: loop) { [self] r in
             switch r {
-            case .failure(let e): done(.failure(.unavailable(e.description)))
-            case .success(nil):
+            case .failure(let e):
+                done(.failure(.unavailable(e.description)))
+            case .success(.taken):
+                logger.info("transaction consumed", metadata: [
+                    "txid": .string(masked(txid)), "user": .string(b.subject), "reason": "allowed once",
+                ])
+                done(.success(true))
+            case .success(.absent):
                 logger.info("transaction refused", metadata: ["txid": .string(masked(txid)), "reason": "unknown, expired or consumed"])
                 done(.success(false))
-            case .success(let bytes?):
-                guard let tx = TransactionRecord.decode(bytes) else { done(.success(false)); return }
-                if let why = tx.mismatch(b, now: Int(Date().timeIntervalSince1970)) {
-                    logger.info("transaction refused", metadata: ["txid": .string(masked(txid)), "reason": .string(why)])
-                    done(.success(false))
-                    return
-                }
-                store.compareAndSwap(key, expected: bytes, new: nil, ttlMs: nil, on: loop) { [self] r in
-                    switch r {
-                    case .failure(let e): done(.failure(.unavailable(e.description)))
-                    case .success(let won):
-                        logger.info(won ? "transaction consumed" : "transaction refused", metadata: [
-                            "txid": .string(masked(txid)), "user": .string(b.subject),
-                            "reason": .string(won ? "allowed once" : "consumed concurrently"),
-                        ])
-                        done(.success(won))
-                    }
-                }
+            case .success(.kept(let bytes)):
+                let why = TransactionRecord.decode(bytes)?.mismatch(b, now: Int(Date().timeIntervalSince1970)) ?? "does not match this request"
+                logger.info("transaction refused", metadata: ["txid": .string(masked(txid)), "reason": .string(why)])
+                done(.success(false))
             }
         }
     }

@@ -21,6 +21,9 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
     public var display: String?
     /// Unix seconds.
     public var expires: Int
+    /// `TransactionBinding.seal` of the request that created it: a retry consumes the record
+    /// in one store step, by matching this and the state (`Store.takeIf`).
+    public var seal: String
 
     public init(txid: String, state: State = .created, realm: String, resource: String, method: String, subject: String,
                 journey: String, bodyDigest: String?, bound: [String: JSONValue], display: String?, expires: Int) {
@@ -35,6 +38,12 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         self.bound = bound
         self.display = display
         self.expires = expires
+        seal = TransactionBinding.seal(realm: realm, resource: resource, method: method, subject: subject, bodyDigest: bodyDigest)
+    }
+
+    /// What the store checks, in the same step as it deletes the record, before a retry may pass.
+    public static func consumable(by request: TransactionBinding) -> [String: String] {
+        ["state": State.completed.rawValue, "seal": request.seal]
     }
 
     public static func key(_ txid: String) -> String { "tx:" + txid }
@@ -84,6 +93,16 @@ public struct TransactionBinding: Equatable, Sendable {
             bodyDigest = nil
         }
         self.bound = bound
+    }
+
+    /// One digest of everything a retry must repeat: realm, resource, method, subject and body.
+    public var seal: String {
+        Self.seal(realm: realm, resource: resource, method: method, subject: subject, bodyDigest: bodyDigest)
+    }
+
+    public static func seal(realm: String, resource: String, method: String, subject: String, bodyDigest: String?) -> String {
+        let parts: [JSONValue] = [.string(realm), .string(resource), .string(method), .string(subject), bodyDigest.map { .string($0) } ?? .null]
+        return Crypto.hex(Crypto.sha256(Array(JSONValue.array(parts).canonical.utf8)))
     }
 
     /// The rule's `display` with `{field}` (or `{/field}`) replaced by the bound values.

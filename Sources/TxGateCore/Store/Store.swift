@@ -19,6 +19,23 @@ public enum StoreError: Error, Equatable, CustomStringConvertible, Sendable {
 
 public typealias StoreResult<T> = Result<T, StoreError>
 
+/// What `Store.takeIf` found.
+public enum ConditionalTake: Equatable, Sendable {
+    /// No such key (or it expired).
+    case absent
+    /// The value matched and is gone: of concurrent callers, exactly one sees this.
+    case taken([UInt8])
+    /// The value did not match and is unchanged.
+    case kept([UInt8])
+
+    /// The condition every store applies: the value is a JSON object in which each of
+    /// `fields` is a top-level member holding exactly that string.
+    public static func matches(_ value: [UInt8], _ fields: [String: String]) -> Bool {
+        guard case .object(let members)? = JSONValue.parse(value) else { return false }
+        return fields.allSatisfy { members[$0.key]?.stringValue == $0.value }
+    }
+}
+
 /// Shared state: sessions, transactions, suspended journeys, used one-time codes, counters.
 ///
 /// Keys are strings, values opaque bytes, and every key has a time to live (`ttlMs`, > 0).
@@ -46,6 +63,10 @@ public protocol Store: AnyObject, Sendable {
     /// equals `expected`. True if replaced. `ttlMs` nil keeps the current expiry.
     func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, on executor: CallbackExecutor,
                         _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// Checks the value and removes it in one step (see `ConditionalTake.matches`), so that a
+    /// record is consumed exactly once and only in the state the caller names.
+    func takeIf(_ key: String, fields: [String: String], on executor: CallbackExecutor,
+                _ done: @escaping (StoreResult<ConditionalTake>) -> Void)
     /// Whether the store answers (for the health endpoint).
     func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void)
 }
