@@ -64,7 +64,8 @@ final class SharedState: @unchecked Sendable {
             let s: Store
             let storeDescription: String
             if let url = config.store.redis {
-                let r = RedisStore(url: url, keyPrefix: config.store.keyPrefix, timeoutMs: config.store.timeoutMs, logger: logger)
+                let r = RedisStore(url: url, keyPrefix: config.store.keyPrefix, timeoutMs: config.store.timeoutMs,
+                                   waitReplicas: config.store.waitReplicas, waitTimeoutMs: config.store.waitTimeoutMs, logger: logger)
                 redis = r
                 s = r
                 storeDescription = url.description

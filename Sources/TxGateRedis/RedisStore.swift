@@ -17,12 +17,17 @@ public final class RedisStore: Store, @unchecked Sendable {
     public let url: RedisURL
     public let keyPrefix: String
     public let timeoutMs: Int
+    /// Replicas that must acknowledge a one-shot step (`WAIT`), and for how long to wait.
+    public let waitReplicas: Int
+    public let waitTimeoutMs: Int
     private let logger: Logger
 
-    public init(url: RedisURL, keyPrefix: String, timeoutMs: Int, logger: Logger) {
+    public init(url: RedisURL, keyPrefix: String, timeoutMs: Int, waitReplicas: Int = 0, waitTimeoutMs: Int = 200, logger: Logger) {
         self.url = url
         self.keyPrefix = keyPrefix
         self.timeoutMs = timeoutMs
+        self.waitReplicas = waitReplicas
+        self.waitTimeoutMs = waitTimeoutMs
         self.logger = logger
     }
 
@@ -56,7 +61,7 @@ public final class RedisStore: Store, @unchecked Sendable {
         c.add("PX")
         c.add(String(ttlMs))
         c.add("NX")
-        run(c, on: executor, done) { reply in
+        run(c, on: executor, oneShot: true, done) { reply in
             switch reply {
             case .status("OK"): return true
             case .null: return false
@@ -97,7 +102,7 @@ public final class RedisStore: Store, @unchecked Sendable {
     public func take(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
         var c = RedisCommand("GETDEL")
         c.add(keyPrefix + key)
-        run(c, on: executor, done, Self.optionalValue)
+        run(c, on: executor, oneShot: true, done, Self.optionalValue)
     }
 
     public func increment(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Int>) -> Void) {
@@ -139,7 +144,7 @@ public final class RedisStore: Store, @unchecked Sendable {
             c.add(name)
             c.add(value)
         }
-        run(c, on: executor, done) { reply in
+        run(c, on: executor, oneShot: true, done) { reply in
             guard case .array(let items) = reply, case .integer(let outcome)? = items.first else { return nil }
             if outcome == 0 { return .absent }
             guard items.count == 2, case .string(let value) = items[1] else { return nil }
@@ -149,6 +154,31 @@ public final class RedisStore: Store, @unchecked Sendable {
 
     public func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {
         run(RedisCommand("PING"), on: executor, done) { reply in reply == .status("PONG") ? () : nil }
+    }
+
+    /// Wraps `done` so that a success completes only once `waitReplicas` replicas have it.
+    /// Fewer in time is a failure: the step happened on the primary, but a failover could
+    /// undo it, so the caller fails closed (the user approves again) rather than relying on it.
+    private func replicated<T>(on connection: RedisConnection, _ done: @escaping (StoreResult<T>) -> Void) -> (StoreResult<T>) -> Void {
+        { [self, connection] result in
+            guard case .success = result else { done(result); return }
+            var wait = RedisCommand("WAIT")
+            wait.add(String(waitReplicas))
+            wait.add(String(waitTimeoutMs))
+            let sent = connection.send(wait) { [self, connection] reply in
+                switch reply {
+                case .integer(let acknowledged)? where acknowledged >= waitReplicas:
+                    done(result)
+                case .integer(let acknowledged)?:
+                    done(.failure(.unavailable("only \(acknowledged) of \(waitReplicas) redis replicas acknowledged within \(waitTimeoutMs) ms")))
+                case .error(let message)?:
+                    done(.failure(.failed("redis refused WAIT: \(message)")))
+                default:
+                    done(.failure(.unavailable(connection.unavailableReason)))
+                }
+            }
+            if !sent { done(.failure(.unavailable(connection.unavailableReason))) }
+        }
     }
 
     // MARK: scripts
@@ -206,9 +236,10 @@ public final class RedisStore: Store, @unchecked Sendable {
 
     /// Sends `command` on the executor's loop connection and maps the reply; a reply `map`
     /// does not expect is an error. Completions run on the executor's loop: from the reply's
-    /// read event, or through `execute` when the command could not be sent.
-    private func run<T>(_ command: RedisCommand, on executor: CallbackExecutor, _ done: @escaping (StoreResult<T>) -> Void,
-                        _ map: @escaping (RedisReply) -> T?) {
+    /// read event, or through `execute` when the command could not be sent. A `oneShot` step
+    /// is followed by `WAIT` when replicas must acknowledge it.
+    private func run<T>(_ command: RedisCommand, on executor: CallbackExecutor, oneShot: Bool = false,
+                        _ done: @escaping (StoreResult<T>) -> Void, _ map: @escaping (RedisReply) -> T?) {
         guard let loop = executor as? EventLoop, let connection = loop.locals[ObjectIdentifier(self)] as? RedisConnection else {
             executor.execute { done(.failure(.failed("no redis connection for this executor: call attach(to:) for each loop"))) }
             return
@@ -217,6 +248,7 @@ public final class RedisStore: Store, @unchecked Sendable {
             loop.execute { [self] in run(command, on: executor, done, map) }
             return
         }
+        let done = oneShot && waitReplicas > 0 ? replicated(on: connection, done) : done
         let sent = connection.send(command) { [connection] reply in
             switch reply {
             case nil:

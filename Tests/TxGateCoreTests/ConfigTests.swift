@@ -110,6 +110,13 @@ import Testing
         #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"type": "sqlite", "url": "redis://x"}}"#) == ["store.url: only for type redis"])
         #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"type": "redis", "url": "redis://x:1", "tls": {}}}"#).first?.hasPrefix("store.tls: not supported") == true)
         #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"type": "memcache"}}"#) == ["store.type: 'memcache' is not a known store (sqlite, redis)"])
+        let waiting = try decode(#"{"upstream": {"url": "http://a"}, "store": {"type": "redis", "url": "redis://h", "waitReplicas": 1, "waitTimeoutMs": 50}}"#).get()
+        #expect(waiting.store.waitReplicas == 1 && waiting.store.waitTimeoutMs == 50 && waiting.store.timeoutMs == 1000)
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"type": "redis", "url": "redis://h", "waitTimeoutMs": 1000}}"#)
+            == ["store.waitTimeoutMs: must be at least 1 and less than timeoutMs (1000), or the connection is dropped while it waits"])
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"type": "redis", "url": "redis://h", "waitReplicas": -1}}"#) == ["store.waitReplicas: must be 0 or more"])
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"waitReplicas": 1}}"#) == ["store.waitReplicas: only for type redis"])
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "store": {"type": "redis", "url": "redis://h:x"}}"#) == ["store.url: port 'x' is not a number"])
     }
 
     @Test func checkWarnsAboutAClusterWithoutASharedKey() throws {

@@ -1,5 +1,6 @@
 import EventHTTP
 import Foundation
+import Logging
 import Testing
 import TxGateCore
 import TxGateRedis
@@ -198,6 +199,42 @@ import TxGateRedis
             if case .success = await call(on: loop, { store.ping(on: $0, $1) }) { return true }
             return false
         }
+    }
+
+    /// waitReplicas: a one-shot step counts only once a replica has it; without one, it fails closed.
+    @Test func oneShotStepsWaitForReplicas() async throws {
+        let primary = try RedisServer(arguments: ["--repl-diskless-sync-delay", "0"])
+        defer { primary.stop() }
+        let replica = try RedisServer(arguments: ["--replicaof", "127.0.0.1", String(primary.port)])
+        defer { replica.stop() }
+        let deadline = Date().addingTimeInterval(10)
+        while try !primary.rawCommand("INFO replication\r\n").contains("state=online"), Date() < deadline {
+            try await Task.sleep(nanoseconds: 50_000_000)
+        }
+        let loops = RunningLoops(1)
+        let loop = loops.loops[0]
+        var logger = Logger(label: "test")
+        logger.logLevel = .critical
+        let store = RedisStore(url: primary.url, keyPrefix: "t:", timeoutMs: 1000, waitReplicas: 1, waitTimeoutMs: 300, logger: logger)
+        store.attach(to: loop)
+        defer { loops.stop(detaching: [store]) }
+
+        try await call(on: loop) { store.put("link", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
+        #expect(try await call(on: loop) { store.take("link", on: $0, $1) }.get() == [1])
+        #expect(try await call(on: loop) { store.create("code", value: [1], ttlMs: 60_000, on: $0, $1) }.get())
+
+        replica.stop()
+        try await Task.sleep(nanoseconds: 200_000_000)
+        try await call(on: loop) { store.put("link", value: [2], ttlMs: 60_000, on: $0, $1) }.get()
+        let started = Date()
+        let r = await call(on: loop) { store.take("link", on: $0, $1) }
+        guard case .failure(.unavailable(let why)) = r else { Issue.record("take without a replica: \(r)"); return }
+        #expect(why == "only 0 of 1 redis replicas acknowledged within 300 ms")
+        #expect(Date().timeIntervalSince(started) >= 0.25)
+        // The step did happen on the primary: the link is gone, the caller failed closed.
+        #expect(try await call(on: loop) { store.get("link", on: $0, $1) }.get() == nil)
+        // Steps that are not one-shot do not wait.
+        try await call(on: loop) { store.put("session", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
     }
 
     @Test func nothingListeningIsUnavailableNotAHang() async throws {

@@ -101,20 +101,29 @@ public struct StoreConfig: Decodable, Sendable {
     public var keyPrefix = "txgate:"
     /// How long a Redis command (or a connect) may take before the connection counts as down.
     public var timeoutMs = 1000
+    /// Replicas that must acknowledge a one-shot step (taking a link, consuming a transaction,
+    /// marking a code used) before it counts: Redis `WAIT`. 0 (default) does not wait.
+    public var waitReplicas = 0
+    /// How long `WAIT` may take; fewer acknowledgements in time fail the step closed.
+    public var waitTimeoutMs = 200
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["type", "path", "url", "keyPrefix", "timeoutMs", "tls"])
+        let o = try StrictObject(decoder, known: ["type", "path", "url", "keyPrefix", "timeoutMs", "waitReplicas", "waitTimeoutMs", "tls"])
         type = o.value("type", default: type)
         path = o.value("path", default: path)
         url = o.value("url", default: url)
         keyPrefix = o.value("keyPrefix", default: keyPrefix)
         timeoutMs = o.value("timeoutMs", default: timeoutMs)
+        waitReplicas = o.value("waitReplicas", default: waitReplicas)
+        waitTimeoutMs = o.value("waitTimeoutMs", default: waitTimeoutMs)
         switch type {
         case "sqlite":
             if path.isEmpty { o.invalid("path", "must not be empty") }
-            for k in ["url", "keyPrefix", "timeoutMs", "tls"] where o.has(k) { o.invalid(k, "only for type redis") }
+            for k in ["url", "keyPrefix", "timeoutMs", "waitReplicas", "waitTimeoutMs", "tls"] where o.has(k) {
+                o.invalid(k, "only for type redis")
+            }
         case "redis":
             if o.has("path") { o.invalid("path", "only for type sqlite") }
             if url.isEmpty {
@@ -123,6 +132,10 @@ public struct StoreConfig: Decodable, Sendable {
                 do { redis = try RedisURL(parsing: url) } catch { o.invalid("url", "\(error)") }
             }
             if !(10...60_000).contains(timeoutMs) { o.invalid("timeoutMs", "must be between 10 and 60000") }
+            if waitReplicas < 0 { o.invalid("waitReplicas", "must be 0 or more") }
+            if waitTimeoutMs < 1 || waitTimeoutMs >= timeoutMs {
+                o.invalid("waitTimeoutMs", "must be at least 1 and less than timeoutMs (\(timeoutMs)), or the connection is dropped while it waits")
+            }
             if o.has("tls") {
                 o.invalid("tls", "not supported: Debian's hiredis 0.14 has no TLS; reach Redis over a private network or a TLS tunnel")
             }
