@@ -180,24 +180,37 @@ final class RedisConnection {
             select.add(String(url.database))
             setup(select)
         }
+        // A TCP connect alone proves little (a frozen Redis still completes the handshake in
+        // the kernel): the connection is ready once Redis has answered.
+        setup(RedisCommand("PING")) { [self] in ready() }
     }
 
-    private func setup(_ command: RedisCommand) {
-        send(command) { [self] reply in
-            if case .error(let message)? = reply {
+    private func setup(_ command: RedisCommand, then: (() -> Void)? = nil) {
+        let ac = context
+        send(command, setup: true) { [self] reply in
+            switch reply {
+            case .error(let message)?:
                 // Dropping from inside hiredis's callback is deferred to the next loop turn.
-                loop.execute { [self] in drop("redis refused \(command.name): \(message)", free: true) }
+                loop.execute { [self] in
+                    if context == ac { drop("redis refused \(command.name): \(message)", free: true) }
+                }
+            case .some:
+                then?()
+            case nil:
+                break
             }
         }
     }
 
     private func connected(_ failure: String?) {
-        if let failure {
-            // hiredis frees a context whose connect failed, after this callback.
-            forget()
-            drop(failure, free: false)
-            return
-        }
+        guard let failure else { return }
+        // hiredis frees a context whose connect failed, after this callback.
+        forget()
+        drop(failure, free: false)
+    }
+
+    private func ready() {
+        guard state == .connecting else { return }
         state = .ready
         backoffMs = Self.minBackoffMs
         if inFlight == 0 { watchdog.cancel() } else { watchdog.schedule(afterMs: timeoutMs) }
@@ -262,9 +275,11 @@ final class RedisConnection {
 
     /// Sends a command; `done` gets the reply, or nil when the connection failed first.
     /// Returns false (and does not call `done`) when there is no connection to send on.
+    /// While the first connection is being made, commands queue behind its handshake; while
+    /// Redis is known to be down, they fail at once instead of waiting for a retry.
     @discardableResult
-    func send(_ command: RedisCommand, _ done: @escaping (RedisReply?) -> Void) -> Bool {
-        guard let ac = context, state != .waiting else { return false }
+    func send(_ command: RedisCommand, setup: Bool = false, _ done: @escaping (RedisReply?) -> Void) -> Bool {
+        guard let ac = context, state == .ready || setup || (state == .connecting && !reportedDown) else { return false }
         let pending = Unmanaged.passRetained(PendingReply(self, done)).toOpaque()
         let rc: Int32 = command.bytes.withUnsafeBufferPointer { buffer in
             var argv: [UnsafePointer<CChar>?] = []

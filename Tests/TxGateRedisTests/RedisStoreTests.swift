@@ -193,6 +193,14 @@ import TxGateRedis
         let elapsed = Date().timeIntervalSince(started)
         #expect(results.allSatisfy { $0.isUnavailable }, "\(results)")
         #expect(elapsed >= 0.15 && elapsed < 2, "failed after \(elapsed) s")
+        // Once it is known to be down, calls fail at once, even while a reconnect (whose TCP
+        // handshake the frozen server's kernel still completes) waits for an answer.
+        for _ in 0..<5 {
+            try await Task.sleep(nanoseconds: 60_000_000)
+            let again = Date()
+            let r = await call(on: loop) { store.get("k", on: $0, $1) }
+            #expect(r.isUnavailable && Date().timeIntervalSince(again) < 0.1, "\(r) after \(Date().timeIntervalSince(again)) s")
+        }
 
         redis.resume()
         try await eventually(10, "reconnected after the pause") {

@@ -1,0 +1,307 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A real redis-server for one test: loopback only, no persistence (`--save ''`,
+/// `--appendonly no`), its working directory inside the test's temp dir.
+///
+/// The port is chosen once and kept: `kill()` then `start()` brings a new, empty Redis up on the
+/// same address, which is what a gateway sees when its Redis crashes and is restarted. The
+/// process is always killed: by `kill()` (call it in a `defer`) or by `deinit`.
+final class RedisServer: @unchecked Sendable {
+    static let binary = URL(fileURLWithPath: "/usr/bin/redis-server")
+
+    static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
+
+    let port: Int
+    /// Where redis-server runs (`--dir`) and writes its logs.
+    let directory: URL
+    private let lock = NSLock()
+    private var current: SpawnedProcess?
+    private var everStarted: [SpawnedProcess] = []
+
+    /// `redis://127.0.0.1:<port>/0`, for `store.url`.
+    var url: String { "redis://127.0.0.1:\(port)/0" }
+
+    /// The running process (nil once killed).
+    var process: SpawnedProcess? {
+        lock.lock()
+        defer { lock.unlock() }
+        return current
+    }
+
+    private init(port: Int, directory: URL) {
+        self.port = port
+        self.directory = directory
+    }
+
+    deinit { kill() }
+
+    /// Starts redis-server on a free port (another one if that port was taken meanwhile) under
+    /// `parent`, and waits until it answers PING.
+    static func start(in parent: URL, timeout: Double = 15) throws -> RedisServer {
+        guard isInstalled else {
+            throw HarnessError("\(binary.path) is missing: apt-get install redis-server (7.x)")
+        }
+        var lastError: Error?
+        for _ in 0..<3 {
+            let port = try Ports.free()
+            let dir = parent.appendingPathComponent("redis-\(port)", isDirectory: true)
+            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            let server = RedisServer(port: port, directory: dir)
+            do {
+                try server.start(timeout: timeout)
+                return server
+            } catch {
+                lastError = error
+                server.kill()
+            }
+        }
+        throw lastError!
+    }
+
+    /// Starts a fresh redis-server on `port` (after `kill()`), and waits until it answers PING.
+    /// A port still held for a moment by the old process is retried until `timeout`.
+    func start(timeout: Double = 15) throws {
+        lock.lock()
+        let running = current?.isRunning ?? false
+        lock.unlock()
+        guard !running else { throw HarnessError("redis-server on port \(port) is already running") }
+        let deadline = Timing.now() + timeout
+        var attempt = 0
+        while true {
+            attempt += 1
+            let p = try SpawnedProcess(Self.binary, [
+                "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                "--dir", directory.path, "--daemonize", "no", "--protected-mode", "yes",
+            ], name: "redis-server", directory: directory)
+            lock.lock()
+            current = p
+            everStarted.append(p)
+            lock.unlock()
+            while true {
+                if Self.ping(port: port, timeout: 0.5) { return }
+                if !p.isRunning { break }
+                if Timing.now() >= deadline {
+                    p.kill()
+                    throw HarnessError("redis-server did not answer PING on port \(port) within \(timeout) s; its log:\n\(p.stdout.suffix(2000))\(p.stderrTail())")
+                }
+                Timing.sleep(0.02)
+            }
+            // It exited (most likely: the port was not free yet): try again until the deadline.
+            let log = p.stdout.suffix(2000) + p.stderrTail()
+            if Timing.now() >= deadline {
+                throw HarnessError("redis-server exited (status \(p.exitStatus ?? -1)) on port \(port) after \(attempt) attempt(s); its log:\n\(log)")
+            }
+            Timing.sleep(0.2)
+        }
+    }
+
+    /// SIGKILL (a crash: no shutdown, nothing saved) and reap. Safe to call more than once.
+    func kill() {
+        lock.lock()
+        let all = everStarted
+        current = nil
+        lock.unlock()
+        for p in all { p.kill() }
+    }
+
+    /// SIGSTOP: the process keeps its sockets (connects still succeed, the kernel queues them)
+    /// but answers nothing: a hung Redis.
+    func pause() { process?.signal(SIGSTOP) }
+
+    /// SIGCONT after `pause()`.
+    func resume() { process?.signal(SIGCONT) }
+
+    /// Whether the server answers PING with +PONG now.
+    func ping(timeout: Double = 1) -> Bool { Self.ping(port: port, timeout: timeout) }
+
+    /// Sends `PING\r\n` on a fresh TCP connection and expects `+PONG`.
+    static func ping(port: Int, timeout: Double = 1) -> Bool {
+        guard let c = try? RESPClient(port: port, timeout: timeout) else { return false }
+        defer { c.close() }
+        guard (try? c.sendRaw(Array("PING\r\n".utf8))) != nil, let line = try? c.readLine() else { return false }
+        return line == "+PONG"
+    }
+
+    /// Runs one command on a fresh connection and returns its reply.
+    func command(_ arguments: [String], timeout: Double = 5) throws -> RESPValue {
+        let c = try RESPClient(port: port, timeout: timeout)
+        defer { c.close() }
+        return try c.command(arguments)
+    }
+
+    /// Every key in database 0 (KEYS *: fine for a test's few keys).
+    func keys() throws -> [String] {
+        guard case .array(let items) = try command(["KEYS", "*"]) else { throw HarnessError("KEYS * did not answer an array") }
+        return items.compactMap { if case .bulk(let b) = $0 { return String(decoding: b, as: UTF8.self) } else { return nil } }
+    }
+
+    /// The raw bytes of every string key's value, and for other types every string found by
+    /// HGETALL / LRANGE / SMEMBERS / ZRANGE: what an attacker with a copy of the database sees.
+    func dumpValues() throws -> [(key: String, bytes: [UInt8])] {
+        var out: [(key: String, bytes: [UInt8])] = []
+        for key in try keys() {
+            guard case .simple(let type) = try command(["TYPE", key]) else { continue }
+            let reply: RESPValue
+            switch type {
+            case "string": reply = try command(["GET", key])
+            case "hash": reply = try command(["HGETALL", key])
+            case "list": reply = try command(["LRANGE", key, "0", "-1"])
+            case "set": reply = try command(["SMEMBERS", key])
+            case "zset": reply = try command(["ZRANGE", key, "0", "-1"])
+            default: continue
+            }
+            for bytes in reply.allBulkStrings { out.append((key: key, bytes: bytes)) }
+        }
+        return out
+    }
+}
+
+/// A RESP reply.
+indirect enum RESPValue: Equatable, CustomStringConvertible {
+    case simple(String)
+    case error(String)
+    case integer(Int)
+    case bulk([UInt8])
+    case null
+    case array([RESPValue])
+
+    var allBulkStrings: [[UInt8]] {
+        switch self {
+        case .bulk(let b): return [b]
+        case .simple(let s): return [Array(s.utf8)]
+        case .array(let items): return items.flatMap(\.allBulkStrings)
+        default: return []
+        }
+    }
+
+    var description: String {
+        switch self {
+        case .simple(let s): return "+\(s)"
+        case .error(let s): return "-\(s)"
+        case .integer(let n): return ":\(n)"
+        case .bulk(let b): return String(decoding: b, as: UTF8.self).debugDescription
+        case .null: return "(nil)"
+        case .array(let a): return "[" + a.map(\.description).joined(separator: ", ") + "]"
+        }
+    }
+}
+
+/// A minimal blocking RESP2 client on a POSIX socket (every receive bounded by SO_RCVTIMEO).
+final class RESPClient {
+    private var fd: Int32
+    private var buffer: [UInt8] = []
+    let port: Int
+
+    init(port: Int, timeout: Double) throws {
+        self.port = port
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw SocketFailure.system("socket(): \(errnoString())") }
+        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1_000_000))
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        var addr = Ports.loopback(port: port)
+        let rc = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        if rc != 0 {
+            let e = errno
+            Glibc.close(fd)
+            fd = -1
+            throw SocketFailure.system("connect(127.0.0.1:\(port)): \(errnoString(e))")
+        }
+    }
+
+    deinit { close() }
+
+    func close() {
+        if fd >= 0 {
+            Glibc.close(fd)
+            fd = -1
+        }
+    }
+
+    func sendRaw(_ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                throw SocketFailure.system("send to redis: \(errnoString())")
+            }
+            sent += n
+        }
+    }
+
+    /// Sends `arguments` as a RESP array of bulk strings and reads the reply.
+    func command(_ arguments: [String]) throws -> RESPValue {
+        var out = Array("*\(arguments.count)\r\n".utf8)
+        for a in arguments {
+            let bytes = Array(a.utf8)
+            out += Array("$\(bytes.count)\r\n".utf8) + bytes + Array("\r\n".utf8)
+        }
+        try sendRaw(out)
+        return try readValue()
+    }
+
+    private func fill() throws {
+        var chunk = [UInt8](repeating: 0, count: 65_536)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+            if n > 0 {
+                buffer += chunk[0..<n]
+                return
+            }
+            if n == 0 { throw SocketFailure.closedEarly("redis closed the connection") }
+            if errno == EINTR { continue }
+            if errno == EAGAIN || errno == EWOULDBLOCK { throw SocketFailure.timedOut("no reply from redis on port \(port)") }
+            throw SocketFailure.system("recv from redis: \(errnoString())")
+        }
+    }
+
+    /// One CRLF-terminated line, without the CRLF.
+    func readLine() throws -> String {
+        while true {
+            if let i = buffer.indices.dropLast().first(where: { buffer[$0] == 13 && buffer[$0 + 1] == 10 }) {
+                let line = String(decoding: buffer[0..<i], as: UTF8.self)
+                buffer.removeSubrange(0..<(i + 2))
+                return line
+            }
+            try fill()
+        }
+    }
+
+    private func readExactly(_ n: Int) throws -> [UInt8] {
+        while buffer.count < n { try fill() }
+        let out = Array(buffer[0..<n])
+        buffer.removeSubrange(0..<n)
+        return out
+    }
+
+    func readValue() throws -> RESPValue {
+        let line = try readLine()
+        guard let kind = line.first else { throw SocketFailure.system("empty RESP line") }
+        let rest = String(line.dropFirst())
+        switch kind {
+        case "+": return .simple(rest)
+        case "-": return .error(rest)
+        case ":":
+            guard let n = Int(rest) else { throw SocketFailure.system("bad RESP integer \(line.debugDescription)") }
+            return .integer(n)
+        case "$":
+            guard let n = Int(rest) else { throw SocketFailure.system("bad RESP bulk length \(line.debugDescription)") }
+            if n < 0 { return .null }
+            let bytes = try readExactly(n)
+            _ = try readExactly(2)
+            return .bulk(bytes)
+        case "*":
+            guard let n = Int(rest) else { throw SocketFailure.system("bad RESP array length \(line.debugDescription)") }
+            if n < 0 { return .null }
+            return .array(try (0..<n).map { _ in try readValue() })
+        default:
+            throw SocketFailure.system("unknown RESP type in \(line.debugDescription)")
+        }
+    }
+}
