@@ -98,4 +98,21 @@ struct CheckCommandTests {
         #expect(r.status == 1, "\(r)")
         #expect(r.stderr.contains("upstream.timeoutMS: unknown key"), "\(r)")
     }
+
+    @Test("a redis store without a shared signing key is valid, with a warning; a bad redis url is an error")
+    func redisStore() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let cluster = #"{"upstream": {"url": "http://127.0.0.1:1"}, "store": {"type": "redis", "url": "redis://127.0.0.1:6379/1"}, "#
+            + #""users": [], "journeys": {"Login": [{"type": "UsernamePassword"}]}, "policies": []}"#
+        let r = try bed.check(configText: cluster)
+        #expect(r.status == 0, "\(r)")
+        if ProcessInfo.processInfo.environment["TXGATE_SIGNING_KEY"] == nil {
+            #expect(r.stderr.contains("warning: store.type is redis but no shared signing key is set"), "\(r)")
+        }
+        let bad = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:1"}, "store": {"type": "redis", "url": "redis://u:hunter2@h:x"}}"#)
+        #expect(bad.status == 1, "\(bad)")
+        #expect(bad.stderr.contains("store.url: port 'x' is not a number"), "\(bad)")
+        #expect(!bad.stderr.contains("hunter2"), "\(bad)")
+    }
 }
