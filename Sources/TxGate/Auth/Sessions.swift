@@ -81,7 +81,10 @@ final class SessionManager: @unchecked Sendable {
                 if now - s.touched >= Self.touchIntervalS {
                     s.touched = now
                     let value = (try? JSONEncoder().encode(s)).map { [UInt8]($0) } ?? bytes
-                    store.put(key, value: value, ttlMs: min(config.idleTimeoutS, remainingLife) * 1000, on: loop) { _ in }
+                    // Only over what was read: a concurrent change (a step-up recorded on another
+                    // instance, a logout) wins over this refresh.
+                    store.compareAndSwap(key, expected: bytes, new: value, ttlMs: min(config.idleTimeoutS, remainingLife) * 1000,
+                                         on: loop) { _ in }
                 }
                 done(.success(s))
             }
