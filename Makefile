@@ -21,6 +21,7 @@ test: deps
 bench:
 	@bash scripts/install-deps.sh --bench
 	bash bench/proxy.sh
+	bash bench/stepup.sh
 
 clean:
 	rm -rf .build

@@ -1,0 +1,172 @@
+#!/usr/bin/env bash
+# The full step-up cycle per second, on the SQLite store and on the Redis store, side by side in
+# one run on loopback: challenge -> composite_advice start -> TOTP submit -> retry consumed.
+#
+#   bash bench/stepup.sh [--quick] [--rounds N]
+#
+#   --quick       2 s per measurement (instead of BENCH_DURATION, default 5)
+#   --rounds N    measure each store N times (default 3), alternating which goes first, and
+#                 report the median of each
+#
+# Environment: BENCH_DURATION (seconds, default 5), BENCH_CONCURRENCY (client threads, default 8),
+# BENCH_USERS (users per round and store, default 2500; each has three TOTP codes at a time),
+# BENCH_KEEP_TMP=1 (keep the temp dir with configs and logs).
+#
+# Two gateways (1 worker each) in front of one demo-bank, the same configuration except the
+# store: SQLite (a file in the temp dir) and Redis (a redis-server started here, no persistence).
+# Everything listens on 127.0.0.1. Every process started and the temp dir are removed on exit.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+DURATION="${BENCH_DURATION:-5}"
+CONCURRENCY="${BENCH_CONCURRENCY:-8}"
+USERS="${BENCH_USERS:-2500}"
+ROUNDS=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) DURATION=2 ;;
+    --rounds) [ $# -ge 2 ] || { echo "stepup.sh: --rounds needs a number" >&2; exit 2; }; ROUNDS="$2"; shift ;;
+    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "stepup.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+for v in DURATION CONCURRENCY USERS ROUNDS; do
+  [[ "${!v}" =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || { echo "stepup.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
+done
+command -v redis-server >/dev/null || { echo "stepup.sh: redis-server not found; run: bash scripts/install-deps.sh" >&2; exit 1; }
+
+log() { printf '[stepup] %s\n' "$*" >&2; }
+die() { printf '\n[stepup] FAIL: %s\n\n' "$*" >&2; exit 1; }
+
+TMP="$(mktemp -d)"
+PIDS=()
+cleanup() {
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  if [ "${BENCH_KEEP_TMP:-0}" = 1 ]; then log "kept $TMP"; else rm -rf "$TMP"; fi
+}
+trap cleanup EXIT INT TERM
+
+log "building (release)"
+swift build -c release --product txgate >/dev/null
+swift build -c release --product demo-bank >/dev/null
+BIN="$(swift build -c release --show-bin-path)"
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() {
+  for _ in $(seq 1 200); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
+    sleep 0.05
+  done
+  die "$2 did not listen on port $1 (see $TMP)"
+}
+
+BANK_PORT=$(free_port); REDIS_PORT=$(free_port); SQLITE_PORT=$(free_port); RPORT=$(free_port)
+SECRET=JBSWY3DPEHPK3PXP
+PASSWORD=bench-password
+TOTAL_USERS=$((USERS * ROUNDS))
+
+# One config per store. The password hash is scrypt at a low cost (ln=4) so that logging in
+# thousands of users before the measurement is quick; no password is checked during a cycle.
+python3 - "$TMP" "$BANK_PORT" "$SQLITE_PORT" "$RPORT" "$REDIS_PORT" "$TOTAL_USERS" "$SECRET" "$PASSWORD" <<'EOF'
+import base64, hashlib, json, os, sys
+tmp, bank, sport, rport, redis, n, secret, password = sys.argv[1:]
+salt = os.urandom(16)
+key = hashlib.scrypt(password.encode(), salt=salt, n=2**4, r=8, p=1, dklen=32)
+b64 = lambda b: base64.b64encode(b).decode().rstrip("=")
+phash = "$scrypt$ln=4,r=8,p=1$%s$%s" % (b64(salt), b64(key))
+def config(port, store):
+    return {
+        "listen": "127.0.0.1:%s" % port, "workers": 1,
+        "upstream": {"url": "http://127.0.0.1:%s" % bank, "keepAlive": 64},
+        "log": {"level": "warning", "access": False},
+        "store": store,
+        "users": [{"username": "bench%d" % i, "passwordHash": phash, "totpSecret": secret} for i in range(int(n))],
+        "loginJourney": "Login",
+        "journeys": {"Login": [{"type": "UsernamePassword"}], "ConfirmTransaction": [{"type": "TOTP"}]},
+        "security": {"maxPendingTransactions": 1000000},
+        "policies": [
+            {"name": "transfer", "resources": ["/transfer"], "actions": ["POST"], "subjects": "authenticated",
+             "transaction": {"journey": "ConfirmTransaction", "ttlS": 180,
+                             "bind": {"body": ["/amount", "/currency", "/payee"]},
+                             "display": "Approve {amount} {currency} to {payee}?"}},
+        ],
+    }
+json.dump(config(sport, {"type": "sqlite", "path": os.path.join(tmp, "txgate.db")}), open(os.path.join(tmp, "sqlite.json"), "w"))
+json.dump(config(rport, {"type": "redis", "url": "redis://127.0.0.1:%s/0" % redis, "keyPrefix": "bench:"}),
+          open(os.path.join(tmp, "redis.json"), "w"))
+EOF
+
+export TXGATE_SIGNING_KEY="bench-$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & PIDS+=($!)
+"$BIN/demo-bank" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & PIDS+=($!)
+wait_port "$REDIS_PORT" redis-server
+wait_port "$BANK_PORT" demo-bank
+"$BIN/txgate" serve --config "$TMP/sqlite.json" >"$TMP/sqlite.log" 2>&1 & SQLITE_PID=$!; PIDS+=($!)
+"$BIN/txgate" serve --config "$TMP/redis.json" >"$TMP/redis-gw.log" 2>&1 & REDIS_GW_PID=$!; PIDS+=($!)
+REDIS_PID=${PIDS[0]}
+wait_port "$SQLITE_PORT" "txgate (sqlite)"
+wait_port "$RPORT" "txgate (redis)"
+
+DRIVER="$ROOT/bench/stepup.py"
+log "logging in $TOTAL_USERS users on each gateway (not measured)"
+for r in $(seq 0 $((ROUNDS - 1))); do
+  range="bench$((r * USERS))-$(((r + 1) * USERS - 1))"
+  python3 "$DRIVER" login --port "$SQLITE_PORT" --users "$range" --password "$PASSWORD" >"$TMP/tokens-sqlite-$r.json"
+  python3 "$DRIVER" login --port "$RPORT" --users "$range" --password "$PASSWORD" >"$TMP/tokens-redis-$r.json"
+done
+
+# CPU time (utime + stime, in clock ticks) a process has used so far.
+cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+measure() {  # store round
+  local port=$SQLITE_PORT gw=$SQLITE_PID
+  [ "$1" = redis ] && port=$RPORT && gw=$REDIS_GW_PID
+  local gw0 rd0 t0
+  gw0=$(cpu_ticks "$gw"); rd0=$(cpu_ticks "$REDIS_PID"); t0=$(date +%s.%N)
+  python3 "$DRIVER" run --port "$port" --tokens "$TMP/tokens-$1-$2.json" --secret "$SECRET" \
+    --seconds "$DURATION" --concurrency "$CONCURRENCY" >"$TMP/result-$1-$2.json" \
+    || die "$1 round $2: $(cat "$TMP/result-$1-$2.json")"
+  # The gateway's (and redis-server's) share of a core during the run.
+  python3 - "$TMP/result-$1-$2.json" "$gw0" "$(cpu_ticks "$gw")" "$rd0" "$(cpu_ticks "$REDIS_PID")" "$t0" "$(date +%s.%N)" "$(getconf CLK_TCK)" <<'PY'
+import json, sys
+path, g0, g1, r0, r1, t0, t1, hz = sys.argv[1:]
+d = json.load(open(path))
+wall = float(t1) - float(t0)
+d["gateway_cpu"] = round((int(g1) - int(g0)) / int(hz) / wall, 2)
+d["redis_cpu"] = round((int(r1) - int(r0)) / int(hz) / wall, 2)
+json.dump(d, open(path, "w"))
+PY
+  log "$1 round $((r + 1)): $(cat "$TMP/result-$1-$2.json")"
+}
+
+log "measuring: $ROUNDS rounds x ${DURATION}s per store, $CONCURRENCY client threads, 1 gateway worker each"
+for r in $(seq 0 $((ROUNDS - 1))); do
+  if [ $((r % 2)) = 0 ]; then measure sqlite "$r"; measure redis "$r"; else measure redis "$r"; measure sqlite "$r"; fi
+done
+
+python3 - "$TMP" "$ROUNDS" "$DURATION" "$CONCURRENCY" <<'EOF'
+import json, os, statistics, sys
+tmp, rounds, duration, conc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+res = {s: [json.load(open(os.path.join(tmp, "result-%s-%d.json" % (s, r)))) for r in range(rounds)] for s in ("sqlite", "redis")}
+def med(s, k): return statistics.median(x[k] for x in res[s])
+print()
+print("step-up cycles (challenge, composite_advice start, TOTP submit, retry consumed); median of %d rounds of %s s, %s client threads" % (rounds, duration, conc))
+print()
+print("| store | cycles/s | p50 ms | p99 ms | gateway CPU | redis-server CPU | client CPU | per round (cycles/s) |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+for s in ("sqlite", "redis"):
+    print("| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %s |" % (
+        s, med(s, "cycles_per_s"), med(s, "p50_ms"), med(s, "p99_ms"), med(s, "gateway_cpu"), med(s, "redis_cpu"),
+        med(s, "client_cpu"), ", ".join(str(x["cycles_per_s"]) for x in res[s])))
+print("(CPU: cores busy on average during the run; the machine has %d)" % os.cpu_count())
+print()
+print("redis/sqlite: throughput %.2fx, p99 %.2fx" % (med("redis", "cycles_per_s") / med("sqlite", "cycles_per_s"),
+                                                   med("redis", "p99_ms") / med("sqlite", "p99_ms")))
+short = [s for s in res for x in res[s] if x["threads_out_of_codes"]]
+if short:
+    print("NOTE: some client threads ran out of TOTP codes (%s): raise BENCH_USERS" % ", ".join(sorted(set(short))))
+EOF
