@@ -80,7 +80,7 @@ b64 = lambda b: base64.b64encode(b).decode().rstrip("=")
 phash = "$scrypt$ln=4,r=8,p=1$%s$%s" % (b64(salt), b64(key))
 def config(port, store):
     return {
-        "listen": "127.0.0.1:%s" % port, "workers": 1,
+        "listen": "127.0.0.1:%s" % port, "publicUrl": "http://127.0.0.1:%s" % port, "workers": 1,
         "upstream": {"url": "http://127.0.0.1:%s" % bank, "keepAlive": 64},
         "log": {"level": "warning", "access": False},
         "store": store,

@@ -122,7 +122,10 @@ import Testing
     @Test func checkWarnsAboutAClusterWithoutASharedKey() throws {
         let json = #"{"upstream": {"url": "http://a"}, "store": {"type": "redis", "url": "redis://127.0.0.1:6379"}, "policies": [],"#
             + #" "journeys": {"Login": [{"type": "UsernamePassword"}]}}"#
-        let c = try decode(json).get()
+        var c = try decode(json).get()
+        #expect(c.warnings(environment: ["TXGATE_SIGNING_KEY": "x"]).count == 1)
+        #expect(c.warnings(environment: ["TXGATE_SIGNING_KEY": "x"]).first?.hasPrefix("store.type is redis but publicUrl is not set") == true)
+        c.publicUrl = HTTPURL(parsing: "https://bank.example")
         #expect(c.warnings(environment: [:]).count == 1)
         #expect(c.warnings(environment: [:]).first?.contains("TXGATE_SIGNING_KEY") == true)
         #expect(c.warnings(environment: ["TXGATE_SIGNING_KEY": "x"]).isEmpty)

@@ -211,6 +211,10 @@ public struct GatewayConfig: Decodable, Sendable {
             out.append("store.type is redis but no shared signing key is set: set TXGATE_SIGNING_KEY (or secrets.signingKeyFile "
                 + "to a file every instance shares), or journeys started on one instance fail on another")
         }
+        if store.type == "redis" && !journeys.isEmpty && publicUrl == nil {
+            out.append("store.type is redis but publicUrl is not set: give every instance the address clients use "
+                + "(the load balancer's), or transactions approved through one instance do not match on another")
+        }
         return out
     }
 
