@@ -242,6 +242,23 @@ import Glibc
 
     // MARK: 6. PSD2 dynamic linking: a changed amount or payee is not what was approved
 
+    /// A body whose bound fields cannot be read unambiguously is refused, never challenged or
+    /// approved: {"amount":1,"amount":1000} is 1 to some parsers and 1000 to others.
+    @Test func aBodyThatCannotBeBoundIsA400() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let token = try Kit.login(g)
+        for body in [#"{"amount":1,"currency":"EUR","payee":"Bob","amount":1000}"#, "amount=1000", #"{"amount":1"#] {
+            let r = try Kit.transfer(g, token: token, body: Array(body.utf8))
+            #expect(r.status == 400, "\(body):\n\(r)")
+            #expect(r.header("WWW-Authenticate") == nil && !r.bodyText.contains("executed"), "\(r)")
+            #expect(r.bodyText.contains("one JSON document without repeated keys"), "\(r)")
+        }
+        // The same transfer, well-formed, is challenged as usual.
+        _ = try Kit.challengeTxid(try Kit.transfer(g, token: token, body: Kit.transferBody))
+    }
+
     @Test func aChangedAmountOrPayeeOnTheRetryIsANewChallenge() throws {
         let bed = try Testbed()
         defer { bed.cleanup() }

@@ -50,6 +50,8 @@ enum PoliciesEndpoint {
                     case .failure(.unavailable(let why)): auth.unavailable(ctx, why)
                     case .failure(.tooManyTransactions(let n)):
                         ctx.respondError(status: 429, message: "more than \(n) transactions are waiting for approval")
+                    case .failure(.badRequest(let message)):
+                        ctx.respondError(status: 400, message: message)
                     case .success(let decisions):
                         ctx.respondJSON(status: 200, "[" + decisions.map(\.json).joined(separator: ",") + "]")
                     }

@@ -32,6 +32,7 @@ struct DecisionQuery {
 enum PDPError: Error {
     case unavailable(String)
     case tooManyTransactions(Int)
+    case badRequest(String)
 }
 
 /// A source of decisions in AM's shape. The PEP does not care which one it talks to.
@@ -97,6 +98,11 @@ final class EmbeddedPolicyEngine: PolicyDecisionPoint, @unchecked Sendable {
         case .transaction(let rule):
             let binding = TransactionBinding(realm: q.realm, resource: q.resource, method: q.method, subject: subject.uid,
                                              rule: rule, body: q.body())
+            guard binding.bodyIsBindable else {
+                done(.failure(.badRequest("this request needs its own approval of fields in its body, "
+                    + "so the body must be one JSON document without repeated keys")))
+                return
+            }
             // A one-shot allow must never be cached: its ttl has already passed.
             allow.ttl = Int64(Date().timeIntervalSince1970 * 1000) - 1
             if let txid = q.environment["TxId"]?.first, Self.isTxId(txid) {

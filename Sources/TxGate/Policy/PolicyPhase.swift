@@ -38,6 +38,8 @@ final class PolicyPhase: RequestPhase {
                 switch result {
                 case .failure(.unavailable(let why)):
                     auth.unavailable(ctx, why)
+                case .failure(.badRequest(let message)):
+                    ctx.respondError(status: 400, message: message)
                 case .failure(.tooManyTransactions(let n)):
                     ctx.respondError(status: 429, message: "more than \(n) transactions are waiting for approval; approve or let them expire first")
                 case .success(let d):

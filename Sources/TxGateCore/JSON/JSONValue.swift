@@ -32,9 +32,9 @@ public enum JSONValue: Equatable, Sendable, Codable {
         }
     }
 
-    /// Parses JSON text; nil if it is not valid JSON.
+    /// Parses JSON text; nil if it is not valid JSON (see `JSONParser`).
     public static func parse(_ bytes: [UInt8]) -> JSONValue? {
-        try? JSONDecoder().decode(JSONValue.self, from: Data(bytes))
+        JSONParser.parse(bytes)
     }
 
     public subscript(key: String) -> JSONValue? {

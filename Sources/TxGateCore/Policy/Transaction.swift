@@ -74,6 +74,10 @@ public struct TransactionBinding: Equatable, Sendable {
     public var subject: String
     public var bodyDigest: String?
     public var bound: [String: JSONValue]
+    /// False when the rule binds body fields but the body is not one JSON document (or repeats
+    /// a key): such a request cannot be bound, and is refused rather than approved blind. An
+    /// empty body binds every field as null.
+    public var bodyIsBindable = true
 
     /// Computes the body binding of `rule` for a request body. Fields that are absent bind as
     /// JSON null, so that adding them later changes the digest too.
@@ -87,6 +91,7 @@ public struct TransactionBinding: Equatable, Sendable {
             bodyDigest = Crypto.hex(Crypto.sha256(body))
         } else if !rule.bindFields.isEmpty {
             let doc = JSONValue.parse(body)
+            bodyIsBindable = doc != nil || body.isEmpty
             for p in rule.bindFields { bound[p] = doc?.at(pointer: p) ?? .null }
             bodyDigest = Crypto.hex(Crypto.sha256(Array(JSONValue.object(bound).canonical.utf8)))
         } else {

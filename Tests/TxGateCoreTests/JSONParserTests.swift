@@ -1,0 +1,76 @@
+import Foundation
+import Testing
+import TxGateCore
+
+/// JSONValue.parse (our own parser) must accept and reject exactly what Foundation's
+/// JSONDecoder does, and produce the same values: request bodies are bound through it.
+@Suite struct JSONParserTests {
+    static func foundation(_ text: [UInt8]) -> JSONValue? {
+        try? JSONDecoder().decode(JSONValue.self, from: Data(text))
+    }
+
+    static let valid = [
+        #"{}"#, #"[]"#, #"0"#, #"-0"#, #"1.5e3"#, #"-12.25E-2"#, #"1E+2"#, #"123456789012345678901234567890"#,
+        #"true"#, #"false"#, #"null"#, #""""#, #" "x" "#, "\t{\r\n\"a\" : [ 1 , 2 ] }\n",
+        #"{"amount":100,"currency":"EUR","payee":"Bob","memo":null,"flags":[true,false],"nested":{"k":[{}]}}"#,
+        #""a\"b\\c\/d\b\f\n\r\t""#, #""\u00e9\u20AC\ud83d\ude00""#, #""é€😀""#,
+        #"[0.1,0.2,1e-7,5e-324,1.7976931348623157e308]"#, #"{"":""}"#,
+    ]
+
+    static let invalid = [
+        "", " ", "{", "}", "[1,]", "[,1]", "{\"a\":1,}", "{\"a\" 1}", "{a:1}", "01", "-", "1.", ".5", "1e", "1e+",
+        "+1", "NaN", "Infinity", "tru", "nul", "\"abc", "\"\\x\"", "\"\\u12\"", "\"\\ud83d\"", "\"\\ude00\"",
+        "\"\\ud83d\\u0041\"", "\"a\u{01}b\"", "[1] [2]", "{}x", "1e400", "'a'", "[\"a\"\"b\"]",
+        // A repeated key: Foundation keeps the first, many backends the last; refused here.
+        "{\"amount\":1,\"amount\":1000}", "{\"a\":{\"b\":1,\"b\":1}}",
+    ]
+
+    @Test func agreesWithFoundationOnValidDocuments() {
+        for text in Self.valid {
+            let bytes = Array(text.utf8)
+            let ours = JSONValue.parse(bytes)
+            #expect(ours != nil, "rejected: \(text)")
+            #expect(ours == Self.foundation(bytes), "differs from Foundation: \(text)")
+        }
+        #expect(JSONValue.parse(Array(#""\ud83d\ude00""#.utf8)) == .string("😀"))
+    }
+
+    @Test func rejectsWhatIsNotJSON() {
+        for text in Self.invalid {
+            #expect(JSONValue.parse(Array(text.utf8)) == nil, "accepted: \(text.debugDescription)")
+        }
+        // Bytes that are not UTF-8 inside a string.
+        #expect(JSONValue.parse([0x22, 0xFF, 0x22]) == nil)
+        #expect(JSONValue.parse([0x22, 0xC3, 0x22]) == nil)
+        // Nesting is bounded instead of exhausting the stack.
+        #expect(JSONValue.parse(Array(String(repeating: "[", count: 100_000).utf8)) == nil)
+        #expect(JSONValue.parse(Array((String(repeating: "[", count: 100) + String(repeating: "]", count: 100)).utf8)) != nil)
+    }
+
+    /// Random documents, written by Foundation's encoder and by `canonical`, parse back to the
+    /// same value both ways.
+    @Test func randomDocumentsRoundTrip() throws {
+        var rng = SystemRandomNumberGenerator()
+        func random(_ depth: Int) -> JSONValue {
+            switch Int.random(in: 0..<(depth > 3 ? 4 : 6), using: &rng) {
+            case 0: return .null
+            case 1: return .bool(Bool.random(using: &rng))
+            case 2: return .number(Bool.random() ? Double(Int.random(in: -1_000_000...1_000_000)) : Double.random(in: -1e9...1e9))
+            case 3:
+                let pool: [Character] = ["a", "é", "€", "😀", "\"", "\\", "/", "\n", "\u{01}", " ", "<", "\u{2028}"]
+                return .string(String((0..<Int.random(in: 0...8)).map { _ in pool.randomElement()! }))
+            case 4: return .array((0..<Int.random(in: 0...4)).map { _ in random(depth + 1) })
+            default:
+                var o: [String: JSONValue] = [:]
+                for k in 0..<Int.random(in: 0...4) { o["k\(k)\(["", "é", "\""].randomElement()!)"] = random(depth + 1) }
+                return .object(o)
+            }
+        }
+        for _ in 0..<500 {
+            let v = random(0)
+            let encoded = Array(try JSONEncoder().encode(v))
+            #expect(JSONValue.parse(encoded) == v, "\(String(decoding: encoded, as: UTF8.self))")
+            #expect(JSONValue.parse(Array(v.canonical.utf8)) == v, "\(v.canonical)")
+        }
+    }
+}
