@@ -105,6 +105,25 @@ import Testing
         #expect(tx.mismatch(bind, now: 50) == "not completed")
     }
 
+    @Test func transactionRecordsEncodeCanonicallyAndDecodeBothForms() throws {
+        let rule = TransactionRule(journey: "J", bindFields: ["/amount", "/memo"])
+        let b = TransactionBinding(realm: "/", resource: "http://gw/transfer?a=1", method: "POST", subject: "dé\"mo", rule: rule,
+                                   body: Array(#"{"amount":12.5,"memo":{"x":[1,null,"€\n"]}}"#.utf8))
+        var tx = TransactionRecord(txid: "t", realm: b.realm, resource: b.resource, method: b.method, subject: b.subject,
+                                   journey: "J", bodyDigest: b.bodyDigest, bound: b.bound, display: "Pay {amount}?", expires: 1_800_000_000)
+        tx.state = .completed
+        #expect(tx.encoded == tx.encoded, "one encoding per record")
+        #expect(TransactionRecord.decode(tx.encoded) == tx)
+        // Records written by JSONEncoder (before the canonical form) still decode.
+        #expect(TransactionRecord.decode(Array(try JSONEncoder().encode(tx))) == tx)
+        var bare = tx
+        bare.bodyDigest = nil
+        bare.display = nil
+        #expect(TransactionRecord.decode(bare.encoded) == bare)
+        #expect(TransactionRecord.decode(Array(#"{"txid":"t"}"#.utf8)) == nil)
+        #expect(ConditionalTake.matches(tx.encoded, TransactionRecord.consumable(by: b)))
+    }
+
     /// What the store checks in the consuming step: COMPLETED and sealed to the same request.
     @Test func onlyTheSameRequestCanConsumeACompletedRecord() {
         let rule = TransactionRule(journey: "J", bindFields: ["/amount"])

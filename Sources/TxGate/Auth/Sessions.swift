@@ -14,6 +14,23 @@ struct Session: Codable, Equatable {
     var touched: Int
     /// Journeys this session has completed (for step-up policies).
     var journeys: [String]
+
+    /// Canonical JSON, as the store keeps it.
+    var encoded: [UInt8] {
+        Array(JSONValue.object([
+            "uid": .string(uid), "realm": .string(realm), "created": .number(Double(created)),
+            "touched": .number(Double(touched)), "journeys": .array(journeys.map { .string($0) }),
+        ]).canonical.utf8)
+    }
+
+    static func decode(_ bytes: [UInt8]) -> Session? {
+        guard case .object(let o)? = JSONValue.parse(bytes), let uid = o["uid"]?.stringValue,
+              let realm = o["realm"]?.stringValue, let created = o["created"]?.intValue,
+              let touched = o["touched"]?.intValue, let journeys = o["journeys"]?.arrayValue else { return nil }
+        let names = journeys.compactMap(\.stringValue)
+        guard names.count == journeys.count else { return nil }
+        return Session(uid: uid, realm: realm, created: created, touched: touched, journeys: names)
+    }
 }
 
 /// Creates, finds and ends sessions in the store.
@@ -51,7 +68,7 @@ final class SessionManager: @unchecked Sendable {
                 _ done: @escaping (StoreResult<String>) -> Void) {
         let token = Base64URL.encode(Crypto.randomBytes(32))
         let s = Session(uid: uid, realm: realm, created: now, touched: now, journeys: [journey])
-        let value = (try? JSONEncoder().encode(s)).map { [UInt8]($0) } ?? []
+        let value = s.encoded
         store.create(Self.key(token), value: value, ttlMs: config.idleTimeoutS * 1000, on: loop) { r in
             switch r {
             case .success(true): done(.success(token))
@@ -69,7 +86,7 @@ final class SessionManager: @unchecked Sendable {
             case .failure(let e): done(.failure(e))
             case .success(nil): done(.success(nil))
             case .success(let bytes?):
-                guard var s = try? JSONDecoder().decode(Session.self, from: Data(bytes)) else {
+                guard var s = Session.decode(bytes) else {
                     done(.success(nil))
                     return
                 }
@@ -80,7 +97,7 @@ final class SessionManager: @unchecked Sendable {
                 }
                 if now - s.touched >= Self.touchIntervalS {
                     s.touched = now
-                    let value = (try? JSONEncoder().encode(s)).map { [UInt8]($0) } ?? bytes
+                    let value = s.encoded
                     // Only over what was read: a concurrent change (a step-up recorded on another
                     // instance, a logout) wins over this refresh.
                     store.compareAndSwap(key, expected: bytes, new: value, ttlMs: min(config.idleTimeoutS, remainingLife) * 1000,
@@ -99,13 +116,13 @@ final class SessionManager: @unchecked Sendable {
             case .failure(let e): done(.failure(e))
             case .success(nil): done(.success(false))
             case .success(let bytes?):
-                guard var s = try? JSONDecoder().decode(Session.self, from: Data(bytes)), s.uid == uid else {
+                guard var s = Session.decode(bytes), s.uid == uid else {
                     done(.success(false))
                     return
                 }
                 if !s.journeys.contains(journey) { s.journeys.append(journey) }
                 s.touched = now
-                let value = (try? JSONEncoder().encode(s)).map { [UInt8]($0) } ?? bytes
+                let value = s.encoded
                 let remaining = max(1, min(config.idleTimeoutS, s.created + config.maxLifetimeS - now))
                 store.compareAndSwap(key, expected: bytes, new: value, ttlMs: remaining * 1000, on: loop, done)
             }

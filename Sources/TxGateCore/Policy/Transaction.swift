@@ -48,10 +48,31 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
 
     public static func key(_ txid: String) -> String { "tx:" + txid }
 
-    public var encoded: [UInt8] { (try? JSONEncoder().encode(self)).map { [UInt8]($0) } ?? [] }
+    /// Canonical JSON (sorted keys): the same record always encodes to the same bytes.
+    public var encoded: [UInt8] {
+        var o: [String: JSONValue] = [
+            "txid": .string(txid), "state": .string(state.rawValue), "realm": .string(realm), "resource": .string(resource),
+            "method": .string(method), "subject": .string(subject), "journey": .string(journey), "bound": .object(bound),
+            "expires": .number(Double(expires)), "seal": .string(seal),
+        ]
+        if let bodyDigest { o["bodyDigest"] = .string(bodyDigest) }
+        if let display { o["display"] = .string(display) }
+        return Array(JSONValue.object(o).canonical.utf8)
+    }
 
+    /// The record in `encoded` form (or as JSONEncoder wrote it); nil if anything is missing.
     public static func decode(_ bytes: [UInt8]) -> TransactionRecord? {
-        try? JSONDecoder().decode(TransactionRecord.self, from: Data(bytes))
+        guard case .object(let o)? = JSONValue.parse(bytes),
+              let txid = o["txid"]?.stringValue, let state = o["state"]?.stringValue.flatMap(State.init(rawValue:)),
+              let realm = o["realm"]?.stringValue, let resource = o["resource"]?.stringValue,
+              let method = o["method"]?.stringValue, let subject = o["subject"]?.stringValue,
+              let journey = o["journey"]?.stringValue, let bound = o["bound"]?.objectValue,
+              let expires = o["expires"]?.intValue, let seal = o["seal"]?.stringValue else { return nil }
+        var r = TransactionRecord(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
+                                  journey: journey, bodyDigest: o["bodyDigest"]?.stringValue, bound: bound,
+                                  display: o["display"]?.stringValue, expires: expires)
+        r.seal = seal
+        return r
     }
 
     /// Why this transaction cannot open `request`, or nil if it can.
