@@ -223,7 +223,7 @@ import TxGateRedis
         let loop = loops.loops[0]
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        let store = RedisStore(url: primary.url, keyPrefix: "t:", timeoutMs: 1000, waitReplicas: 1, waitTimeoutMs: 300, logger: logger)
+        let store = RedisStore(url: primary.url, keyPrefix: "t:", timeoutMs: 4000, waitReplicas: 1, waitTimeoutMs: 1500, logger: logger)
         store.attach(to: loop)
         defer { loops.stop(detaching: [store]) }
 
@@ -237,8 +237,8 @@ import TxGateRedis
         let started = Date()
         let r = await call(on: loop) { store.take("link", on: $0, $1) }
         guard case .failure(.unavailable(let why)) = r else { Issue.record("take without a replica: \(r)"); return }
-        #expect(why == "only 0 of 1 redis replicas acknowledged within 300 ms")
-        #expect(Date().timeIntervalSince(started) >= 0.25)
+        #expect(why == "only 0 of 1 redis replicas acknowledged within 1500 ms")
+        #expect(Date().timeIntervalSince(started) >= 1.4)
         // The step did happen on the primary: the link is gone, the caller failed closed.
         #expect(try await call(on: loop) { store.get("link", on: $0, $1) }.get() == nil)
         // Steps that are not one-shot do not wait.

@@ -65,13 +65,40 @@ public struct Advices: Equatable, Sendable {
 }
 
 func xmlEscape(_ s: String) -> String {
-    s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-        .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
+    guard s.utf8.contains(where: { $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") || $0 == UInt8(ascii: "\"") })
+    else { return s }
+    var out = ""
+    out.reserveCapacity(s.utf8.count + 16)
+    for ch in s.unicodeScalars {
+        switch ch {
+        case "&": out += "&amp;"
+        case "<": out += "&lt;"
+        case ">": out += "&gt;"
+        case "\"": out += "&quot;"
+        default: out.unicodeScalars.append(ch)
+        }
+    }
+    return out
 }
 
+/// The four entities xmlEscape writes, in one pass (anything else stays as written).
 func xmlUnescape(_ s: String) -> String {
-    s.replacingOccurrences(of: "&quot;", with: "\"").replacingOccurrences(of: "&lt;", with: "<")
-        .replacingOccurrences(of: "&gt;", with: ">").replacingOccurrences(of: "&amp;", with: "&")
+    guard s.utf8.contains(UInt8(ascii: "&")) else { return s }
+    let entities: [(String, Character)] = [("&quot;", "\""), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&")]
+    var out = ""
+    var rest = Substring(s)
+    while let amp = rest.firstIndex(of: "&") {
+        out += rest[..<amp]
+        rest = rest[amp...]
+        if let (entity, ch) = entities.first(where: { rest.hasPrefix($0.0) }) {
+            out.append(ch)
+            rest = rest.dropFirst(entity.count)
+        } else {
+            out.append("&")
+            rest = rest.dropFirst()
+        }
+    }
+    return out + rest
 }
 
 /// The three ways to tell a client that step-up is needed (WIRE.md §3 and §7).
