@@ -212,7 +212,8 @@ final class RawHTTPClient {
         }
     }
 
-    private func readLine() throws -> String {
+    /// One CRLF-terminated line, without the CRLF (also for line-based protocols such as RESP).
+    func readLine() throws -> String {
         // Bytes after readOffset already searched for CRLF (the buffer may be compacted by
         // fill(), so this is kept relative to readOffset).
         var searched = 0
@@ -233,7 +234,7 @@ final class RawHTTPClient {
         }
     }
 
-    private func readExactly(_ n: Int) throws -> [UInt8] {
+    func readExactly(_ n: Int) throws -> [UInt8] {
         while available < n {
             guard try fill() else {
                 throw SocketFailure.closedEarly("body truncated: got \(available) of \(n) bytes")

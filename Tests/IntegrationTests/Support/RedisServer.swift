@@ -189,51 +189,19 @@ indirect enum RESPValue: Equatable, CustomStringConvertible {
     }
 }
 
-/// A minimal blocking RESP2 client on a POSIX socket (every receive bounded by SO_RCVTIMEO).
+/// A minimal blocking RESP2 client, on RawHTTPClient's bounded socket and line reader.
 final class RESPClient {
-    private var fd: Int32
-    private var buffer: [UInt8] = []
+    private let connection: RawHTTPClient
     let port: Int
 
     init(port: Int, timeout: Double) throws {
         self.port = port
-        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw SocketFailure.system("socket(): \(errnoString())") }
-        var tv = timeval(tv_sec: Int(timeout), tv_usec: Int((timeout - Double(Int(timeout))) * 1_000_000))
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        var addr = Ports.loopback(port: port)
-        let rc = withUnsafePointer(to: &addr) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-        }
-        if rc != 0 {
-            let e = errno
-            Glibc.close(fd)
-            fd = -1
-            throw SocketFailure.system("connect(127.0.0.1:\(port)): \(errnoString(e))")
-        }
+        connection = try RawHTTPClient(port: port, timeout: timeout)
     }
 
-    deinit { close() }
+    func close() { connection.close() }
 
-    func close() {
-        if fd >= 0 {
-            Glibc.close(fd)
-            fd = -1
-        }
-    }
-
-    func sendRaw(_ bytes: [UInt8]) throws {
-        var sent = 0
-        while sent < bytes.count {
-            let n = bytes.withUnsafeBytes { Glibc.send(fd, $0.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL)) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                throw SocketFailure.system("send to redis: \(errnoString())")
-            }
-            sent += n
-        }
-    }
+    func sendRaw(_ bytes: [UInt8]) throws { try connection.send(bytes) }
 
     /// Sends `arguments` as a RESP array of bulk strings and reads the reply.
     func command(_ arguments: [String]) throws -> RESPValue {
@@ -246,39 +214,9 @@ final class RESPClient {
         return try readValue()
     }
 
-    private func fill() throws {
-        var chunk = [UInt8](repeating: 0, count: 65_536)
-        while true {
-            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
-            if n > 0 {
-                buffer += chunk[0..<n]
-                return
-            }
-            if n == 0 { throw SocketFailure.closedEarly("redis closed the connection") }
-            if errno == EINTR { continue }
-            if errno == EAGAIN || errno == EWOULDBLOCK { throw SocketFailure.timedOut("no reply from redis on port \(port)") }
-            throw SocketFailure.system("recv from redis: \(errnoString())")
-        }
-    }
+    func readLine() throws -> String { try connection.readLine() }
 
-    /// One CRLF-terminated line, without the CRLF.
-    func readLine() throws -> String {
-        while true {
-            if let i = buffer.indices.dropLast().first(where: { buffer[$0] == 13 && buffer[$0 + 1] == 10 }) {
-                let line = String(decoding: buffer[0..<i], as: UTF8.self)
-                buffer.removeSubrange(0..<(i + 2))
-                return line
-            }
-            try fill()
-        }
-    }
-
-    private func readExactly(_ n: Int) throws -> [UInt8] {
-        while buffer.count < n { try fill() }
-        let out = Array(buffer[0..<n])
-        buffer.removeSubrange(0..<n)
-        return out
-    }
+    private func readExactly(_ n: Int) throws -> [UInt8] { try connection.readExactly(n) }
 
     func readValue() throws -> RESPValue {
         let line = try readLine()
