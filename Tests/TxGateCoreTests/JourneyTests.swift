@@ -90,6 +90,21 @@ final class FakeServices: JourneyServices {
         TOTP(secret: Base32.decode(Self.secret)!).code(at: services.now)
     }
 
+    @Test func journeyStateJSONRoundTripsAndReadsJSONEncoderOutput() throws {
+        let states = [
+            JourneyState(realm: "/", journey: "Login"),
+            JourneyState(realm: "/x", journey: "J", node: 2, username: "dé\"mo", shared: ["k": "v", "retry": "1"], txid: "t-1"),
+        ]
+        for s in states {
+            #expect(JourneyState(json: s.json) == s)
+            let legacy = try #require(JSONValue.parse(Array(try JSONEncoder().encode(s))))
+            #expect(JourneyState(json: legacy) == s)
+        }
+        #expect(JourneyState(json: ["realm": "/", "journey": "J", "node": .number(1.5), "shared": [:]]) == nil)
+        #expect(JourneyState(json: ["realm": "/", "journey": "J", "node": 1, "shared": ["k": 1]]) == nil)
+        #expect(JourneyState(json: ["realm": "/", "journey": "J", "node": 1, "shared": [:], "txid": 3]) == nil)
+    }
+
     @Test func usernamePasswordThenTOTP() {
         let e = engine(["Login": [NodeConfig(type: "UsernamePassword"), NodeConfig(type: "TOTP")]])
         let r = run(e, JourneyState(realm: "/", journey: "Login"),

@@ -90,22 +90,33 @@ import TxGateRedis
         defer { loops.stop(detaching: [store]) }
         let loop = loops.loops[0]
 
+        // Only expiries that can come early on a slow machine are timed; the rest read the TTL.
         try await call(on: loop) { store.put("short", value: [1], ttlMs: 100, on: $0, $1) }.get()
         #expect(try await call(on: loop) { store.create("created", value: [1], ttlMs: 100, on: $0, $1) }.get())
-        // The counter's window does not slide: a later increment with a long ttl keeps the first expiry.
-        #expect(try await call(on: loop) { store.increment("window", ttlMs: 100, on: $0, $1) }.get() == 1)
+        // The counter's window does not slide: a later increment with a longer ttl keeps the first expiry.
+        #expect(try await call(on: loop) { store.increment("window", ttlMs: 60_000, on: $0, $1) }.get() == 1)
         #expect(try await call(on: loop) { store.increment("window", ttlMs: 600_000, on: $0, $1) }.get() == 2)
-        try await call(on: loop) { store.put("long", value: [1], ttlMs: 100, on: $0, $1) }.get()
-        #expect(try await call(on: loop) { store.touch("long", ttlMs: 60_000, on: $0, $1) }.get())
+        #expect(try Self.pttl(redis, "t:window") <= 60_000)
+        try await call(on: loop) { store.put("long", value: [1], ttlMs: 30_000, on: $0, $1) }.get()
+        #expect(try await call(on: loop) { store.touch("long", ttlMs: 600_000, on: $0, $1) }.get())
+        #expect(try Self.pttl(redis, "t:long") > 60_000)
         try await Task.sleep(nanoseconds: 300_000_000)
         #expect(try await call(on: loop) { store.get("short", on: $0, $1) }.get() == nil)
         #expect(try await call(on: loop) { store.get("created", on: $0, $1) }.get() == nil)
-        #expect(try await call(on: loop) { store.get("window", on: $0, $1) }.get() == nil)
         #expect(try await call(on: loop) { store.get("long", on: $0, $1) }.get() == [1])
         // A swap with a ttl sets that expiry.
         #expect(try await call(on: loop) { store.compareAndSwap("long", expected: [1], new: [2], ttlMs: 100, on: $0, $1) }.get())
         try await Task.sleep(nanoseconds: 300_000_000)
         #expect(try await call(on: loop) { store.get("long", on: $0, $1) }.get() == nil)
+    }
+
+    /// The remaining time to live of `key`, in ms, read straight from the server.
+    static func pttl(_ redis: RedisServer, _ key: String) throws -> Int {
+        let reply = try redis.rawCommand("PTTL \(key)\r\n")
+        guard reply.hasPrefix(":"), let ms = Int(reply.dropFirst().prefix { $0.isNumber || $0 == "-" }) else {
+            throw TestFailure("PTTL \(key): \(reply)")
+        }
+        return ms
     }
 
     /// Four connections on two stores stand in for workers of two gateway instances.
@@ -164,7 +175,7 @@ import TxGateRedis
             let r = await call(on: loop) { store.get("k", on: $0, $1) }
             #expect(r.isUnavailable, "\(r)")
         }
-        #expect(Date().timeIntervalSince(started) < 0.5)
+        #expect(Date().timeIntervalSince(started) < 2)
         let r = await call(on: loop) { store.ping(on: $0, $1) }
         guard case .failure(.unavailable(let why)) = r else { Issue.record("ping: \(r)"); return }
         #expect(why.contains("redis://127.0.0.1:\(redis.port)/0 is down"), "\(why)")
@@ -182,7 +193,7 @@ import TxGateRedis
         let redis = try RedisServer()
         defer { redis.resume(); redis.stop() }
         let loops = RunningLoops(1)
-        let store = makeStore(redis.url, timeoutMs: 200, on: loops.loops)
+        let store = makeStore(redis.url, timeoutMs: 1000, on: loops.loops)
         defer { loops.stop(detaching: [store]) }
         let loop = loops.loops[0]
         try await call(on: loop) { store.ping(on: $0, $1) }.get()
@@ -192,14 +203,14 @@ import TxGateRedis
         let results = await concurrently(10, loops: [loop]) { _, loop, done in store.get("k", on: loop, done) }
         let elapsed = Date().timeIntervalSince(started)
         #expect(results.allSatisfy { $0.isUnavailable }, "\(results)")
-        #expect(elapsed >= 0.15 && elapsed < 2, "failed after \(elapsed) s")
+        #expect(elapsed >= 0.9 && elapsed < 5, "failed after \(elapsed) s")
         // Once it is known to be down, calls fail at once, even while a reconnect (whose TCP
         // handshake the frozen server's kernel still completes) waits for an answer.
         for _ in 0..<5 {
             try await Task.sleep(nanoseconds: 60_000_000)
             let again = Date()
             let r = await call(on: loop) { store.get("k", on: $0, $1) }
-            #expect(r.isUnavailable && Date().timeIntervalSince(again) < 0.1, "\(r) after \(Date().timeIntervalSince(again)) s")
+            #expect(r.isUnavailable && Date().timeIntervalSince(again) < 0.5, "\(r) after \(Date().timeIntervalSince(again)) s")
         }
 
         redis.resume()

@@ -34,8 +34,8 @@ public enum JWT {
         // JWS uses base64url without padding (RFC 7515 §2); refusing '=' keeps one spelling per token.
         guard parts.count == 3, !token.utf8.contains(UInt8(ascii: "=")), !parts[0].isEmpty, !parts[1].isEmpty, !parts[2].isEmpty,
               let headerBytes = Base64URL.decode(String(parts[0])),
-              let header = try? JSONDecoder().decode(Header.self, from: Data(headerBytes)),
-              header.alg == "HS256", !header.hasCrit,
+              case .object(let header)? = JSONValue.parse(headerBytes),
+              header["alg"] == .string("HS256"), header["crit"] == nil,
               let signature = Base64URL.decode(String(parts[2]))
         else { throw .malformed }
 
@@ -44,10 +44,10 @@ public enum JWT {
         guard Crypto.constantTimeEquals(signature, expected) else { throw .badSignature }
 
         guard let claims = Base64URL.decode(String(parts[1])),
-              let expiry = try? JSONDecoder().decode(Expiry.self, from: Data(claims)),
-              expiry.exp.isFinite
+              case .object(let members)? = JSONValue.parse(claims),
+              case .number(let exp)? = members["exp"]
         else { throw .malformed }
-        guard expiry.exp > Double(now) else { throw .expired }
+        guard exp > Double(now) else { throw .expired }
         return claims
     }
 
@@ -65,22 +65,5 @@ public enum JWT {
         let claims = try verify(token, key: key, now: now)
         guard let value = try? JSONDecoder().decode(T.self, from: Data(claims)) else { throw .malformed }
         return value
-    }
-
-    private struct Header: Decodable {
-        let alg: String
-        let hasCrit: Bool
-
-        enum CodingKeys: String, CodingKey { case alg, crit }
-
-        init(from decoder: Decoder) throws {
-            let c = try decoder.container(keyedBy: CodingKeys.self)
-            alg = try c.decode(String.self, forKey: .alg)
-            hasCrit = c.contains(.crit)
-        }
-    }
-
-    private struct Expiry: Decodable {
-        let exp: Double
     }
 }

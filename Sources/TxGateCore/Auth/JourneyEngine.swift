@@ -36,13 +36,6 @@ public final class JourneyEngine: @unchecked Sendable {
         self.authIdTtlS = authIdTtlS
     }
 
-    struct Claims: Codable {
-        var iss: String
-        var iat: Int
-        var exp: Int
-        var st: JourneyState
-    }
-
     /// Enters the first node of `initial.journey`.
     public func start(_ initial: JourneyState, context: JourneyContext, _ done: @escaping (JourneyResult) -> Void) {
         guard let journey = journeys[initial.journey], !journey.nodes.isEmpty else {
@@ -72,11 +65,12 @@ public final class JourneyEngine: @unchecked Sendable {
         } catch {
             return .failure(error == .expired ? .timedOut : .rejected("invalid authId"))
         }
-        guard let claims = try? JSONDecoder().decode(Claims.self, from: Data(claimsJSON)), claims.iss == "txgate",
-              let journey = journeys[claims.st.journey], journey.nodes.indices.contains(claims.st.node) else {
+        guard case .object(let claims)? = JSONValue.parse(claimsJSON), claims["iss"] == .string("txgate"),
+              let st = claims["st"].flatMap(JourneyState.init(json:)),
+              let journey = journeys[st.journey], journey.nodes.indices.contains(st.node) else {
             return .failure(.rejected("invalid authId"))
         }
-        return .success(claims.st)
+        return .success(st)
     }
 
     /// Marks a state whose step shows an error text; answering it enters the node again.
@@ -145,9 +139,10 @@ public final class JourneyEngine: @unchecked Sendable {
 
     private func sign(_ state: JourneyState, _ context: JourneyContext) -> String {
         let now = context.services.now
-        let claims = Claims(iss: "txgate", iat: now, exp: now + authIdTtlS, st: state)
-        let json = (try? JSONEncoder().encode(claims)).map { [UInt8]($0) } ?? []
-        return JWT.sign(claimsJSON: json, key: signingKey)
+        let claims: JSONValue = .object([
+            "iss": "txgate", "iat": .number(Double(now)), "exp": .number(Double(now + authIdTtlS)), "st": state.json,
+        ])
+        return JWT.sign(claimsJSON: Array(claims.canonical.utf8), key: signingKey)
     }
 
     /// `{"authId":"...","callbacks":[...]}` exactly as AM shapes it.

@@ -24,6 +24,31 @@ public struct JourneyState: Codable, Equatable, Sendable {
         self.shared = shared
         self.txid = txid
     }
+
+    /// The state as JSON (what an authId carries).
+    public var json: JSONValue {
+        var o: [String: JSONValue] = [
+            "realm": .string(realm), "journey": .string(journey), "node": .number(Double(node)),
+            "shared": .object(shared.mapValues { .string($0) }),
+        ]
+        if let username { o["username"] = .string(username) }
+        if let txid { o["txid"] = .string(txid) }
+        return .object(o)
+    }
+
+    public init?(json: JSONValue) {
+        guard case .object(let o) = json, let realm = o["realm"]?.stringValue, let journey = o["journey"]?.stringValue,
+              case .number(let n)? = o["node"], let node = Int(exactly: n), let sharedJSON = o["shared"]?.objectValue
+        else { return nil }
+        var shared: [String: String] = [:]
+        for (k, v) in sharedJSON {
+            guard let s = v.stringValue else { return nil }
+            shared[k] = s
+        }
+        let username = o["username"], txid = o["txid"]
+        guard username == nil || username?.stringValue != nil, txid == nil || txid?.stringValue != nil else { return nil }
+        self.init(realm: realm, journey: journey, node: node, username: username?.stringValue, shared: shared, txid: txid?.stringValue)
+    }
 }
 
 /// How a node's step ended.
