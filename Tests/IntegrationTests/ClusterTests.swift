@@ -484,30 +484,14 @@ final class Cluster: @unchecked Sendable {
     /// Starts one more instance (on `port`, or a free one), from a new directory, and waits for
     /// it to accept connections.
     func startInstance(name: String, port fixed: Int? = nil) throws -> GatewayInstance {
-        let binary = try BinaryLocator.txgate
-        var lastError: Error?
-        for _ in 0..<(fixed == nil ? 3 : 1) {
-            let port = try fixed ?? Ports.free()
-            let dir = bed.dir.url.appendingPathComponent("txgate-\(name)-\(UUID().uuidString.prefix(6))", isDirectory: true)
-            try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-            let config = config(port: port)
-            let data = try JSONSerialization.data(withJSONObject: config, options: [.prettyPrinted, .sortedKeys])
-            let url = dir.appendingPathComponent("gateway.json")
-            try data.write(to: url)
-            let p = try SpawnedProcess(binary, ["serve", "--config", url.path], name: "txgate-\(name)", directory: dir,
-                                       environment: ["TXGATE_SIGNING_KEY": signingKey])
-            lock.lock()
-            processes.append(p)
-            lock.unlock()
-            do {
-                try p.waitForPort(port)
-                return GatewayInstance(process: p, port: port, configURL: url, config: config)
-            } catch {
-                lastError = error
-                p.kill()
-            }
-        }
-        throw lastError!
+        let dir = bed.dir.url.appendingPathComponent("txgate-\(name)-\(UUID().uuidString.prefix(6))", isDirectory: true)
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let instance = try bed.startGateway(name: "txgate-\(name)", port: fixed, directory: dir,
+                                            environment: ["TXGATE_SIGNING_KEY": signingKey]) { config(port: $0) }
+        lock.lock()
+        processes.append(instance.process)
+        lock.unlock()
+        return instance
     }
 
     /// The Login journey started on `start` and answered on `finish`; returns the session token.

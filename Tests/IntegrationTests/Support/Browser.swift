@@ -216,22 +216,9 @@ extension Testbed {
     /// `config` gets the base URL, `http://127.0.0.1:<port>`.
     func startGateway(upstream: String, configForURL config: (String) -> [String: Any],
                       extraArguments: [String] = []) throws -> GatewayInstance {
-        let binary = try BinaryLocator.txgate
-        var lastError: Error?
-        for _ in 0..<3 {
-            let port = try Ports.free()
-            let full = Self.gatewayConfig(port: port, upstream: upstream, overrides: config("http://127.0.0.1:\(port)"))
-            let url = try writeConfig(full)
-            let p = try spawn(binary, ["serve", "--config", url.path] + extraArguments, name: "txgate")
-            do {
-                try p.waitForPort(port)
-                return GatewayInstance(process: p, port: port, configURL: url, config: full)
-            } catch {
-                lastError = error
-                p.kill()
-            }
+        try startGateway(extraArguments: extraArguments) { port in
+            Self.gatewayConfig(port: port, upstream: upstream, overrides: config("http://127.0.0.1:\(port)"))
         }
-        throw lastError!
     }
 
     /// demo-bank, then txgate in front of it with a config that may name the gateway's own URL.

@@ -66,8 +66,9 @@ final class Testbed: @unchecked Sendable {
     }
 
     /// Starts a process that `cleanup()` will kill.
-    func spawn(_ executable: URL, _ arguments: [String], name: String? = nil) throws -> SpawnedProcess {
-        let p = try SpawnedProcess(executable, arguments, name: name, directory: dir.url)
+    func spawn(_ executable: URL, _ arguments: [String], name: String? = nil, directory: URL? = nil,
+               environment: [String: String]? = nil) throws -> SpawnedProcess {
+        let p = try SpawnedProcess(executable, arguments, name: name, directory: directory ?? dir.url, environment: environment)
         lock.lock()
         processes.append(p)
         lock.unlock()
@@ -116,13 +117,25 @@ final class Testbed: @unchecked Sendable {
     /// and waits until it accepts connections.
     func startGateway(upstream: String, config overrides: [String: Any] = [:],
                       extraArguments: [String] = []) throws -> GatewayInstance {
+        try startGateway(extraArguments: extraArguments) { Self.gatewayConfig(port: $0, upstream: upstream, overrides: overrides) }
+    }
+
+    /// Starts `txgate serve` with the configuration `config(port)`, on `port` (or a free one,
+    /// retried if another process takes it first), from `directory` (default: the testbed's),
+    /// and waits until it accepts connections.
+    func startGateway(name: String = "txgate", port fixed: Int? = nil, directory: URL? = nil,
+                      environment: [String: String]? = nil, extraArguments: [String] = [],
+                      config build: (Int) -> [String: Any]) throws -> GatewayInstance {
         let binary = try BinaryLocator.txgate
         var lastError: Error?
-        for _ in 0..<3 {
-            let port = try Ports.free()
-            let config = Self.gatewayConfig(port: port, upstream: upstream, overrides: overrides)
-            let url = try writeConfig(config)
-            let p = try spawn(binary, ["serve", "--config", url.path] + extraArguments, name: "txgate")
+        for _ in 0..<(fixed == nil ? 3 : 1) {
+            let port = try fixed ?? Ports.free()
+            let config = build(port)
+            let data = try JSONSerialization.data(withJSONObject: config, options: [.prettyPrinted, .sortedKeys])
+            let url = (directory ?? dir.url).appendingPathComponent("gateway.json")
+            try data.write(to: url)
+            let p = try spawn(binary, ["serve", "--config", url.path] + extraArguments, name: name,
+                              directory: directory, environment: environment)
             do {
                 try p.waitForPort(port)
                 return GatewayInstance(process: p, port: port, configURL: url, config: config)
