@@ -9,8 +9,9 @@
 #                 report the median of each
 #
 # Environment: BENCH_DURATION (seconds, default 5), BENCH_CONCURRENCY (client threads, default 8),
-# BENCH_USERS (users per round and store, default 2500; each has three TOTP codes at a time),
-# BENCH_KEEP_TMP=1 (keep the temp dir with configs and logs).
+# BENCH_PROCS (client processes the threads are spread over, default 2), BENCH_USERS (users per
+# round and store, default 500 per second of BENCH_DURATION and at least 1000; each has three TOTP
+# codes at a time), BENCH_KEEP_TMP=1 (keep the temp dir with configs and logs).
 #
 # Two gateways (1 worker each) in front of one demo-bank, the same configuration except the
 # store: SQLite (a file in the temp dir) and Redis (a redis-server started here, no persistence).
@@ -22,18 +23,21 @@ cd "$ROOT"
 
 DURATION="${BENCH_DURATION:-5}"
 CONCURRENCY="${BENCH_CONCURRENCY:-8}"
-USERS="${BENCH_USERS:-2500}"
+PROCS="${BENCH_PROCS:-2}"
 ROUNDS=3
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) DURATION=2 ;;
     --rounds) [ $# -ge 2 ] || { echo "stepup.sh: --rounds needs a number" >&2; exit 2; }; ROUNDS="$2"; shift ;;
-    -h|--help) sed -n '2,17p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "stepup.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
 done
-for v in DURATION CONCURRENCY USERS ROUNDS; do
+# A user can pass at most three codes per run (steps -1, 0, +1), and a client thread does about 100
+# cycles/s on this kind of machine: 500 users per second leaves a wide margin.
+USERS="${BENCH_USERS:-$((DURATION * 500 > 1000 ? DURATION * 500 : 1000))}"
+for v in DURATION CONCURRENCY PROCS USERS ROUNDS; do
   [[ "${!v}" =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || { echo "stepup.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
 done
 command -v redis-server >/dev/null || { echo "stepup.sh: redis-server not found; run: bash scripts/install-deps.sh" >&2; exit 1; }
@@ -41,14 +45,22 @@ command -v redis-server >/dev/null || { echo "stepup.sh: redis-server not found;
 log() { printf '[stepup] %s\n' "$*" >&2; }
 die() { printf '\n[stepup] FAIL: %s\n\n' "$*" >&2; exit 1; }
 
-TMP="$(mktemp -d)"
-PIDS=()
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-stepup.XXXXXX")"
+PIDS=()   # only these (our own children) are ever signalled
 cleanup() {
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  wait 2>/dev/null || true
+  local rc=$?
+  trap - EXIT INT TERM
+  set +e
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  wait 2>/dev/null
   if [ "${BENCH_KEEP_TMP:-0}" = 1 ]; then log "kept $TMP"; else rm -rf "$TMP"; fi
+  exit "$rc"
 }
-trap cleanup EXIT INT TERM
+# Cleanup runs once, on exit; a signal only decides the exit status (a cleanup trap on INT would
+# return into the script, which would then carry on against stopped servers).
+trap cleanup EXIT
+trap 'echo >&2; log "interrupted"; exit 130' INT
+trap 'exit 143' TERM
 
 log "building (release)"
 swift build -c release --product txgate >/dev/null
@@ -102,7 +114,7 @@ EOF
 
 export TXGATE_SIGNING_KEY="bench-$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & PIDS+=($!)
-"$BIN/demo-bank" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & PIDS+=($!)
+"$BIN/demo-bank" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & BANK_PID=$!; PIDS+=($!)
 wait_port "$REDIS_PORT" redis-server
 wait_port "$BANK_PORT" demo-bank
 "$BIN/txgate" serve --config "$TMP/sqlite.json" >"$TMP/sqlite.log" 2>&1 & SQLITE_PID=$!; PIDS+=($!)
@@ -125,48 +137,57 @@ cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
 measure() {  # store round
   local port=$SQLITE_PORT gw=$SQLITE_PID
   [ "$1" = redis ] && port=$RPORT && gw=$REDIS_GW_PID
-  local gw0 rd0 t0
-  gw0=$(cpu_ticks "$gw"); rd0=$(cpu_ticks "$REDIS_PID"); t0=$(date +%s.%N)
+  local gw0 rd0 bk0 t0
+  gw0=$(cpu_ticks "$gw"); rd0=$(cpu_ticks "$REDIS_PID"); bk0=$(cpu_ticks "$BANK_PID"); t0=$(date +%s.%N)
   python3 "$DRIVER" run --port "$port" --tokens "$TMP/tokens-$1-$2.json" --secret "$SECRET" \
-    --seconds "$DURATION" --concurrency "$CONCURRENCY" >"$TMP/result-$1-$2.json" \
-    || die "$1 round $2: $(cat "$TMP/result-$1-$2.json")"
-  # The gateway's (and redis-server's) share of a core during the run.
-  python3 - "$TMP/result-$1-$2.json" "$gw0" "$(cpu_ticks "$gw")" "$rd0" "$(cpu_ticks "$REDIS_PID")" "$t0" "$(date +%s.%N)" "$(getconf CLK_TCK)" <<'PY'
+    --seconds "$DURATION" --concurrency "$CONCURRENCY" --procs "$PROCS" >"$TMP/result-$1-$2.json" \
+    || die "$1 round $(($2 + 1)): $(cat "$TMP/result-$1-$2.json")"
+  # The gateway's (and redis-server's, demo-bank's) share of a core during the run. The window
+  # includes the client's start-up (a few ms), so these are slight underestimates.
+  python3 - "$TMP/result-$1-$2.json" "$gw0" "$(cpu_ticks "$gw")" "$rd0" "$(cpu_ticks "$REDIS_PID")" \
+    "$bk0" "$(cpu_ticks "$BANK_PID")" "$t0" "$(date +%s.%N)" "$(getconf CLK_TCK)" <<'PY'
 import json, sys
-path, g0, g1, r0, r1, t0, t1, hz = sys.argv[1:]
+path, g0, g1, r0, r1, b0, b1, t0, t1, hz = sys.argv[1:]
 d = json.load(open(path))
 wall = float(t1) - float(t0)
 d["gateway_cpu"] = round((int(g1) - int(g0)) / int(hz) / wall, 2)
 d["redis_cpu"] = round((int(r1) - int(r0)) / int(hz) / wall, 2)
+d["bank_cpu"] = round((int(b1) - int(b0)) / int(hz) / wall, 2)
+d["gateway_cpu_ms_per_cycle"] = round((int(g1) - int(g0)) / int(hz) * 1000 / max(1, d["cycles"]), 3)
 json.dump(d, open(path, "w"))
 PY
-  log "$1 round $((r + 1)): $(cat "$TMP/result-$1-$2.json")"
+  log "$1 round $(($2 + 1)): $(cat "$TMP/result-$1-$2.json")"
 }
 
-log "measuring: $ROUNDS rounds x ${DURATION}s per store, $CONCURRENCY client threads, 1 gateway worker each"
+log "measuring: $ROUNDS rounds x ${DURATION}s per store, $CONCURRENCY client threads in $PROCS processes, 1 gateway worker each"
 for r in $(seq 0 $((ROUNDS - 1))); do
   if [ $((r % 2)) = 0 ]; then measure sqlite "$r"; measure redis "$r"; else measure redis "$r"; measure sqlite "$r"; fi
 done
 
-python3 - "$TMP" "$ROUNDS" "$DURATION" "$CONCURRENCY" <<'EOF'
+python3 - "$TMP" "$ROUNDS" "$DURATION" "$CONCURRENCY" "$PROCS" <<'EOF'
 import json, os, statistics, sys
-tmp, rounds, duration, conc = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+tmp, rounds, duration, conc, procs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
 res = {s: [json.load(open(os.path.join(tmp, "result-%s-%d.json" % (s, r)))) for r in range(rounds)] for s in ("sqlite", "redis")}
 def med(s, k): return statistics.median(x[k] for x in res[s])
 print()
-print("step-up cycles (challenge, composite_advice start, TOTP submit, retry consumed); median of %d rounds of %s s, %s client threads" % (rounds, duration, conc))
+print("step-up cycles (challenge, composite_advice start, TOTP submit, retry consumed); median of %d rounds of %s s, "
+      "%s client threads in %s processes" % (rounds, duration, conc, procs))
 print()
-print("| store | cycles/s | p50 ms | p99 ms | gateway CPU | redis-server CPU | client CPU | per round (cycles/s) |")
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
+print("| store | cycles/s | p50 ms | p90 ms | p99 ms | gateway CPU | ms CPU/cycle | redis-server CPU | demo-bank CPU | client CPU | per round (cycles/s) |")
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 for s in ("sqlite", "redis"):
-    print("| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.2f | %s |" % (
-        s, med(s, "cycles_per_s"), med(s, "p50_ms"), med(s, "p99_ms"), med(s, "gateway_cpu"), med(s, "redis_cpu"),
-        med(s, "client_cpu"), ", ".join(str(x["cycles_per_s"]) for x in res[s])))
-print("(CPU: cores busy on average during the run; the machine has %d)" % os.cpu_count())
+    print("| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %.2f | %.2f | %s |" % (
+        s, med(s, "cycles_per_s"), med(s, "p50_ms"), med(s, "p90_ms"), med(s, "p99_ms"), med(s, "gateway_cpu"),
+        med(s, "gateway_cpu_ms_per_cycle"), med(s, "redis_cpu"), med(s, "bank_cpu"), med(s, "client_cpu"),
+        ", ".join(str(x["cycles_per_s"]) for x in res[s])))
+print("(CPU: cores busy on average during the run, medians; ms CPU/cycle: the gateway's; the machine has %d cores)" % os.cpu_count())
 print()
-print("redis/sqlite: throughput %.2fx, p99 %.2fx" % (med("redis", "cycles_per_s") / med("sqlite", "cycles_per_s"),
-                                                   med("redis", "p99_ms") / med("sqlite", "p99_ms")))
+print("redis/sqlite: throughput %.2fx, p50 %.2fx, p99 %.2fx, gateway CPU per cycle %.2fx" % (
+    med("redis", "cycles_per_s") / med("sqlite", "cycles_per_s"), med("redis", "p50_ms") / med("sqlite", "p50_ms"),
+    med("redis", "p99_ms") / med("sqlite", "p99_ms"),
+    med("redis", "gateway_cpu_ms_per_cycle") / med("sqlite", "gateway_cpu_ms_per_cycle")))
 short = [s for s in res for x in res[s] if x["threads_out_of_codes"]]
 if short:
-    print("NOTE: some client threads ran out of TOTP codes (%s): raise BENCH_USERS" % ", ".join(sorted(set(short))))
+    print("NOTE: some client threads ran out of TOTP codes (%s), so fewer threads ran to the end: raise BENCH_USERS"
+          % ", ".join(sorted(set(short))))
 EOF
