@@ -577,6 +577,25 @@ import Glibc
         expectGatewayError(browser, 429)
     }
 
+    /// The limit counts transactions waiting for approval: approved ones no longer count.
+    @Test func approvedTransactionsNoLongerCountAsPending() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["security": ["maxPendingTransactions": 1]]))
+        let token = try Kit.login(g)
+        var codes = Kit.Codes()
+        for round in 1...2 {
+            let challenge = try Kit.transfer(g, token: token, body: Kit.transferBody)
+            #expect(challenge.status == 401, "round \(round): with the earlier one approved, a new one may wait:\n\(challenge)")
+            let txid = try Kit.challengeTxid(challenge)
+            try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+            #expect(try Kit.transfer(g, token: token, body: Kit.transferBody, query: "?_txid=\(txid)").status == 201)
+        }
+        // One left waiting fills the limit.
+        _ = try Kit.challengeTxid(try Kit.transfer(g, token: token, body: Kit.transferBody))
+        expectGatewayError(try Kit.transfer(g, token: token, body: Kit.transferBody), 429)
+    }
+
     // MARK: 14. Retries that must never be allowed, and the X-TxID header form
 
     @Test func unknownUncompletedAndForeignTxIdsAreNeverAllowed() throws {

@@ -47,6 +47,13 @@ import TxGateRedis
         #expect(try await call(on: loop) { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() == 1)
         #expect(try await call(on: loop) { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() == 2)
         #expect(try await call(on: loop) { store.get("n", on: $0, $1) }.get() == bytes("2"))
+        #expect(try await call(on: loop) { store.decrement("n", on: $0, $1) }.get() == true)
+        #expect(try await call(on: loop) { store.get("n", on: $0, $1) }.get() == bytes("1"))
+        #expect(try Self.pttl(redis, "t:n") > 50_000, "the expiry is kept")
+        #expect(try await call(on: loop) { store.decrement("n", on: $0, $1) }.get() == true)
+        #expect(try await call(on: loop) { store.decrement("n", on: $0, $1) }.get() == false, "never below 0")
+        #expect(try await call(on: loop) { store.decrement("absent", on: $0, $1) }.get() == false)
+        #expect(try await call(on: loop) { store.get("absent", on: $0, $1) }.get() == nil)
         #expect(try await call(on: loop) { store.delete("n", on: $0, $1) }.get() == true)
         #expect(try await call(on: loop) { store.delete("n", on: $0, $1) }.get() == false)
 

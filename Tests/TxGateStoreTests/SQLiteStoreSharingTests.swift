@@ -35,6 +35,18 @@ import TxGateCore
         }
     }
 
+    @Test func decrementLowersACounterExactlyAndNeverBelowZero() async throws {
+        try await withStore { store, _ async throws in
+            #expect(try await call { store.decrement("n", on: $0, $1) }.get() == false, "absent stays absent")
+            #expect(try await call { store.get("n", on: $0, $1) }.get() == nil)
+            for _ in 0..<30 { _ = try await call { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() }
+            let lowered = await concurrently(40, executors: executors) { _, executor, done in store.decrement("n", on: executor, attempts: 100, done) }
+            #expect(try lowered.filter { try $0.get() }.count == 30)
+            #expect(try await call { store.get("n", on: $0, $1) }.get() == bytes("0"))
+            #expect(try await call { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() == 1)
+        }
+    }
+
     @Test func ofConcurrentCreatesExactlyOneWins() async throws {
         try await withStore { store, _ async throws in
             let results = await concurrently(50, executors: executors) { i, executor, done in

@@ -335,6 +335,12 @@ final class AuthService: @unchecked Sendable {
                             "request_id": .string(ctx.requestId), "txid": .string(masked(txid)),
                             "user": .string(tx.subject), "journey": .string(tx.journey),
                         ])
+                        // No longer waiting: it stops counting against maxPendingTransactions.
+                        store.decrement(TransactionRecord.pendingKey(tx.subject), on: loop) { [logger] r in
+                            if case .failure(let e) = r {
+                                logger.warning("pending transaction count not lowered", metadata: ["error": .string(e.description)])
+                            }
+                        }
                         let token = sessions.token(in: ctx.head.headers) ?? ""
                         ctx.respondJSON(status: 200, #"{"tokenId":"\#(JSONText.escape(token))","successUrl":"\#(JSONText.escape(state.shared["goto"] ?? "/"))","realm":"\#(JSONText.escape(state.realm))"}"#)
                     }

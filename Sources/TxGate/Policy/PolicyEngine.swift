@@ -158,7 +158,7 @@ final class EmbeddedPolicyEngine: PolicyDecisionPoint, @unchecked Sendable {
     private func newTransaction(_ rule: TransactionRule, _ b: TransactionBinding, _ q: DecisionQuery, _ loop: EventLoop,
                                 _ done: @escaping (Result<Decision, PDPError>) -> Void) {
         // Bounded per subject so that a client cannot fill the store.
-        store.increment("txrate:" + b.subject, ttlMs: rule.ttlS * 1000, on: loop) { [self] r in
+        store.increment(TransactionRecord.pendingKey(b.subject), ttlMs: rule.ttlS * 1000, on: loop) { [self] r in
             switch r {
             case .failure(let e): done(.failure(.unavailable(e.description)))
             case .success(let n) where n > maxPending:

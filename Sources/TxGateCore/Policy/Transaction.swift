@@ -48,6 +48,10 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
 
     public static func key(_ txid: String) -> String { "tx:" + txid }
 
+    /// The counter of a user's transactions waiting for approval: incremented when one is
+    /// created (the window is the policy's ttlS), decremented when one is approved.
+    public static func pendingKey(_ subject: String) -> String { "txrate:" + subject }
+
     /// Canonical JSON (sorted keys): the same record always encodes to the same bytes.
     public var encoded: [UInt8] {
         var o: [String: JSONValue] = [

@@ -19,6 +19,29 @@ public enum StoreError: Error, Equatable, CustomStringConvertible, Sendable {
 
 public typealias StoreResult<T> = Result<T, StoreError>
 
+extension Store {
+    /// Lowers a counter made by `increment` by one, never below 0 and keeping its expiry; an
+    /// absent counter stays absent. A compare-and-swap over what was read, retried if another
+    /// caller changed the counter in between. `done` gets false if nothing was lowered.
+    public func decrement(_ key: String, on executor: CallbackExecutor, attempts: Int = 5,
+                          _ done: @escaping (StoreResult<Bool>) -> Void) {
+        get(key, on: executor) { [self] r in
+            switch r {
+            case .failure(let e): done(.failure(e))
+            case .success(nil): done(.success(false))
+            case .success(let bytes?):
+                guard let n = Int(String(decoding: bytes, as: UTF8.self)), n > 0 else { done(.success(false)); return }
+                compareAndSwap(key, expected: bytes, new: Array(String(n - 1).utf8), ttlMs: nil, on: executor) { [self] r in
+                    switch r {
+                    case .success(false) where attempts > 1: decrement(key, on: executor, attempts: attempts - 1, done)
+                    default: done(r)
+                    }
+                }
+            }
+        }
+    }
+}
+
 /// What `Store.takeIf` found.
 public enum ConditionalTake: Equatable, Sendable {
     /// No such key (or it expired).
