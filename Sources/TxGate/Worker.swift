@@ -23,7 +23,7 @@ final class SharedState: @unchecked Sendable {
     let limits: ServerLimits
     let store: Store?
     /// The store when it is Redis: each worker attaches its loop to it.
-    let redis: RedisStore?
+    var redis: RedisStore? { store as? RedisStore }
     let auth: AuthService?
     let pdp: PolicyDecisionPoint?
     let policies: [Policy]
@@ -57,20 +57,16 @@ final class SharedState: @unchecked Sendable {
         limits = ServerLimits(maxHeaderBytes: config.limits.maxHeaderBytes, maxBodyBytes: config.limits.maxBodyBytes)
         // The authentication service and its store exist when there are journeys to run.
         if config.journeys.isEmpty {
-            redis = nil
             store = nil
             auth = nil
         } else {
             let s: Store
             let storeDescription: String
             if let url = config.store.redis {
-                let r = RedisStore(url: url, keyPrefix: config.store.keyPrefix, timeoutMs: config.store.timeoutMs,
-                                   waitReplicas: config.store.waitReplicas, waitTimeoutMs: config.store.waitTimeoutMs, logger: logger)
-                redis = r
-                s = r
+                s = RedisStore(url: url, keyPrefix: config.store.keyPrefix, timeoutMs: config.store.timeoutMs,
+                               waitReplicas: config.store.waitReplicas, waitTimeoutMs: config.store.waitTimeoutMs, logger: logger)
                 storeDescription = url.description
             } else {
-                redis = nil
                 s = try SQLiteStore(path: config.store.path)
                 storeDescription = "sqlite:\(config.store.path)"
             }

@@ -118,8 +118,6 @@ final class RedisConnection {
         retry = LoopTimer(loop: loop) { [unowned self] in connect() }
     }
 
-    var isReady: Bool { state == .ready }
-
     /// Why commands fail now, for errors and the health endpoint.
     var unavailableReason: String {
         "redis \(url) is down (\(lastError)); reconnecting"

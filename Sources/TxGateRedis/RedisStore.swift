@@ -9,8 +9,8 @@ extension EventLoop: CallbackExecutor {}
 ///
 /// Each worker loop has its own connection (`attach(to:)`), and every operation is one
 /// server-side step: `SET NX PX`, `GETDEL`, or a Lua script for increment-with-expiry,
-/// compare-and-swap and check-then-take. Nothing is read and then written from the gateway, so of concurrent
-/// callers across the whole cluster exactly one takes a value or wins a swap.
+/// compare-and-swap and check-then-take. Nothing is read and then written from the gateway,
+/// so of concurrent callers across the whole cluster exactly one takes a value or wins a swap.
 ///
 /// Needs Redis >= 6.2 (GETDEL, KEEPTTL), a single primary (not Redis Cluster's sharding).
 public final class RedisStore: Store, @unchecked Sendable {
@@ -46,20 +46,11 @@ public final class RedisStore: Store, @unchecked Sendable {
         (loop.locals.removeValue(forKey: ObjectIdentifier(self)) as? RedisConnection)?.close()
     }
 
-    /// Whether `loop`'s connection is up (on its thread).
-    public func isConnected(on loop: EventLoop) -> Bool {
-        (loop.locals[ObjectIdentifier(self)] as? RedisConnection)?.isReady ?? false
-    }
-
     // MARK: Store
 
     public func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
                        _ done: @escaping (StoreResult<Bool>) -> Void) {
-        var c = RedisCommand("SET")
-        c.add(keyPrefix + key)
-        c.add(value)
-        c.add("PX")
-        c.add(String(ttlMs))
+        var c = set(key, value, ttlMs: ttlMs)
         c.add("NX")
         run(c, on: executor, oneShot: true, done) { reply in
             switch reply {
@@ -72,44 +63,29 @@ public final class RedisStore: Store, @unchecked Sendable {
 
     public func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
                     _ done: @escaping (StoreResult<Void>) -> Void) {
-        var c = RedisCommand("SET")
-        c.add(keyPrefix + key)
-        c.add(value)
-        c.add("PX")
-        c.add(String(ttlMs))
-        run(c, on: executor, done) { reply in reply == .status("OK") ? () : nil }
+        run(set(key, value, ttlMs: ttlMs), on: executor, done) { reply in reply == .status("OK") ? () : nil }
     }
 
     public func get(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
-        var c = RedisCommand("GET")
-        c.add(keyPrefix + key)
-        run(c, on: executor, done, Self.optionalValue)
+        run(command("GET", key), on: executor, done, Self.optionalValue)
     }
 
     public func touch(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        var c = RedisCommand("PEXPIRE")
-        c.add(keyPrefix + key)
+        var c = command("PEXPIRE", key)
         c.add(String(ttlMs))
         run(c, on: executor, done, Self.flag)
     }
 
     public func delete(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        var c = RedisCommand("DEL")
-        c.add(keyPrefix + key)
-        run(c, on: executor, done, Self.flag)
+        run(command("DEL", key), on: executor, done, Self.flag)
     }
 
     public func take(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
-        var c = RedisCommand("GETDEL")
-        c.add(keyPrefix + key)
-        run(c, on: executor, oneShot: true, done, Self.optionalValue)
+        run(command("GETDEL", key), on: executor, oneShot: true, done, Self.optionalValue)
     }
 
     public func increment(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Int>) -> Void) {
-        var c = RedisCommand("EVAL")
-        c.add(Self.incrementScript)
-        c.add("1")
-        c.add(keyPrefix + key)
+        var c = eval(Self.incrementScript, key)
         c.add(String(ttlMs))
         run(c, on: executor, done) { reply in
             if case .integer(let n) = reply { return n }
@@ -119,10 +95,7 @@ public final class RedisStore: Store, @unchecked Sendable {
 
     public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, on executor: CallbackExecutor,
                                _ done: @escaping (StoreResult<Bool>) -> Void) {
-        var c = RedisCommand("EVAL")
-        c.add(Self.compareAndSwapScript)
-        c.add("1")
-        c.add(keyPrefix + key)
+        var c = eval(Self.compareAndSwapScript, key)
         c.add(expected)
         if let new {
             c.add("set")
@@ -136,10 +109,7 @@ public final class RedisStore: Store, @unchecked Sendable {
 
     public func takeIf(_ key: String, fields: [String: String], on executor: CallbackExecutor,
                        _ done: @escaping (StoreResult<ConditionalTake>) -> Void) {
-        var c = RedisCommand("EVAL")
-        c.add(Self.takeIfScript)
-        c.add("1")
-        c.add(keyPrefix + key)
+        var c = eval(Self.takeIfScript, key)
         for (name, value) in fields {
             c.add(name)
             c.add(value)
@@ -220,6 +190,31 @@ public final class RedisStore: Store, @unchecked Sendable {
         """
 
     // MARK: running commands
+
+    /// `NAME <prefixed key>`, for more arguments to be added.
+    private func command(_ name: String, _ key: String) -> RedisCommand {
+        var c = RedisCommand(name)
+        c.add(keyPrefix + key)
+        return c
+    }
+
+    /// `SET <prefixed key> <value> PX <ttl>`.
+    private func set(_ key: String, _ value: [UInt8], ttlMs: Int) -> RedisCommand {
+        var c = command("SET", key)
+        c.add(value)
+        c.add("PX")
+        c.add(String(ttlMs))
+        return c
+    }
+
+    /// `EVAL <script> 1 <prefixed key>`, for the script's ARGV to be added.
+    private func eval(_ script: String, _ key: String) -> RedisCommand {
+        var c = RedisCommand("EVAL")
+        c.add(script)
+        c.add("1")
+        c.add(keyPrefix + key)
+        return c
+    }
 
     private static func optionalValue(_ reply: RedisReply) -> [UInt8]?? {
         switch reply {

@@ -6,7 +6,7 @@ import TxGateCrypto
 
 /// A logged-in session as the store keeps it. The token itself is never stored: its key is
 /// the SHA-256 of the token.
-struct Session: Codable, Equatable {
+struct Session: Equatable {
     var uid: String
     var realm: String
     /// Unix seconds.

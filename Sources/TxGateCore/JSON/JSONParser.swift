@@ -147,14 +147,7 @@ struct JSONParser {
         guard i + 4 <= bytes.count else { return nil }
         var v: UInt32 = 0
         for _ in 0..<4 {
-            let b = bytes[i]
-            let d: UInt8
-            switch b {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): d = b - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): d = b - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): d = b - UInt8(ascii: "A") + 10
-            default: return nil
-            }
+            guard let d = hexDigitValue(bytes[i]) else { return nil }
             v = v << 4 | UInt32(d)
             i += 1
         }

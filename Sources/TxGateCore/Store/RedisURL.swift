@@ -80,26 +80,8 @@ public struct RedisURL: Equatable, Sendable, CustomStringConvertible {
     }
 
     private static func percentDecoded(_ s: Substring) throws -> String {
-        guard let decoded = String(s).removingPercentEncodingStrict() else { throw RedisURLError("bad percent-encoding in the credentials") }
+        guard let decoded = PercentEncoding.decode(s, plusIsSpace: false) else { throw RedisURLError("bad percent-encoding in the credentials") }
         return decoded
-    }
-}
-
-extension String {
-    /// Decodes %XX escapes; nil if an escape is malformed or the result is not UTF-8.
-    fileprivate func removingPercentEncodingStrict() -> String? {
-        var out: [UInt8] = []
-        var bytes = Array(utf8)[...]
-        while let b = bytes.popFirst() {
-            if b == UInt8(ascii: "%") {
-                guard bytes.count >= 2, let v = UInt8(String(decoding: bytes.prefix(2), as: UTF8.self), radix: 16) else { return nil }
-                out.append(v)
-                bytes = bytes.dropFirst(2)
-            } else {
-                out.append(b)
-            }
-        }
-        return String(validating: out, as: UTF8.self)
     }
 }
 

@@ -1,0 +1,35 @@
+/// `%XX` decoding, shared by query strings and URLs.
+public enum PercentEncoding {
+    /// Decodes `%XX` escapes (and `+` as a space when `plusIsSpace`, as in a query string).
+    /// Nil if an escape is malformed or the decoded bytes are not UTF-8.
+    public static func decode(_ text: Substring, plusIsSpace: Bool) -> String? {
+        let raw = text.utf8
+        var out: [UInt8] = []
+        out.reserveCapacity(raw.count)
+        var i = raw.startIndex
+        while i != raw.endIndex {
+            let b = raw[i]
+            if b == UInt8(ascii: "%") {
+                let h = raw.index(after: i)
+                guard h != raw.endIndex, raw.index(after: h) != raw.endIndex,
+                      let hi = hexDigitValue(raw[h]), let lo = hexDigitValue(raw[raw.index(after: h)]) else { return nil }
+                out.append(hi << 4 | lo)
+                i = raw.index(h, offsetBy: 2)
+                continue
+            }
+            out.append(plusIsSpace && b == UInt8(ascii: "+") ? 0x20 : b)
+            i = raw.index(after: i)
+        }
+        return String(validating: out, as: UTF8.self)
+    }
+}
+
+/// The value of one ASCII hex digit, either case.
+func hexDigitValue(_ b: UInt8) -> UInt8? {
+    switch b {
+    case UInt8(ascii: "0")...UInt8(ascii: "9"): return b - UInt8(ascii: "0")
+    case UInt8(ascii: "a")...UInt8(ascii: "f"): return b - UInt8(ascii: "a") + 10
+    case UInt8(ascii: "A")...UInt8(ascii: "F"): return b - UInt8(ascii: "A") + 10
+    default: return nil
+    }
+}
