@@ -21,9 +21,11 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
     public var display: String?
     /// Unix seconds.
     public var expires: Int
-    /// `TransactionBinding.seal` of the request that created it: a retry consumes the record
-    /// in one store step, by matching this and the state (`Store.takeIf`).
-    public var seal: String
+    /// `TransactionBinding.seal` of the request that created it, stored with the record: a
+    /// retry consumes the record in one store step, by matching this and the state (`Store.takeIf`).
+    public var seal: String {
+        TransactionBinding.seal(realm: realm, resource: resource, method: method, subject: subject, bodyDigest: bodyDigest)
+    }
 
     public init(txid: String, state: State = .created, realm: String, resource: String, method: String, subject: String,
                 journey: String, bodyDigest: String?, bound: [String: JSONValue], display: String?, expires: Int) {
@@ -38,7 +40,6 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         self.bound = bound
         self.display = display
         self.expires = expires
-        seal = TransactionBinding.seal(realm: realm, resource: resource, method: method, subject: subject, bodyDigest: bodyDigest)
     }
 
     /// What the store checks, in the same step as it deletes the record, before a retry may pass.
@@ -71,12 +72,10 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
               let realm = o["realm"]?.stringValue, let resource = o["resource"]?.stringValue,
               let method = o["method"]?.stringValue, let subject = o["subject"]?.stringValue,
               let journey = o["journey"]?.stringValue, let bound = o["bound"]?.objectValue,
-              let expires = o["expires"]?.intValue, let seal = o["seal"]?.stringValue else { return nil }
-        var r = TransactionRecord(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
+              let expires = o["expires"]?.intValue else { return nil }
+        return TransactionRecord(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
                                   journey: journey, bodyDigest: o["bodyDigest"]?.stringValue, bound: bound,
                                   display: o["display"]?.stringValue, expires: expires)
-        r.seal = seal
-        return r
     }
 
     /// Why this transaction cannot open `request`, or nil if it can.
