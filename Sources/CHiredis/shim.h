@@ -6,7 +6,4 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/async.h>
 #include <hiredis/adapters/libevent.h>
-
-/* The context's flags, which Swift cannot read through the macro names. */
-static inline int txgate_redis_is_connected(const redisAsyncContext *ac) { return (ac->c.flags & REDIS_CONNECTED) != 0; }
 #endif
