@@ -1,38 +1,58 @@
 import EventHTTP
 import HTTPCore
-import Logging
 import TxGateCore
 
-/// Everything one request carries through the phases (as Pingora's per-request context).
+/// Everything one request carries through the phases (Pingora's per-request context). The
+/// phases fill it in as they go; each phase reports its outcome through it: `proceed()`,
+/// `respond(...)` or `fail(...)`.
 final class RequestContext {
     let exchange: ServerExchange
-    let worker: Worker
     let requestId: String
-    var phaseIndex = 0
+    private unowned let pipeline: Pipeline
+    private var phaseIndex = 0
+
+    /// The target sent upstream: the request's, with `_txid`/`_idtoken` removed.
+    var target: String
+    /// The TxId a retried request names (`_txid` or `X-TxID`).
+    var txid: String?
+    /// The `Authorization: Bearer` token, if any.
+    var bearer: String?
+    /// The session the identify phase found.
+    var subject: Subject?
+    /// What the policy decision point said.
+    var decision: Decision?
+    /// The headers sent upstream, once the upstream request filter has built them.
+    var upstreamHeaders: HTTPHeaders?
     /// Time from sending upstream to the response head, when the request was proxied.
     var upstreamNanos: UInt64?
-    /// The target sent upstream, once the policy phase has removed `_txid`/`_idtoken`.
-    var upstreamTarget: String?
-    /// The session the policy phase identified.
-    var subject: Subject?
-    private var logged = false
+    private(set) var finished = false
 
-    init(exchange: ServerExchange, worker: Worker, requestId: String) {
+    init(exchange: ServerExchange, requestId: String, pipeline: Pipeline) {
         self.exchange = exchange
-        self.worker = worker
         self.requestId = requestId
+        self.pipeline = pipeline
+        target = exchange.head.target
     }
 
     var head: RequestHead { exchange.head }
 
     /// Hands the request to the next phase.
-    func next() { worker.pipeline.run(self) }
+    func proceed() {
+        let phase = pipeline.phase(at: phaseIndex)
+        phaseIndex += 1
+        guard let phase else {
+            fail(.internalError("no phase answered the request"))
+            return
+        }
+        phase.handle(self)
+    }
 
+    /// Answers the request (a phase's local reply, Envoy's `sendLocalReply`).
     func respond(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8]) {
         var h = headers
         h.add("X-Request-Id", requestId)
         exchange.respond(status: status, headers: h, body: body)
-        logAccess()
+        finish()
     }
 
     func respondJSON(status: Int, _ json: String, headers: HTTPHeaders = HTTPHeaders()) {
@@ -41,53 +61,22 @@ final class RequestContext {
         respond(status: status, headers: h, body: Array(json.utf8))
     }
 
-    /// The gateway's JSON error: `{"code":N,"reason":"...","message":"..."}`.
-    func respondError(status: Int, message: String) {
-        var h = HTTPHeaders()
-        h.add("Content-Type", ErrorBody.contentType)
-        respond(status: status, headers: h, body: ErrorBody.json(status: status, message: message))
+    /// Ends the request with a failure: the pipeline maps it to a response and logs it, in one place.
+    func fail(_ failure: RequestFailure) {
+        pipeline.fail(self, failure)
     }
 
-    /// One access-log line per request, written once, when the response ends or the client leaves.
-    func logAccess() {
-        guard !logged else { return }
-        logged = true
-        guard worker.shared.accessLog else { return }
-        let now = EventLoop.nowNanos()
-        var md: Logger.Metadata = [
-            "request_id": .string(requestId),
-            "method": .string(head.method),
-            "path": .string(String(head.path)),
-            "status": .stringConvertible(exchange.responseStarted ? exchange.status : 499),
-            "bytes": .stringConvertible(exchange.bodyBytesSent),
-            "duration_ms": .stringConvertible(Self.ms(now - exchange.startNanos)),
-            "client": .string(exchange.remoteIP),
-        ]
-        if let u = upstreamNanos { md["upstream_ms"] = .stringConvertible(Self.ms(u)) }
-        if let s = subject { md["user"] = .string(s.uid) }
-        worker.shared.accessLogger.info("access", metadata: md)
+    /// The request is over (answered, proxied, or the client left): the access log, once.
+    func finish() {
+        guard !finished else { return }
+        finished = true
+        pipeline.log(self)
     }
-
-    static func ms(_ nanos: UInt64) -> Double { (Double(nanos) / 1_000).rounded() / 1_000 }
 }
 
-/// A step of request handling. It either answers the request or calls `ctx.next()`, now or
-/// later (when an asynchronous lookup completes on the same loop).
+/// A step of request handling. It reports one outcome through the context, now or later
+/// (when an asynchronous lookup completes on the same loop): `proceed()`, a response, or a
+/// failure. Phases are built per worker, with what they need; they hold no request state.
 protocol RequestPhase: AnyObject {
     func handle(_ ctx: RequestContext)
-}
-
-final class Pipeline {
-    let phases: [RequestPhase]
-    init(_ phases: [RequestPhase]) { self.phases = phases }
-
-    func run(_ ctx: RequestContext) {
-        guard ctx.phaseIndex < phases.count else {
-            ctx.respondError(status: 500, message: "no phase answered the request")
-            return
-        }
-        let phase = phases[ctx.phaseIndex]
-        ctx.phaseIndex += 1
-        phase.handle(ctx)
-    }
 }

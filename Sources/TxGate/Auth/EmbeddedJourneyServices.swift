@@ -22,7 +22,7 @@ final class PasswordVerifier: @unchecked Sendable {
 }
 
 /// Sends one email without blocking the loop; the completion runs on `loop`.
-typealias EmailDelivery = (_ email: OutgoingEmail, _ loop: EventLoop, _ done: @escaping (Result<Void, DeliveryError>) -> Void) -> Void
+typealias EmailDelivery = @Sendable (_ email: OutgoingEmail, _ loop: EventLoop, _ done: @escaping (Result<Void, DeliveryError>) -> Void) -> Void
 
 /// The journey nodes' I/O, for one worker: users from the configuration, counters and
 /// one-time values in the store, hashing on the KDF threads.
@@ -33,11 +33,13 @@ final class EmbeddedJourneyServices: JourneyServices {
     let security: SecurityConfig
     let verifier: PasswordVerifier
     let email: EmailDelivery?
+    let clock: WallClock
     let logger: Logger
 
     init(loop: EventLoop, store: Store, users: [String: UserRecord], security: SecurityConfig,
-         verifier: PasswordVerifier, email: EmailDelivery?, logger: Logger) {
+         verifier: PasswordVerifier, email: EmailDelivery?, clock: WallClock, logger: Logger) {
         self.email = email
+        self.clock = clock
         self.loop = loop
         self.store = store
         self.users = users
@@ -46,7 +48,7 @@ final class EmbeddedJourneyServices: JourneyServices {
         self.logger = logger
     }
 
-    var now: Int { Int(Date().timeIntervalSince1970) }
+    var now: Int { clock.now }
 
     func user(named name: String) -> UserRecord? { users[name] }
 

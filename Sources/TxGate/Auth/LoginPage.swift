@@ -9,7 +9,7 @@ import TxGateCrypto
 enum LoginPage {
     static func serve(_ ctx: RequestContext, gotoPolicy: GotoPolicy) {
         guard ctx.head.method == "GET" || ctx.head.method == "HEAD" else {
-            ctx.respondError(status: 405, message: "\(ctx.head.method) is not allowed on the login page; use GET")
+            ctx.fail(.methodNotAllowed("\(ctx.head.method) is not allowed on the login page; use GET"))
             return
         }
         if let goto = Query(target: ctx.head.target)["goto"], gotoPolicy.validate(goto) == nil {

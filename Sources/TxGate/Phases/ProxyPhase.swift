@@ -5,12 +5,21 @@ import TxGateCore
 
 /// The terminal phase of an allowed request: forward it upstream and stream the answer back.
 final class ProxyPhase: RequestPhase {
+    private let pool: UpstreamPool
+    /// The upstream URL's path, prefixed to every request.
+    private let basePath: String
+
+    init(pool: UpstreamPool, basePath: String) {
+        self.pool = pool
+        self.basePath = basePath
+    }
+
     func handle(_ ctx: RequestContext) {
-        guard let target = Self.originForm(ctx.upstreamTarget ?? ctx.head.target) else {
-            ctx.respondError(status: 400, message: "request target '\(ctx.head.target)' is not a path")
+        guard let target = Self.originForm(ctx.target) else {
+            ctx.fail(.badRequest("request target '\(ctx.head.target)' is not a path"))
             return
         }
-        ProxiedRequest(ctx: ctx, target: ctx.worker.shared.upstreamBasePath + target).start()
+        ProxiedRequest(ctx: ctx, target: basePath + target).start(on: pool)
     }
 
     /// The path and query of a request target (origin-form or absolute-form).
@@ -41,19 +50,13 @@ final class ProxiedRequest: UpstreamResponseHandler {
         self.target = target
     }
 
-    func start() {
+    func start(on pool: UpstreamPool) {
         let ex = ctx.exchange
-        let shared = ctx.worker.shared
-        var headers = ProxyHeaders.upstreamRequest(ex.head.headers, clientIP: ex.remoteIP, isTLS: ex.isTLS,
-                                                   upstreamAuthority: shared.upstreamAuthority, requestId: ctx.requestId)
-        if let auth = shared.auth {
-            ProxyHeaders.removeGatewayCredentials(&headers, cookieName: auth.config.session.cookieName,
-                                                  bearerToken: ctx.subject?.token)
-        }
+        let headers = ctx.upstreamHeaders ?? ex.head.headers
         ex.onAbort = { self.clientGone() }
         ex.onWritable = { self.clientDrained() }
         sentAt = EventLoop.nowNanos()
-        call = ctx.worker.pool.send(UpstreamRequest(method: ex.head.method, target: target, headers: headers, body: ex.body),
+        call = pool.send(UpstreamRequest(method: ex.head.method, target: target, headers: headers, body: ex.body),
                                     handler: self)
     }
 
@@ -81,22 +84,12 @@ final class ProxiedRequest: UpstreamResponseHandler {
     func upstreamResponseEnd() {
         call = nil
         ctx.exchange.finish()
-        ctx.logAccess()
+        ctx.finish()
     }
 
     func upstreamFailed(_ failure: UpstreamFailure) {
         call = nil
-        ctx.worker.shared.logger.warning("upstream request failed", metadata: [
-            "request_id": .string(ctx.requestId), "error": .string(failure.description),
-            "upstream": .string(ctx.worker.shared.upstreamDescription),
-        ])
-        if ctx.exchange.responseStarted {
-            // Too late for an error response: cut the connection so the client sees a truncated body.
-            ctx.exchange.abort()
-            ctx.logAccess()
-        } else {
-            ctx.respondError(status: failure.status, message: failure.description)
-        }
+        ctx.fail(.upstream(failure))
     }
 
     private func clientDrained() {
@@ -108,6 +101,6 @@ final class ProxiedRequest: UpstreamResponseHandler {
     private func clientGone() {
         call?.cancel()
         call = nil
-        ctx.logAccess()
+        ctx.finish()
     }
 }

@@ -167,3 +167,36 @@ public enum RetryParameters {
         return (kept.isEmpty ? String(path) : path + "?" + kept.joined(separator: "&"), txid)
     }
 }
+
+/// The transaction lifecycle's checks, pure: who may approve a record, and what approving it writes.
+extension TransactionRecord {
+    public enum ApprovalRefusal: Equatable, Sendable {
+        /// Unknown, expired, or approved already.
+        case gone
+        /// Another user's transaction, or another realm's.
+        case anotherSubject
+
+        public var message: String {
+            switch self {
+            case .gone: return "the transaction is unknown, expired or already approved"
+            case .anotherSubject: return "this transaction belongs to another user"
+            }
+        }
+    }
+
+    /// Why the session of `uid` in `realm` cannot start this transaction's journey, or nil.
+    public func approvalRefusal(by uid: String, realm: String, now: Int) -> ApprovalRefusal? {
+        guard state == .created, expires > now else { return .gone }
+        guard subject == uid, self.realm == realm else { return .anotherSubject }
+        return nil
+    }
+
+    /// The record as its completed journey leaves it (COMPLETED), or nil when `uid` cannot
+    /// complete it (no longer CREATED, or another subject's).
+    public func approved(by uid: String?) -> TransactionRecord? {
+        guard state == .created, subject == uid else { return nil }
+        var done = self
+        done.state = .completed
+        return done
+    }
+}

@@ -1,0 +1,118 @@
+import EventHTTP
+import HTTPCore
+import TxGateCore
+
+/// What a journey's result becomes on the wire: the next step, a new session, a step-up
+/// recorded on the session, a completed transaction, or AM's failure answers.
+struct JourneyCompletion {
+    let auth: AuthService
+    let loop: EventLoop
+
+    static let loginFailure = AuthService.unauthorized("Login failure", members: #""detail":{"failureUrl":""}"#)
+    static let timedOut = AuthService.unauthorized("Session has timed out", members: #""detail":{"errorCode":"110"}"#)
+
+    func finish(_ ctx: RequestContext, _ result: JourneyResult, submittedUser: String?) {
+        switch result {
+        case .step(let authId, let callbacks):
+            ctx.respondJSON(status: 200, JourneyEngine.stepJSON(authId: authId, callbacks: callbacks))
+        case .success(let state):
+            guard let user = state.username else {
+                finish(ctx, .failure(reason: "the journey identified no user"), submittedUser: nil)
+                return
+            }
+            if let txid = state.txid {
+                completeTransaction(ctx, state, txid)
+            } else if let sessionKey = state.shared["stepUpSession"] {
+                recordStepUp(ctx, state, user: user, sessionKey: sessionKey)
+            } else {
+                createSession(ctx, state, user: user)
+            }
+        case .failure(let reason):
+            auth.logger.warning("login failed", metadata: [
+                "request_id": .string(ctx.requestId), "user": .string(submittedUser ?? "-"), "reason": .string(reason),
+            ])
+            ctx.respondJSON(status: 401, Self.loginFailure)
+        case .timedOut:
+            ctx.respondJSON(status: 401, Self.timedOut)
+        case .rejected(let why):
+            auth.logger.warning("journey step rejected", metadata: ["request_id": .string(ctx.requestId), "reason": .string(why)])
+            ctx.respondJSON(status: 401, AuthService.unauthorized(why))
+        case .unavailable(let why):
+            ctx.fail(.storeUnavailable(why))
+        }
+    }
+
+    /// AM's success answer: the session's token, where to go next, the realm.
+    private func success(_ ctx: RequestContext, token: String, _ state: JourneyState, headers: HTTPHeaders = HTTPHeaders()) {
+        let successUrl = state.shared["goto"] ?? "/"
+        ctx.respondJSON(status: 200, #"{"tokenId":"\#(JSONText.escape(token))","successUrl":"\#(JSONText.escape(successUrl))","realm":"\#(JSONText.escape(state.realm))"}"#,
+                        headers: headers)
+    }
+
+    private func createSession(_ ctx: RequestContext, _ state: JourneyState, user: String) {
+        auth.sessions.create(uid: user, realm: state.realm, journey: state.journey, now: auth.now, on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(let token):
+                auth.logger.info("login succeeded", metadata: [
+                    "request_id": .string(ctx.requestId), "user": .string(user), "journey": .string(state.journey),
+                    "realm": .string(state.realm), "session": .string(masked(token)),
+                ])
+                var h = HTTPHeaders()
+                h.add("Set-Cookie", auth.sessions.setCookie(token))
+                h.add("Cache-Control", "no-store")
+                success(ctx, token: token, state, headers: h)
+            }
+        }
+    }
+
+    private func recordStepUp(_ ctx: RequestContext, _ state: JourneyState, user: String, sessionKey: String) {
+        auth.sessions.addJourney(state.journey, toSessionKey: sessionKey, uid: user, now: auth.now, on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(false): finish(ctx, .failure(reason: "the session ended during step-up"), submittedUser: user)
+            case .success(true):
+                auth.logger.info("step-up succeeded", metadata: ["request_id": .string(ctx.requestId), "user": .string(user),
+                                                                 "journey": .string(state.journey)])
+                success(ctx, token: auth.sessions.token(in: ctx.head.headers) ?? "", state)
+            }
+        }
+    }
+
+    /// A journey run for a transaction completes it (a compare-and-swap over what was read);
+    /// the session stays as it was.
+    private func completeTransaction(_ ctx: RequestContext, _ state: JourneyState, _ txid: String) {
+        let key = TransactionRecord.key(txid)
+        auth.store.get(key, on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(let bytes):
+                guard let bytes, let tx = TransactionRecord.decode(bytes)?.approved(by: state.username) else {
+                    finish(ctx, .failure(reason: "transaction gone before completion"), submittedUser: state.username)
+                    return
+                }
+                auth.store.compareAndSwap(key, expected: bytes, new: tx.encoded, ttlMs: nil, on: loop) { r in
+                    switch r {
+                    case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+                    case .success(false): finish(ctx, .failure(reason: "transaction changed during completion"), submittedUser: state.username)
+                    case .success(true): approved(ctx, state, tx)
+                    }
+                }
+            }
+        }
+    }
+
+    private func approved(_ ctx: RequestContext, _ state: JourneyState, _ tx: TransactionRecord) {
+        auth.logger.info("transaction approved", metadata: [
+            "request_id": .string(ctx.requestId), "txid": .string(masked(tx.txid)),
+            "user": .string(tx.subject), "journey": .string(tx.journey),
+        ])
+        // No longer waiting: it stops counting against maxPendingTransactions.
+        auth.store.decrement(TransactionRecord.pendingKey(tx.subject), on: loop) { [logger = auth.logger] r in
+            if case .failure(let e) = r {
+                logger.warning("pending transaction count not lowered", metadata: ["error": .string(e.description)])
+            }
+        }
+        success(ctx, token: auth.sessions.token(in: ctx.head.headers) ?? "", state)
+    }
+}

@@ -1,0 +1,53 @@
+import EventHTTP
+import TxGateCore
+
+/// Asks for a decision: from the worker's cache, else from the PDP (then cached when AM's
+/// rules allow). Allow → next phase; advice → the challenge phase; otherwise 403.
+final class DecidePhase: RequestPhase {
+    private let pdp: PolicyDecisionPoint
+    private let loop: EventLoop
+    private let cache: DecisionCache
+    private let clock: WallClock
+    private let publicURL: String
+
+    init(pdp: PolicyDecisionPoint, loop: EventLoop, cache: DecisionCache, clock: WallClock, publicURL: String) {
+        self.pdp = pdp
+        self.loop = loop
+        self.cache = cache
+        self.clock = clock
+        self.publicURL = publicURL
+    }
+
+    func handle(_ ctx: RequestContext) {
+        let exchange = ctx.exchange
+        let q = DecisionQuery(realm: "/", path: ctx.head.path, resource: publicURL + ctx.target, method: ctx.head.method,
+                              subject: ctx.subject, txid: ctx.txid, body: { exchange.bodyBytes })
+        decide(q) { r in
+            switch r {
+            case .failure(let e):
+                ctx.fail(RequestFailure(e))
+            case .success(let d):
+                ctx.decision = d
+                if d.allows(q.method) || !d.advices.isEmpty {
+                    ctx.proceed()
+                } else {
+                    ctx.fail(.forbidden("no policy allows \(q.method) \(q.path)" + (q.subject.map { " for \($0.uid)" } ?? "")))
+                }
+            }
+        }
+    }
+
+    /// A decision from the cache, or from the PDP. Requests that name a transaction are never
+    /// answered from the cache.
+    private func decide(_ q: DecisionQuery, _ done: @escaping (Result<Decision, PDPError>) -> Void) {
+        guard q.txid == nil else { pdp.evaluate(q, on: loop, done); return }
+        let subjectKey = q.subject.map { $0.uid + "|" + $0.journeys.joined(separator: ",") } ?? "-"
+        let key = DecisionCache.key(resource: q.resource, method: q.method, subject: subjectKey)
+        let nowMs = clock.nowMs()
+        if let d = cache.get(key, nowMs: nowMs) { done(.success(d)); return }
+        pdp.evaluate(q, on: loop) { [cache] r in
+            if case .success(let d) = r { cache.put(key, d, nowMs: nowMs) }
+            done(r)
+        }
+    }
+}

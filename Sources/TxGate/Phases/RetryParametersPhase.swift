@@ -1,0 +1,14 @@
+import HTTPCore
+import TxGateCore
+
+/// WIRE.md §3c: a retried request names its transaction with `_txid` (or `X-TxID`). The
+/// parameters are removed from what goes upstream, so the resource a transaction binds to is
+/// the same on the first try and on the retry.
+final class RetryParametersPhase: RequestPhase {
+    func handle(_ ctx: RequestContext) {
+        let (target, queryTxid) = RetryParameters.strip(ctx.head.target)
+        ctx.target = target
+        ctx.txid = queryTxid ?? ctx.head.headers.first("X-TxID")
+        ctx.proceed()
+    }
+}

@@ -1,0 +1,27 @@
+import EventHTTP
+import HTTPCore
+import TxGateCore
+
+/// What goes upstream: the request's headers under the header rules (hop-by-hop removed,
+/// forwarding headers set), without the gateway's own credentials.
+final class UpstreamRequestFilter: RequestPhase {
+    private let upstreamAuthority: String
+    /// The session cookie/header name, when there is an authentication service.
+    private let sessionCookieName: String?
+
+    init(upstreamAuthority: String, sessionCookieName: String?) {
+        self.upstreamAuthority = upstreamAuthority
+        self.sessionCookieName = sessionCookieName
+    }
+
+    func handle(_ ctx: RequestContext) {
+        let ex = ctx.exchange
+        var headers = ProxyHeaders.upstreamRequest(ex.head.headers, clientIP: ex.remoteIP, isTLS: ex.isTLS,
+                                                   upstreamAuthority: upstreamAuthority, requestId: ctx.requestId)
+        if let sessionCookieName {
+            ProxyHeaders.removeGatewayCredentials(&headers, cookieName: sessionCookieName, bearerToken: ctx.subject?.token)
+        }
+        ctx.upstreamHeaders = headers
+        ctx.proceed()
+    }
+}

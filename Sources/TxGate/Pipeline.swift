@@ -1,0 +1,132 @@
+import EventHTTP
+import HTTPCore
+import Logging
+import TxGateCore
+
+/// Why a request ends without reaching the upstream, or with the upstream failing. The
+/// pipeline turns each into the gateway's JSON error and logs what needs logging, in one
+/// place (Pingora's `fail_to_proxy`).
+enum RequestFailure: Error, Equatable {
+    case badRequest(String)
+    case forbidden(String)
+    case notFound(String)
+    case methodNotAllowed(String)
+    case unsupportedMediaType(String)
+    case tooManyTransactions(Int)
+    /// The store cannot be reached; the reason goes to the log, not to the client.
+    case storeUnavailable(String)
+    case upstream(UpstreamFailure)
+    case internalError(String)
+
+    init(_ e: PDPError) {
+        switch e {
+        case .unavailable(let why): self = .storeUnavailable(why)
+        case .badRequest(let message): self = .badRequest(message)
+        case .tooManyTransactions(let n): self = .tooManyTransactions(n)
+        }
+    }
+
+    var status: Int {
+        switch self {
+        case .badRequest: return 400
+        case .forbidden: return 403
+        case .notFound: return 404
+        case .methodNotAllowed: return 405
+        case .unsupportedMediaType: return 415
+        case .tooManyTransactions: return 429
+        case .storeUnavailable: return 503
+        case .upstream(let f): return f.status
+        case .internalError: return 500
+        }
+    }
+
+    /// What the client reads.
+    var message: String {
+        switch self {
+        case .badRequest(let m), .forbidden(let m), .notFound(let m), .methodNotAllowed(let m), .unsupportedMediaType(let m),
+             .internalError(let m):
+            return m
+        case .tooManyTransactions(let n):
+            return "more than \(n) transactions are waiting for approval; approve or let them expire first"
+        case .storeUnavailable:
+            return "the authentication service cannot reach its store; try again shortly"
+        case .upstream(let f):
+            return f.description
+        }
+    }
+}
+
+/// The fixed list of phases a worker runs for each request, and the one exit for failures
+/// and for the access log.
+final class Pipeline {
+    private let phases: [RequestPhase]
+    private let logger: Logger
+    private let accessLog: AccessLog?
+    private let upstreamDescription: String
+
+    init(_ phases: [RequestPhase], logger: Logger, accessLog: AccessLog?, upstreamDescription: String) {
+        self.phases = phases
+        self.logger = logger
+        self.accessLog = accessLog
+        self.upstreamDescription = upstreamDescription
+    }
+
+    func phase(at index: Int) -> RequestPhase? { index < phases.count ? phases[index] : nil }
+
+    func fail(_ ctx: RequestContext, _ failure: RequestFailure) {
+        switch failure {
+        case .storeUnavailable(let why):
+            logger.error("store unavailable", metadata: ["request_id": .string(ctx.requestId), "error": .string(why)])
+        case .upstream(let f):
+            logger.warning("upstream request failed", metadata: [
+                "request_id": .string(ctx.requestId), "error": .string(f.description), "upstream": .string(upstreamDescription),
+            ])
+        case .internalError(let why):
+            logger.error("internal error", metadata: ["request_id": .string(ctx.requestId), "error": .string(why)])
+        default:
+            break
+        }
+        if ctx.exchange.responseStarted {
+            // Too late for an error response: cut the connection so the client sees a truncated body.
+            ctx.exchange.abort()
+            ctx.finish()
+            return
+        }
+        var h = HTTPHeaders()
+        h.add("Content-Type", ErrorBody.contentType)
+        ctx.respond(status: failure.status, headers: h, body: ErrorBody.json(status: failure.status, message: failure.message))
+    }
+
+    func log(_ ctx: RequestContext) {
+        accessLog?.write(ctx)
+    }
+}
+
+/// One access-log line per request, written when the response ends or the client leaves.
+struct AccessLog {
+    let logger: Logger
+
+    init(logger: Logger) {
+        var access = logger
+        access[metadataKey: "log"] = "access"
+        self.logger = access
+    }
+
+    func write(_ ctx: RequestContext) {
+        let ex = ctx.exchange
+        var md: Logger.Metadata = [
+            "request_id": .string(ctx.requestId),
+            "method": .string(ex.head.method),
+            "path": .string(String(ex.head.path)),
+            "status": .stringConvertible(ex.responseStarted ? ex.status : 499),
+            "bytes": .stringConvertible(ex.bodyBytesSent),
+            "duration_ms": .stringConvertible(Self.ms(EventLoop.nowNanos() - ex.startNanos)),
+            "client": .string(ex.remoteIP),
+        ]
+        if let u = ctx.upstreamNanos { md["upstream_ms"] = .stringConvertible(Self.ms(u)) }
+        if let s = ctx.subject { md["user"] = .string(s.uid) }
+        logger.info("access", metadata: md)
+    }
+
+    static func ms(_ nanos: UInt64) -> Double { (Double(nanos) / 1_000).rounded() / 1_000 }
+}

@@ -1,0 +1,68 @@
+/// Who is asking: the session behind the request.
+public struct Subject: Equatable, Sendable {
+    public var uid: String
+    public var realm: String
+    /// Journeys the session has completed (for step-up policies).
+    public var journeys: [String]
+    public var attributes: [String: String]
+    /// The session token, to answer a completed journey with the same session.
+    public var token: String
+
+    public init(uid: String, realm: String, journeys: [String], attributes: [String: String], token: String) {
+        self.uid = uid
+        self.realm = realm
+        self.journeys = journeys
+        self.attributes = attributes
+        self.token = token
+    }
+
+    /// Whether `entry` (a username or an `attribute=value` pair) names this subject.
+    public func isNamed(by entry: String) -> Bool {
+        guard let eq = entry.firstIndex(of: "=") else { return entry == uid }
+        return attributes[String(entry[..<eq])] == String(entry[entry.index(after: eq)...])
+    }
+}
+
+/// One question to a policy decision point (AM's evaluate request).
+public struct DecisionQuery {
+    public var realm: String
+    /// The path (no query) the policies match against.
+    public var path: Substring
+    /// The resource as AM names it: the gateway's public URL of the request, `_txid` removed.
+    public var resource: String
+    public var method: String
+    public var subject: Subject?
+    /// The TxId a retried request names (AM's `environment.TxId`).
+    public var txid: String?
+    /// Reads the request body, for binding a transaction to what is approved (only
+    /// transactional policies pay for the copy).
+    public var body: () -> [UInt8]
+
+    public init(realm: String, path: Substring, resource: String, method: String, subject: Subject?,
+                txid: String? = nil, body: @escaping () -> [UInt8] = { [] }) {
+        self.realm = realm
+        self.path = path
+        self.resource = resource
+        self.method = method
+        self.subject = subject
+        self.txid = txid
+        self.body = body
+    }
+}
+
+/// Why a PDP could not answer with a decision.
+public enum PDPError: Error, Equatable, Sendable {
+    /// The store (or a remote PDP) cannot be reached: fail closed.
+    case unavailable(String)
+    case tooManyTransactions(Int)
+    case badRequest(String)
+}
+
+/// A source of decisions in AM's shape: the embedded engine, or (later) a remote AM. The PEP
+/// does not care which one it talks to.
+public protocol PolicyDecisionPoint: AnyObject, Sendable {
+    /// Whether deciding needs the subject; if not, the PEP skips the session lookup.
+    func needsSubject(path: Substring, method: String) -> Bool
+    /// Decides; `done` runs on `executor`.
+    func evaluate(_ q: DecisionQuery, on executor: CallbackExecutor, _ done: @escaping (Result<Decision, PDPError>) -> Void)
+}

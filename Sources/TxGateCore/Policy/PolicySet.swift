@@ -1,0 +1,32 @@
+/// The configured policies, in order. "The first policy that matches path and method
+/// applies" is written here once.
+public struct PolicySet: Sendable {
+    public let policies: [Policy]
+
+    public init(_ policies: [Policy]) { self.policies = policies }
+
+    public var isEmpty: Bool { policies.isEmpty }
+
+    /// The policy that decides `method` on `path`, if any (no match is a deny).
+    public func applicable(path: Substring, method: String) -> Policy? {
+        policies.first { $0.applies(path: path, method: method) }
+    }
+
+    /// Whether deciding needs the subject; if not, the PEP skips the session lookup (so that
+    /// open routes keep working when the store is down).
+    public func needsSubject(path: Substring, method: String) -> Bool {
+        guard let p = applicable(path: path, method: method) else { return false }
+        return p.subjects != .anyone
+    }
+
+    /// The journey of the transaction policy that applies, for RFC 9470's `acr_values`.
+    public func transactionJourney(path: Substring, method: String) -> String? {
+        guard case .transaction(let rule)? = applicable(path: path, method: method)?.requirement else { return nil }
+        return rule.journey
+    }
+
+    /// The methods some policy names for `path` (AM answers every action it knows of).
+    public func methods(for path: Substring, among candidates: [String]) -> [String] {
+        candidates.filter { m in policies.contains { $0.applies(path: path, method: m) } }
+    }
+}
