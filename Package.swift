@@ -29,7 +29,7 @@ let package = Package(
         // Pure domain logic: configuration, header rules, error bodies. No I/O.
         .target(name: "TxGateCore", dependencies: [
             "HTTPCore", "TxGateCrypto", .product(name: "Logging", package: "swift-log"),
-        ]),
+        ], swiftSettings: [.swiftLanguageMode(.v6)]),
         // The embedded default store: the Store protocol on one SQLite file.
         .target(name: "TxGateStore", dependencies: ["TxGateCore", "CSQLite"]),
         // The cluster store: the Store protocol on Redis, through hiredis on each worker's libevent loop.

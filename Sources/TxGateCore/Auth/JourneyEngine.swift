@@ -25,7 +25,7 @@ public enum JourneyResult: Error, Sendable {
 
 /// Runs journeys: which node is next, the signed authId, and checking answers against the
 /// step they answer. The nodes do the work; the engine keeps the order.
-public final class JourneyEngine: @unchecked Sendable {
+public final class JourneyEngine: Sendable {
     public let journeys: [String: Journey]
     private let signingKey: [UInt8]
     private let authIdTtlS: Int

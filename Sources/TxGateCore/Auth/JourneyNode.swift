@@ -177,7 +177,7 @@ public struct NodeConfigError: Error, Equatable {
 }
 
 public enum JourneyNodes {
-    typealias Builder = ([String: JSONValue], String) throws(NodeConfigError) -> JourneyNode
+    typealias Builder = @Sendable ([String: JSONValue], String) throws(NodeConfigError) -> JourneyNode
 
     static let registry: [String: Builder] = [
         "UsernamePassword": { s, p throws(NodeConfigError) in try UsernamePasswordNode(s, p) },

@@ -15,6 +15,8 @@ public struct ConfigErrors: Error, CustomStringConvertible, Sendable {
 }
 
 /// Collects errors while decoding, so that one bad key does not hide the next.
+// @unchecked Sendable: JSONDecoder's userInfo holds Sendable values only; each instance lives
+// inside one synchronous decode, on one thread, and is read after it returns.
 final class ConfigIssues: @unchecked Sendable {
     var errors: [ConfigError] = []
     func add(_ path: [CodingKey], _ message: String) { errors.append(ConfigError(path: jsonPath(path), message: message)) }
