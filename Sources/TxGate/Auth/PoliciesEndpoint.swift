@@ -57,11 +57,22 @@ final class PoliciesEndpoint {
             return
         }
         identify(ctx, caller) { [self] callerSubject in
-            guard callerSubject != nil else {
+            guard let callerSubject else {
                 ctx.respondJSON(status: 401, AuthService.accessDenied)
                 return
             }
             resolveSubject(ctx, request.subject) { [self] subject in
+                // Asking about someone else would fill their pending transactions and tell
+                // which users exist: only the configured evaluators (a PEP's agent) may.
+                // (An unknown `claims.sub` is refused the same way, so nothing tells who exists.)
+                if let named = request.subject?["claims"]?["sub"]?.stringValue ?? subject?.uid, named != callerSubject.uid,
+                   !auth.config.security.policyEvaluators.contains(callerSubject.uid) {
+                    auth.logger.warning("policy evaluation for another subject refused", metadata: [
+                        "request_id": .string(ctx.requestId), "caller": .string(callerSubject.uid),
+                    ])
+                    ctx.fail(.forbidden("only security.policyEvaluators may evaluate policies for another subject"))
+                    return
+                }
                 evaluateAll(request, realm: realm, subject: subject) { result in
                     switch result {
                     case .failure(let e): ctx.fail(RequestFailure(e))

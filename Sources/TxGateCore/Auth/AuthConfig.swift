@@ -54,23 +54,26 @@ public struct SecurityConfig: Decodable, Sendable {
     /// Emails (links, codes) one user may be sent per `emailWindowS`.
     public var maxEmailsPerWindow = 5
     public var emailWindowS = 3_600
+    /// Users who may ask `policies?_action=evaluate` about another subject (a gateway's agent
+    /// account); everyone else gets decisions about themselves only.
+    public var policyEvaluators: [String] = []
 
     public init() {}
 
+    /// The settings that are whole numbers greater than 0.
+    static var positive: [(String, WritableKeyPath<SecurityConfig, Int>)] { [
+        ("maxFailedAttempts", \.maxFailedAttempts), ("lockoutWindowS", \.lockoutWindowS), ("lockoutDurationS", \.lockoutDurationS),
+        ("authIdTtlS", \.authIdTtlS), ("maxPendingTransactions", \.maxPendingTransactions),
+        ("maxEmailsPerWindow", \.maxEmailsPerWindow), ("emailWindowS", \.emailWindowS),
+    ] }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["maxFailedAttempts", "lockoutWindowS", "lockoutDurationS", "authIdTtlS",
-                                                          "maxPendingTransactions", "maxEmailsPerWindow", "emailWindowS"])
-        maxFailedAttempts = o.value("maxFailedAttempts", default: maxFailedAttempts)
-        lockoutWindowS = o.value("lockoutWindowS", default: lockoutWindowS)
-        lockoutDurationS = o.value("lockoutDurationS", default: lockoutDurationS)
-        authIdTtlS = o.value("authIdTtlS", default: authIdTtlS)
-        maxPendingTransactions = o.value("maxPendingTransactions", default: maxPendingTransactions)
-        maxEmailsPerWindow = o.value("maxEmailsPerWindow", default: maxEmailsPerWindow)
-        emailWindowS = o.value("emailWindowS", default: emailWindowS)
-        for (k, v) in [("maxEmailsPerWindow", maxEmailsPerWindow), ("emailWindowS", emailWindowS), ("maxPendingTransactions", maxPendingTransactions), ("maxFailedAttempts", maxFailedAttempts), ("lockoutWindowS", lockoutWindowS),
-                       ("lockoutDurationS", lockoutDurationS), ("authIdTtlS", authIdTtlS)] where v <= 0 {
-            o.invalid(k, "must be greater than 0")
+        let o = try StrictObject(decoder, known: Self.positive.map(\.0) + ["policyEvaluators"])
+        for (key, field) in Self.positive {
+            self[keyPath: field] = o.value(key, default: self[keyPath: field])
+            if self[keyPath: field] <= 0 { o.invalid(key, "must be greater than 0") }
         }
+        policyEvaluators = o.value("policyEvaluators", default: policyEvaluators)
     }
 }
 

@@ -7,7 +7,12 @@ public enum ProxyHeaders {
     public static let hopByHop = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
                                   "Transfer-Encoding", "Upgrade", "Proxy-Authorization", "Proxy-Authenticate"]
 
-    enum Kind { case hopByHop, host, contentLength, forwardedFor, forwardedProto, forwardedHost, requestId, other }
+    /// Fields a client may not send through: method overrides (a backend's override middleware
+    /// would execute another method than the one policy decided on) and `Forwarded` (the
+    /// gateway's own `X-Forwarded-*` say where the request came from).
+    public static let clientOverrides = ["Forwarded", "X-HTTP-Method", "X-HTTP-Method-Override", "X-Method-Override"]
+
+    enum Kind { case hopByHop, host, contentLength, forwardedFor, forwardedProto, forwardedHost, requestId, override, other }
 
     /// Classifies a field name by its length first, so most names cost one comparison.
     static func kind(_ name: String) -> Kind {
@@ -16,14 +21,18 @@ public enum ProxyHeaders {
         case 2: return eq("TE") ? .hopByHop : .other
         case 4: return eq("Host") ? .host : .other
         case 7: return eq("Upgrade") || eq("Trailer") ? .hopByHop : .other
+        case 9: return eq("Forwarded") ? .override : .other
+        case 13: return eq("X-HTTP-Method") ? .override : .other
         case 10: return eq("Connection") || eq("Keep-Alive") ? .hopByHop : .other
         case 12: return eq("X-Request-Id") ? .requestId : .other
         case 14: return eq("Content-Length") ? .contentLength : .other
         case 15: return eq("X-Forwarded-For") ? .forwardedFor : .other
         case 16: return eq("Proxy-Connection") ? .hopByHop : eq("X-Forwarded-Host") ? .forwardedHost : .other
-        case 17: return eq("Transfer-Encoding") ? .hopByHop : eq("X-Forwarded-Proto") ? .forwardedProto : .other
+        case 17: return eq("Transfer-Encoding") ? .hopByHop : eq("X-Forwarded-Proto") ? .forwardedProto
+            : eq("X-Method-Override") ? .override : .other
         case 18: return eq("Proxy-Authenticate") ? .hopByHop : .other
         case 19: return eq("Proxy-Authorization") ? .hopByHop : .other
+        case 22: return eq("X-HTTP-Method-Override") ? .override : .other
         default: return .other
         }
     }
@@ -41,7 +50,10 @@ public enum ProxyHeaders {
         !named.isEmpty && named.contains { asciiCaseInsensitiveEquals($0, name) }
     }
 
-    /// The headers sent upstream for a client request.
+    /// The headers sent upstream for a client request. Besides the hop-by-hop fields, the
+    /// client's method overrides, `Forwarded`, and any field whose name has an underscore are
+    /// dropped: a backend (or a CGI-style one) may read `X_Forwarded_For` as `X-Forwarded-For`
+    /// (nginx drops them too, `underscores_in_headers off`).
     public static func upstreamRequest(_ client: HTTPHeaders, clientIP: String, isTLS: Bool,
                                        upstreamAuthority: String, requestId: String) -> HTTPHeaders {
         let named = client.connectionNamedHeaders()
@@ -51,14 +63,14 @@ public enum ProxyHeaders {
         var forwardedFor: String?
         for f in client {
             switch kind(f.name) {
-            case .hopByHop, .contentLength, .forwardedProto, .forwardedHost, .requestId:
+            case .hopByHop, .contentLength, .forwardedProto, .forwardedHost, .requestId, .override:
                 continue
             case .host:
                 originalHost = f.value
             case .forwardedFor:
                 forwardedFor = forwardedFor.map { $0 + ", " + f.value } ?? f.value
             case .other:
-                if !isNamed(f.name, named) { h.append(f) }
+                if !isNamed(f.name, named) && !f.name.utf8.contains(0x5F) { h.append(f) }
             }
         }
         h.add("Host", upstreamAuthority)

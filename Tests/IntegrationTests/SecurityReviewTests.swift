@@ -1,0 +1,86 @@
+import Foundation
+import Testing
+
+/// What is decided is what the backend executes: a client cannot change the method, the
+/// forwarding story or the host behind the policy's back (security review, issue 11 item 4).
+@Suite("Overrides and ambiguous hosts")
+struct RequestSmugglingTests {
+    @Test("method overrides, Forwarded and underscore headers do not reach the backend")
+    func overridesAreDropped() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (gateway, _) = try bed.startGatewayWithBank()
+        let r = try gateway.fetch("GET", "/echo", headers: [
+            ("X-HTTP-Method-Override", "DELETE"), ("X-HTTP-Method", "DELETE"), ("X-Method-Override", "DELETE"),
+            ("Forwarded", "for=10.0.0.1;host=admin.internal"), ("X_Forwarded_For", "10.0.0.1"), ("X-User_Id", "root"),
+            ("X-Custom", "kept"),
+        ])
+        #expect(r.status == 200, "\(r)")
+        let echo = try EchoedRequest(r)
+        for name in ["X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override", "Forwarded", "X_Forwarded_For", "X-User_Id"] {
+            #expect(!echo.hasHeader(name), "\(name) reached the backend:\n\(echo)")
+        }
+        #expect(echo.headerValues("X-Custom") == ["kept"], "\(echo)")
+    }
+
+    @Test("an HTTP/1.1 request without Host, or with two, is a 400 and never proxied")
+    func hostMustBeUnambiguous() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (gateway, _) = try bed.startGatewayWithBank()
+        let c = try gateway.connect()
+        defer { c.close() }
+        try c.send("GET /echo HTTP/1.1\r\nX-Test: none\r\n\r\n")
+        let none = try c.readResponse()
+        #expect(none.status == 400, "\(none)")
+        #expect(none.bodyText.contains("Host"), "\(none.bodyText)")
+
+        let two = try gateway.fetch("GET", "/echo", headers: [("Host", "a.example"), ("Host", "b.example")])
+        #expect(two.status == 400, "\(two)")
+        #expect(two.bodyText.contains("2 Host headers"), "\(two.bodyText)")
+
+        // HTTP/1.0 without Host is still fine.
+        let old = try gateway.connect()
+        defer { old.close() }
+        try old.send("GET /echo HTTP/1.0\r\n\r\n")
+        #expect(try old.readResponse().status == 200)
+    }
+}
+
+/// `policies?_action=evaluate` answers a caller about themselves only, unless the caller is
+/// one of `security.policyEvaluators` (issue 11 item 6).
+@Suite("Policy evaluation for another subject")
+struct PolicyEvaluatorTests {
+    typealias Kit = TransactionKit
+    static let path = "/am/json/realms/root/policies?_action=evaluate"
+
+    static func ask(_ g: GatewayInstance, caller: String, subject: [String: Any]) throws -> HTTPResponse {
+        try Kit.post(g, path, ["resources": [Kit.publicURL(g) + "/transfer"], "subject": subject],
+                     headers: [("iPlanetDirectoryPro", caller)])
+    }
+
+    @Test("a user cannot fill another user's pending transactions or probe who exists")
+    func onlyEvaluatorsMayAskForOthers() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["security": ["maxPendingTransactions": 2,
+                                                                                     "policyEvaluators": ["other"]]]))
+        let demo = try Kit.login(g, user: "demo")
+        for sub in ["other", "nobody-by-this-name"] {
+            let r = try Self.ask(g, caller: demo, subject: ["claims": ["sub": sub]])
+            expectGatewayError(r, 403)
+        }
+        // For themselves: an answer (a transaction advice, demo's first pending transaction:
+        // the refused attempts above created none).
+        let own = try Self.ask(g, caller: demo, subject: ["claims": ["sub": "demo"]])
+        #expect(own.status == 200, "\(own)")
+        #expect(own.bodyText.contains("TransactionConditionAdvice"), "\(own.bodyText)")
+        // The configured evaluator may ask about demo (demo's second)…
+        let agent = try Kit.login(g, user: "other")
+        let forDemo = try Self.ask(g, caller: agent, subject: ["claims": ["sub": "demo"]])
+        #expect(forDemo.status == 200, "\(forDemo)")
+        #expect(forDemo.bodyText.contains("TransactionConditionAdvice"), "\(forDemo.bodyText)")
+        // …so demo's own third is over the limit.
+        expectGatewayError(try Kit.transfer(g, token: demo, body: Kit.transferBody), 429)
+    }
+}
