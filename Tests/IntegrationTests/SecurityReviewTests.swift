@@ -84,3 +84,34 @@ struct PolicyEvaluatorTests {
         expectGatewayError(try Kit.transfer(g, token: demo, body: Kit.transferBody), 429)
     }
 }
+
+/// Journey steps (issue 11 item 13): an authId is accepted only in base64url without padding.
+@Suite("authId encoding")
+struct AuthIdEncodingTests {
+    typealias Kit = TransactionKit
+
+    @Test("an authId rewritten in the standard base64 alphabet, or padded, is refused")
+    func onlyBase64URL() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        var rewritten = 0
+        // An authId changes each second (its iat); most contain '-' or '_'.
+        let deadline = Date().addingTimeInterval(8)
+        while rewritten < 2 && Date() < deadline {
+            let start = try Kit.post(g, Kit.authPath, nil)
+            var step = try start.json()
+            let authId = try #require(step["authId"] as? String)
+            guard authId.contains("-") || authId.contains("_") else { Thread.sleep(forTimeInterval: 0.3); continue }
+            step["authId"] = String(authId.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+            let r = try Kit.post(g, Kit.authPath, Kit.answer(step, ["demo", Kit.password]))
+            #expect(r.status == 401, "standard alphabet accepted:\n\(r)")
+            step["authId"] = authId + "="
+            let padded = try Kit.post(g, Kit.authPath, Kit.answer(step, ["demo", Kit.password]))
+            #expect(padded.status == 401, "padding accepted:\n\(padded)")
+            rewritten += 1
+            Thread.sleep(forTimeInterval: 1)
+        }
+        #expect(rewritten > 0)
+    }
+}

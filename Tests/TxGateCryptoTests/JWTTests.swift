@@ -146,4 +146,18 @@ private struct Claims: Codable, Equatable {
         }
         #expect(error { () throws(JWTError) in try JWT.verify(good, key: key, now: now) } == nil)
     }
+
+    /// The security review's claim (issue 11 item 13): a signature in the standard base64
+    /// alphabet (`+`, `/`) must not verify; only base64url without padding does.
+    @Test func standardAlphabetSignatureIsMalformed() throws {
+        var checked = 0
+        for exp in 2_000_000_000..<2_000_000_200 {
+            let good = JWT.sign(claimsJSON: Array("{\"exp\":\(exp)}".utf8), key: key)
+            guard good.contains("-") || good.contains("_") else { continue }
+            let standard = String(good.map { $0 == "-" ? "+" : $0 == "_" ? "/" : $0 })
+            #expect(error { () throws(JWTError) in try JWT.verify(standard, key: key, now: now) } == .malformed, "\(standard)")
+            checked += 1
+        }
+        #expect(checked > 50)
+    }
 }
