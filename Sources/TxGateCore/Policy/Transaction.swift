@@ -58,7 +58,7 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         var o: [String: JSONValue] = [
             "txid": .string(txid), "state": .string(state.rawValue), "realm": .string(realm), "resource": .string(resource),
             "method": .string(method), "subject": .string(subject), "journey": .string(journey), "bound": .object(bound),
-            "expires": .number(Double(expires)), "seal": .string(seal),
+            "expires": .number(expires), "seal": .string(seal),
         ]
         if let bodyDigest { o["bodyDigest"] = .string(bodyDigest) }
         if let display { o["display"] = .string(display) }
