@@ -100,7 +100,7 @@ public enum JSONValue: Equatable, Sendable, Codable {
         guard pointer.hasPrefix("/") else { return pointer.isEmpty ? self : nil }
         var v = self
         for raw in pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
-            let token = raw.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+            let token = Self.unescapePointerToken(raw)
             switch v {
             case .object(let o): guard let n = o[token] else { return nil }; v = n
             case .array(let a): guard let i = Int(token), a.indices.contains(i) else { return nil }; v = a[i]
@@ -108,6 +108,12 @@ public enum JSONValue: Equatable, Sendable, Codable {
             }
         }
         return v
+    }
+
+    /// A JSON Pointer reference token as the key it names: `~1` is `/`, then `~0` is `~`.
+    static func unescapePointerToken(_ raw: Substring) -> String {
+        guard raw.contains("~") else { return String(raw) }
+        return raw.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
     }
 
     /// How a value reads in a prompt: strings bare, everything else as JSON. A number shows its
