@@ -194,11 +194,28 @@ public struct TransactionBinding: Equatable, Sendable {
         }
     }
 
-    /// Transitional: reads the body as `application/json` whatever its Content-Type, as before
-    /// media types were bound. The request layer must move to `init(...contentType:)`.
+    /// Transitional, the binding as it was before media types were bound, until the request
+    /// layer calls `init(...contentType:)`: the body reads as JSON whatever its Content-Type,
+    /// and absent fields (or an empty body, as `policies?_action=evaluate` has) bind as null.
+    /// Only `.bindable` or `.malformed`. Numbers are exact here too.
     public init(realm: String, resource: String, method: String, subject: String, rule: TransactionRule, body: [UInt8]) {
-        self.init(realm: realm, resource: resource, method: method, subject: subject, rule: rule, body: body,
-                  contentType: "application/json")
+        self.realm = realm
+        self.resource = resource
+        self.method = method
+        self.subject = subject
+        var bound: [String: JSONValue] = [:]
+        if rule.bindWholeBody {
+            bodyDigest = Crypto.hex(Crypto.sha256(body))
+        } else if !rule.bindFields.isEmpty {
+            let doc = JSONValue.parse(body)
+            if doc == nil && !body.isEmpty {
+                bodyOutcome = .malformed("this request needs its own approval of fields in its body, "
+                    + "so the body must be one JSON document without repeated keys")
+            }
+            for p in rule.bindFields { bound[p] = doc?.at(pointer: p) ?? .null }
+            bodyDigest = Crypto.hex(Crypto.sha256(Array(JSONValue.object(bound).canonical.utf8)))
+        }
+        self.bound = bound
     }
 
     private struct Refusal: Error { var outcome: BodyBindingOutcome }
