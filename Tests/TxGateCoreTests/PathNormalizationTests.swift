@@ -129,4 +129,24 @@ import Testing
         #expect(ResourcePattern("/a/./b") == nil)
         #expect(ResourcePattern("/a/..") == nil)
     }
+
+    /// Random paths: whatever is accepted is normalized for good (idempotent, no dot or empty
+    /// segment, no escape of an unreserved character, upper-case hex only).
+    @Test func randomPathsNormalizeForGood() {
+        let pieces = ["/", "/", "a", "B", ".", "..", "%2e", "%2E", "%2f", "%41", "%7e", "%3f", "%c3%a9", "~", "%", "%5c", "-", " ", "é"]
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<3000 {
+            let raw = "/" + (0..<Int.random(in: 0...10, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined()
+            for slash in EncodedSlashAction.allCases {
+                guard case .path(let p) = norm(raw, slash) else { continue }
+                #expect(norm(p, slash) == .path(p), "\(raw) -> \(p)")
+                let segments = p.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+                #expect(!segments.dropLast().contains(""), "\(raw) -> \(p)")
+                #expect(!segments.contains(".") && !segments.contains(".."), "\(raw) -> \(p)")
+                #expect(!p.contains("%2E") && !p.contains("%41") && !p.contains("%7E"), "\(raw) -> \(p)")
+                #expect(!p.contains("%c3") && !p.contains("%a9") && !p.contains("%2f") && !p.contains("%3f"), "\(raw) -> \(p)")
+                #expect(slash == .keep || !p.contains("%2F"), "\(raw) -> \(p)")
+            }
+        }
+    }
 }
