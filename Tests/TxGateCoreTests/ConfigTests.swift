@@ -136,3 +136,38 @@ import Testing
         #expect(plain.warnings(environment: [:]) == ["no policies: the gateway runs as a plain proxy and forwards every request"])
     }
 }
+
+@Suite struct PathsConfigTests {
+    func decode(_ paths: String) -> Result<GatewayConfig, ConfigErrors> {
+        let json = #"{"upstream": {"url": "http://127.0.0.1:9000"}"# + (paths.isEmpty ? "" : #", "paths": "# + paths) + "}"
+        do { return .success(try ConfigLoader.decode(Data(json.utf8), folder: "/tmp")) }
+        catch { return .failure(error) }
+    }
+
+    func errors(_ paths: String) -> [String] {
+        if case .failure(let e) = decode(paths) { return e.errors.map(\.description) }
+        return []
+    }
+
+    @Test func encodedSlashDefaultsToRejectAndCanKeep() throws {
+        #expect(try decode("").get().paths.encodedSlash == .reject)
+        #expect(try decode("{}").get().paths.encodedSlash == .reject)
+        #expect(try decode(#"{"encodedSlash": "reject"}"#).get().paths.encodedSlash == .reject)
+        #expect(try decode(#"{"encodedSlash": "keep"}"#).get().paths.encodedSlash == .keep)
+    }
+
+    @Test func badPathsValuesAreNamedByTheirPath() {
+        #expect(errors(#"{"encodedSlash": "decode"}"#) == ["paths.encodedSlash: 'decode' is not one of reject, keep"])
+        #expect(errors(#"{"encodedSlash": true}"#) == ["paths.encodedSlash: wrong type: expected a string"])
+        #expect(errors(#"{"mergeSlashes": false}"#) == ["paths.mergeSlashes: unknown key"])
+        #expect(errors(#""keep""#) == ["paths: wrong type: expected an object"])
+    }
+
+    @Test func aPolicyPatternWithADotSegmentIsRefused() {
+        let json = #"{"upstream": {"url": "http://a"}, "policies": [{"name": "x", "resources": ["/pub/../x"], "actions": ["GET"], "subjects": "anyone"}]}"#
+        guard case .failure(let e) = (Result { try ConfigLoader.decode(Data(json.utf8), folder: "/tmp") }.mapError { $0 as! ConfigErrors }) else {
+            Issue.record("accepted"); return
+        }
+        #expect(e.errors.map(\.description).first?.hasPrefix("policies[0].resources: '/pub/../x' is not a path pattern") == true)
+    }
+}

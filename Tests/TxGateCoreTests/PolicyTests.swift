@@ -77,18 +77,21 @@ import Testing
     @Test func bindingDigestsChangeWithBoundFieldsOnly() {
         let rule = TransactionRule(journey: "J", bindFields: ["/amount", "/payee"])
         func b(_ body: String) -> TransactionBinding {
-            TransactionBinding(realm: "/", resource: "r", method: "POST", subject: "demo", rule: rule, body: Array(body.utf8))
+            TransactionBinding(realm: "/", resource: "r", method: "POST", subject: "demo", rule: rule, body: Array(body.utf8),
+                               contentType: "application/json")
         }
         let base = b(#"{"amount": 10, "payee": "Bob", "memo": "x"}"#)
+        #expect(base.bodyOutcome == .bindable)
         #expect(base.bodyDigest == b(#"{"payee":"Bob","memo":"y","amount":10}"#).bodyDigest)
         #expect(base.bodyDigest != b(#"{"amount": 11, "payee": "Bob"}"#).bodyDigest)
-        #expect(base.bodyDigest != b(#"{"amount": 10}"#).bodyDigest)
+        #expect(b(#"{"amount": 10}"#).bodyOutcome == .missingField("/payee"))
         #expect(TransactionBinding.display("Pay {amount} to {payee}?", bound: base.bound) == "Pay 10 to Bob?")
     }
 
     @Test func transactionMismatchReasons() {
         let rule = TransactionRule(journey: "J", bindFields: ["/amount"])
-        let bind = TransactionBinding(realm: "/", resource: "r", method: "POST", subject: "demo", rule: rule, body: Array(#"{"amount":1}"#.utf8))
+        let bind = TransactionBinding(realm: "/", resource: "r", method: "POST", subject: "demo", rule: rule, body: Array(#"{"amount":1}"#.utf8),
+                                      contentType: "application/json")
         var tx = TransactionRecord(txid: "t", state: .completed, realm: "/", resource: "r", method: "POST", subject: "demo",
                                    journey: "J", bodyDigest: bind.bodyDigest, bound: bind.bound, display: nil, expires: 100)
         #expect(tx.mismatch(bind, now: 50) == nil)
@@ -99,7 +102,8 @@ import Testing
         other = bind
         other.method = "PUT"
         #expect(tx.mismatch(other, now: 50) == "another resource or method")
-        other = TransactionBinding(realm: "/", resource: "r", method: "POST", subject: "demo", rule: rule, body: Array(#"{"amount":2}"#.utf8))
+        other = TransactionBinding(realm: "/", resource: "r", method: "POST", subject: "demo", rule: rule, body: Array(#"{"amount":2}"#.utf8),
+                                   contentType: "application/json")
         #expect(tx.mismatch(other, now: 50) == "the bound body fields differ")
         tx.state = .created
         #expect(tx.mismatch(bind, now: 50) == "not completed")
@@ -108,7 +112,7 @@ import Testing
     @Test func transactionRecordsEncodeCanonicallyAndDecodeBothForms() throws {
         let rule = TransactionRule(journey: "J", bindFields: ["/amount", "/memo"])
         let b = TransactionBinding(realm: "/", resource: "http://gw/transfer?a=1", method: "POST", subject: "dé\"mo", rule: rule,
-                                   body: Array(#"{"amount":12.5,"memo":{"x":[1,null,"€\n"]}}"#.utf8))
+                                   body: Array(#"{"amount":12.5,"memo":{"x":[1,null,"€\n"]}}"#.utf8), contentType: "application/json")
         var tx = TransactionRecord(txid: "t", realm: b.realm, resource: b.resource, method: b.method, subject: b.subject,
                                    journey: "J", bodyDigest: b.bodyDigest, bound: b.bound, display: "Pay {amount}?", expires: 1_800_000_000)
         tx.state = .completed
@@ -129,7 +133,8 @@ import Testing
         let rule = TransactionRule(journey: "J", bindFields: ["/amount"])
         func bind(subject: String = "demo", realm: String = "/", resource: String = "http://gw/transfer",
                   method: String = "POST", body: String = #"{"amount":1}"#) -> TransactionBinding {
-            TransactionBinding(realm: realm, resource: resource, method: method, subject: subject, rule: rule, body: Array(body.utf8))
+            TransactionBinding(realm: realm, resource: resource, method: method, subject: subject, rule: rule, body: Array(body.utf8),
+                               contentType: "application/json")
         }
         let b = bind()
         var tx = TransactionRecord(txid: "t", realm: b.realm, resource: b.resource, method: b.method, subject: b.subject,

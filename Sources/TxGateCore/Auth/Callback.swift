@@ -55,8 +55,8 @@ public struct Callback: Equatable, Sendable {
         Callback(type: "ConfirmationCallback",
                  output: [Field("prompt", .string(prompt)), Field("messageType", 0),
                           Field("options", .array(options.map { .string($0) })), Field("optionType", -1),
-                          Field("defaultOption", .number(Double(defaultOption)))],
-                 input: [Field("IDToken", .number(Double(defaultOption)))])
+                          Field("defaultOption", .number(defaultOption))],
+                 input: [Field("IDToken", .number(defaultOption))])
     }
 }
 

@@ -47,7 +47,7 @@ public enum JWT {
               case .object(let members)? = JSONValue.parse(claims),
               case .number(let exp)? = members["exp"]
         else { throw .malformed }
-        guard exp > Double(now) else { throw .expired }
+        guard exp.doubleValue > Double(now) else { throw .expired }
         return claims
     }
 

@@ -140,7 +140,7 @@ public final class JourneyEngine: Sendable {
     private func sign(_ state: JourneyState, _ context: JourneyContext) -> String {
         let now = context.services.now
         let claims: JSONValue = .object([
-            "iss": "txgate", "iat": .number(Double(now)), "exp": .number(Double(now + authIdTtlS)), "st": state.json,
+            "iss": "txgate", "iat": .number(now), "exp": .number(now + authIdTtlS), "st": state.json,
         ])
         return JWT.sign(claimsJSON: Array(claims.canonical.utf8), key: signingKey)
     }

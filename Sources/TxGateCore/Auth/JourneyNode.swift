@@ -28,7 +28,7 @@ public struct JourneyState: Codable, Equatable, Sendable {
     /// The state as JSON (what an authId carries).
     public var json: JSONValue {
         var o: [String: JSONValue] = [
-            "realm": .string(realm), "journey": .string(journey), "node": .number(Double(node)),
+            "realm": .string(realm), "journey": .string(journey), "node": .number(node),
             "shared": .object(shared.mapValues { .string($0) }),
         ]
         if let username { o["username"] = .string(username) }
@@ -38,7 +38,7 @@ public struct JourneyState: Codable, Equatable, Sendable {
 
     public init?(json: JSONValue) {
         guard case .object(let o) = json, let realm = o["realm"]?.stringValue, let journey = o["journey"]?.stringValue,
-              case .number(let n)? = o["node"], let node = Int(exactly: n), let sharedJSON = o["shared"]?.objectValue
+              case .number(let n)? = o["node"], let node = n.intValue, let sharedJSON = o["shared"]?.objectValue
         else { return nil }
         var shared: [String: String] = [:]
         for (k, v) in sharedJSON {

@@ -99,6 +99,23 @@ public struct LimitsConfig: Decodable, Sendable {
     }
 }
 
+/// `paths`: how request paths are normalized before policies see them (`PathNormalizer`).
+public struct PathsConfig: Decodable, Sendable {
+    /// What a `%2F` in a request path gets: 400 (`reject`, the default) or kept opaque (`keep`).
+    public var encodedSlash = EncodedSlashAction.reject
+
+    public init(encodedSlash: EncodedSlashAction = .reject) { self.encodedSlash = encodedSlash }
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["encodedSlash"])
+        if let s: String = o.optional("encodedSlash") {
+            if let a = EncodedSlashAction(rawValue: s) { encodedSlash = a } else {
+                o.invalid("encodedSlash", "'\(s)' is not one of \(EncodedSlashAction.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+        }
+    }
+}
+
 public struct TLSConfig: Decodable, Sendable {
     public var certificate: String
     public var privateKey: String
@@ -141,6 +158,7 @@ public struct GatewayConfig: Decodable, Sendable {
     public var publicUrl: HTTPURL?
     public var upstream: UpstreamConfig
     public var limits = LimitsConfig()
+    public var paths = PathsConfig()
     public var tls: TLSConfig?
     public var log = LogConfig()
     public var shutdownTimeoutMs = 10_000
@@ -161,7 +179,7 @@ public struct GatewayConfig: Decodable, Sendable {
     public var challenges = ChallengeConfig()
     public var email: EmailConfig?
 
-    public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "tls", "log", "shutdownTimeoutMs",
+    public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email"]
 
@@ -179,6 +197,7 @@ public struct GatewayConfig: Decodable, Sendable {
         }
         upstream = o.required("upstream") ?? UpstreamConfig(url: HTTPURL(parsing: "http://127.0.0.1:9000")!)
         limits = o.value("limits", default: limits)
+        paths = o.value("paths", default: paths)
         tls = o.optional("tls")
         log = o.value("log", default: log)
         shutdownTimeoutMs = o.value("shutdownTimeoutMs", default: shutdownTimeoutMs)

@@ -3,7 +3,12 @@ public enum PercentEncoding {
     /// Decodes `%XX` escapes (and `+` as a space when `plusIsSpace`, as in a query string).
     /// Nil if an escape is malformed or the decoded bytes are not UTF-8.
     public static func decode(_ text: Substring, plusIsSpace: Bool) -> String? {
-        let raw = text.utf8
+        decode(utf8: text.utf8, plusIsSpace: plusIsSpace)
+    }
+
+    /// `decode(_:plusIsSpace:)` over raw bytes: bytes that are not UTF-8 are refused too, never
+    /// replaced.
+    public static func decode<Bytes: Collection<UInt8>>(utf8 raw: Bytes, plusIsSpace: Bool) -> String? {
         var out: [UInt8] = []
         out.reserveCapacity(raw.count)
         var i = raw.startIndex

@@ -154,31 +154,22 @@ struct JSONParser {
         return v
     }
 
-    /// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, converted with correct rounding.
+    /// -?(0|[1-9][0-9]*)(\.[0-9]+)?([eE][+-]?[0-9]+)?, kept as its exact decimal value
+    /// (`JSONNumber`, which also refuses numbers beyond its limits).
     private mutating func number() -> JSONValue? {
         let start = i
-        func digits() -> Int {
-            let s = i
-            while i < bytes.count, bytes[i] >= UInt8(ascii: "0"), bytes[i] <= UInt8(ascii: "9") { i += 1 }
-            return i - s
+        while i < bytes.count, Self.isNumberByte(bytes[i]) { i += 1 }
+        guard i > start, let n = JSONNumber(utf8: bytes[start..<i]) else { return nil }
+        return .number(n)
+    }
+
+    private static func isNumberByte(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "-"), UInt8(ascii: "+"), UInt8(ascii: "."),
+             UInt8(ascii: "e"), UInt8(ascii: "E"):
+            return true
+        default:
+            return false
         }
-        if i < bytes.count, bytes[i] == UInt8(ascii: "-") { i += 1 }
-        guard i < bytes.count else { return nil }
-        if bytes[i] == UInt8(ascii: "0") {
-            i += 1
-        } else if digits() == 0 {
-            return nil
-        }
-        if i < bytes.count, bytes[i] == UInt8(ascii: ".") {
-            i += 1
-            guard digits() > 0 else { return nil }
-        }
-        if i < bytes.count, bytes[i] == UInt8(ascii: "e") || bytes[i] == UInt8(ascii: "E") {
-            i += 1
-            if i < bytes.count, bytes[i] == UInt8(ascii: "+") || bytes[i] == UInt8(ascii: "-") { i += 1 }
-            guard digits() > 0 else { return nil }
-        }
-        guard let d = Double(String(decoding: bytes[start..<i], as: UTF8.self)), d.isFinite else { return nil }
-        return .number(d)
     }
 }

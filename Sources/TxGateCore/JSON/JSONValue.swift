@@ -4,7 +4,8 @@ import Foundation
 public enum JSONValue: Equatable, Sendable, Codable {
     case null
     case bool(Bool)
-    case number(Double)
+    /// The exact decimal value as written (`JSONNumber`); no binary floating point.
+    case number(JSONNumber)
     case string(String)
     case array([JSONValue])
     case object([String: JSONValue])
@@ -13,7 +14,10 @@ public enum JSONValue: Equatable, Sendable, Codable {
         let c = try decoder.singleValueContainer()
         if c.decodeNil() { self = .null }
         else if let b = try? c.decode(Bool.self) { self = .bool(b) }
-        else if let n = try? c.decode(Double.self) { self = .number(n) }
+        // Codable only sees numbers through Foundation: Decimal keeps 38 digits exactly, Double
+        // covers the rest of the range. Request bodies go through `parse`, which keeps every digit.
+        else if let d = try? c.decode(Decimal.self), let n = JSONNumber("\(d)") { self = .number(n) }
+        else if let d = try? c.decode(Double.self), let n = JSONNumber(d) { self = .number(n) }
         else if let s = try? c.decode(String.self) { self = .string(s) }
         else if let a = try? c.decode([JSONValue].self) { self = .array(a) }
         else if let o = try? c.decode([String: JSONValue].self) { self = .object(o) }
@@ -25,7 +29,14 @@ public enum JSONValue: Equatable, Sendable, Codable {
         switch self {
         case .null: try c.encodeNil()
         case .bool(let b): try c.encode(b)
-        case .number(let n): try c.encode(n)
+        case .number(let n):
+            // Only an exact encoding: a number neither a Decimal nor a Double holds is an error.
+            if let d = Decimal(string: n.text), JSONNumber("\(d)") == n { try c.encode(d) }
+            else if JSONNumber(n.doubleValue) == n { try c.encode(n.doubleValue) }
+            else {
+                throw EncodingError.invalidValue(n, .init(codingPath: encoder.codingPath,
+                                                          debugDescription: "\(n) has more digits than Foundation can encode exactly"))
+            }
         case .string(let s): try c.encode(s)
         case .array(let a): try c.encode(a)
         case .object(let o): try c.encode(o)
@@ -45,8 +56,10 @@ public enum JSONValue: Equatable, Sendable, Codable {
     public var stringValue: String? { if case .string(let s) = self { return s } else { return nil } }
     public var arrayValue: [JSONValue]? { if case .array(let a) = self { return a } else { return nil } }
     public var objectValue: [String: JSONValue]? { if case .object(let o) = self { return o } else { return nil } }
+    public var numberValue: JSONNumber? { if case .number(let n) = self { return n } else { return nil } }
+    /// An integer number (exactly; `1.5` is nil), or a string of one.
     public var intValue: Int? {
-        if case .number(let n) = self, n.rounded() == n, abs(n) < 1e15 { return Int(n) }
+        if case .number(let n) = self { return n.intValue }
         if case .string(let s) = self { return Int(s) }
         return nil
     }
@@ -62,8 +75,7 @@ public enum JSONValue: Equatable, Sendable, Codable {
         switch self {
         case .null: out += "null"
         case .bool(let b): out += b ? "true" : "false"
-        case .number(let n):
-            if n.rounded() == n && abs(n) < 1e15 { out += String(Int64(n)) } else { out += "\(n)" }
+        case .number(let n): out += n.text
         case .string(let s): out += "\"" + JSONText.escape(s) + "\""
         case .array(let a):
             out += "["
@@ -88,7 +100,7 @@ public enum JSONValue: Equatable, Sendable, Codable {
         guard pointer.hasPrefix("/") else { return pointer.isEmpty ? self : nil }
         var v = self
         for raw in pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
-            let token = raw.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+            let token = Self.unescapePointerToken(raw)
             switch v {
             case .object(let o): guard let n = o[token] else { return nil }; v = n
             case .array(let a): guard let i = Int(token), a.indices.contains(i) else { return nil }; v = a[i]
@@ -98,17 +110,34 @@ public enum JSONValue: Equatable, Sendable, Codable {
         return v
     }
 
-    /// How a value reads in a prompt: strings bare, everything else as JSON.
+    /// A JSON Pointer reference token as the key it names: `~1` is `/`, then `~0` is `~`.
+    static func unescapePointerToken(_ raw: Substring) -> String {
+        guard raw.contains("~") else { return String(raw) }
+        return raw.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+    }
+
+    /// How a value reads in a prompt: strings bare, everything else as JSON. A number shows its
+    /// exact canonical decimal (`JSONNumber`): `100.0` and `1e2` both read `100`, and
+    /// `100.000000000000001` reads as exactly that, so the user approves the value that is bound.
     public var displayText: String {
         if case .string(let s) = self { return s }
         return canonical
     }
 }
 
+extension JSONValue {
+    /// An integer number.
+    public static func number(_ value: Int) -> JSONValue { .number(JSONNumber(value)) }
+
+    /// The shortest decimal that reads back as `value`; null for infinities and NaN (as
+    /// JavaScript's `JSON.stringify` does).
+    public static func number(_ value: Double) -> JSONValue { JSONNumber(value).map { .number($0) } ?? .null }
+}
+
 extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, ExpressibleByArrayLiteral,
     ExpressibleByDictionaryLiteral, ExpressibleByBooleanLiteral {
     public init(stringLiteral v: String) { self = .string(v) }
-    public init(integerLiteral v: Int) { self = .number(Double(v)) }
+    public init(integerLiteral v: Int) { self = .number(JSONNumber(v)) }
     public init(booleanLiteral v: Bool) { self = .bool(v) }
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     public init(dictionaryLiteral elements: (String, JSONValue)...) {

@@ -37,6 +37,9 @@ public struct TransactionRule: Equatable, Sendable {
 }
 
 /// A resource pattern: exact segments, `*` for one segment, a final `/**` for any depth.
+///
+/// Paths are matched after `PathNormalizer`, which removes dot segments; still, as defence in
+/// depth, neither `*` nor `/**` ever matches a `.` or `..` segment, and a pattern may not name one.
 public struct ResourcePattern: Equatable, Sendable {
     public let text: String
     let segments: [Substring]
@@ -52,7 +55,7 @@ public struct ResourcePattern: Equatable, Sendable {
         } else {
             anyDepth = false
         }
-        if segs.contains("**") { return nil }
+        if segs.contains("**") || segs.contains(where: Self.isDotSegment) { return nil }
         segments = segs
     }
 
@@ -64,8 +67,11 @@ public struct ResourcePattern: Equatable, Sendable {
             guard parts.count == segments.count else { return false }
         }
         for (p, s) in zip(parts, segments) where s != "*" && p != s { return false }
-        return true
+        // What `*` and `/**` stand for must not be a step up or a step in place.
+        return !parts.contains(where: Self.isDotSegment)
     }
+
+    static func isDotSegment(_ s: Substring) -> Bool { s == "." || s == ".." }
 }
 
 public struct Policy: Sendable {
@@ -98,7 +104,7 @@ public struct PolicyConfig: Decodable, Sendable {
         var resources: [ResourcePattern] = []
         for r in (o.required("resources", as: [String].self) ?? []) {
             if let p = ResourcePattern(r) { resources.append(p) } else {
-                o.invalid("resources", "'\(r)' is not a path pattern (starts with '/', no query, '**' only at the end)")
+                o.invalid("resources", "'\(r)' is not a path pattern (starts with '/', no query, no '.' or '..' segment, '**' only at the end)")
             }
         }
         let actions = (o.required("actions", as: [String].self) ?? []).map { $0.uppercased() }

@@ -58,7 +58,7 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         var o: [String: JSONValue] = [
             "txid": .string(txid), "state": .string(state.rawValue), "realm": .string(realm), "resource": .string(resource),
             "method": .string(method), "subject": .string(subject), "journey": .string(journey), "bound": .object(bound),
-            "expires": .number(Double(expires)), "seal": .string(seal),
+            "expires": .number(expires), "seal": .string(seal),
         ]
         if let bodyDigest { o["bodyDigest"] = .string(bodyDigest) }
         if let display { o["display"] = .string(display) }
@@ -90,21 +90,114 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
     }
 }
 
+/// Whether a request body can be bound as its rule asks; anything but `.bindable` is refused
+/// rather than approved blind.
+public enum BodyBindingOutcome: Equatable, Sendable {
+    case bindable
+    /// 415: the rule binds body fields, and the body's media type is missing, not JSON or a
+    /// form, or not UTF-8 (or, for a whole-body binding, the Content-Type is not valid).
+    case unsupportedMediaType(String)
+    /// 400: the body is not one JSON document, or not a valid form (a bad `%` escape, not UTF-8).
+    case malformed(String)
+    /// 400: a bound field could be read two ways (a repeated form field, repeated JSON key).
+    case ambiguous(String)
+    /// 400: a bound field is not in the body (the pointer): the user is never asked to approve
+    /// a null that was not sent.
+    case missingField(String)
+
+    /// The status to answer with when not bindable (200 for `.bindable`).
+    public var status: Int {
+        switch self {
+        case .bindable: return 200
+        case .unsupportedMediaType: return 415
+        case .malformed, .ambiguous, .missingField: return 400
+        }
+    }
+
+    /// What is wrong, for the error body (empty for `.bindable`).
+    public var message: String {
+        switch self {
+        case .bindable: return ""
+        case .unsupportedMediaType(let m), .malformed(let m), .ambiguous(let m): return m
+        case .missingField(let pointer):
+            return "this request needs its own approval of '\(pointer)', which is not in the body"
+        }
+    }
+}
+
 /// What a request binds a transaction to: who, where, and (PSD2 dynamic linking) what.
 public struct TransactionBinding: Equatable, Sendable {
     public var realm: String
     public var resource: String
     public var method: String
     public var subject: String
+    /// SHA-256 (hex) of the media type with the bound fields, or with the whole body; nil when
+    /// the rule binds nothing from the body (or the body is not bindable).
     public var bodyDigest: String?
     public var bound: [String: JSONValue]
-    /// False when the rule binds body fields but the body is not one JSON document (or repeats
-    /// a key): such a request cannot be bound, and is refused rather than approved blind. An
-    /// empty body binds every field as null.
-    public var bodyIsBindable = true
+    /// Refuse the request (`status`, `message`) unless this is `.bindable`.
+    public var bodyOutcome: BodyBindingOutcome = .bindable
+    /// The media type bound with the body (`MediaType.essence` for fields, `.normalized` for a
+    /// whole body), nil when nothing is bound from the body.
+    public var mediaType: String?
 
-    /// Computes the body binding of `rule` for a request body. Fields that are absent bind as
-    /// JSON null, so that adding them later changes the digest too.
+    /// Transitional, for callers not yet answering with `bodyOutcome`'s status and message.
+    public var bodyIsBindable: Bool { bodyOutcome == .bindable }
+
+    /// Computes the body binding of `rule` for a request body and its `Content-Type` (nil when
+    /// the request has none).
+    ///
+    /// - Fields (`bind.body` pointers): the media type decides how the body reads, as the
+    ///   backend will read it. JSON (`application/json`, any `+json`) is parsed as JSON; a form
+    ///   (`application/x-www-form-urlencoded`) with `FormBody`, where a pointer of one segment
+    ///   (`/amount`, or `/a~1b` for `a/b`) names a field and a repeated bound field is
+    ///   ambiguous; a form value binds as a string. A `charset` other than utf-8 is unsupported
+    ///   (the gateway reads UTF-8; a backend honouring the charset would read other text), and
+    ///   so is any other media type or none. Every bound field must be present (an explicit
+    ///   JSON null is present); an empty body has none.
+    /// - Whole body (`bind.body: true`): the exact bytes, with the normalized media type (or
+    ///   its absence), whatever it is.
+    /// - Neither: nothing from the body, and the media type does not matter.
+    ///
+    /// The media type goes into `bodyDigest`, so a retry must carry the same one as the approved
+    /// request: an approved JSON body resent as a form (whose fields may say something else)
+    /// has another digest, another seal.
+    public init(realm: String, resource: String, method: String, subject: String, rule: TransactionRule,
+                body: [UInt8], contentType: String?) {
+        self.realm = realm
+        self.resource = resource
+        self.method = method
+        self.subject = subject
+        bound = [:]
+        if rule.bindWholeBody {
+            var normalized: JSONValue = .null
+            if let contentType {
+                guard let type = MediaType(contentType) else {
+                    bodyOutcome = .unsupportedMediaType("the Content-Type '\(contentType)' is not a valid media type")
+                    return
+                }
+                mediaType = type.normalized
+                normalized = .string(type.normalized)
+            }
+            let parts: [JSONValue] = [normalized, .string(Crypto.hex(Crypto.sha256(body)))]
+            bodyDigest = Crypto.hex(Crypto.sha256(Array(JSONValue.array(parts).canonical.utf8)))
+        } else if !rule.bindFields.isEmpty {
+            switch Self.readFields(rule.bindFields, body: body, contentType: contentType) {
+            case .success(let (type, fields)):
+                mediaType = type
+                bound = fields
+                let parts: [JSONValue] = [.string(type), .object(fields)]
+                bodyDigest = Crypto.hex(Crypto.sha256(Array(JSONValue.array(parts).canonical.utf8)))
+            case .failure(let refusal):
+                bodyOutcome = refusal.outcome
+            }
+        }
+    }
+
+    /// Transitional, the binding as it was before media types were bound, until the request
+    /// layer calls `init(...contentType:)`: the body reads as JSON whatever its Content-Type,
+    /// and absent fields (or an empty body, as `policies?_action=evaluate` has) bind as null.
+    /// Only `.bindable` or `.malformed`. Numbers are exact here too.
     public init(realm: String, resource: String, method: String, subject: String, rule: TransactionRule, body: [UInt8]) {
         self.realm = realm
         self.resource = resource
@@ -115,13 +208,60 @@ public struct TransactionBinding: Equatable, Sendable {
             bodyDigest = Crypto.hex(Crypto.sha256(body))
         } else if !rule.bindFields.isEmpty {
             let doc = JSONValue.parse(body)
-            bodyIsBindable = doc != nil || body.isEmpty
+            if doc == nil && !body.isEmpty {
+                bodyOutcome = .malformed("this request needs its own approval of fields in its body, "
+                    + "so the body must be one JSON document without repeated keys")
+            }
             for p in rule.bindFields { bound[p] = doc?.at(pointer: p) ?? .null }
             bodyDigest = Crypto.hex(Crypto.sha256(Array(JSONValue.object(bound).canonical.utf8)))
-        } else {
-            bodyDigest = nil
         }
         self.bound = bound
+    }
+
+    private struct Refusal: Error { var outcome: BodyBindingOutcome }
+
+    /// The media type's essence and the bound values, or why they cannot be read.
+    private static func readFields(_ pointers: [String], body: [UInt8], contentType: String?)
+        -> Result<(String, [String: JSONValue]), Refusal> {
+        let needs = "this request needs its own approval of fields in its body, so its Content-Type must be "
+            + "application/json or application/x-www-form-urlencoded"
+        guard let contentType else { return .failure(Refusal(outcome: .unsupportedMediaType(needs + "; it has none"))) }
+        guard let type = MediaType(contentType), type.isJSON || type.isForm else {
+            return .failure(Refusal(outcome: .unsupportedMediaType(needs + ", not '\(contentType)'")))
+        }
+        if let charset = type.parameters["charset"], charset != "utf-8" {
+            return .failure(Refusal(outcome: .unsupportedMediaType("the charset of a body with fields to approve must be utf-8, not '\(charset)'")))
+        }
+        if body.isEmpty { return .failure(Refusal(outcome: .missingField(pointers[0]))) }
+        var bound: [String: JSONValue] = [:]
+        if type.isJSON {
+            guard let doc = JSONValue.parse(body) else {
+                return .failure(Refusal(outcome: .malformed("the body must be one JSON document without repeated keys")))
+            }
+            for p in pointers {
+                guard let v = doc.at(pointer: p) else { return .failure(Refusal(outcome: .missingField(p))) }
+                bound[p] = v
+            }
+        } else {
+            guard let fields = FormBody.parse(body) else {
+                return .failure(Refusal(outcome: .malformed("the form body has a '%' not followed by two hex digits, or is not UTF-8")))
+            }
+            for p in pointers {
+                let tokens = p.dropFirst().split(separator: "/", omittingEmptySubsequences: false)
+                guard p.hasPrefix("/"), tokens.count == 1 else {
+                    return .failure(Refusal(outcome: .unsupportedMediaType(
+                        "this request needs its own approval of '\(p)', which only a JSON body can carry; send application/json")))
+                }
+                let name = JSONValue.unescapePointerToken(tokens[0])
+                let values = fields.filter { $0.name == name }
+                guard values.count <= 1 else {
+                    return .failure(Refusal(outcome: .ambiguous("the form field '\(name)' appears more than once")))
+                }
+                guard let v = values.first else { return .failure(Refusal(outcome: .missingField(p))) }
+                bound[p] = .string(v.value)
+            }
+        }
+        return .success((type.essence, bound))
     }
 
     /// One digest of everything a retry must repeat: realm, resource, method, subject and body.

@@ -1,0 +1,162 @@
+/// What to do with `%2F` (an encoded `/`) in a request path: `paths.encodedSlash` in gateway.json.
+/// Envoy's `path_with_escaped_slashes_action` is the model.
+public enum EncodedSlashAction: String, Sendable, CaseIterable {
+    /// 400: a backend that decodes `%2F` into a separator would see another path than the one
+    /// policy decided on.
+    case reject
+    /// `%2F` stays as it is (upper-cased `%2F`, never decoded), an opaque part of its segment.
+    /// Safe only when the backend does not decode `%2F` into a separator either.
+    case keep
+}
+
+/// The one path everything after parsing uses: policies match it and the upstream receives it,
+/// so the backend can never be asked for another path than the one decided on.
+public enum NormalizedPath: Equatable, Sendable {
+    case path(String)
+    /// Answer 400 with `reason.description`.
+    case rejected(PathRejection)
+}
+
+public enum PathRejection: Equatable, Sendable, CustomStringConvertible {
+    /// The path does not start with `/` (empty, `*`, or an absolute URL that was not split).
+    case notAbsolute
+    /// A `%` not followed by two hex digits.
+    case malformedEscape
+    /// A raw control byte (0x00-0x1F, 0x7F).
+    case controlCharacter
+    /// `%00`.
+    case encodedNul
+    /// `%2F`, when `encodedSlash` is `reject`.
+    case encodedSlash
+    /// `\` or `%5C`: some servers take it for `/`.
+    case backslash
+    /// A `..` segment with nothing left to remove.
+    case climbsAboveRoot
+
+    public var description: String {
+        switch self {
+        case .notAbsolute: return "the request path must start with '/'"
+        case .malformedEscape: return "the request path has a '%' that is not followed by two hex digits"
+        case .controlCharacter: return "the request path contains a control character"
+        case .encodedNul: return "the request path contains an encoded NUL (%00)"
+        case .encodedSlash: return "the request path contains an encoded '/' (%2F)"
+        case .backslash: return "the request path contains a backslash ('\\' or %5C)"
+        case .climbsAboveRoot: return "the request path climbs above the root with '..'"
+        }
+    }
+}
+
+/// Normalizes a request path (RFC 3986 §6.2.2) before any policy sees it.
+public enum PathNormalizer {
+    /// Normalizes `raw`, the path of the request target without its query.
+    ///
+    /// - Percent-encoded unreserved characters (`ALPHA DIGIT - . _ ~`) are decoded; every other
+    ///   escape stays encoded, with upper-case hex (`%3f` → `%3F`). A raw byte that may not appear
+    ///   in a path (space, `"`, `<`, `|`, non-ASCII ...) is percent-encoded, as a browser would.
+    /// - Dot segments are removed (RFC 3986 §5.2.4), also when written `%2e`/`%2E`, after the
+    ///   decoding above. A final `.` or `..` leaves a trailing `/` (`/a/b/..` → `/a/`).
+    /// - Empty segments are merged, as Envoy's `merge_slashes` does: `//a///b/` → `/a/b/`. So `//`
+    ///   never names a different resource than `/`, for policies or for the backend. A trailing
+    ///   `/` is kept (`/a/` stays `/a/`, distinct from `/a`).
+    /// - Rejected: a path not starting with `/`, a malformed escape, a raw control byte, `%00`,
+    ///   `\` or `%5C` (always), `%2F` (unless `encodedSlash` is `keep`), and a `..` that would
+    ///   climb above the root (instead of silently stopping at the root, as RFC 3986 would).
+    ///
+    /// One pass over the bytes; the result is itself normalized (normalizing it again gives it back).
+    public static func normalize(_ raw: Substring, encodedSlash: EncodedSlashAction = .reject) -> NormalizedPath {
+        let bytes = raw.utf8
+        guard bytes.first == UInt8(ascii: "/") else { return .rejected(.notAbsolute) }
+        var segments: [[UInt8]] = []
+        var segment: [UInt8] = []
+        // Whether the output ends with `/`: the last segment was empty, `.` or `..`.
+        var trailingSlash = false
+
+        func close(_ segment: [UInt8]) -> Bool {
+            if segment.isEmpty || segment == [0x2E] {
+                trailingSlash = true
+            } else if segment == [0x2E, 0x2E] {
+                guard !segments.isEmpty else { return false }
+                segments.removeLast()
+                trailingSlash = true
+            } else {
+                segments.append(segment)
+                trailingSlash = false
+            }
+            return true
+        }
+
+        var i = bytes.index(after: bytes.startIndex)
+        while i != bytes.endIndex {
+            let b = bytes[i]
+            i = bytes.index(after: i)
+            switch b {
+            case UInt8(ascii: "/"):
+                guard close(segment) else { return .rejected(.climbsAboveRoot) }
+                segment.removeAll(keepingCapacity: true)
+            case UInt8(ascii: "%"):
+                guard i != bytes.endIndex, let hi = hexDigitValue(bytes[i]) else { return .rejected(.malformedEscape) }
+                let j = bytes.index(after: i)
+                guard j != bytes.endIndex, let lo = hexDigitValue(bytes[j]) else { return .rejected(.malformedEscape) }
+                i = bytes.index(after: j)
+                let decoded = hi << 4 | lo
+                switch decoded {
+                case 0: return .rejected(.encodedNul)
+                case UInt8(ascii: "\\"): return .rejected(.backslash)
+                case UInt8(ascii: "/"):
+                    guard encodedSlash == .keep else { return .rejected(.encodedSlash) }
+                    appendEscape(decoded, to: &segment)
+                default:
+                    if isUnreserved(decoded) { segment.append(decoded) } else { appendEscape(decoded, to: &segment) }
+                }
+            case UInt8(ascii: "\\"):
+                return .rejected(.backslash)
+            case 0..<0x20, 0x7F:
+                return .rejected(.controlCharacter)
+            default:
+                if isPathCharacter(b) { segment.append(b) } else { appendEscape(b, to: &segment) }
+            }
+        }
+        guard close(segment) else { return .rejected(.climbsAboveRoot) }
+
+        var out: [UInt8] = [UInt8(ascii: "/")]
+        out.reserveCapacity(bytes.count)
+        for (k, s) in segments.enumerated() {
+            if k > 0 { out.append(UInt8(ascii: "/")) }
+            out.append(contentsOf: s)
+        }
+        if trailingSlash && !segments.isEmpty { out.append(UInt8(ascii: "/")) }
+        return .path(String(decoding: out, as: UTF8.self))
+    }
+
+    /// RFC 3986 unreserved: ALPHA / DIGIT / "-" / "." / "_" / "~".
+    static func isUnreserved(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    /// pchar without the escapes: unreserved / sub-delims / ":" / "@".
+    static func isPathCharacter(_ b: UInt8) -> Bool {
+        if isUnreserved(b) { return true }
+        switch b {
+        case UInt8(ascii: "!"), UInt8(ascii: "$"), UInt8(ascii: "&"), UInt8(ascii: "'"), UInt8(ascii: "("), UInt8(ascii: ")"),
+             UInt8(ascii: "*"), UInt8(ascii: "+"), UInt8(ascii: ","), UInt8(ascii: ";"), UInt8(ascii: "="),
+             UInt8(ascii: ":"), UInt8(ascii: "@"):
+            return true
+        default:
+            return false
+        }
+    }
+
+    private static let hexDigits: [UInt8] = Array("0123456789ABCDEF".utf8)
+
+    private static func appendEscape(_ b: UInt8, to out: inout [UInt8]) {
+        out.append(UInt8(ascii: "%"))
+        out.append(hexDigits[Int(b >> 4)])
+        out.append(hexDigits[Int(b & 0x0F)])
+    }
+}

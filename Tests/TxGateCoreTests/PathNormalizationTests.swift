@@ -1,0 +1,152 @@
+import Testing
+@testable import TxGateCore
+
+/// Issue 11 item 1: policies and the backend see one path, normalized once.
+@Suite struct PathNormalizationTests {
+    func norm(_ raw: String, _ slash: EncodedSlashAction = .reject) -> NormalizedPath {
+        PathNormalizer.normalize(raw[...], encodedSlash: slash)
+    }
+
+    @Test(arguments: [
+        // Traversal forms from the review.
+        ("/pub/../accounts", "/accounts"),
+        ("/pub/%2e%2e/accounts", "/accounts"),
+        ("/pub/%2E%2e/accounts", "/accounts"),
+        ("/pub/.%2E/accounts", "/accounts"),
+        ("/pub/%2e/accounts", "/pub/accounts"),
+        ("/pub/./accounts", "/pub/accounts"),
+        ("/./accounts", "/accounts"),
+        // Merged slashes (Envoy's merge_slashes); a trailing slash stays.
+        ("//accounts", "/accounts"),
+        ("/accounts//transfer", "/accounts/transfer"),
+        ("/accounts///", "/accounts/"),
+        ("//", "/"),
+        ("/", "/"),
+        ("/accounts/", "/accounts/"),
+        // Trailing dot segments leave a trailing slash (RFC 3986 §5.2.4).
+        ("/a/b/.", "/a/b/"),
+        ("/a/b/..", "/a/"),
+        ("/a/b/%2E%2E", "/a/"),
+        ("/a/..", "/"),
+        ("/.", "/"),
+        ("/a/./b/../c", "/a/c"),
+        // Segments that only look like dots stay.
+        ("/a/.../b", "/a/.../b"),
+        ("/a/..b/.c", "/a/..b/.c"),
+        // Unreserved characters decoded; other escapes stay, with upper-case hex.
+        ("/%41%62%2D%5f%7E%30", "/Ab-_~0"),
+        ("/a%3Fb", "/a%3Fb"),
+        ("/a%3fb", "/a%3Fb"),
+        ("/caf%c3%a9", "/caf%C3%A9"),
+        ("/a%20b", "/a%20b"),
+        ("/a%25b", "/a%25b"),
+        ("/a%0Ab", "/a%0Ab"),
+        // Raw bytes outside the path set are encoded, as a browser would.
+        ("/a b|c^", "/a%20b%7Cc%5E"),
+        ("/café", "/caf%C3%A9"),
+        // Sub-delims, ':' and '@' stay raw.
+        ("/a:b@c!$&'()*+,;=", "/a:b@c!$&'()*+,;="),
+    ])
+    func normalizes(raw: String, expected: String) {
+        #expect(norm(raw) == .path(expected), "\(raw)")
+        // Normalizing is idempotent.
+        #expect(norm(expected) == .path(expected), "\(expected)")
+    }
+
+    @Test(arguments: [
+        ("/accounts/..%2ftransfer", PathRejection.encodedSlash),
+        ("/accounts/..%2Ftransfer", .encodedSlash),
+        ("/a%2fb", .encodedSlash),
+        ("/..", .climbsAboveRoot),
+        ("/../accounts", .climbsAboveRoot),
+        ("/a/../..", .climbsAboveRoot),
+        ("/a/../../b", .climbsAboveRoot),
+        ("/%2e%2e/etc/passwd", .climbsAboveRoot),
+        ("//..", .climbsAboveRoot),
+        ("/a%5Cb", .backslash),
+        ("/a%5cb", .backslash),
+        ("/a\\b", .backslash),
+        ("/..\\accounts", .backslash),
+        ("/a%00b", .encodedNul),
+        ("/a\u{0}b", .controlCharacter),
+        ("/a\tb", .controlCharacter),
+        ("/a\r\nb", .controlCharacter),
+        ("/a\u{7F}", .controlCharacter),
+        ("/a%", .malformedEscape),
+        ("/a%4", .malformedEscape),
+        ("/a%g1", .malformedEscape),
+        ("/a%1g", .malformedEscape),
+        ("", .notAbsolute),
+        ("*", .notAbsolute),
+        ("accounts", .notAbsolute),
+        ("http://x/accounts", .notAbsolute),
+    ])
+    func rejects(raw: String, reason: PathRejection) {
+        #expect(norm(raw) == .rejected(reason), "\(raw.debugDescription)")
+    }
+
+    @Test func keepLeavesAnEncodedSlashOpaque() {
+        // Never decoded, never a separator: `..%2F` is not a dot segment.
+        #expect(norm("/accounts/..%2ftransfer", .keep) == .path("/accounts/..%2Ftransfer"))
+        #expect(norm("/files/a%2Fb/../c", .keep) == .path("/files/c"))
+        #expect(norm("/files/a%2Fb/%2e", .keep) == .path("/files/a%2Fb/"))
+        // Backslash, NUL and climbs stay refused under `keep`.
+        #expect(norm("/a%5Cb", .keep) == .rejected(.backslash))
+        #expect(norm("/a%00", .keep) == .rejected(.encodedNul))
+        #expect(norm("/a/%2e%2e/%2E%2E", .keep) == .rejected(.climbsAboveRoot))
+    }
+
+    @Test func rejectionsSayWhatIsWrong() {
+        #expect(PathRejection.encodedSlash.description == "the request path contains an encoded '/' (%2F)")
+        #expect(PathRejection.climbsAboveRoot.description.contains(".."))
+    }
+
+    /// The review's bypass: `/pub/**` for anyone must not open `/pub/../accounts`.
+    @Test func publicPatternNoLongerOpensAProtectedPath() throws {
+        let pub = try #require(ResourcePattern("/pub/**"))
+        guard case .path(let p) = norm("/pub/../accounts") else { Issue.record("rejected"); return }
+        #expect(!pub.matches(p[...]))
+        #expect(ResourcePattern("/accounts")!.matches(p[...]))
+    }
+
+    /// Defence in depth: even an unnormalized path with dot segments matches no wildcard.
+    @Test func wildcardsNeverMatchDotSegments() throws {
+        let pub = try #require(ResourcePattern("/pub/**"))
+        let one = try #require(ResourcePattern("/accounts/*"))
+        let mid = try #require(ResourcePattern("/a/*/c"))
+        #expect(pub.matches("/pub/x/y"))
+        #expect(!pub.matches("/pub/../accounts"))
+        #expect(!pub.matches("/pub/x/../../accounts"))
+        #expect(!pub.matches("/pub/./x"))
+        #expect(!pub.matches("/pub/.."))
+        #expect(one.matches("/accounts/42"))
+        #expect(!one.matches("/accounts/.."))
+        #expect(!one.matches("/accounts/."))
+        #expect(!mid.matches("/a/../c"))
+        #expect(one.matches("/accounts/..x"), "only whole dot segments are steps")
+        // A pattern may not name a dot segment.
+        #expect(ResourcePattern("/a/../b") == nil)
+        #expect(ResourcePattern("/a/./b") == nil)
+        #expect(ResourcePattern("/a/..") == nil)
+    }
+
+    /// Random paths: whatever is accepted is normalized for good (idempotent, no dot or empty
+    /// segment, no escape of an unreserved character, upper-case hex only).
+    @Test func randomPathsNormalizeForGood() {
+        let pieces = ["/", "/", "a", "B", ".", "..", "%2e", "%2E", "%2f", "%41", "%7e", "%3f", "%c3%a9", "~", "%", "%5c", "-", " ", "é"]
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<3000 {
+            let raw = "/" + (0..<Int.random(in: 0...10, using: &rng)).map { _ in pieces.randomElement(using: &rng)! }.joined()
+            for slash in EncodedSlashAction.allCases {
+                guard case .path(let p) = norm(raw, slash) else { continue }
+                #expect(norm(p, slash) == .path(p), "\(raw) -> \(p)")
+                let segments = p.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+                #expect(!segments.dropLast().contains(""), "\(raw) -> \(p)")
+                #expect(!segments.contains(".") && !segments.contains(".."), "\(raw) -> \(p)")
+                #expect(!p.contains("%2E") && !p.contains("%41") && !p.contains("%7E"), "\(raw) -> \(p)")
+                #expect(!p.contains("%c3") && !p.contains("%a9") && !p.contains("%2f") && !p.contains("%3f"), "\(raw) -> \(p)")
+                #expect(slash == .keep || !p.contains("%2F"), "\(raw) -> \(p)")
+            }
+        }
+    }
+}
