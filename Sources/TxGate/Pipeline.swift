@@ -23,6 +23,7 @@ enum RequestFailure: Error, Equatable {
         case .unavailable(let why): self = .storeUnavailable(why)
         case .badRequest(let message): self = .badRequest(message)
         case .tooManyTransactions(let n): self = .tooManyTransactions(n)
+        case .unsupportedMediaType(let message): self = .unsupportedMediaType(message)
         }
     }
 

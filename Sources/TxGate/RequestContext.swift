@@ -11,7 +11,10 @@ final class RequestContext {
     private unowned let pipeline: Pipeline
     private var phaseIndex = 0
 
-    /// The target sent upstream: the request's, with `_txid`/`_idtoken` removed.
+    /// The normalized path (no query) every phase after `CanonicalRequestPhase` works on.
+    var path: String
+    /// The target sent upstream: the normalized path with the request's query, `_txid` and
+    /// `_idtoken` removed.
     var target: String
     /// The TxId a retried request names (`_txid` or `X-TxID`).
     var txid: String?
@@ -32,6 +35,7 @@ final class RequestContext {
         self.requestId = requestId
         self.pipeline = pipeline
         target = exchange.head.target
+        path = ""
     }
 
     var head: RequestHead { exchange.head }

@@ -34,7 +34,7 @@ final class Worker: @unchecked Sendable {
         let config = shared.config
         let publicURL = config.effectivePublicURL.description
         var phases: [RequestPhase] = [
-            CanonicalRequestPhase(),
+            CanonicalRequestPhase(encodedSlash: config.paths.encodedSlash),
             GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, upstream: shared.upstreamDescription),
             AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, loop: loop),
         ]

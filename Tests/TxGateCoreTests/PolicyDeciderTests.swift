@@ -20,7 +20,7 @@ import Testing
 
     func query(_ method: String, _ path: String, _ subject: Subject?, txid: String? = nil, body: [UInt8] = []) -> DecisionQuery {
         DecisionQuery(realm: "/", path: Substring(path), resource: "https://gw" + path, method: method, subject: subject,
-                      txid: txid, body: { body })
+                      txid: txid, body: { body }, contentType: "application/json")
     }
 
     func decision(_ plan: PolicyDecider.Plan) -> Decision? {

@@ -20,7 +20,7 @@ final class AuthEndpointsPhase: RequestPhase {
     }
 
     func handle(_ ctx: RequestContext) {
-        let path = ctx.head.path
+        let path = ctx.path
         guard path == "/am" || path.hasPrefix("/am/") else { ctx.proceed(); return }
         guard let endpoints else {
             ctx.fail(.notFound("the authentication service is not configured (no journeys in the configuration)"))

@@ -2,8 +2,18 @@ import HTTPCore
 import TxGateCore
 
 /// The request every later phase and the upstream see must be unambiguous: exactly one
-/// `Host` (HTTP/1.1 requires one; two let a backend pick another than the gateway did).
+/// `Host` (HTTP/1.1 requires one; two let a backend pick another than the gateway did), and
+/// one normalized path (`PathNormalizer`: dot segments removed, `//` merged, unreserved
+/// escapes decoded; `%2F`, `\`, NUL and climbs above the root refused). Policies match that
+/// path and the upstream receives it, so the backend never sees another path than the one
+/// decided on.
 final class CanonicalRequestPhase: RequestPhase {
+    private let encodedSlash: EncodedSlashAction
+
+    init(encodedSlash: EncodedSlashAction) {
+        self.encodedSlash = encodedSlash
+    }
+
     func handle(_ ctx: RequestContext) {
         var hosts = 0
         for f in ctx.head.headers where asciiCaseInsensitiveEquals(f.name, "Host") { hosts += 1 }
@@ -11,8 +21,32 @@ final class CanonicalRequestPhase: RequestPhase {
             ctx.fail(.badRequest("the request has \(hosts) Host headers; send exactly one"))
         } else if hosts == 0 && ctx.head.versionMinor >= 1 {
             ctx.fail(.badRequest("an HTTP/1.1 request needs a Host header"))
+        } else if let target = Self.originForm(ctx.head.target) {
+            normalize(ctx, target)
         } else {
+            ctx.fail(.badRequest("request target '\(ctx.head.target)' is not a path"))
+        }
+    }
+
+    private func normalize(_ ctx: RequestContext, _ target: Substring) {
+        let q = target.firstIndex(of: "?")
+        switch PathNormalizer.normalize(q.map { target[..<$0] } ?? target, encodedSlash: encodedSlash) {
+        case .rejected(let why):
+            ctx.fail(.badRequest("the request path is refused: \(why)"))
+        case .path(let path):
+            ctx.path = path
+            ctx.target = q.map { path + target[$0...] } ?? path
             ctx.proceed()
         }
+    }
+
+    /// The path and query of a request target (origin-form or absolute-form).
+    static func originForm(_ target: String) -> Substring? {
+        if target.hasPrefix("/") { return target[...] }
+        guard let schemeEnd = target.range(of: "://") else { return nil }
+        let rest = target[schemeEnd.upperBound...]
+        guard let slash = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) else { return "/" }
+        let path = rest[slash...]
+        return path.hasPrefix("?") ? "/" + path : path
     }
 }

@@ -55,7 +55,7 @@ final class ChallengePhase: RequestPhase {
         }
         let txid = advices[Advices.transaction]?.first
         // acr_values names the journey that satisfies the advice ("/:NAME" → NAME).
-        let acr = txid != nil ? transactionJourney(ctx.head.path, ctx.head.method) ?? ""
+        let acr = txid != nil ? transactionJourney(ctx.path[...], ctx.head.method) ?? ""
             : advices[Advices.authenticateToService]?.first.map { String($0.split(separator: ":").last ?? "") } ?? ""
         h.add("WWW-Authenticate", Challenge.bearerStepUp(acr: acr, txid: txid))
         if bearerForm == "both" { h.add("WWW-Authenticate", ssoAdvice(advices)) }

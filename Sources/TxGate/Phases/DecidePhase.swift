@@ -1,4 +1,5 @@
 import EventHTTP
+import HTTPCore
 import TxGateCore
 
 /// Asks for a decision: from the worker's cache, else from the PDP (then cached when AM's
@@ -20,8 +21,9 @@ final class DecidePhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) {
         let exchange = ctx.exchange
-        let q = DecisionQuery(realm: "/", path: ctx.head.path, resource: publicURL + ctx.target, method: ctx.head.method,
-                              subject: ctx.subject, txid: ctx.txid, body: { exchange.bodyBytes })
+        let q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.head.method,
+                              subject: ctx.subject, txid: ctx.txid, body: { exchange.bodyBytes },
+                              contentType: Self.contentType(ctx.head.headers))
         decide(q) { r in
             switch r {
             case .failure(let e):
@@ -35,6 +37,15 @@ final class DecidePhase: RequestPhase {
                 }
             }
         }
+    }
+
+    /// The Content-Type; several are joined, so that no media type parses and binding refuses it.
+    static func contentType(_ headers: HTTPHeaders) -> String? {
+        var value: String?
+        for f in headers where asciiCaseInsensitiveEquals(f.name, "Content-Type") {
+            value = value.map { $0 + ", " + f.value } ?? f.value
+        }
+        return value
     }
 
     /// A decision from the cache, or from the PDP. Requests that name a transaction are never

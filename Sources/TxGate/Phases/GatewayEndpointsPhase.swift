@@ -15,7 +15,7 @@ final class GatewayEndpointsPhase: RequestPhase {
     }
 
     func handle(_ ctx: RequestContext) {
-        let path = ctx.head.path
+        let path = ctx.path
         guard path.hasPrefix("/-/") else { ctx.proceed(); return }
         guard path == "/-/health" else {
             ctx.fail(.notFound("no gateway endpoint at \(path)"))

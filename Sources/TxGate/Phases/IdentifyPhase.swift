@@ -16,7 +16,7 @@ final class IdentifyPhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) {
         ctx.bearer = Self.bearerToken(ctx.head.headers)
-        guard pdp.needsSubject(path: ctx.head.path, method: ctx.head.method) else { ctx.proceed(); return }
+        guard pdp.needsSubject(path: ctx.path[...], method: ctx.head.method) else { ctx.proceed(); return }
         identifier.identify(token: ctx.bearer ?? identifier.sessionToken(in: ctx.head.headers)) { r in
             switch r {
             case .failure(let e):

@@ -15,22 +15,7 @@ final class ProxyPhase: RequestPhase {
     }
 
     func handle(_ ctx: RequestContext) {
-        guard let target = Self.originForm(ctx.target) else {
-            ctx.fail(.badRequest("request target '\(ctx.head.target)' is not a path"))
-            return
-        }
-        ProxiedRequest(ctx: ctx, target: basePath + target).start(on: pool)
-    }
-
-    /// The path and query of a request target (origin-form or absolute-form).
-    static func originForm(_ target: String) -> String? {
-        if target.hasPrefix("/") { return target }
-        if target == "*" { return target }
-        guard let schemeEnd = target.range(of: "://") else { return nil }
-        let rest = target[schemeEnd.upperBound...]
-        guard let slash = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) else { return "/" }
-        let path = String(rest[slash...])
-        return path.hasPrefix("?") ? "/" + path : path
+        ProxiedRequest(ctx: ctx, target: basePath + ctx.target).start(on: pool)
     }
 }
 

@@ -6,7 +6,7 @@ import TxGateCore
 /// the same on the first try and on the retry.
 final class RetryParametersPhase: RequestPhase {
     func handle(_ ctx: RequestContext) {
-        let (target, queryTxid) = RetryParameters.strip(ctx.head.target)
+        let (target, queryTxid) = RetryParameters.strip(ctx.target)
         ctx.target = target
         ctx.txid = queryTxid ?? ctx.head.headers.first("X-TxID")
         ctx.proceed()

@@ -66,6 +66,7 @@ public enum PathNormalizer {
     public static func normalize(_ raw: Substring, encodedSlash: EncodedSlashAction = .reject) -> NormalizedPath {
         let bytes = raw.utf8
         guard bytes.first == UInt8(ascii: "/") else { return .rejected(.notAbsolute) }
+        if isAlreadyNormal(bytes) { return .path(String(raw)) }
         var segments: [[UInt8]] = []
         var segment: [UInt8] = []
         // Whether the output ends with `/`: the last segment was empty, `.` or `..`.
@@ -159,4 +160,32 @@ public enum PathNormalizer {
         out.append(hexDigits[Int(b >> 4)])
         out.append(hexDigits[Int(b & 0x0F)])
     }
+
+    /// The common case, in one pass and no allocation: only plain path characters (RFC 3986
+    /// pchar without `%`, and `/`), no empty segment inside (`//`), no `.` or `..` segment.
+    static func isAlreadyNormal(_ bytes: Substring.UTF8View) -> Bool {
+        var segmentLength = 0
+        var dots = 0
+        var first = true
+        for b in bytes {
+            if b == UInt8(ascii: "/") {
+                if !first && (segmentLength == 0 || dots == segmentLength && dots <= 2) { return false }
+                first = false
+                segmentLength = 0
+                dots = 0
+                continue
+            }
+            guard plain[Int(b)] else { return false }
+            segmentLength += 1
+            if b == UInt8(ascii: ".") { dots += 1 }
+        }
+        // The last segment: empty is a trailing slash (kept); `.` or `..` is not normal.
+        return !(segmentLength > 0 && dots == segmentLength && dots <= 2)
+    }
+
+    private static let plain: [Bool] = {
+        var t = [Bool](repeating: false, count: 256)
+        for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@".utf8 { t[Int(c)] = true }
+        return t
+    }()
 }

@@ -35,11 +35,14 @@ public struct DecisionQuery {
     /// The TxId a retried request names (AM's `environment.TxId`).
     public var txid: String?
     /// Reads the request body, for binding a transaction to what is approved (only
-    /// transactional policies pay for the copy).
-    public var body: () -> [UInt8]
+    /// transactional policies pay for the copy); nil when the PDP is asked without the request
+    /// (AM's REST evaluate has resources, no body).
+    public var body: (() -> [UInt8])?
+    /// The request's `Content-Type` (several joined with ", ", which no media type parses).
+    public var contentType: String?
 
     public init(realm: String, path: Substring, resource: String, method: String, subject: Subject?,
-                txid: String? = nil, body: @escaping () -> [UInt8] = { [] }) {
+                txid: String? = nil, body: (() -> [UInt8])? = nil, contentType: String? = nil) {
         self.realm = realm
         self.path = path
         self.resource = resource
@@ -47,6 +50,7 @@ public struct DecisionQuery {
         self.subject = subject
         self.txid = txid
         self.body = body
+        self.contentType = contentType
     }
 }
 
@@ -56,6 +60,8 @@ public enum PDPError: Error, Equatable, Sendable {
     case unavailable(String)
     case tooManyTransactions(Int)
     case badRequest(String)
+    /// The body's media type cannot be bound (415).
+    case unsupportedMediaType(String)
 }
 
 /// A source of decisions in AM's shape: the embedded engine, or (later) a remote AM. The PEP

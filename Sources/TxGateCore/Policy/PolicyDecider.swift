@@ -53,11 +53,11 @@ public struct PolicyDecider: Sendable {
         case .stepUp(let journey):
             return .decided(subject.journeys.contains(journey) ? allow : Self.treeAdvice(q, journey))
         case .transaction(let rule):
-            let binding = TransactionBinding(realm: q.realm, resource: q.resource, method: q.method, subject: subject.uid,
-                                             rule: rule, body: q.body())
-            guard binding.bodyIsBindable else {
-                return .failed(.badRequest("this request needs its own approval of fields in its body, "
-                    + "so the body must be one JSON document without repeated keys"))
+            let binding = Self.binding(q, subject: subject, rule: rule)
+            switch binding.bodyOutcome {
+            case .bindable: break
+            case .unsupportedMediaType(let why): return .failed(.unsupportedMediaType(why))
+            case let other: return .failed(.badRequest(other.message))
             }
             let intent = Intent(rule: rule, binding: binding)
             if let txid = q.txid, Self.isTxId(txid) { return .consume(txid: txid, intent) }
@@ -96,6 +96,16 @@ public struct PolicyDecider: Sendable {
     /// The record is written: challenge with its TxId.
     public func created(_ record: TransactionRecord) -> Plan {
         .decided(Decision(resource: record.resource, advices: Advices([(Advices.transaction, [record.txid])])))
+    }
+
+    /// What the request binds: its body as its media type reads, or, asked without the
+    /// request (AM's REST evaluate), the bound fields as null.
+    static func binding(_ q: DecisionQuery, subject: Subject, rule: TransactionRule) -> TransactionBinding {
+        guard let body = q.body else {
+            return TransactionBinding(realm: q.realm, resource: q.resource, method: q.method, subject: subject.uid, rule: rule, body: [])
+        }
+        return TransactionBinding(realm: q.realm, resource: q.resource, method: q.method, subject: subject.uid, rule: rule,
+                                  body: body(), contentType: q.contentType)
     }
 
     public static func treeAdvice(_ q: DecisionQuery, _ journey: String) -> Decision {
