@@ -115,3 +115,35 @@ struct AuthIdEncodingTests {
         #expect(rewritten > 0)
     }
 }
+
+/// Login CSRF (issue 11 item 9): another site's form cannot run a journey and set the cookie.
+@Suite("Login CSRF")
+struct LoginCSRFTests {
+    typealias Kit = TransactionKit
+
+    @Test("authenticate refuses non-JSON bodies and foreign origins, and still takes an empty body")
+    func crossSiteLoginIsRefused() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        // Start a journey properly, then try to finish it as a cross-site form would.
+        var step = try Kit.post(g, Kit.authPath, nil).json()
+        step = Kit.answer(step, ["demo", Kit.password])
+        let json = try JSONSerialization.data(withJSONObject: step)
+        for type in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
+            let r = try g.fetch("POST", Kit.authPath, headers: [("Content-Type", type)], body: Array(json))
+            expectGatewayError(r, 415)
+            #expect(!r.hasHeader("Set-Cookie"), "\(type):\n\(r)")
+        }
+        let foreign = try g.fetch("POST", Kit.authPath, headers: [("Content-Type", "application/json"), ("Origin", "https://evil.example")],
+                                  body: Array(json))
+        expectGatewayError(foreign, 403)
+        #expect(!foreign.hasHeader("Set-Cookie"))
+        // The gateway's own origin, and no body at all (the Android SDK), still work.
+        let own = try g.fetch("POST", Kit.authPath, headers: [("Content-Type", "application/json"), ("Origin", Kit.publicURL(g))],
+                              body: Array(json))
+        #expect(own.status == 200 && own.hasHeader("Set-Cookie"), "\(own)")
+        let empty = try g.fetch("POST", Kit.authPath)
+        #expect(empty.status == 200, "\(empty)")
+    }
+}

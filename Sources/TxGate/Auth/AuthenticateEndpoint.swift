@@ -23,6 +23,10 @@ final class AuthenticateEndpoint {
     private var engine: JourneyEngine { auth.engine }
 
     func handle(_ ctx: RequestContext, realm: String) {
+        if let refusal = Self.crossSiteRefusal(ctx.head.headers, body: ctx.exchange.bodyBytes, gotoPolicy: auth.gotoPolicy) {
+            ctx.fail(refusal)
+            return
+        }
         guard let body = Self.body(ctx.exchange.bodyBytes) else {
             ctx.fail(.badRequest("the request body is not a JSON object"))
             return
@@ -37,9 +41,29 @@ final class AuthenticateEndpoint {
         }
     }
 
+    /// Login CSRF: a form on another site can post `text/plain`, a form or multipart without
+    /// a preflight, and the answer would set the session cookie. So a body must be JSON (which
+    /// a cross-site page cannot send without CORS), and a browser's `Origin` must be the
+    /// gateway's own. An empty body with no Content-Type stays accepted: the Android SDK starts
+    /// every journey that way.
+    static func crossSiteRefusal(_ headers: HTTPHeaders, body: [UInt8], gotoPolicy: GotoPolicy) -> RequestFailure? {
+        if let origin = headers.first("Origin"), !gotoPolicy.origin.isSameOrigin(origin) {
+            return .forbidden("requests from the origin '\(origin)' may not authenticate here")
+        }
+        guard !isBlank(body) else { return nil }
+        guard let type = headers.first("Content-Type"), MediaType(type)?.isJSON == true else {
+            return .unsupportedMediaType("the body must be JSON (Content-Type: application/json)")
+        }
+        return nil
+    }
+
+    static func isBlank(_ raw: [UInt8]) -> Bool {
+        raw.allSatisfy { $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }
+    }
+
     /// An empty body (the Android SDK starts every journey that way) or a JSON object.
     static func body(_ raw: [UInt8]) -> JSONValue? {
-        if raw.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) { return .object([:]) }
+        if isBlank(raw) { return .object([:]) }
         guard let b = JSONValue.parse(raw), b.objectValue != nil else { return nil }
         return b
     }

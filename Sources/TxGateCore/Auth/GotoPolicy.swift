@@ -15,8 +15,7 @@ public struct GotoPolicy: Sendable {
             if goto.hasPrefix("//") || goto.hasPrefix("/\\") { return nil }
             return goto
         }
-        guard let u = HTTPURL(parsingAllowingQuery: goto), u.scheme == origin.scheme,
-              u.host.lowercased() == origin.host.lowercased(), u.port == origin.port else { return nil }
+        guard let u = HTTPURL(parsingAllowingQuery: goto), origin.isSameOrigin(u) else { return nil }
         return goto
     }
 }
@@ -30,5 +29,15 @@ extension HTTPURL {
         c.path = ""
         guard let base = c.string, let u = HTTPURL(parsing: base) else { return nil }
         self = u
+    }
+
+    /// Whether an `Origin` header names the gateway's own origin (scheme, host, port).
+    public func isSameOrigin(_ header: String) -> Bool {
+        guard let u = HTTPURL(parsingAllowingQuery: header) else { return false }
+        return isSameOrigin(u)
+    }
+
+    func isSameOrigin(_ u: HTTPURL) -> Bool {
+        u.scheme == scheme && u.host.lowercased() == host.lowercased() && u.port == port
     }
 }
