@@ -52,7 +52,19 @@ enum RequestFailure: Error, Equatable {
         case .storeUnavailable:
             return "the authentication service cannot reach its store; try again shortly"
         case .upstream(let f):
-            return f.description
+            return Self.clientMessage(f)
+        }
+    }
+
+    /// What a client reads about an upstream failure: the kind, never the detail (OpenSSL's
+    /// error strings, addresses), which goes to the log.
+    static func clientMessage(_ f: UpstreamFailure) -> String {
+        switch f {
+        case .connectFailed: return "the upstream cannot be reached"
+        case .connectTimeout: return "the upstream did not accept a connection in time"
+        case .responseTimeout: return "the upstream did not respond in time"
+        case .protocolError: return "the upstream sent an invalid response"
+        case .closed: return "the upstream closed the connection before its response was complete"
         }
     }
 }

@@ -35,7 +35,7 @@ final class Worker: @unchecked Sendable {
         let publicURL = config.effectivePublicURL.description
         var phases: [RequestPhase] = [
             CanonicalRequestPhase(encodedSlash: config.paths.encodedSlash),
-            GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, upstream: shared.upstreamDescription),
+            GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, logger: shared.logger),
             AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, loop: loop),
         ]
         if let pdp = shared.pdp, let auth = shared.auth {

@@ -147,3 +147,59 @@ struct LoginCSRFTests {
         #expect(empty.status == 200, "\(empty)")
     }
 }
+
+/// Error answers say what kind of failure, not its detail (issue 11 item 14): OpenSSL's
+/// error strings and the upstream's address go to the log only.
+@Suite("Error detail stays in the log")
+struct ErrorDetailTests {
+    @Test("a TLS failure upstream is a plain 502; /-/health does not name the upstream")
+    func noDetailToClients() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let bank = try bed.startDemoBank()
+        // The bank speaks plain HTTP: the TLS handshake fails with an OpenSSL error.
+        let g = try bed.startGateway(upstream: "https://127.0.0.1:\(bank.port)")
+        let r = try g.fetch("GET", "/health")
+        expectGatewayError(r, 502)
+        for leak in ["SSL", "error:", "127.0.0.1", "\(bank.port)"] {
+            #expect(!r.bodyText.contains(leak), "the 502 tells the client '\(leak)':\n\(r.bodyText)")
+        }
+        let health = try g.fetch("GET", "/-/health")
+        #expect(health.status == 200, "\(health)")
+        #expect(!health.bodyText.contains("127.0.0.1") && !health.bodyText.contains("upstream"), "\(health.bodyText)")
+        // The operator still reads what went wrong.
+        var logged: [String: Any]?
+        Timing.poll(timeout: 5) {
+            logged = g.logLines().first { $0["msg"] as? String == "upstream request failed" }
+            return logged != nil
+        }
+        #expect((logged?["error"] as? String)?.isEmpty == false, "\(String(describing: logged))")
+    }
+}
+
+/// A failed login logs the name only when it is an account (issue 11 item 11).
+@Suite("Failed-login logs")
+struct FailedLoginLogTests {
+    typealias Kit = TransactionKit
+
+    @Test("a password typed into the name field never reaches the log")
+    func unknownNamesAreNotLogged() throws {
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let secret = "Correct-Horse-Battery-9"
+        let step = try Kit.post(g, Kit.authPath, nil).json()
+        let r = try Kit.post(g, Kit.authPath, Kit.answer(step, [secret, "whatever"]))
+        #expect(r.status == 401, "\(r)")
+        let known = try Kit.post(g, Kit.authPath, Kit.answer(try Kit.post(g, Kit.authPath, nil).json(), ["demo", "wrong"]))
+        #expect(known.status == 401, "\(known)")
+        var failures: [[String: Any]] = []
+        Timing.poll(timeout: 5) {
+            failures = g.logLines().filter { $0["msg"] as? String == "login failed" }
+            return failures.count >= 2
+        }
+        #expect(failures.count == 2, "\(failures)")
+        #expect(!g.process.stderr.contains(secret), "the typed secret is in the log")
+        #expect(failures.contains { $0["user"] as? String == "demo" }, "\(failures)")
+    }
+}

@@ -28,8 +28,11 @@ struct JourneyCompletion {
                 createSession(ctx, state, user: user)
             }
         case .failure(let reason):
+            // A name as typed is logged only when it is an account: a password typed into the
+            // name field must not land in the log.
+            let known = submittedUser.flatMap { auth.users[$0] != nil ? $0 : nil }
             auth.logger.warning("login failed", metadata: [
-                "request_id": .string(ctx.requestId), "user": .string(submittedUser ?? "-"), "reason": .string(reason),
+                "request_id": .string(ctx.requestId), "user": .string(known ?? "-"), "reason": .string(reason),
             ])
             ctx.respondJSON(status: 401, Self.loginFailure)
         case .timedOut:

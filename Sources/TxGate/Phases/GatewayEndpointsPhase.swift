@@ -1,17 +1,21 @@
 import EventHTTP
+import Logging
 import TxGateCore
 
 /// The gateway's own endpoints under `/-/`, which is never proxied.
 final class GatewayEndpointsPhase: RequestPhase {
     private let store: Store?
     private let loop: EventLoop
-    /// `"workers":N,"upstream":"..."`, the same in every answer.
+    private let logger: Logger
+    /// `"workers":N`, the same in every answer. Where the upstream and the store are is the
+    /// operator's business: the log says it, not the public answer.
     private let members: String
 
-    init(store: Store?, loop: EventLoop, workers: Int, upstream: String) {
+    init(store: Store?, loop: EventLoop, workers: Int, logger: Logger) {
         self.store = store
         self.loop = loop
-        members = #""workers":\#(workers),"upstream":"\#(JSONText.escape(upstream))""#
+        self.logger = logger
+        members = #""workers":\#(workers)"#
     }
 
     func handle(_ ctx: RequestContext) {
@@ -34,12 +38,13 @@ final class GatewayEndpointsPhase: RequestPhase {
             ctx.respondJSON(status: 200, #"{"status":"ok",\#(members)}"#)
             return
         }
-        store.ping(on: loop) { [members] r in
+        store.ping(on: loop) { [members, logger] r in
             switch r {
             case .success:
                 ctx.respondJSON(status: 200, #"{"status":"ok",\#(members),"store":"up"}"#)
             case .failure(let e):
-                ctx.respondJSON(status: 503, #"{"status":"degraded",\#(members),"store":"down","error":"\#(JSONText.escape(e.description))"}"#)
+                logger.warning("health: store down", metadata: ["request_id": .string(ctx.requestId), "error": .string(e.description)])
+                ctx.respondJSON(status: 503, #"{"status":"degraded",\#(members),"store":"down"}"#)
             }
         }
     }
