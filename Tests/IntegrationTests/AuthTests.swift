@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TxGateCore
 import TxGateCrypto
+import TestSupport
 
 /// The embedded authentication service on the wire: AM's /json/authenticate and
 /// /json/sessions exactly as SDKs and curl scripts expect them (WIRE.md §4).

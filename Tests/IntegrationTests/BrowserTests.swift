@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TxGateCore
 import TxGateCrypto
+import TestSupport
 
 /// The login page (`/am/XUI/`) in a real browser: Debian's headless Chromium, driven by
 /// browser/drive.py. A person opens a protected page, is sent to the login page, signs in and

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// `txgate check --config FILE`: validates without starting anything, names every problem.
 @Suite("txgate check")

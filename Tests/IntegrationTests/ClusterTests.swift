@@ -5,6 +5,7 @@ import TxGateCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 
 /// Cluster mode end to end: several `txgate serve` processes sharing one real redis-server
 /// (`store.type` redis) and one signing key (TXGATE_SIGNING_KEY), in front of one demo-bank,
@@ -95,7 +96,7 @@ import Glibc
         let n = 100
         let instances = [a, b, c]
         let results = try Cluster.race(n, timeout: 45) { i in
-            (instances[i % 3], "POST", "/transfer?_txid=\(txid)", Kit.apiHeaders(token), Kit.transferBody)
+            (instances[i % 3].port, "POST", "/transfer?_txid=\(txid)", Kit.apiHeaders(token), Kit.transferBody)
         }
 
         var allowed: [(Int, HTTPResponse)] = []
@@ -158,7 +159,7 @@ import Glibc
             #expect(link == "\(cluster.publicUrl)/am/XUI/?realm=/&suspendedId=\(id)", "link: \(link)")
 
             let results = try Cluster.race(2 * perInstance, timeout: 30) { i in
-                (i % 2 == 0 ? b : c, "POST", Magic.authPath + "?suspendedId=\(id)", Magic.jsonHeaders, [])
+                ((i % 2 == 0 ? b : c).port, "POST", Magic.authPath + "?suspendedId=\(id)", Magic.jsonHeaders, [])
             }
             var tokens: [(String, String)] = []
             var refused = 0
@@ -525,49 +526,21 @@ final class Cluster: @unchecked Sendable {
         }
     }
 
-    typealias Request = (GatewayInstance, String, String, [(String, String)], [UInt8])
+    typealias Request = (port: Int, method: String, target: String, headers: [(String, String)], body: [UInt8])
 
     /// `n` requests, each on its own connection opened beforehand, released at the same moment;
     /// the results in request order.
-    static func race(_ n: Int, timeout: Double, _ request: @escaping (Int) -> Request) throws -> [Result<HTTPResponse, Error>] {
-        final class Slots: @unchecked Sendable {
-            let lock = NSLock()
-            var items: [Result<HTTPResponse, Error>?]
-            init(_ n: Int) { items = Array(repeating: nil, count: n) }
-            func set(_ i: Int, _ r: Result<HTTPResponse, Error>) { lock.lock(); items[i] = r; lock.unlock() }
-            var all: [Result<HTTPResponse, Error>?] { lock.lock(); defer { lock.unlock() }; return items }
+    static func race(_ n: Int, timeout: Double, _ request: @escaping @Sendable (Int) -> Request) throws -> [Result<HTTPResponse, Error>] {
+        let burst = Burst.simultaneous(n, within: timeout + 5, connect: { i in
+            try RawHTTPClient(port: request(i).port, timeout: timeout)
+        }) { i, client in
+            let r = request(i)
+            return try client.request(r.method, r.target, headers: r.headers, body: r.body)
         }
-        let results = Slots(n)
-        let ready = DispatchGroup()
-        let go = DispatchSemaphore(value: 0)
-        let finished = DispatchGroup()
-        for i in 0..<n {
-            ready.enter()
-            finished.enter()
-            Thread {
-                defer { finished.leave() }
-                let (g, method, target, headers, body) = request(i)
-                let client: RawHTTPClient
-                do {
-                    client = try RawHTTPClient(port: g.port, timeout: timeout)
-                } catch {
-                    ready.leave()
-                    results.set(i, .failure(error))
-                    return
-                }
-                defer { client.close() }
-                ready.leave()
-                go.wait()
-                let r = Result { try client.request(method, target, headers: headers, body: body) }
-                results.set(i, r)
-            }.start()
-        }
-        ready.wait()
-        for _ in 0..<n { go.signal() }
-        guard finished.wait(timeout: .now() + timeout + 5) == .success else {
+        guard burst.finished else {
             throw HarnessError("the \(n) concurrent requests did not finish within \(timeout + 5) s")
         }
-        return results.all.map { $0 ?? .failure(HarnessError("no result")) }
+        return burst.results
     }
 }
 
@@ -584,7 +557,7 @@ final class Traffic: @unchecked Sendable {
     private var samples: [Sample] = []
     private let finished = DispatchGroup()
 
-    init(threads: Int, _ request: @escaping (Int) throws -> HTTPResponse) {
+    init(threads: Int, _ request: @escaping @Sendable (Int) throws -> HTTPResponse) {
         for k in 0..<threads {
             finished.enter()
             Thread { [self] in

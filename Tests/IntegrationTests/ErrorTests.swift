@@ -1,10 +1,11 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The gateway's own error answers: the right status, a JSON body, and quickly.
 @Suite("Gateway errors")
 struct ErrorTests {
-    static let smallLimits: [String: Any] = ["limits": ["maxBodyBytes": 1024, "maxHeaderBytes": 2048]]
+    static var smallLimits: [String: Any] { ["limits": ["maxBodyBytes": 1024, "maxHeaderBytes": 2048]] }
 
     @Test("413 for a Content-Length above maxBodyBytes, without waiting for the body")
     func contentLengthOverLimit() throws {

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// What the gateway removes and adds on the way through.
 @Suite("Proxy headers")

@@ -5,6 +5,7 @@ import TxGateCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 
 /// Magic links and email codes end to end (WIRE.md §4–§5, README "Magic links"): a journey
 /// that suspends with an emailed link (delivered by a real SMTP server or the outbox folder),
@@ -162,7 +163,7 @@ import Glibc
         let suspended = try Self.post(g, Self.authPath, TransactionKit.answer(try start.json(), ["demo"]))
         let authId = Self.expectSuspended(suspended)
 
-        let messages = try smtp.waitForMessages(1)
+        let messages = try smtp.waitForEmails(1)
         #expect(messages.count == 1, "\(messages)")
         let mail = try #require(messages.first)
         #expect(mail.header("X-MailFrom") == "txgate@example.com", "envelope sender: \(mail)")
@@ -189,7 +190,7 @@ import Glibc
         let resumed = try Self.resume(g, id)
         let token = try Self.expectSignedIn(resumed)
         try Self.expectSession(g, token, uid: "demo")
-        #expect(try smtp.messages().count == 1, "more than one message was sent")
+        #expect(try smtp.receivedEmails().count == 1, "more than one message was sent")
     }
 
     // MARK: 2. SMTP down
@@ -275,36 +276,13 @@ import Glibc
         let (_, id) = try #require(try MailTools.waitForOutbox(Self.outbox(bed)).last?.magicLink())
 
         let n = 20
-        let results = TransactionKit.Collector<Result<HTTPResponse, Error>>()
-        let ready = DispatchGroup()
-        let go = DispatchSemaphore(value: 0)
-        let finished = DispatchGroup()
-        for _ in 0..<n {
-            ready.enter()
-            finished.enter()
-            Thread {
-                defer { finished.leave() }
-                let client: RawHTTPClient
-                do {
-                    client = try RawHTTPClient(port: g.port, timeout: 20)
-                } catch {
-                    ready.leave()
-                    results.append(.failure(error))
-                    return
-                }
-                defer { client.close() }
-                ready.leave()
-                go.wait()
-                results.append(Result {
-                    try client.request("POST", Self.authPath + "?suspendedId=\(id)", headers: Self.jsonHeaders, body: [])
-                })
-            }.start()
+        let port = g.port
+        let burst = Burst.simultaneous(n, within: 40, connect: { _ in try RawHTTPClient(port: port, timeout: 20) }) { _, client in
+            try client.request("POST", Self.authPath + "?suspendedId=\(id)", headers: Self.jsonHeaders, body: [])
         }
-        ready.wait()
-        for _ in 0..<n { go.signal() }
-        #expect(finished.wait(timeout: .now() + 40) == .success, "the resumes did not finish within 40 s")
+        #expect(burst.finished, "the resumes did not finish within 40 s")
 
-        let all = results.items
+        let all = burst.results
         #expect(all.count == n)
         var tokens: [String] = []
         var refused = 0

@@ -1,5 +1,7 @@
 import Foundation
 import Testing
+import TxGateCrypto
+import TestSupport
 
 /// Requests go through txgate to demo-bank and come back as the backend sent them.
 @Suite("Proxying")
@@ -82,7 +84,7 @@ struct ProxyTests {
         #expect(r.status == 200, "\(r.status) \(r.bodyText.prefix(300))")
         let echo = try EchoedRequest(r)
         #expect(echo.bodyLength == body.count)
-        #expect(echo.bodySha256 == SHA256.hex(body))
+        #expect(echo.bodySha256 == Crypto.hex(Crypto.sha256(body)))
         #expect(echo.bodyBase64 == Data(body).base64EncodedString())
         #expect(echo.header("Content-Length") == String(body.count))
     }
@@ -109,7 +111,7 @@ struct ProxyTests {
         let echo = try EchoedRequest(r)
         #expect(echo.bodyLength == expected.count)
         #expect(echo.body == expected)
-        #expect(echo.bodySha256 == SHA256.hex(expected))
+        #expect(echo.bodySha256 == Crypto.hex(Crypto.sha256(expected)))
         #expect(echo.header("Content-Length") == String(expected.count), "upstream saw:\n\(echo)")
         #expect(!echo.hasHeader("Transfer-Encoding"), "upstream saw:\n\(echo)")
     }

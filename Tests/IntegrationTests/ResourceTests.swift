@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The gateway gives back what it takes.
 @Suite("Resources")

@@ -3,6 +3,7 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 
 /// SIGTERM: stop accepting, finish what is in flight, exit 0.
 @Suite("Graceful shutdown")

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The listener speaks TLS with the configured certificate.
 @Suite("TLS listener")

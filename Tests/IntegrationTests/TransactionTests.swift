@@ -5,6 +5,7 @@ import TxGateCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 
 /// One-shot transactional authorization end to end (WIRE.md §1–3, §7, §8): the challenge in
 /// each of its three forms, the composite-advice journey that approves it, and the retry that
@@ -336,37 +337,13 @@ import Glibc
         try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
 
         let n = 50
-        let results = Kit.Collector<Result<HTTPResponse, Error>>()
-        let ready = DispatchGroup()
-        let go = DispatchSemaphore(value: 0)
-        let finished = DispatchGroup()
-        for _ in 0..<n {
-            ready.enter()
-            finished.enter()
-            let t = Thread {
-                defer { finished.leave() }
-                let client: RawHTTPClient
-                do {
-                    client = try RawHTTPClient(port: g.port, timeout: 20)
-                } catch {
-                    ready.leave()
-                    results.append(.failure(error))
-                    return
-                }
-                defer { client.close() }
-                ready.leave()
-                go.wait()
-                results.append(Result {
-                    try client.request("POST", "/transfer?_txid=\(txid)", headers: Kit.apiHeaders(token), body: Kit.transferBody)
-                })
-            }
-            t.start()
+        let port = g.port
+        let burst = Burst.simultaneous(n, within: 60, connect: { _ in try RawHTTPClient(port: port, timeout: 20) }) { _, client in
+            try client.request("POST", "/transfer?_txid=\(txid)", headers: Kit.apiHeaders(token), body: Kit.transferBody)
         }
-        ready.wait()
-        for _ in 0..<n { go.signal() }
-        #expect(finished.wait(timeout: .now() + 60) == .success, "the retries did not finish within 60 s")
+        #expect(burst.finished, "the retries did not finish within 60 s")
 
-        let all = results.items
+        let all = burst.results
         #expect(all.count == n)
         var allowed: [HTTPResponse] = []
         var challenged: [String] = []
@@ -974,13 +951,5 @@ enum TransactionKit {
         let now = Date().timeIntervalSince1970
         let frac = now - now.rounded(.down)
         Thread.sleep(forTimeInterval: 1.0 - frac + 0.02)
-    }
-
-    /// Thread-safe append-only list.
-    final class Collector<T>: @unchecked Sendable {
-        private let lock = NSLock()
-        private var storage: [T] = []
-        func append(_ item: T) { lock.lock(); storage.append(item); lock.unlock() }
-        var items: [T] { lock.lock(); defer { lock.unlock() }; return storage }
     }
 }

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TxGateCore
+import TestSupport
 @testable import TxGateEmail
 
 /// SMTPSender against a real SMTP server (aiosmtpd) on 127.0.0.1.
@@ -120,7 +121,7 @@ import TxGateCore
     }
 
     @Test func startTLSWithTheServersCA() async throws {
-        let certs = try TemporaryFolder()
+        let certs = try TemporaryDirectory()
         defer { certs.remove() }
         let certificate = try TestCertificate(in: certs)
         let server = try SMTPServer(tls: (certificate.cert, certificate.key))
@@ -139,7 +140,7 @@ import TxGateCore
     }
 
     @Test func startTLSRefusesAnUntrustedCertificateWithoutRetrying() async throws {
-        let certs = try TemporaryFolder()
+        let certs = try TemporaryDirectory()
         defer { certs.remove() }
         let certificate = try TestCertificate(in: certs)
         let server = try SMTPServer(tls: (certificate.cert, certificate.key))
@@ -157,7 +158,7 @@ import TxGateCore
     }
 
     @Test func permanentRefusalIsNotRetried() async throws {
-        let certs = try TemporaryFolder()
+        let certs = try TemporaryDirectory()
         defer { certs.remove() }
         let certificate = try TestCertificate(in: certs)
         // This server requires STARTTLS; a sender without it is refused with "530 ...".

@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// Asserts that a response is the gateway's JSON error:
 /// `{"code":N,"reason":"...","message":"..."}` with `Content-Type: application/json`.

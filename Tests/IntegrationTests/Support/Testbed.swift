@@ -2,16 +2,19 @@ import Foundation
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 
 /// A running demo-bank.
-struct DemoBankInstance {
+struct DemoBankInstance: Sendable {
     let process: SpawnedProcess
     let port: Int
     var url: String { "http://127.0.0.1:\(port)" }
 }
 
 /// A running `txgate serve`.
-struct GatewayInstance {
+struct GatewayInstance: @unchecked Sendable {
+    // @unchecked: every property is a `let`; `config` is the JSON tree the gateway was started
+    // with, never mutated after.
     let process: SpawnedProcess
     let port: Int
     let configURL: URL
@@ -49,6 +52,7 @@ final class Testbed: @unchecked Sendable {
     let dir: TemporaryDirectory
     private let lock = NSLock()
     private var processes: [SpawnedProcess] = []
+    private var cleanups: [@Sendable () -> Void] = []
 
     init() throws {
         dir = try TemporaryDirectory()
@@ -60,9 +64,17 @@ final class Testbed: @unchecked Sendable {
         lock.lock()
         let all = processes
         processes.removeAll()
+        let others = cleanups
+        cleanups.removeAll()
         lock.unlock()
         for p in all { p.kill() }
+        for c in others { c() }
         dir.remove()
+    }
+
+    /// Runs `body` in `cleanup()` (for helpers that own what they start, such as SMTPServer).
+    func onCleanup(_ body: @escaping @Sendable () -> Void) {
+        lock.withLock { cleanups.append(body) }
     }
 
     /// Starts a process that `cleanup()` will kill.
@@ -184,3 +196,4 @@ func deepMerge(_ a: [String: Any], _ b: [String: Any]) -> [String: Any] {
     }
     return out
 }
+
