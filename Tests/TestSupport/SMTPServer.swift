@@ -11,6 +11,8 @@ public final class SMTPServer: @unchecked Sendable {
     public let port: Int
     public let folder: TemporaryDirectory
     public let maildir: String
+    /// The certificate the server offers with STARTTLS, when started with `selfSignedTLS`.
+    public let certificate: TestCertificate?
     private let process = Process()
     private let stderrPath: String
 
@@ -20,10 +22,13 @@ public final class SMTPServer: @unchecked Sendable {
     /// Starts the server and waits until it accepts connections.
     /// - Parameters:
     ///   - port: a given port (to start a server where a sender is already retrying), else a free one.
-    ///   - tls: a certificate and key: the server then offers STARTTLS and refuses mail without it.
-    public init(port: Int? = nil, tls: (cert: String, key: String)? = nil) throws {
+    ///   - selfSignedTLS: make a self-signed certificate (`certificate`): the server then offers
+    ///     STARTTLS and refuses mail without it.
+    public init(port: Int? = nil, selfSignedTLS: Bool = false) throws {
         self.port = try port ?? Ports.free()
         folder = try TemporaryDirectory(prefix: "txgate-smtp")
+        certificate = selfSignedTLS ? try TestCertificate(in: folder) : nil
+        let tls = certificate
         maildir = folder.path("Maildir")
         stderrPath = folder.path("aiosmtpd.stderr")
         _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
