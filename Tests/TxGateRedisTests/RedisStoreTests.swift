@@ -10,12 +10,9 @@ import TestSupport
 /// operation atomic across connections (which stand in for workers and gateway instances).
 @Suite(.serialized) struct RedisStoreTests {
     @Test func operationsKeepTheStoreContract() async throws {
-        let redis = try RedisServer.start()
-        defer { redis.kill() }
-        let loops = RunningLoops(1)
-        let store = makeStore(redis.storeURL, on: loops.loops)
-        defer { loops.stop(detaching: [store]) }
-        let loop = loops.loops[0]
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
 
         try await call(on: loop) { store.ping(on: $0, $1) }.get()
         // Binary values, with NULs and bytes that are not UTF-8.
@@ -91,12 +88,9 @@ import TestSupport
     }
 
     @Test func keysExpireOnTheServer() async throws {
-        let redis = try RedisServer.start()
-        defer { redis.kill() }
-        let loops = RunningLoops(1)
-        let store = makeStore(redis.storeURL, on: loops.loops)
-        defer { loops.stop(detaching: [store]) }
-        let loop = loops.loops[0]
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
 
         // Only expiries that can come early on a slow machine are timed; the rest read the TTL.
         try await call(on: loop) { store.put("short", value: [1], ttlMs: 100, on: $0, $1) }.get()
@@ -157,12 +151,9 @@ import TestSupport
     }
 
     @Test func aStoppedRedisFailsFastAndIsReconnected() async throws {
-        let redis = try RedisServer.start()
-        defer { redis.kill() }
-        let loops = RunningLoops(1)
-        let store = makeStore(redis.storeURL, on: loops.loops)
-        defer { loops.stop(detaching: [store]) }
-        let loop = loops.loops[0]
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
         try await call(on: loop) { store.put("k", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
 
         redis.kill()
@@ -189,12 +180,9 @@ import TestSupport
     }
 
     @Test func aRedisThatStopsAnsweringFailsWithinTheTimeout() async throws {
-        let redis = try RedisServer.start()
-        defer { redis.resume(); redis.kill() }
-        let loops = RunningLoops(1)
-        let store = makeStore(redis.storeURL, timeoutMs: 1000, on: loops.loops)
-        defer { loops.stop(detaching: [store]) }
-        let loop = loops.loops[0]
+        let fixture = try RedisFixture(timeoutMs: 1000)
+        defer { fixture.redis.resume(); fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
         try await call(on: loop) { store.ping(on: $0, $1) }.get()
 
         redis.pause()

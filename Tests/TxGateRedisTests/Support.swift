@@ -49,6 +49,26 @@ extension RedisServer {
     }
 }
 
+/// One redis-server, one running loop and a store attached to it; `close()` tears them down.
+final class RedisFixture {
+    let redis: RedisServer
+    let loops: RunningLoops
+    let store: RedisStore
+    var loop: EventLoop { loops.loops[0] }
+
+    init(timeoutMs: Int = 500) throws {
+        redis = try RedisServer.start()
+        loops = RunningLoops(1)
+        store = makeStore(redis.storeURL, timeoutMs: timeoutMs, on: loops.loops)
+    }
+
+    /// Detaches the store and stops the loop, then kills the server.
+    func close() {
+        loops.stop(detaching: [store])
+        redis.kill()
+    }
+}
+
 func makeStore(_ url: RedisURL, prefix: String = "t:", timeoutMs: Int = 500, on loops: [EventLoop]) -> RedisStore {
     var logger = Logger(label: "test")
     logger.logLevel = .critical
