@@ -6,7 +6,7 @@ import TestSupport
 
 /// The embedded authentication service on the wire: AM's /json/authenticate and
 /// /json/sessions exactly as SDKs and curl scripts expect them (WIRE.md §4).
-@Suite struct AuthTests {
+@Suite(.testbed) struct AuthTests {
     static let password = "Ch4ngeMe!"
     static let totpSecret = "JBSWY3DPEHPK3PXP"
     static let hash = PasswordHash.hash(password)
@@ -64,8 +64,7 @@ import TestSupport
     }
 
     @Test func fullLoginWithAMsExactShapes() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
 
         let first = try Self.post(g, Self.authPath + "?authIndexType=service&authIndexValue=Login", nil)
@@ -95,8 +94,7 @@ import TestSupport
     }
 
     @Test func wrongPasswordThenLockoutWithTheSameAnswer() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig(["security": ["maxFailedAttempts": 3, "lockoutWindowS": 60, "lockoutDurationS": 60]]))
         let failure = #"{"code":401,"reason":"Unauthorized","message":"Login failure","detail":{"failureUrl":""}}"#
         for _ in 0..<3 {
@@ -123,8 +121,7 @@ import TestSupport
     }
 
     @Test func tamperedExpiredAndMismatchedAuthIds() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig(["security": ["authIdTtlS": 1]]))
         let step = try Self.post(g, Self.authPath, nil).json()
         let authId = step["authId"] as! String
@@ -152,8 +149,7 @@ import TestSupport
     }
 
     @Test func logoutEndsTheSession() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
         let token = try Self.login(g)
         let out = try Self.post(g, "/am/json/realms/root/sessions?_action=logout", nil, headers: [("iPlanetDirectoryPro", token)])
@@ -165,8 +161,7 @@ import TestSupport
     }
 
     @Test func sessionsSurviveARestart() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let bank = try bed.startDemoBank()
         let g1 = try bed.startGateway(upstream: bank.url, config: Self.authConfig())
         let token = try Self.login(g1)
@@ -183,8 +178,7 @@ import TestSupport
     }
 
     @Test func aTOTPCodeIsAcceptedOnceThenRefused() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
         let token = try Self.login(g)
         let code = Self.totp()
@@ -205,8 +199,7 @@ import TestSupport
     }
 
     @Test func realmsAndUnknownEndpoints() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
         #expect(try Self.post(g, "/am/json/realms/root/realms/alpha/authenticate", nil).status == 200)
         let missing = try Self.post(g, "/am/json/realms/root/realms/nope/authenticate", nil)
@@ -221,8 +214,7 @@ import TestSupport
     }
 
     @Test func gotoMustStayOnTheGatewaysOrigin() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
         let bad = try Self.post(g, Self.authPath + "?goto=" + Query.encode("https://evil.example.com/"), nil)
         #expect(bad.status == 400)

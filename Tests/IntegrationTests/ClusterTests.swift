@@ -16,7 +16,7 @@ import TestSupport
 /// session outlives the instance that created it.
 ///
 /// Serialized: the outage tests measure response times, and the races start 100 threads.
-@Suite(.serialized) struct ClusterTests {
+@Suite(.serialized, .testbed) struct ClusterTests {
     typealias Kit = TransactionKit
     typealias Magic = MagicLinkTests
 
@@ -24,10 +24,8 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func aTransactionChallengedApprovedAndUsedOnDifferentInstancesIsUsedOnce() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let cluster = try Cluster(bed: bed, instances: 3) { _ in Kit.config() }
-        defer { cluster.cleanup() }
         let (a, b, c) = (cluster[0], cluster[1], cluster[2])
         var codes = Kit.Codes()
 
@@ -80,13 +78,11 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func aHundredConcurrentRetriesAcrossThreeInstancesAllowExactlyOne() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         // A pending limit high enough that the 99 refusals are challenges rather than 429s.
         let cluster = try Cluster(bed: bed, instances: 3) { _ in
             Kit.config(["security": ["maxPendingTransactions": 500]])
         }
-        defer { cluster.cleanup() }
         let (a, b, c) = (cluster[0], cluster[1], cluster[2])
         var codes = Kit.Codes()
         let token = try Kit.login(a)
@@ -140,13 +136,11 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func aMagicLinkResumedConcurrentlyOnTwoInstancesContinuesOnce() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let outbox = bed.dir.url.appendingPathComponent("outbox", isDirectory: true)
         let cluster = try Cluster(bed: bed, instances: 3) { pub in
             Magic.config(pub, email: ["outbox": outbox.path])
         }
-        defer { cluster.cleanup() }
         let (a, b, c) = (cluster[0], cluster[1], cluster[2])
 
         // Three links (the default email limit is 5 per user), each raced by 8 clients on B and
@@ -191,10 +185,8 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func aRedisOutageFailsClosedQuicklyAndHealsWithoutARestart() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let cluster = try Cluster(bed: bed, instances: 2) { _ in Kit.config() }
-        defer { cluster.cleanup() }
         let (a, b) = (cluster[0], cluster[1])
         let token = try Kit.login(a)
         let withSession = [("iPlanetDirectoryPro", token)]
@@ -308,10 +300,8 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func aHungRedisIsA503WithinTheStoreTimeoutAndDataSurvivesItsReturn() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let cluster = try Cluster(bed: bed, instances: 2) { _ in Kit.config() }
-        defer { cluster.cleanup() }
         let (a, b) = (cluster[0], cluster[1])
         let token = try Kit.login(a)
         let withSession = [("iPlanetDirectoryPro", token)]
@@ -350,10 +340,8 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func aSessionAndAnApprovalSurviveAnInstanceRestart() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let cluster = try Cluster(bed: bed, instances: 2) { _ in Kit.config() }
-        defer { cluster.cleanup() }
         let (a, b) = (cluster[0], cluster[1])
         var codes = Kit.Codes()
         let token = try Kit.login(a)
@@ -394,14 +382,12 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func redisHoldsOnlyPrefixedKeysAndNoTokensOrLinkIdsInClear() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let outbox = bed.dir.url.appendingPathComponent("outbox", isDirectory: true)
         let prefix = "it-\(UUID().uuidString.prefix(8).lowercased()):"
         let cluster = try Cluster(bed: bed, instances: 1, keyPrefix: prefix) { pub in
             Magic.config(pub, email: ["outbox": outbox.path])
         }
-        defer { cluster.cleanup() }
         let a = cluster[0]
 
         Magic.expectSuspended(try Magic.requestLink(a, user: "demo"))
@@ -455,6 +441,8 @@ final class Cluster: @unchecked Sendable {
         signingKey = Base64URL.encode(Crypto.randomBytes(48))
         redis = try RedisServer.start(in: bed.dir.url)
         bank = try bed.startDemoBank()
+        // Instances first, then Redis, when the test ends (the testbed would kill them in any order).
+        bed.onCleanup { self.cleanup() }
         for i in 0..<count {
             instances.append(try startInstance(name: String(UnicodeScalar(UInt8(ascii: "A") + UInt8(i)))))
         }

@@ -3,14 +3,13 @@ import Testing
 import TestSupport
 
 /// The gateway's own error answers: the right status, a JSON body, and quickly.
-@Suite("Gateway errors")
+@Suite("Gateway errors", .testbed)
 struct ErrorTests {
     static var smallLimits: [String: Any] { ["limits": ["maxBodyBytes": 1024, "maxHeaderBytes": 2048]] }
 
     @Test("413 for a Content-Length above maxBodyBytes, without waiting for the body")
     func contentLengthOverLimit() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: Self.smallLimits)
 
         let client = try gateway.connect(timeout: 5)
@@ -30,8 +29,7 @@ struct ErrorTests {
 
     @Test("a client that sends its whole oversized body still reads the 413 (no reset)")
     func oversizedBodySentInFullStillGets413() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: Self.smallLimits)
 
         // What `curl --data-binary @big` does: write the whole request, then read. 8 MiB is more
@@ -53,8 +51,7 @@ struct ErrorTests {
 
     @Test("413 for a chunked body that grows above maxBodyBytes")
     func chunkedBodyOverLimit() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: Self.smallLimits)
 
         let client = try gateway.connect(timeout: 5)
@@ -75,8 +72,7 @@ struct ErrorTests {
 
     @Test("413 as soon as a chunked body passes the limit, before it ends")
     func chunkedBodyOverLimitIsRejectedEarly() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: Self.smallLimits)
 
         let client = try gateway.connect(timeout: 5)
@@ -92,8 +88,7 @@ struct ErrorTests {
 
     @Test("431 when the request head exceeds maxHeaderBytes")
     func headersOverLimit() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: Self.smallLimits)
 
         let client = try gateway.connect(timeout: 5)
@@ -110,8 +105,7 @@ struct ErrorTests {
 
     @Test("431 for a 64 KiB header block")
     func hugeHeadersGet431() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: Self.smallLimits)
 
         let client = try gateway.connect(timeout: 5)
@@ -123,8 +117,7 @@ struct ErrorTests {
 
     @Test("502 quickly when nothing listens at the upstream address")
     func unreachableUpstream() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let deadPort = try Ports.free()
         let gateway = try bed.startGateway(upstream: "http://127.0.0.1:\(deadPort)")
 
@@ -141,8 +134,7 @@ struct ErrorTests {
 
     @Test("504 when the upstream does not answer within responseTimeoutMs")
     func slowUpstream() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: ["upstream": ["responseTimeoutMs": 300]])
 
         let (r, elapsed) = try Timing.measure { try gateway.fetch("GET", "/slow?ms=3000", timeout: 5) }

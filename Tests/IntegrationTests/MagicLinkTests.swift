@@ -11,7 +11,7 @@ import TestSupport
 /// that suspends with an emailed link (delivered by a real SMTP server or the outbox folder),
 /// resumed once — from any client, after a restart, in a real browser — and an email code
 /// that approves a transaction.
-@Suite struct MagicLinkTests {
+@Suite(.testbed) struct MagicLinkTests {
     static let password = "M4gic-L1nk-Pass!"
     static let hash = PasswordHash.hash(password)
     static let authPath = "/am/json/realms/root/authenticate"
@@ -147,8 +147,7 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func magicLinkDeliveredByARealSMTPServerSignsIn() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let smtp = try bed.startSMTPServer()
         let (g, _) = try bed.startGatewayWithBank(configForURL: {
             Self.config($0, email: ["smtp": ["url": smtp.url, "from": "txgate@example.com", "startTls": false]])
@@ -197,8 +196,7 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func smtpDownAnswersAnErrorStepPromptlyAndLogsIt() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let deadPort = try Ports.free()
         #expect(Ports.probe(deadPort) == .refused, "something listens on the 'dead' port \(deadPort)")
         let (g, _) = try bed.startGatewayWithBank(configForURL: {
@@ -232,8 +230,7 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func aLinkWorksOnceNotAfterItExpiresAndNeverUnknown() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
         let outbox = Self.outbox(bed)
 
@@ -269,8 +266,7 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func twentyConcurrentResumesOfOneLinkAllowExactlyOne() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0, ["workers": 4]) })
         Self.expectSuspended(try Self.requestLink(g, user: "demo"))
         let (_, id) = try #require(try MailTools.waitForOutbox(Self.outbox(bed)).last?.magicLink())
@@ -307,8 +303,7 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func theResumedJourneyIsTheUsersAndUnknownUsersGetTheSameAnswerButNoEmail() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
         let outbox = Self.outbox(bed)
 
@@ -342,8 +337,7 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func aSuspendedJourneySurvivesARestart() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g1, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
         Self.expectSuspended(try Self.requestLink(g1, user: "demo"))
         let (_, id) = try #require(try MailTools.waitForOutbox(Self.outbox(bed)).last?.magicLink())
@@ -365,8 +359,7 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(1)))
     func anEmailedCodeApprovesATransactionAndAWrongCodeDoesNot() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
         let outbox = Self.outbox(bed)
         let token = try Self.passwordLogin(g)
@@ -435,8 +428,7 @@ import TestSupport
     /// resumes where the journey started; a try in another realm does not use the link up.
     @Test(.timeLimit(.minutes(1)))
     func aLinkFromAnotherRealmResumesInThatRealm() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0, ["realms": ["alpha"]]) })
         let alpha = "/am/json/realms/root/realms/alpha/authenticate"
         let start = try Self.post(g, alpha + "?authIndexType=service&authIndexValue=MagicLink", nil)
@@ -460,8 +452,7 @@ import TestSupport
     /// magic links too.
     @Test(.timeLimit(.minutes(1)))
     func lockedOutOrRateLimitedUsersGetTheSameAnswerAndNoEmail() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: {
             Self.config($0, ["security": ["maxFailedAttempts": 2, "lockoutDurationS": 60, "maxEmailsPerWindow": 1]])
         })
@@ -487,8 +478,7 @@ import TestSupport
 
     @Test(.timeLimit(.minutes(2)), .enabled(if: Browser.isInstalled, Comment(rawValue: Browser.notInstalled)))
     func aBrowserOpeningTheLinkResumesAndLandsOnGoto() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
 
         Self.expectSuspended(try Self.requestLink(g, user: "demo", query: "&goto=%2Faccounts"))

@@ -4,12 +4,11 @@ import TxGateCrypto
 import TestSupport
 
 /// Requests go through txgate to demo-bank and come back as the backend sent them.
-@Suite("Proxying")
+@Suite("Proxying", .testbed)
 struct ProxyTests {
     @Test("GET /accounts through the gateway gives demo-bank's answer")
     func getAccountsIsProxied() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, bank) = try bed.startGatewayWithBank()
 
         let direct = try RawHTTPClient.fetch(port: bank.port, "GET", "/accounts")
@@ -25,8 +24,7 @@ struct ProxyTests {
 
     @Test("POST /transfer is forwarded with its body; the backend's 201 and 400 come back")
     func postTransferIsProxied() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
 
         let ok = try gateway.fetch("POST", "/transfer", headers: [("Content-Type", "application/json")],
@@ -47,8 +45,7 @@ struct ProxyTests {
 
     @Test("method, path and query reach the backend unchanged")
     func methodAndTargetArePreserved() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
 
         let r = try gateway.fetch("PUT", "/echo?a=1&b=two%20words", body: Array("x".utf8))
@@ -61,8 +58,7 @@ struct ProxyTests {
 
     @Test("GET /-/health is answered by the gateway itself, even with the upstream down")
     func healthIsAnsweredByGateway() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let deadPort = try Ports.free()
         let gateway = try bed.startGateway(upstream: "http://127.0.0.1:\(deadPort)")
 
@@ -74,8 +70,7 @@ struct ProxyTests {
 
     @Test("a 1 MiB random binary body arrives byte for byte")
     func binaryBodyArrivesIntact() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
         let body = randomBytes(1 << 20)
 
@@ -91,8 +86,7 @@ struct ProxyTests {
 
     @Test("a chunked request body is de-chunked and sent upstream with a Content-Length")
     func chunkedRequestBodyIsDechunked() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
         let chunks: [[UInt8]] = [Array("hello, ".utf8), randomBytes(26), Array(repeating: 0x41, count: 4000), Array("end".utf8)]
         let expected = chunks.flatMap { $0 }
@@ -118,8 +112,7 @@ struct ProxyTests {
 
     @Test("a chunked upstream response reaches the client intact")
     func chunkedResponseIsRelayed() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
 
         let r = try gateway.fetch("GET", "/stream?chunks=50&size=1000", timeout: 20)
@@ -133,8 +126,7 @@ struct ProxyTests {
 
     @Test("one client connection carries several requests (keep-alive)")
     func keepAliveConnectionServesSeveralRequests() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
         let client = try gateway.connect()
 
@@ -156,8 +148,7 @@ struct ProxyTests {
 
     @Test("upstream connections are reused across client requests")
     func upstreamConnectionsAreReused() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: ["workers": 1])
 
         var seen: [Int] = []

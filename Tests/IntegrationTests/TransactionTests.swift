@@ -10,14 +10,13 @@ import TestSupport
 /// One-shot transactional authorization end to end (WIRE.md §1–3, §7, §8): the challenge in
 /// each of its three forms, the composite-advice journey that approves it, and the retry that
 /// is allowed exactly once — and never for another user, another body, too late, or twice.
-@Suite struct TransactionTests {
+@Suite(.testbed) struct TransactionTests {
     typealias Kit = TransactionKit
 
     // MARK: 1. The whole flow, as an SDK runs it
 
     @Test func fullFlowChallengeApproveRetryOnceThenNewChallenge() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -71,8 +70,7 @@ import TestSupport
     // MARK: 2. The SSOADVICE header, read the way each SDK reads it
 
     @Test func ssoAdviceHeaderParsesLikeIOSAndroidAndJS() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         let pub = Kit.publicURL(g)
@@ -92,8 +90,7 @@ import TestSupport
     // MARK: 3. The browser form: 307 to the login page with the advice XML
 
     @Test func browserRedirectCarriesGotoAndExactAdviceXMLAndBase64urlCompletes() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         let pub = Kit.publicURL(g)
@@ -146,8 +143,7 @@ import TestSupport
     // MARK: 4. _txid and _idtoken never reach the backend; the body arrives untouched
 
     @Test func theSessionCookieAndTxIdStayAtTheGateway() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -165,8 +161,7 @@ import TestSupport
     }
 
     @Test func retryParametersAreStrippedAndTheBodyIsForwardedByteForByte() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -209,8 +204,7 @@ import TestSupport
     // MARK: 5. Another user can neither approve nor use demo's transaction
 
     @Test func anotherUserCanNeitherApproveNorUseTheTransaction() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let demo = try Kit.login(g, user: "demo")
         let other = try Kit.login(g, user: "other")
@@ -246,8 +240,7 @@ import TestSupport
     /// A body whose bound fields cannot be read unambiguously is refused, never challenged or
     /// approved: {"amount":1,"amount":1000} is 1 to some parsers and 1000 to others.
     @Test func aBodyThatCannotBeBoundIsA400() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         for body in [#"{"amount":1,"currency":"EUR","payee":"Bob","amount":1000}"#, "amount=1000", #"{"amount":1"#] {
@@ -261,8 +254,7 @@ import TestSupport
     }
 
     @Test func aChangedAmountOrPayeeOnTheRetryIsANewChallenge() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -299,8 +291,7 @@ import TestSupport
     // MARK: 7. An approval expires with its transaction
 
     @Test func anExpiredTransactionIsANewChallenge() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config(transferTtlS: 1))
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -323,8 +314,7 @@ import TestSupport
     // MARK: 8. Fifty concurrent retries: exactly one is allowed
 
     @Test func fiftyConcurrentRetriesAllowExactlyOne() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         // Several workers, so that the retries race on different event loops; a pending limit
         // high enough that the 49 refusals are challenges rather than 429s.
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config([
@@ -377,8 +367,7 @@ import TestSupport
     // MARK: 9. An approval survives a restart, and is still good once only
 
     @Test func anApprovalSurvivesARestartAndIsUsableOnce() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let bank = try bed.startDemoBank()
         let g1 = try bed.startGateway(upstream: bank.url, config: Kit.config())
         let token = try Kit.login(g1)
@@ -406,8 +395,7 @@ import TestSupport
     // MARK: 10. No session, open routes, and no policy
 
     @Test func noSessionOpenRouteAndUnmatchedPath() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let pub = Kit.publicURL(g)
 
@@ -454,8 +442,7 @@ import TestSupport
     // MARK: 11. RFC 9470 for bearer clients
 
     @Test func bearerClientsGetTheRFC9470ChallengeWithTxid() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -484,8 +471,7 @@ import TestSupport
     // MARK: 12. The gateway as a PDP: AM's policy evaluation
 
     @Test func policiesEvaluateAnswersInAMsShape() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         let pub = Kit.publicURL(g)
@@ -529,8 +515,7 @@ import TestSupport
     // MARK: 13. Pending transactions per user are bounded
 
     @Test func theFourthPendingTransactionIsRateLimited() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["security": ["maxPendingTransactions": 3]]))
         let demo = try Kit.login(g, user: "demo")
         let other = try Kit.login(g, user: "other")
@@ -556,8 +541,7 @@ import TestSupport
 
     /// The limit counts transactions waiting for approval: approved ones no longer count.
     @Test func approvedTransactionsNoLongerCountAsPending() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["security": ["maxPendingTransactions": 1]]))
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -576,8 +560,7 @@ import TestSupport
     // MARK: 14. Retries that must never be allowed, and the X-TxID header form
 
     @Test func unknownUncompletedAndForeignTxIdsAreNeverAllowed() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
