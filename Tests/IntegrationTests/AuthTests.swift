@@ -6,11 +6,10 @@ import TestSupport
 
 /// The embedded authentication service on the wire: AM's /json/authenticate and
 /// /json/sessions exactly as SDKs and curl scripts expect them (WIRE.md §4).
-@Suite(.testbed) struct AuthTests {
+@Suite(.testbed) struct AuthTests: JourneyClient {
     static let password = "Ch4ngeMe!"
     static let totpSecret = "JBSWY3DPEHPK3PXP"
     static let hash = PasswordHash.hash(password)
-    static let authPath = "/am/json/realms/root/authenticate"
 
     static func authConfig(_ extra: [String: Any] = [:]) -> [String: Any] {
         deepMerge([
@@ -25,28 +24,6 @@ import TestSupport
             ],
             "realms": ["alpha"],
         ], extra)
-    }
-
-    static let jsonHeaders = [("Content-Type", "application/json"), ("Accept-API-Version", "resource=2.0, protocol=1.0")]
-
-    static func post(_ g: GatewayInstance, _ target: String, _ body: Any?, headers: [(String, String)] = []) throws -> HTTPResponse {
-        let bytes = try body.map { [UInt8](try JSONSerialization.data(withJSONObject: $0)) } ?? []
-        return try g.fetch("POST", target, headers: jsonHeaders + headers, body: bytes)
-    }
-
-    /// Fills the inputs of a step's callbacks with `values`, in order.
-    static func answer(_ step: [String: Any], _ values: [Any]) -> [String: Any] {
-        var s = step
-        var callbacks = s["callbacks"] as! [[String: Any]]
-        var i = 0
-        for (n, cb) in callbacks.enumerated() {
-            guard var inputs = cb["input"] as? [[String: Any]], !inputs.isEmpty else { continue }
-            inputs[0]["value"] = values[i]
-            i += 1
-            callbacks[n]["input"] = inputs
-        }
-        s["callbacks"] = callbacks
-        return s
     }
 
     /// Logs in through the whole journey and returns the session token.

@@ -86,8 +86,7 @@ import TestSupport
         let (a, b, c) = (cluster[0], cluster[1], cluster[2])
         var codes = Kit.Codes()
         let token = try Kit.login(a)
-        let txid = try Kit.challengeTxid(try Kit.transfer(b, token: token, body: Kit.transferBody))
-        try Kit.approve(c, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(b, approveOn: c, token: token, codes: &codes)
 
         let n = 100
         let instances = [a, b, c]
@@ -125,8 +124,7 @@ import TestSupport
         }
 
         // demo-bank executed exactly one of the 100: the next approved transfer is its second.
-        let probeTxid = try Kit.challengeTxid(try Kit.transfer(c, token: token, body: Kit.transferBody))
-        try Kit.approve(a, txid: probeTxid, token: token, code: codes.next(Kit.demoSecret))
+        let probeTxid = try Kit.approvedTransfer(c, approveOn: a, token: token, codes: &codes)
         let next = try Kit.transfer(b, token: token, body: Kit.transferBody, query: "?_txid=\(probeTxid)")
         #expect(next.status == 201, "\(next)")
         #expect((try? next.json())?["sequence"] as? NSNumber == 2, "demo-bank executed more than one of the \(n): \(next)")
@@ -345,8 +343,7 @@ import TestSupport
         let (a, b) = (cluster[0], cluster[1])
         var codes = Kit.Codes()
         let token = try Kit.login(a)
-        let txid = try Kit.challengeTxid(try Kit.transfer(a, token: token, body: Kit.transferBody))
-        try Kit.approve(a, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(a, token: token, codes: &codes)
 
         a.process.terminate()
         #expect(a.process.waitForExit(timeout: 15) == 0, "A's exit after SIGTERM; stderr:\n\(a.process.stderrTail())")

@@ -11,12 +11,10 @@ import TestSupport
 /// that suspends with an emailed link (delivered by a real SMTP server or the outbox folder),
 /// resumed once — from any client, after a restart, in a real browser — and an email code
 /// that approves a transaction.
-@Suite(.testbed) struct MagicLinkTests {
+@Suite(.testbed) struct MagicLinkTests: JourneyClient {
     static let password = "M4gic-L1nk-Pass!"
     static let hash = PasswordHash.hash(password)
-    static let authPath = "/am/json/realms/root/authenticate"
     static let validatePath = "/am/json/realms/root/sessions?_action=validate"
-    static let jsonHeaders = [("Content-Type", "application/json"), ("Accept-API-Version", "resource=2.0, protocol=1.0")]
     static let magicStart = authPath + "?authIndexType=service&authIndexValue=MagicLink"
 
     static let suspendedMessage = "An email has been sent to the address you entered. Click the link in that email to proceed."
@@ -58,20 +56,6 @@ import TestSupport
                                  "display": "Approve {amount} {currency} to {payee}?"]],
             ],
         ], extra)
-    }
-
-    static func post(_ g: GatewayInstance, _ target: String, _ body: Any?, headers: [(String, String)] = [],
-                     timeout: Double = 10) throws -> HTTPResponse {
-        let bytes = try body.map { [UInt8](try JSONSerialization.data(withJSONObject: $0)) } ?? []
-        return try g.fetch("POST", target, headers: jsonHeaders + headers, body: bytes, timeout: timeout)
-    }
-
-    static func callbacks(_ r: HTTPResponse) -> [[String: Any]] {
-        ((try? r.json())?["callbacks"] as? [[String: Any]]) ?? []
-    }
-
-    static func output(_ callback: [String: Any]?, _ name: String) -> Any? {
-        (callback?["output"] as? [[String: Any]])?.first { $0["name"] as? String == name }?["value"]
     }
 
     /// Starts the MagicLink journey (optionally with `query` appended) and answers its

@@ -259,9 +259,7 @@ import TestSupport
         let token = try Kit.login(g)
         var codes = Kit.Codes()
 
-        let first = try Kit.transfer(g, token: token, body: Kit.transferBody)
-        let txid = try Kit.challengeTxid(first)
-        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(g, token: token, codes: &codes)
 
         let changed = Array(#"{"amount":10000,"currency":"EUR","payee":"Bob"}"#.utf8)
         let r1 = try Kit.transfer(g, token: token, body: changed, query: "?_txid=\(txid)")
@@ -299,9 +297,7 @@ import TestSupport
         // The TTL is in whole seconds: start just after a second boundary so that the approval
         // surely lands inside the one second the transaction lives.
         Kit.waitForFreshSecond()
-        let first = try Kit.transfer(g, token: token, body: Kit.transferBody)
-        let txid = try Kit.challengeTxid(first)
-        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(g, token: token, codes: &codes)
 
         Thread.sleep(forTimeInterval: 2.5)
         let late = try Kit.transfer(g, token: token, body: Kit.transferBody, query: "?_txid=\(txid)")
@@ -322,9 +318,7 @@ import TestSupport
         ]))
         let token = try Kit.login(g)
         var codes = Kit.Codes()
-        let first = try Kit.transfer(g, token: token, body: Kit.transferBody)
-        let txid = try Kit.challengeTxid(first)
-        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(g, token: token, codes: &codes)
 
         let n = 50
         let port = g.port
@@ -356,9 +350,7 @@ import TestSupport
             #expect((try? winner.json())?["sequence"] as? NSNumber == 1)
         }
         // demo-bank executed exactly one transfer: the next allowed one is number 2.
-        let probe = try Kit.transfer(g, token: token, body: Kit.transferBody)
-        let probeTxid = try Kit.challengeTxid(probe)
-        try Kit.approve(g, txid: probeTxid, token: token, code: codes.next(Kit.demoSecret))
+        let probeTxid = try Kit.approvedTransfer(g, token: token, codes: &codes)
         let next = try Kit.transfer(g, token: token, body: Kit.transferBody, query: "?_txid=\(probeTxid)")
         #expect(next.status == 201, "\(next)")
         #expect((try? next.json())?["sequence"] as? NSNumber == 2, "demo-bank executed more than one of the 50: \(next)")
@@ -372,9 +364,7 @@ import TestSupport
         let g1 = try bed.startGateway(upstream: bank.url, config: Kit.config())
         let token = try Kit.login(g1)
         var codes = Kit.Codes()
-        let first = try Kit.transfer(g1, token: token, body: Kit.transferBody)
-        let txid = try Kit.challengeTxid(first)
-        try Kit.approve(g1, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(g1, token: token, codes: &codes)
 
         g1.process.terminate()
         #expect(g1.process.waitForExit(timeout: 15) == 0, "exit after SIGTERM; stderr:\n\(g1.process.stderrTail())")
@@ -602,14 +592,12 @@ import TestSupport
 // MARK: - Helpers
 
 /// Logging in, challenging, approving and reading challenges, as the SDKs do.
-enum TransactionKit {
+enum TransactionKit: JourneyClient {
     static let password = "S3cure-Transf3r!"
     static let hash = PasswordHash.hash(password)
     static let demoSecret = "JBSWY3DPEHPK3PXP"
     static let otherSecret = "GEZDGNBVGY3TQOJQ"
-    static let authPath = "/am/json/realms/root/authenticate"
     static let transferBody = Array(#"{"amount":100,"currency":"EUR","payee":"Bob"}"#.utf8)
-    static let jsonHeaders = [("Content-Type", "application/json"), ("Accept-API-Version", "resource=2.0, protocol=1.0")]
 
     /// demo-bank's policies (health, accounts, transfer) plus /echo bound to the whole body.
     static func config(transferTtlS: Int = 180, _ extra: [String: Any] = [:]) -> [String: Any] {
@@ -638,31 +626,6 @@ enum TransactionKit {
 
     /// The gateway's public URL: derived from `listen` (no publicUrl in the config).
     static func publicURL(_ g: GatewayInstance) -> String { "http://127.0.0.1:\(g.port)" }
-
-    static func post(_ g: GatewayInstance, _ target: String, _ body: Any?, headers: [(String, String)] = []) throws -> HTTPResponse {
-        let bytes = try body.map { [UInt8](try JSONSerialization.data(withJSONObject: $0)) } ?? []
-        return try g.fetch("POST", target, headers: jsonHeaders + headers, body: bytes)
-    }
-
-    /// Fills the inputs of a step's callbacks with `values`, in order (output-only callbacks
-    /// such as TextOutputCallback are sent back as they came).
-    static func answer(_ step: [String: Any], _ values: [Any]) -> [String: Any] {
-        var s = step
-        var callbacks = s["callbacks"] as? [[String: Any]] ?? []
-        var i = 0
-        for (n, cb) in callbacks.enumerated() {
-            guard var inputs = cb["input"] as? [[String: Any]], !inputs.isEmpty, i < values.count else { continue }
-            inputs[0]["value"] = values[i]
-            i += 1
-            callbacks[n]["input"] = inputs
-        }
-        s["callbacks"] = callbacks
-        return s
-    }
-
-    static func output(_ callback: [String: Any]?, _ name: String) -> Any? {
-        (callback?["output"] as? [[String: Any]])?.first { $0["name"] as? String == name }?["value"]
-    }
 
     /// Logs in through the Login journey and returns the session token.
     static func login(_ g: GatewayInstance, user: String = "demo") throws -> String {
@@ -717,6 +680,16 @@ enum TransactionKit {
     static func startComposite(_ g: GatewayInstance, txid: String, session: SessionCarrier) throws -> HTTPResponse {
         try post(g, authPath + "?authIndexType=composite_advice&authIndexValue=\(percentEncode(adviceXML(txid)))", nil,
                  headers: [session.pair])
+    }
+
+    /// POST /transfer, challenged, then approved with the next code: the step-up every retry
+    /// test starts from. Returns the approved TxId.
+    /// `approveOn`: the instance that runs the approval (default: `g`).
+    static func approvedTransfer(_ g: GatewayInstance, approveOn h: GatewayInstance? = nil, token: String,
+                                 codes: inout Codes, body: [UInt8] = transferBody) throws -> String {
+        let txid = try challengeTxid(try transfer(g, token: token, body: body))
+        try approve(h ?? g, txid: txid, token: token, code: codes.next(demoSecret))
+        return txid
     }
 
     /// Runs the approval journey with `code`; throws unless it answers 200 with a tokenId.
