@@ -18,6 +18,17 @@ func expectGatewayError(_ r: HTTPResponse, _ code: Int, sourceLocation: SourceLo
     #expect(!((obj["message"] as? String) ?? "").isEmpty, "error body has no message: \(obj)", sourceLocation: sourceLocation)
 }
 
+/// Runs `request` and asserts that its answer is the gateway's JSON error `code`, given in
+/// less than `seconds`; returns the response and the seconds it took.
+@discardableResult
+func expectGatewayError(_ code: Int, within seconds: Double, sourceLocation: SourceLocation = #_sourceLocation,
+                        _ request: () throws -> HTTPResponse) throws -> (HTTPResponse, Double) {
+    let (r, elapsed) = try Timing.measure(request)
+    expectGatewayError(r, code, sourceLocation: sourceLocation)
+    #expect(elapsed < seconds, "\(code) took \(elapsed) s", sourceLocation: sourceLocation)
+    return (r, elapsed)
+}
+
 /// Random bytes (not compressible, not text).
 func randomBytes(_ count: Int) -> [UInt8] {
     var rng = SystemRandomNumberGenerator()
