@@ -16,7 +16,7 @@ struct ErrorTests {
         // Only the head: the gateway must decide from Content-Length alone.
         try client.sendRequest("POST", "/echo", headers: [("Content-Length", "4096"),
                                                           ("Content-Type", "application/octet-stream")])
-        let (r, elapsed) = try expectGatewayError(413, within: 2) { try client.readResponse(method: "POST") }
+        try expectGatewayError(413, within: 2) { try client.readResponse(method: "POST") }
         // The unread body makes the connection unusable: the gateway must close it.
         #expect(client.serverClosed(within: 3), "connection left open after 413 with an unread body")
 
@@ -59,7 +59,7 @@ struct ErrorTests {
         for _ in 0..<3 { wire += Array("258\r\n".utf8) + chunk + Array("\r\n".utf8) }  // 3 × 600 = 1800 bytes
         wire += Array("0\r\n\r\n".utf8)
         try client.send(wire)
-        let (r, elapsed) = try expectGatewayError(413, within: 2) { try client.readResponse(method: "POST") }
+        try expectGatewayError(413, within: 2) { try client.readResponse(method: "POST") }
 
         // The gateway is fine afterwards.
         let after = try gateway.fetch("GET", "/accounts")
@@ -77,7 +77,7 @@ struct ErrorTests {
         try client.send(Array("320\r\n".utf8) + chunk + Array("\r\n".utf8))
         try client.send(Array("320\r\n".utf8) + chunk + Array("\r\n".utf8))
         // No terminating chunk: 1600 bytes already exceed 1024.
-        let (r, elapsed) = try expectGatewayError(413, within: 2) { try client.readResponse(method: "POST") }
+        try expectGatewayError(413, within: 2) { try client.readResponse(method: "POST") }
     }
 
     @Test("431 when the request head exceeds maxHeaderBytes")
@@ -86,7 +86,7 @@ struct ErrorTests {
         let (gateway, _) = try bed.startGatewayWithBank(config: Self.smallLimits)
 
         let client = try gateway.connect(timeout: 5)
-        let (r, elapsed) = try expectGatewayError(431, within: 2) {
+        try expectGatewayError(431, within: 2) {
             try client.request("GET", "/accounts", headers: [("X-Big", String(repeating: "h", count: 3000))])
         }
 
@@ -113,7 +113,7 @@ struct ErrorTests {
         let deadPort = try Ports.free()
         let gateway = try bed.startGateway(upstream: "http://127.0.0.1:\(deadPort)")
 
-        let (r, elapsed) = try expectGatewayError(502, within: 2) { try gateway.fetch("GET", "/accounts", timeout: 5) }
+        let (r, _) = try expectGatewayError(502, within: 2) { try gateway.fetch("GET", "/accounts", timeout: 5) }
         #expect(r.hasHeader("X-Request-Id"), "\(r.headerSummary)")
 
         // A keep-alive client can go on after a 502.
@@ -127,7 +127,7 @@ struct ErrorTests {
         let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: ["upstream": ["responseTimeoutMs": 300]])
 
-        let (r, elapsed) = try expectGatewayError(504, within: 1.5) { try gateway.fetch("GET", "/slow?ms=3000", timeout: 5) }
+        let (_, elapsed) = try expectGatewayError(504, within: 1.5) { try gateway.fetch("GET", "/slow?ms=3000", timeout: 5) }
         #expect(elapsed >= 0.25, "504 after only \(elapsed) s, before responseTimeoutMs")
 
         // The gateway is fine afterwards, and a quick answer is not cut.
