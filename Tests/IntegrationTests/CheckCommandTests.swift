@@ -5,10 +5,14 @@ import TestSupport
 /// `txgate check --config FILE`: validates without starting anything, names every problem.
 @Suite("txgate check", .testbed)
 struct CheckCommandTests {
+    /// `txgate check --config` on a file holding `text`, in the test's testbed.
+    static func check(_ text: String) throws -> CommandResult {
+        try Testbed.current.check(configText: text)
+    }
+
     @Test("an unknown key is named by its path; exit 1")
     func unknownKey() throws {
-        let bed = try Testbed.current
-        let r = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:1", "timeoutMS": 5}}"#)
+        let r = try Self.check(#"{"upstream": {"url": "http://127.0.0.1:1", "timeoutMS": 5}}"#)
         #expect(r.status == 1, "\(r)")
         #expect(r.stderr.contains("upstream.timeoutMS: unknown key"), "\(r)")
         #expect(!r.stdout.contains("configuration OK"), "\(r)")
@@ -16,8 +20,7 @@ struct CheckCommandTests {
 
     @Test("a value of the wrong type names its key; exit 1")
     func wrongType() throws {
-        let bed = try Testbed.current
-        let r = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:1"}, "workers": "two"}"#)
+        let r = try Self.check(#"{"upstream": {"url": "http://127.0.0.1:1"}, "workers": "two"}"#)
         #expect(r.status == 1, "\(r)")
         let lines = r.stderr.split(separator: "\n")
         #expect(lines.contains { $0.hasPrefix("workers") }, "no line `workers: ...`:\n\(r)")
@@ -25,8 +28,7 @@ struct CheckCommandTests {
 
     @Test("every error is printed, not just the first")
     func everyErrorIsReported() throws {
-        let bed = try Testbed.current
-        let r = try bed.check(configText: """
+        let r = try Self.check("""
             {"upstream": {"url": "http://127.0.0.1:1", "timeoutMS": 5}, "listn": "127.0.0.1:1", "workers": "two"}
             """)
         #expect(r.status == 1, "\(r)")
@@ -37,16 +39,14 @@ struct CheckCommandTests {
 
     @Test("a missing upstream.url is an error")
     func missingUpstream() throws {
-        let bed = try Testbed.current
-        let r = try bed.check(configText: #"{"listen": "127.0.0.1:8080"}"#)
+        let r = try Self.check(#"{"listen": "127.0.0.1:8080"}"#)
         #expect(r.status == 1, "\(r)")
         #expect(r.stderr.contains("upstream"), "\(r)")
     }
 
     @Test("a file that is not JSON is an error, not a crash")
     func notJSON() throws {
-        let bed = try Testbed.current
-        let r = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:1"},"#)
+        let r = try Self.check(#"{"upstream": {"url": "http://127.0.0.1:1"},"#)
         #expect(r.status == 1, "\(r)")
         #expect(!r.stderr.isEmpty, "\(r)")
     }
