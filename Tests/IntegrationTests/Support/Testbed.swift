@@ -56,7 +56,7 @@ final class Testbed: @unchecked Sendable {
     private var cleanups: [@Sendable () -> Void] = []
 
     init() throws {
-        dir = try TemporaryDirectory()
+        dir = try TemporaryDirectory(prefix: "txgate-it")
     }
 
     deinit { cleanup() }
