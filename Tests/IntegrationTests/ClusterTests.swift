@@ -416,6 +416,8 @@ import TestSupport
 /// TXGATE_SIGNING_KEY. Each instance runs from its own directory, so nothing is shared through
 /// the file system (no signing key file, no SQLite file).
 final class Cluster: @unchecked Sendable {
+    // @unchecked: `processes` is only touched under `lock`; `instances` and `build` are only
+    // written in init, by the test's own thread.
     let bed: Testbed
     let redis: RedisServer
     let bank: DemoBankInstance
@@ -531,6 +533,7 @@ final class Cluster: @unchecked Sendable {
 
 /// Requests in a loop on several threads until `stop()`; each one timed.
 final class Traffic: @unchecked Sendable {
+    // @unchecked: `running` and `samples` are only touched under `lock`.
     struct Sample {
         let start: Double
         let end: Double

@@ -9,7 +9,7 @@ import Glibc
 import TestSupport
 
 /// Event loops running on their own threads, as the gateway's workers do.
-final class RunningLoops: @unchecked Sendable {
+final class RunningLoops: Sendable {
     let loops: [EventLoop]
     private let finished = DispatchGroup()
 

@@ -36,6 +36,7 @@ func concurrently<T: Sendable>(_ count: Int, executors: [CallbackExecutor],
 /// tests advance it instead of sleeping, so a slow machine cannot change what they see.
 /// The store reads it on its own queue, hence the lock.
 final class TestClock: @unchecked Sendable {
+    // @unchecked: `ms` is only touched under `lock`.
     private let lock = NSLock()
     private var ms: Int64
 

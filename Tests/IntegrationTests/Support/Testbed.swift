@@ -50,6 +50,7 @@ struct GatewayInstance: @unchecked Sendable {
 /// all killed (and the directory removed) by `cleanup()` — call it in a `defer` right after
 /// creating the testbed; `deinit` does it too.
 final class Testbed: @unchecked Sendable {
+    // @unchecked: `processes` and `cleanups` are only touched under `lock`; `dir` is immutable.
     let dir: TemporaryDirectory
     private let lock = NSLock()
     private var processes: [SpawnedProcess] = []
