@@ -51,13 +51,24 @@ let package = Package(
             "EventHTTP", "TxGateCore", "TxGateCrypto", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
-        .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto"]),
-        .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore"]),
-        .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateCrypto"], exclude: ["browser"]),
-        .testTarget(name: "TxGateStoreTests", dependencies: ["TxGateStore", "TxGateCore"]),
-        .testTarget(name: "TxGateRedisTests", dependencies: ["TxGateRedis", "EventHTTP", "TxGateCore"]),
-        .testTarget(name: "TxGateEmailTests", dependencies: ["TxGateEmail", "TxGateCore"]),
+        // Helpers every test target shares: ports, temp folders, spawned processes, a raw HTTP
+        // client, redis-server and SMTP sinks, a test executor, polling.
+        .target(name: "TestSupport", dependencies: ["TxGateCore"], path: "Tests/TestSupport",
+                swiftSettings: [.swiftLanguageMode(.v6)]),
+        .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"],
+                    swiftSettings: [.swiftLanguageMode(.v6)]),
+        .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore", "TestSupport"],
+                    swiftSettings: [.swiftLanguageMode(.v6)]),
+        .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore", "TestSupport"],
+                    swiftSettings: [.swiftLanguageMode(.v6)]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"], exclude: ["browser"],
+                    swiftSettings: [.swiftLanguageMode(.v6)]),
+        .testTarget(name: "TxGateStoreTests", dependencies: ["TxGateStore", "TxGateCore", "TestSupport"],
+                    swiftSettings: [.swiftLanguageMode(.v6)]),
+        .testTarget(name: "TxGateRedisTests", dependencies: ["TxGateRedis", "EventHTTP", "TxGateCore", "TestSupport"],
+                    swiftSettings: [.swiftLanguageMode(.v6)]),
+        .testTarget(name: "TxGateEmailTests", dependencies: ["TxGateEmail", "TxGateCore", "TestSupport"],
+                    swiftSettings: [.swiftLanguageMode(.v6)]),
     ],
     swiftLanguageModes: [.v5]
 )

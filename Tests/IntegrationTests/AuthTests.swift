@@ -2,14 +2,14 @@ import Foundation
 import Testing
 import TxGateCore
 import TxGateCrypto
+import TestSupport
 
 /// The embedded authentication service on the wire: AM's /json/authenticate and
 /// /json/sessions exactly as SDKs and curl scripts expect them (WIRE.md §4).
-@Suite struct AuthTests {
+@Suite(.testbed) struct AuthTests: JourneyClient {
     static let password = "Ch4ngeMe!"
     static let totpSecret = "JBSWY3DPEHPK3PXP"
     static let hash = PasswordHash.hash(password)
-    static let authPath = "/am/json/realms/root/authenticate"
 
     static func authConfig(_ extra: [String: Any] = [:]) -> [String: Any] {
         deepMerge([
@@ -24,28 +24,6 @@ import TxGateCrypto
             ],
             "realms": ["alpha"],
         ], extra)
-    }
-
-    static let jsonHeaders = [("Content-Type", "application/json"), ("Accept-API-Version", "resource=2.0, protocol=1.0")]
-
-    static func post(_ g: GatewayInstance, _ target: String, _ body: Any?, headers: [(String, String)] = []) throws -> HTTPResponse {
-        let bytes = try body.map { [UInt8](try JSONSerialization.data(withJSONObject: $0)) } ?? []
-        return try g.fetch("POST", target, headers: jsonHeaders + headers, body: bytes)
-    }
-
-    /// Fills the inputs of a step's callbacks with `values`, in order.
-    static func answer(_ step: [String: Any], _ values: [Any]) -> [String: Any] {
-        var s = step
-        var callbacks = s["callbacks"] as! [[String: Any]]
-        var i = 0
-        for (n, cb) in callbacks.enumerated() {
-            guard var inputs = cb["input"] as? [[String: Any]], !inputs.isEmpty else { continue }
-            inputs[0]["value"] = values[i]
-            i += 1
-            callbacks[n]["input"] = inputs
-        }
-        s["callbacks"] = callbacks
-        return s
     }
 
     /// Logs in through the whole journey and returns the session token.
@@ -63,8 +41,7 @@ import TxGateCrypto
     }
 
     @Test func fullLoginWithAMsExactShapes() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
 
         let first = try Self.post(g, Self.authPath + "?authIndexType=service&authIndexValue=Login", nil)
@@ -94,8 +71,7 @@ import TxGateCrypto
     }
 
     @Test func wrongPasswordThenLockoutWithTheSameAnswer() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig(["security": ["maxFailedAttempts": 3, "lockoutWindowS": 60, "lockoutDurationS": 60]]))
         let failure = #"{"code":401,"reason":"Unauthorized","message":"Login failure","detail":{"failureUrl":""}}"#
         for _ in 0..<3 {
@@ -122,8 +98,7 @@ import TxGateCrypto
     }
 
     @Test func tamperedExpiredAndMismatchedAuthIds() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig(["security": ["authIdTtlS": 1]]))
         let step = try Self.post(g, Self.authPath, nil).json()
         let authId = step["authId"] as! String
@@ -151,8 +126,7 @@ import TxGateCrypto
     }
 
     @Test func logoutEndsTheSession() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
         let token = try Self.login(g)
         let out = try Self.post(g, "/am/json/realms/root/sessions?_action=logout", nil, headers: [("iPlanetDirectoryPro", token)])
@@ -164,8 +138,7 @@ import TxGateCrypto
     }
 
     @Test func sessionsSurviveARestart() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let bank = try bed.startDemoBank()
         let g1 = try bed.startGateway(upstream: bank.url, config: Self.authConfig())
         let token = try Self.login(g1)
@@ -182,8 +155,7 @@ import TxGateCrypto
     }
 
     @Test func aTOTPCodeIsAcceptedOnceThenRefused() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
         let token = try Self.login(g)
         let code = Self.totp()
@@ -204,8 +176,7 @@ import TxGateCrypto
     }
 
     @Test func realmsAndUnknownEndpoints() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
         #expect(try Self.post(g, "/am/json/realms/root/realms/alpha/authenticate", nil).status == 200)
         let missing = try Self.post(g, "/am/json/realms/root/realms/nope/authenticate", nil)
@@ -220,8 +191,7 @@ import TxGateCrypto
     }
 
     @Test func gotoMustStayOnTheGatewaysOrigin() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
         let bad = try Self.post(g, Self.authPath + "?goto=" + Query.encode("https://evil.example.com/"), nil)
         #expect(bad.status == 400)

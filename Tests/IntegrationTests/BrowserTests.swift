@@ -2,11 +2,12 @@ import Foundation
 import Testing
 import TxGateCore
 import TxGateCrypto
+import TestSupport
 
 /// The login page (`/am/XUI/`) in a real browser: Debian's headless Chromium, driven by
 /// browser/drive.py. A person opens a protected page, is sent to the login page, signs in and
 /// lands where they were going. Serialized: one Chromium at a time is plenty for 2 cores.
-@Suite(.serialized, .enabled(if: Browser.isInstalled, Comment(rawValue: Browser.notInstalled)))
+@Suite(.serialized, .testbed, .enabled(if: Browser.isInstalled, Comment(rawValue: Browser.notInstalled)))
 struct BrowserTests {
     static let password = "Ch4ngeMe!"
     static let hash = PasswordHash.hash(password)
@@ -35,8 +36,7 @@ struct BrowserTests {
     /// a. No session → 307 to the login page → username and password → back on /accounts.
     @Test(.timeLimit(.minutes(1)))
     func aPersonSignsInThroughThePageAndLandsOnGoto() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: Self.config)
         let target = g.baseURL + "/accounts"
 
@@ -88,8 +88,7 @@ struct BrowserTests {
     /// b. A wrong password: the page says so and stays the login page, with no session.
     @Test(.timeLimit(.minutes(1)))
     func aWrongPasswordIsShownOnThePage() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: Self.config)
         let start = Self.loginPage(g, goto: g.baseURL + "/accounts")
 
@@ -122,8 +121,7 @@ struct BrowserTests {
     /// c. A login link whose goto leads to another site shows the refusal page and goes nowhere.
     @Test(.timeLimit(.minutes(1)))
     func anOpenRedirectIsRefusedOnThePage() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: Self.config)
         let refusal = "This login link is not valid: it would send you to another site."
         let gotos = ["https://evil.example.com/", "//evil.example.com/", "/\\evil.example.com/",

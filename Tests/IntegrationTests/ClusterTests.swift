@@ -5,6 +5,7 @@ import TxGateCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 
 /// Cluster mode end to end: several `txgate serve` processes sharing one real redis-server
 /// (`store.type` redis) and one signing key (TXGATE_SIGNING_KEY), in front of one demo-bank,
@@ -15,7 +16,7 @@ import Glibc
 /// session outlives the instance that created it.
 ///
 /// Serialized: the outage tests measure response times, and the races start 100 threads.
-@Suite(.serialized) struct ClusterTests {
+@Suite(.serialized, .testbed) struct ClusterTests {
     typealias Kit = TransactionKit
     typealias Magic = MagicLinkTests
 
@@ -23,10 +24,8 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func aTransactionChallengedApprovedAndUsedOnDifferentInstancesIsUsedOnce() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let cluster = try Cluster(bed: bed, instances: 3) { _ in Kit.config() }
-        defer { cluster.cleanup() }
         let (a, b, c) = (cluster[0], cluster[1], cluster[2])
         var codes = Kit.Codes()
 
@@ -79,23 +78,20 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func aHundredConcurrentRetriesAcrossThreeInstancesAllowExactlyOne() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         // A pending limit high enough that the 99 refusals are challenges rather than 429s.
         let cluster = try Cluster(bed: bed, instances: 3) { _ in
             Kit.config(["security": ["maxPendingTransactions": 500]])
         }
-        defer { cluster.cleanup() }
         let (a, b, c) = (cluster[0], cluster[1], cluster[2])
         var codes = Kit.Codes()
         let token = try Kit.login(a)
-        let txid = try Kit.challengeTxid(try Kit.transfer(b, token: token, body: Kit.transferBody))
-        try Kit.approve(c, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(b, approveOn: c, token: token, codes: &codes)
 
         let n = 100
         let instances = [a, b, c]
         let results = try Cluster.race(n, timeout: 45) { i in
-            (instances[i % 3], "POST", "/transfer?_txid=\(txid)", Kit.apiHeaders(token), Kit.transferBody)
+            (instances[i % 3].port, "POST", "/transfer?_txid=\(txid)", Kit.apiHeaders(token), Kit.transferBody)
         }
 
         var allowed: [(Int, HTTPResponse)] = []
@@ -128,8 +124,7 @@ import Glibc
         }
 
         // demo-bank executed exactly one of the 100: the next approved transfer is its second.
-        let probeTxid = try Kit.challengeTxid(try Kit.transfer(c, token: token, body: Kit.transferBody))
-        try Kit.approve(a, txid: probeTxid, token: token, code: codes.next(Kit.demoSecret))
+        let probeTxid = try Kit.approvedTransfer(c, approveOn: a, token: token, codes: &codes)
         let next = try Kit.transfer(b, token: token, body: Kit.transferBody, query: "?_txid=\(probeTxid)")
         #expect(next.status == 201, "\(next)")
         #expect((try? next.json())?["sequence"] as? NSNumber == 2, "demo-bank executed more than one of the \(n): \(next)")
@@ -139,13 +134,11 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func aMagicLinkResumedConcurrentlyOnTwoInstancesContinuesOnce() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let outbox = bed.dir.url.appendingPathComponent("outbox", isDirectory: true)
         let cluster = try Cluster(bed: bed, instances: 3) { pub in
             Magic.config(pub, email: ["outbox": outbox.path])
         }
-        defer { cluster.cleanup() }
         let (a, b, c) = (cluster[0], cluster[1], cluster[2])
 
         // Three links (the default email limit is 5 per user), each raced by 8 clients on B and
@@ -158,7 +151,7 @@ import Glibc
             #expect(link == "\(cluster.publicUrl)/am/XUI/?realm=/&suspendedId=\(id)", "link: \(link)")
 
             let results = try Cluster.race(2 * perInstance, timeout: 30) { i in
-                (i % 2 == 0 ? b : c, "POST", Magic.authPath + "?suspendedId=\(id)", Magic.jsonHeaders, [])
+                ((i % 2 == 0 ? b : c).port, "POST", Magic.authPath + "?suspendedId=\(id)", Magic.jsonHeaders, [])
             }
             var tokens: [(String, String)] = []
             var refused = 0
@@ -190,10 +183,8 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func aRedisOutageFailsClosedQuicklyAndHealsWithoutARestart() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let cluster = try Cluster(bed: bed, instances: 2) { _ in Kit.config() }
-        defer { cluster.cleanup() }
         let (a, b) = (cluster[0], cluster[1])
         let token = try Kit.login(a)
         let withSession = [("iPlanetDirectoryPro", token)]
@@ -307,10 +298,8 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func aHungRedisIsA503WithinTheStoreTimeoutAndDataSurvivesItsReturn() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let cluster = try Cluster(bed: bed, instances: 2) { _ in Kit.config() }
-        defer { cluster.cleanup() }
         let (a, b) = (cluster[0], cluster[1])
         let token = try Kit.login(a)
         let withSession = [("iPlanetDirectoryPro", token)]
@@ -349,15 +338,12 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func aSessionAndAnApprovalSurviveAnInstanceRestart() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let cluster = try Cluster(bed: bed, instances: 2) { _ in Kit.config() }
-        defer { cluster.cleanup() }
         let (a, b) = (cluster[0], cluster[1])
         var codes = Kit.Codes()
         let token = try Kit.login(a)
-        let txid = try Kit.challengeTxid(try Kit.transfer(a, token: token, body: Kit.transferBody))
-        try Kit.approve(a, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(a, token: token, codes: &codes)
 
         a.process.terminate()
         #expect(a.process.waitForExit(timeout: 15) == 0, "A's exit after SIGTERM; stderr:\n\(a.process.stderrTail())")
@@ -393,14 +379,12 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func redisHoldsOnlyPrefixedKeysAndNoTokensOrLinkIdsInClear() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let outbox = bed.dir.url.appendingPathComponent("outbox", isDirectory: true)
         let prefix = "it-\(UUID().uuidString.prefix(8).lowercased()):"
         let cluster = try Cluster(bed: bed, instances: 1, keyPrefix: prefix) { pub in
             Magic.config(pub, email: ["outbox": outbox.path])
         }
-        defer { cluster.cleanup() }
         let a = cluster[0]
 
         Magic.expectSuspended(try Magic.requestLink(a, user: "demo"))
@@ -432,6 +416,8 @@ import Glibc
 /// TXGATE_SIGNING_KEY. Each instance runs from its own directory, so nothing is shared through
 /// the file system (no signing key file, no SQLite file).
 final class Cluster: @unchecked Sendable {
+    // @unchecked: `processes` is only touched under `lock`; `instances` and `build` are only
+    // written in init, by the test's own thread.
     let bed: Testbed
     let redis: RedisServer
     let bank: DemoBankInstance
@@ -454,6 +440,8 @@ final class Cluster: @unchecked Sendable {
         signingKey = Base64URL.encode(Crypto.randomBytes(48))
         redis = try RedisServer.start(in: bed.dir.url)
         bank = try bed.startDemoBank()
+        // Instances first, then Redis, when the test ends (the testbed would kill them in any order).
+        bed.onCleanup { self.cleanup() }
         for i in 0..<count {
             instances.append(try startInstance(name: String(UnicodeScalar(UInt8(ascii: "A") + UInt8(i)))))
         }
@@ -525,54 +513,27 @@ final class Cluster: @unchecked Sendable {
         }
     }
 
-    typealias Request = (GatewayInstance, String, String, [(String, String)], [UInt8])
+    typealias Request = (port: Int, method: String, target: String, headers: [(String, String)], body: [UInt8])
 
     /// `n` requests, each on its own connection opened beforehand, released at the same moment;
     /// the results in request order.
-    static func race(_ n: Int, timeout: Double, _ request: @escaping (Int) -> Request) throws -> [Result<HTTPResponse, Error>] {
-        final class Slots: @unchecked Sendable {
-            let lock = NSLock()
-            var items: [Result<HTTPResponse, Error>?]
-            init(_ n: Int) { items = Array(repeating: nil, count: n) }
-            func set(_ i: Int, _ r: Result<HTTPResponse, Error>) { lock.lock(); items[i] = r; lock.unlock() }
-            var all: [Result<HTTPResponse, Error>?] { lock.lock(); defer { lock.unlock() }; return items }
+    static func race(_ n: Int, timeout: Double, _ request: @escaping @Sendable (Int) -> Request) throws -> [Result<HTTPResponse, Error>] {
+        let burst = Burst.simultaneous(n, within: timeout + 5, connect: { i in
+            try RawHTTPClient(port: request(i).port, timeout: timeout)
+        }) { i, client in
+            let r = request(i)
+            return try client.request(r.method, r.target, headers: r.headers, body: r.body)
         }
-        let results = Slots(n)
-        let ready = DispatchGroup()
-        let go = DispatchSemaphore(value: 0)
-        let finished = DispatchGroup()
-        for i in 0..<n {
-            ready.enter()
-            finished.enter()
-            Thread {
-                defer { finished.leave() }
-                let (g, method, target, headers, body) = request(i)
-                let client: RawHTTPClient
-                do {
-                    client = try RawHTTPClient(port: g.port, timeout: timeout)
-                } catch {
-                    ready.leave()
-                    results.set(i, .failure(error))
-                    return
-                }
-                defer { client.close() }
-                ready.leave()
-                go.wait()
-                let r = Result { try client.request(method, target, headers: headers, body: body) }
-                results.set(i, r)
-            }.start()
-        }
-        ready.wait()
-        for _ in 0..<n { go.signal() }
-        guard finished.wait(timeout: .now() + timeout + 5) == .success else {
+        guard burst.finished else {
             throw HarnessError("the \(n) concurrent requests did not finish within \(timeout + 5) s")
         }
-        return results.all.map { $0 ?? .failure(HarnessError("no result")) }
+        return burst.results
     }
 }
 
 /// Requests in a loop on several threads until `stop()`; each one timed.
 final class Traffic: @unchecked Sendable {
+    // @unchecked: `running` and `samples` are only touched under `lock`.
     struct Sample {
         let start: Double
         let end: Double
@@ -584,7 +545,7 @@ final class Traffic: @unchecked Sendable {
     private var samples: [Sample] = []
     private let finished = DispatchGroup()
 
-    init(threads: Int, _ request: @escaping (Int) throws -> HTTPResponse) {
+    init(threads: Int, _ request: @escaping @Sendable (Int) throws -> HTTPResponse) {
         for k in 0..<threads {
             finished.enter()
             Thread { [self] in

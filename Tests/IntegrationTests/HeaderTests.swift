@@ -1,13 +1,13 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// What the gateway removes and adds on the way through.
-@Suite("Proxy headers")
+@Suite("Proxy headers", .testbed)
 struct HeaderTests {
     @Test("hop-by-hop request headers do not reach the backend; end-to-end ones do")
     func hopByHopRequestHeadersAreStripped() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
 
         let r = try gateway.fetch("GET", "/echo", headers: [
@@ -33,8 +33,7 @@ struct HeaderTests {
 
     @Test("hop-by-hop response headers do not reach the client; end-to-end ones do")
     func hopByHopResponseHeadersAreStripped() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, bank) = try bed.startGatewayWithBank()
 
         // The backend really sends them (otherwise this test proves nothing).
@@ -54,8 +53,7 @@ struct HeaderTests {
 
     @Test("X-Forwarded-For, -Proto and -Host reach the backend")
     func forwardedHeaders() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
 
         let r = try gateway.fetch("GET", "/echo", headers: [("Host", "api.example.test:8443"),
@@ -75,8 +73,7 @@ struct HeaderTests {
 
     @Test("a client's X-Request-Id goes upstream and comes back")
     func clientRequestIdIsKept() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
         let id = "it-\(UUID().uuidString.lowercased())"
 
@@ -94,8 +91,7 @@ struct HeaderTests {
 
     @Test("without X-Request-Id the gateway generates one, sends it upstream and returns it")
     func requestIdIsGenerated() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
 
         let r = try gateway.fetch("GET", "/echo")
@@ -112,8 +108,7 @@ struct HeaderTests {
 
     @Test("an insane client X-Request-Id is replaced")
     func badRequestIdIsReplaced() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
         let bad = String(repeating: "a", count: 5000)
 
@@ -127,8 +122,7 @@ struct HeaderTests {
 
     @Test("one access log line per request, with method, path and status")
     func accessLogLine() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
 
         #expect(try gateway.fetch("GET", "/accounts").status == 200)

@@ -5,17 +5,16 @@ import TxGateCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 
 /// Magic links and email codes end to end (WIRE.md §4–§5, README "Magic links"): a journey
 /// that suspends with an emailed link (delivered by a real SMTP server or the outbox folder),
 /// resumed once — from any client, after a restart, in a real browser — and an email code
 /// that approves a transaction.
-@Suite struct MagicLinkTests {
+@Suite(.testbed) struct MagicLinkTests: JourneyClient {
     static let password = "M4gic-L1nk-Pass!"
     static let hash = PasswordHash.hash(password)
-    static let authPath = "/am/json/realms/root/authenticate"
     static let validatePath = "/am/json/realms/root/sessions?_action=validate"
-    static let jsonHeaders = [("Content-Type", "application/json"), ("Accept-API-Version", "resource=2.0, protocol=1.0")]
     static let magicStart = authPath + "?authIndexType=service&authIndexValue=MagicLink"
 
     static let suspendedMessage = "An email has been sent to the address you entered. Click the link in that email to proceed."
@@ -57,20 +56,6 @@ import Glibc
                                  "display": "Approve {amount} {currency} to {payee}?"]],
             ],
         ], extra)
-    }
-
-    static func post(_ g: GatewayInstance, _ target: String, _ body: Any?, headers: [(String, String)] = [],
-                     timeout: Double = 10) throws -> HTTPResponse {
-        let bytes = try body.map { [UInt8](try JSONSerialization.data(withJSONObject: $0)) } ?? []
-        return try g.fetch("POST", target, headers: jsonHeaders + headers, body: bytes, timeout: timeout)
-    }
-
-    static func callbacks(_ r: HTTPResponse) -> [[String: Any]] {
-        ((try? r.json())?["callbacks"] as? [[String: Any]]) ?? []
-    }
-
-    static func output(_ callback: [String: Any]?, _ name: String) -> Any? {
-        (callback?["output"] as? [[String: Any]])?.first { $0["name"] as? String == name }?["value"]
     }
 
     /// Starts the MagicLink journey (optionally with `query` appended) and answers its
@@ -146,8 +131,7 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func magicLinkDeliveredByARealSMTPServerSignsIn() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let smtp = try bed.startSMTPServer()
         let (g, _) = try bed.startGatewayWithBank(configForURL: {
             Self.config($0, email: ["smtp": ["url": smtp.url, "from": "txgate@example.com", "startTls": false]])
@@ -162,7 +146,7 @@ import Glibc
         let suspended = try Self.post(g, Self.authPath, TransactionKit.answer(try start.json(), ["demo"]))
         let authId = Self.expectSuspended(suspended)
 
-        let messages = try smtp.waitForMessages(1)
+        let messages = try smtp.waitForEmails(1)
         #expect(messages.count == 1, "\(messages)")
         let mail = try #require(messages.first)
         #expect(mail.header("X-MailFrom") == "txgate@example.com", "envelope sender: \(mail)")
@@ -189,15 +173,14 @@ import Glibc
         let resumed = try Self.resume(g, id)
         let token = try Self.expectSignedIn(resumed)
         try Self.expectSession(g, token, uid: "demo")
-        #expect(try smtp.messages().count == 1, "more than one message was sent")
+        #expect(try smtp.receivedEmails().count == 1, "more than one message was sent")
     }
 
     // MARK: 2. SMTP down
 
     @Test(.timeLimit(.minutes(1)))
     func smtpDownAnswersAnErrorStepPromptlyAndLogsIt() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let deadPort = try Ports.free()
         #expect(Ports.probe(deadPort) == .refused, "something listens on the 'dead' port \(deadPort)")
         let (g, _) = try bed.startGatewayWithBank(configForURL: {
@@ -231,8 +214,7 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func aLinkWorksOnceNotAfterItExpiresAndNeverUnknown() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
         let outbox = Self.outbox(bed)
 
@@ -268,43 +250,19 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func twentyConcurrentResumesOfOneLinkAllowExactlyOne() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0, ["workers": 4]) })
         Self.expectSuspended(try Self.requestLink(g, user: "demo"))
         let (_, id) = try #require(try MailTools.waitForOutbox(Self.outbox(bed)).last?.magicLink())
 
         let n = 20
-        let results = TransactionKit.Collector<Result<HTTPResponse, Error>>()
-        let ready = DispatchGroup()
-        let go = DispatchSemaphore(value: 0)
-        let finished = DispatchGroup()
-        for _ in 0..<n {
-            ready.enter()
-            finished.enter()
-            Thread {
-                defer { finished.leave() }
-                let client: RawHTTPClient
-                do {
-                    client = try RawHTTPClient(port: g.port, timeout: 20)
-                } catch {
-                    ready.leave()
-                    results.append(.failure(error))
-                    return
-                }
-                defer { client.close() }
-                ready.leave()
-                go.wait()
-                results.append(Result {
-                    try client.request("POST", Self.authPath + "?suspendedId=\(id)", headers: Self.jsonHeaders, body: [])
-                })
-            }.start()
+        let port = g.port
+        let burst = Burst.simultaneous(n, within: 40, connect: { _ in try RawHTTPClient(port: port, timeout: 20) }) { _, client in
+            try client.request("POST", Self.authPath + "?suspendedId=\(id)", headers: Self.jsonHeaders, body: [])
         }
-        ready.wait()
-        for _ in 0..<n { go.signal() }
-        #expect(finished.wait(timeout: .now() + 40) == .success, "the resumes did not finish within 40 s")
+        #expect(burst.finished, "the resumes did not finish within 40 s")
 
-        let all = results.items
+        let all = burst.results
         #expect(all.count == n)
         var tokens: [String] = []
         var refused = 0
@@ -329,8 +287,7 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func theResumedJourneyIsTheUsersAndUnknownUsersGetTheSameAnswerButNoEmail() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
         let outbox = Self.outbox(bed)
 
@@ -364,8 +321,7 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func aSuspendedJourneySurvivesARestart() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g1, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
         Self.expectSuspended(try Self.requestLink(g1, user: "demo"))
         let (_, id) = try #require(try MailTools.waitForOutbox(Self.outbox(bed)).last?.magicLink())
@@ -387,8 +343,7 @@ import Glibc
 
     @Test(.timeLimit(.minutes(1)))
     func anEmailedCodeApprovesATransactionAndAWrongCodeDoesNot() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
         let outbox = Self.outbox(bed)
         let token = try Self.passwordLogin(g)
@@ -457,8 +412,7 @@ import Glibc
     /// resumes where the journey started; a try in another realm does not use the link up.
     @Test(.timeLimit(.minutes(1)))
     func aLinkFromAnotherRealmResumesInThatRealm() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0, ["realms": ["alpha"]]) })
         let alpha = "/am/json/realms/root/realms/alpha/authenticate"
         let start = try Self.post(g, alpha + "?authIndexType=service&authIndexValue=MagicLink", nil)
@@ -482,8 +436,7 @@ import Glibc
     /// magic links too.
     @Test(.timeLimit(.minutes(1)))
     func lockedOutOrRateLimitedUsersGetTheSameAnswerAndNoEmail() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: {
             Self.config($0, ["security": ["maxFailedAttempts": 2, "lockoutDurationS": 60, "maxEmailsPerWindow": 1]])
         })
@@ -509,8 +462,7 @@ import Glibc
 
     @Test(.timeLimit(.minutes(2)), .enabled(if: Browser.isInstalled, Comment(rawValue: Browser.notInstalled)))
     func aBrowserOpeningTheLinkResumesAndLandsOnGoto() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0) })
 
         Self.expectSuspended(try Self.requestLink(g, user: "demo", query: "&goto=%2Faccounts"))

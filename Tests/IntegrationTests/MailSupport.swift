@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// One email as received (an outbox `.eml` file, or a message in the SMTP server's Maildir),
 /// split into its header fields and its body. Line endings are normalized to LF; folded header
@@ -57,20 +58,12 @@ struct ReceivedEmail: CustomStringConvertible {
     var description: String { "\(file.lastPathComponent):\n\(raw.count > 2000 ? String(raw.prefix(2000)) + "…" : raw)" }
 }
 
-/// A real SMTP server for a test: Debian's aiosmtpd (python3-aiosmtpd) with its Mailbox
-/// handler, which stores every accepted message in a Maildir (adding X-MailFrom and X-RcptTo,
-/// the envelope it saw). Started through the Testbed, so it is always killed.
-struct SMTPServerInstance {
-    let process: SpawnedProcess
-    let port: Int
-    let maildir: URL
-    var url: String { "smtp://127.0.0.1:\(port)" }
-
+/// The shared SMTP sink (TestSupport's `SMTPServer`: aiosmtpd with its Mailbox handler, which
+/// adds X-MailFrom and X-RcptTo, the envelope it saw), read as `ReceivedEmail`s.
+extension SMTPServer {
     /// The messages delivered so far (Maildir `new/`), oldest first.
-    func messages() throws -> [ReceivedEmail] {
-        let folder = maildir.appendingPathComponent("new")
-        let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-        let files = names.filter { !$0.hasPrefix(".") }.map { folder.appendingPathComponent($0) }
+    func receivedEmails() throws -> [ReceivedEmail] {
+        let files = messages().map { URL(fileURLWithPath: $0) }
         let dated = files.map { f -> (URL, Date) in
             let d = (try? FileManager.default.attributesOfItem(atPath: f.path)[.modificationDate] as? Date) ?? .distantPast
             return (f, d)
@@ -79,22 +72,20 @@ struct SMTPServerInstance {
     }
 
     /// Waits until at least `count` messages have arrived; returns them all.
-    func waitForMessages(_ count: Int = 1, timeout: Double = 10) throws -> [ReceivedEmail] {
+    func waitForEmails(_ count: Int = 1, timeout: Double = 10) throws -> [ReceivedEmail] {
         var found: [ReceivedEmail] = []
         let ok = try Timing.poll(timeout: timeout, interval: 0.05) {
-            found = try messages()
+            found = try receivedEmails()
             return found.count >= count
         }
         guard ok else {
-            throw HarnessError("aiosmtpd received \(found.count) message(s), expected \(count), within \(timeout) s; its stderr:\n\(process.stderrTail())")
+            throw HarnessError("aiosmtpd received \(found.count) message(s), expected \(count), within \(timeout) s; its stderr:\n\(stderr.suffix(2000))")
         }
         return found
     }
 }
 
 enum MailTools {
-    static let systemPython = URL(fileURLWithPath: "/usr/bin/python3")
-
     /// The `.eml` files in an outbox folder (hidden temporary files excluded), oldest first
     /// (their names start with the epoch milliseconds).
     static func outboxFiles(_ folder: URL) -> [URL] {
@@ -122,30 +113,10 @@ enum MailTools {
 }
 
 extension Testbed {
-    /// Starts aiosmtpd on a free port with a Maildir in the temp dir and waits for its port.
-    func startSMTPServer() throws -> SMTPServerInstance {
-        let python = MailTools.systemPython
-        guard FileManager.default.isExecutableFile(atPath: python.path) else {
-            throw HarnessError("\(python.path) is missing: install python3 and python3-aiosmtpd")
-        }
-        let check = try SpawnedProcess.run(python, ["-c", "import aiosmtpd.handlers"], directory: dir.url, timeout: 30)
-        guard check.status == 0 else {
-            throw HarnessError("python3-aiosmtpd is not installed for \(python.path) (apt-get install python3-aiosmtpd): \(check)")
-        }
-        let maildir = dir.url.appendingPathComponent("maildir-\(UUID().uuidString.prefix(6))")
-        var lastError: Error?
-        for _ in 0..<3 {
-            let port = try Ports.free()
-            let p = try spawn(python, ["-m", "aiosmtpd", "-n", "-l", "127.0.0.1:\(port)",
-                                       "-c", "aiosmtpd.handlers.Mailbox", maildir.path], name: "aiosmtpd")
-            do {
-                try p.waitForPort(port, timeout: 20)
-                return SMTPServerInstance(process: p, port: port, maildir: maildir)
-            } catch {
-                lastError = error
-                p.kill()
-            }
-        }
-        throw lastError!
+    /// Starts the SMTP sink on a free port; `cleanup()` stops it.
+    func startSMTPServer() throws -> SMTPServer {
+        let server = try SMTPServer()
+        onCleanup { server.stop() }
+        return server
     }
 }

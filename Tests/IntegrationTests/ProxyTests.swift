@@ -1,13 +1,14 @@
 import Foundation
 import Testing
+import TxGateCrypto
+import TestSupport
 
 /// Requests go through txgate to demo-bank and come back as the backend sent them.
-@Suite("Proxying")
+@Suite("Proxying", .testbed)
 struct ProxyTests {
     @Test("GET /accounts through the gateway gives demo-bank's answer")
     func getAccountsIsProxied() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, bank) = try bed.startGatewayWithBank()
 
         let direct = try RawHTTPClient.fetch(port: bank.port, "GET", "/accounts")
@@ -23,8 +24,7 @@ struct ProxyTests {
 
     @Test("POST /transfer is forwarded with its body; the backend's 201 and 400 come back")
     func postTransferIsProxied() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
 
         let ok = try gateway.fetch("POST", "/transfer", headers: [("Content-Type", "application/json")],
@@ -45,8 +45,7 @@ struct ProxyTests {
 
     @Test("method, path and query reach the backend unchanged")
     func methodAndTargetArePreserved() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
 
         let r = try gateway.fetch("PUT", "/echo?a=1&b=two%20words", body: Array("x".utf8))
@@ -59,8 +58,7 @@ struct ProxyTests {
 
     @Test("GET /-/health is answered by the gateway itself, even with the upstream down")
     func healthIsAnsweredByGateway() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let deadPort = try Ports.free()
         let gateway = try bed.startGateway(upstream: "http://127.0.0.1:\(deadPort)")
 
@@ -72,8 +70,7 @@ struct ProxyTests {
 
     @Test("a 1 MiB random binary body arrives byte for byte")
     func binaryBodyArrivesIntact() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
         let body = randomBytes(1 << 20)
 
@@ -82,15 +79,14 @@ struct ProxyTests {
         #expect(r.status == 200, "\(r.status) \(r.bodyText.prefix(300))")
         let echo = try EchoedRequest(r)
         #expect(echo.bodyLength == body.count)
-        #expect(echo.bodySha256 == SHA256.hex(body))
+        #expect(echo.bodySha256 == Crypto.hex(Crypto.sha256(body)))
         #expect(echo.bodyBase64 == Data(body).base64EncodedString())
         #expect(echo.header("Content-Length") == String(body.count))
     }
 
     @Test("a chunked request body is de-chunked and sent upstream with a Content-Length")
     func chunkedRequestBodyIsDechunked() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
         let chunks: [[UInt8]] = [Array("hello, ".utf8), randomBytes(26), Array(repeating: 0x41, count: 4000), Array("end".utf8)]
         let expected = chunks.flatMap { $0 }
@@ -109,15 +105,14 @@ struct ProxyTests {
         let echo = try EchoedRequest(r)
         #expect(echo.bodyLength == expected.count)
         #expect(echo.body == expected)
-        #expect(echo.bodySha256 == SHA256.hex(expected))
+        #expect(echo.bodySha256 == Crypto.hex(Crypto.sha256(expected)))
         #expect(echo.header("Content-Length") == String(expected.count), "upstream saw:\n\(echo)")
         #expect(!echo.hasHeader("Transfer-Encoding"), "upstream saw:\n\(echo)")
     }
 
     @Test("a chunked upstream response reaches the client intact")
     func chunkedResponseIsRelayed() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
 
         let r = try gateway.fetch("GET", "/stream?chunks=50&size=1000", timeout: 20)
@@ -131,8 +126,7 @@ struct ProxyTests {
 
     @Test("one client connection carries several requests (keep-alive)")
     func keepAliveConnectionServesSeveralRequests() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
         let client = try gateway.connect()
 
@@ -154,8 +148,7 @@ struct ProxyTests {
 
     @Test("upstream connections are reused across client requests")
     func upstreamConnectionsAreReused() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: ["workers": 1])
 
         var seen: [Int] = []

@@ -1,13 +1,13 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The gateway gives back what it takes.
-@Suite("Resources")
+@Suite("Resources", .testbed)
 struct ResourceTests {
     @Test("no file descriptor leak after 200+ requests including 413, 431, 504 and 502")
     func noDescriptorLeak() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, bank) = try bed.startGatewayWithBank(config: [
             "workers": 1,
             "limits": ["maxBodyBytes": 1024, "maxHeaderBytes": 2048],

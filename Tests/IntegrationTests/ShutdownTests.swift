@@ -3,14 +3,14 @@ import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 
 /// SIGTERM: stop accepting, finish what is in flight, exit 0.
-@Suite("Graceful shutdown")
+@Suite("Graceful shutdown", .testbed)
 struct ShutdownTests {
     @Test("SIGTERM lets an in-flight request finish, refuses new connections, exits 0")
     func inFlightRequestFinishes() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: ["workers": 2, "shutdownTimeoutMs": 10_000])
 
         let client = try gateway.connect(timeout: 10)
@@ -40,8 +40,7 @@ struct ShutdownTests {
 
     @Test("an idle keep-alive connection does not hold up shutdown")
     func idleConnectionDoesNotDelayExit() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: ["shutdownTimeoutMs": 10_000])
 
         let client = try gateway.connect(timeout: 5)
@@ -55,8 +54,7 @@ struct ShutdownTests {
 
     @Test("shutdown gives up on in-flight requests after shutdownTimeoutMs")
     func shutdownIsBounded() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank(config: ["shutdownTimeoutMs": 500])
 
         let client = try gateway.connect(timeout: 10)
@@ -70,8 +68,7 @@ struct ShutdownTests {
 
     @Test("SIGINT is handled like SIGTERM")
     func sigintExitsCleanly() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
         #expect(try gateway.fetch("GET", "/accounts").status == 200)
         gateway.process.signal(SIGINT)

@@ -1,8 +1,9 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// The listener speaks TLS with the configured certificate.
-@Suite("TLS listener")
+@Suite("TLS listener", .testbed)
 struct TLSTests {
     /// demo-bank, a self-signed certificate in the temp dir, and txgate with `tls` pointing at
     /// it by relative path (resolved against the config file's folder).
@@ -13,8 +14,7 @@ struct TLSTests {
 
     @Test("curl over https gets the proxied /accounts, certificate verified")
     func httpsGetAccounts() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, bank) = try startTLSGateway(bed)
         let direct = try RawHTTPClient.fetch(port: bank.port, "GET", "/accounts")
 
@@ -28,8 +28,7 @@ struct TLSTests {
 
     @Test("over https the backend sees X-Forwarded-Proto: https")
     func httpsForwardedProto() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try startTLSGateway(bed)
 
         let result = try bed.curl(["https://localhost:\(gateway.port)/echo"],
@@ -47,8 +46,7 @@ struct TLSTests {
 
     @Test("several https requests reuse one TLS connection")
     func httpsKeepAlive() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try startTLSGateway(bed)
         let base = "https://127.0.0.1:\(gateway.port)"
 
@@ -60,8 +58,7 @@ struct TLSTests {
 
     @Test("a plain-HTTP request on the TLS port gets no proxied answer")
     func plainHTTPOnTLSPort() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try startTLSGateway(bed)
 
         let client = try gateway.connect(timeout: 5)

@@ -5,18 +5,18 @@ import TxGateCrypto
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 
 /// One-shot transactional authorization end to end (WIRE.md §1–3, §7, §8): the challenge in
 /// each of its three forms, the composite-advice journey that approves it, and the retry that
 /// is allowed exactly once — and never for another user, another body, too late, or twice.
-@Suite struct TransactionTests {
+@Suite(.testbed) struct TransactionTests {
     typealias Kit = TransactionKit
 
     // MARK: 1. The whole flow, as an SDK runs it
 
     @Test func fullFlowChallengeApproveRetryOnceThenNewChallenge() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -70,8 +70,7 @@ import Glibc
     // MARK: 2. The SSOADVICE header, read the way each SDK reads it
 
     @Test func ssoAdviceHeaderParsesLikeIOSAndroidAndJS() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         let pub = Kit.publicURL(g)
@@ -91,8 +90,7 @@ import Glibc
     // MARK: 3. The browser form: 307 to the login page with the advice XML
 
     @Test func browserRedirectCarriesGotoAndExactAdviceXMLAndBase64urlCompletes() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         let pub = Kit.publicURL(g)
@@ -145,8 +143,7 @@ import Glibc
     // MARK: 4. _txid and _idtoken never reach the backend; the body arrives untouched
 
     @Test func theSessionCookieAndTxIdStayAtTheGateway() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -164,8 +161,7 @@ import Glibc
     }
 
     @Test func retryParametersAreStrippedAndTheBodyIsForwardedByteForByte() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -208,8 +204,7 @@ import Glibc
     // MARK: 5. Another user can neither approve nor use demo's transaction
 
     @Test func anotherUserCanNeitherApproveNorUseTheTransaction() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let demo = try Kit.login(g, user: "demo")
         let other = try Kit.login(g, user: "other")
@@ -245,8 +240,7 @@ import Glibc
     /// A body whose bound fields cannot be read unambiguously is refused, never challenged or
     /// approved: {"amount":1,"amount":1000} is 1 to some parsers and 1000 to others.
     @Test func aBodyThatCannotBeBoundIsA400() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         for body in [#"{"amount":1,"currency":"EUR","payee":"Bob","amount":1000}"#, "amount=1000", #"{"amount":1"#] {
@@ -260,15 +254,12 @@ import Glibc
     }
 
     @Test func aChangedAmountOrPayeeOnTheRetryIsANewChallenge() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
 
-        let first = try Kit.transfer(g, token: token, body: Kit.transferBody)
-        let txid = try Kit.challengeTxid(first)
-        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(g, token: token, codes: &codes)
 
         let changed = Array(#"{"amount":10000,"currency":"EUR","payee":"Bob"}"#.utf8)
         let r1 = try Kit.transfer(g, token: token, body: changed, query: "?_txid=\(txid)")
@@ -298,8 +289,7 @@ import Glibc
     // MARK: 7. An approval expires with its transaction
 
     @Test func anExpiredTransactionIsANewChallenge() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config(transferTtlS: 1))
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -307,9 +297,7 @@ import Glibc
         // The TTL is in whole seconds: start just after a second boundary so that the approval
         // surely lands inside the one second the transaction lives.
         Kit.waitForFreshSecond()
-        let first = try Kit.transfer(g, token: token, body: Kit.transferBody)
-        let txid = try Kit.challengeTxid(first)
-        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(g, token: token, codes: &codes)
 
         Thread.sleep(forTimeInterval: 2.5)
         let late = try Kit.transfer(g, token: token, body: Kit.transferBody, query: "?_txid=\(txid)")
@@ -322,8 +310,7 @@ import Glibc
     // MARK: 8. Fifty concurrent retries: exactly one is allowed
 
     @Test func fiftyConcurrentRetriesAllowExactlyOne() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         // Several workers, so that the retries race on different event loops; a pending limit
         // high enough that the 49 refusals are challenges rather than 429s.
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config([
@@ -331,42 +318,16 @@ import Glibc
         ]))
         let token = try Kit.login(g)
         var codes = Kit.Codes()
-        let first = try Kit.transfer(g, token: token, body: Kit.transferBody)
-        let txid = try Kit.challengeTxid(first)
-        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(g, token: token, codes: &codes)
 
         let n = 50
-        let results = Kit.Collector<Result<HTTPResponse, Error>>()
-        let ready = DispatchGroup()
-        let go = DispatchSemaphore(value: 0)
-        let finished = DispatchGroup()
-        for _ in 0..<n {
-            ready.enter()
-            finished.enter()
-            let t = Thread {
-                defer { finished.leave() }
-                let client: RawHTTPClient
-                do {
-                    client = try RawHTTPClient(port: g.port, timeout: 20)
-                } catch {
-                    ready.leave()
-                    results.append(.failure(error))
-                    return
-                }
-                defer { client.close() }
-                ready.leave()
-                go.wait()
-                results.append(Result {
-                    try client.request("POST", "/transfer?_txid=\(txid)", headers: Kit.apiHeaders(token), body: Kit.transferBody)
-                })
-            }
-            t.start()
+        let port = g.port
+        let burst = Burst.simultaneous(n, within: 60, connect: { _ in try RawHTTPClient(port: port, timeout: 20) }) { _, client in
+            try client.request("POST", "/transfer?_txid=\(txid)", headers: Kit.apiHeaders(token), body: Kit.transferBody)
         }
-        ready.wait()
-        for _ in 0..<n { go.signal() }
-        #expect(finished.wait(timeout: .now() + 60) == .success, "the retries did not finish within 60 s")
+        #expect(burst.finished, "the retries did not finish within 60 s")
 
-        let all = results.items
+        let all = burst.results
         #expect(all.count == n)
         var allowed: [HTTPResponse] = []
         var challenged: [String] = []
@@ -389,9 +350,7 @@ import Glibc
             #expect((try? winner.json())?["sequence"] as? NSNumber == 1)
         }
         // demo-bank executed exactly one transfer: the next allowed one is number 2.
-        let probe = try Kit.transfer(g, token: token, body: Kit.transferBody)
-        let probeTxid = try Kit.challengeTxid(probe)
-        try Kit.approve(g, txid: probeTxid, token: token, code: codes.next(Kit.demoSecret))
+        let probeTxid = try Kit.approvedTransfer(g, token: token, codes: &codes)
         let next = try Kit.transfer(g, token: token, body: Kit.transferBody, query: "?_txid=\(probeTxid)")
         #expect(next.status == 201, "\(next)")
         #expect((try? next.json())?["sequence"] as? NSNumber == 2, "demo-bank executed more than one of the 50: \(next)")
@@ -400,15 +359,12 @@ import Glibc
     // MARK: 9. An approval survives a restart, and is still good once only
 
     @Test func anApprovalSurvivesARestartAndIsUsableOnce() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let bank = try bed.startDemoBank()
         let g1 = try bed.startGateway(upstream: bank.url, config: Kit.config())
         let token = try Kit.login(g1)
         var codes = Kit.Codes()
-        let first = try Kit.transfer(g1, token: token, body: Kit.transferBody)
-        let txid = try Kit.challengeTxid(first)
-        try Kit.approve(g1, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let txid = try Kit.approvedTransfer(g1, token: token, codes: &codes)
 
         g1.process.terminate()
         #expect(g1.process.waitForExit(timeout: 15) == 0, "exit after SIGTERM; stderr:\n\(g1.process.stderrTail())")
@@ -429,8 +385,7 @@ import Glibc
     // MARK: 10. No session, open routes, and no policy
 
     @Test func noSessionOpenRouteAndUnmatchedPath() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let pub = Kit.publicURL(g)
 
@@ -477,8 +432,7 @@ import Glibc
     // MARK: 11. RFC 9470 for bearer clients
 
     @Test func bearerClientsGetTheRFC9470ChallengeWithTxid() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -507,8 +461,7 @@ import Glibc
     // MARK: 12. The gateway as a PDP: AM's policy evaluation
 
     @Test func policiesEvaluateAnswersInAMsShape() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         let pub = Kit.publicURL(g)
@@ -552,8 +505,7 @@ import Glibc
     // MARK: 13. Pending transactions per user are bounded
 
     @Test func theFourthPendingTransactionIsRateLimited() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["security": ["maxPendingTransactions": 3]]))
         let demo = try Kit.login(g, user: "demo")
         let other = try Kit.login(g, user: "other")
@@ -579,8 +531,7 @@ import Glibc
 
     /// The limit counts transactions waiting for approval: approved ones no longer count.
     @Test func approvedTransactionsNoLongerCountAsPending() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["security": ["maxPendingTransactions": 1]]))
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -599,8 +550,7 @@ import Glibc
     // MARK: 14. Retries that must never be allowed, and the X-TxID header form
 
     @Test func unknownUncompletedAndForeignTxIdsAreNeverAllowed() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -642,14 +592,12 @@ import Glibc
 // MARK: - Helpers
 
 /// Logging in, challenging, approving and reading challenges, as the SDKs do.
-enum TransactionKit {
+enum TransactionKit: JourneyClient {
     static let password = "S3cure-Transf3r!"
     static let hash = PasswordHash.hash(password)
     static let demoSecret = "JBSWY3DPEHPK3PXP"
     static let otherSecret = "GEZDGNBVGY3TQOJQ"
-    static let authPath = "/am/json/realms/root/authenticate"
     static let transferBody = Array(#"{"amount":100,"currency":"EUR","payee":"Bob"}"#.utf8)
-    static let jsonHeaders = [("Content-Type", "application/json"), ("Accept-API-Version", "resource=2.0, protocol=1.0")]
 
     /// demo-bank's policies (health, accounts, transfer) plus /echo bound to the whole body.
     static func config(transferTtlS: Int = 180, _ extra: [String: Any] = [:]) -> [String: Any] {
@@ -678,31 +626,6 @@ enum TransactionKit {
 
     /// The gateway's public URL: derived from `listen` (no publicUrl in the config).
     static func publicURL(_ g: GatewayInstance) -> String { "http://127.0.0.1:\(g.port)" }
-
-    static func post(_ g: GatewayInstance, _ target: String, _ body: Any?, headers: [(String, String)] = []) throws -> HTTPResponse {
-        let bytes = try body.map { [UInt8](try JSONSerialization.data(withJSONObject: $0)) } ?? []
-        return try g.fetch("POST", target, headers: jsonHeaders + headers, body: bytes)
-    }
-
-    /// Fills the inputs of a step's callbacks with `values`, in order (output-only callbacks
-    /// such as TextOutputCallback are sent back as they came).
-    static func answer(_ step: [String: Any], _ values: [Any]) -> [String: Any] {
-        var s = step
-        var callbacks = s["callbacks"] as? [[String: Any]] ?? []
-        var i = 0
-        for (n, cb) in callbacks.enumerated() {
-            guard var inputs = cb["input"] as? [[String: Any]], !inputs.isEmpty, i < values.count else { continue }
-            inputs[0]["value"] = values[i]
-            i += 1
-            callbacks[n]["input"] = inputs
-        }
-        s["callbacks"] = callbacks
-        return s
-    }
-
-    static func output(_ callback: [String: Any]?, _ name: String) -> Any? {
-        (callback?["output"] as? [[String: Any]])?.first { $0["name"] as? String == name }?["value"]
-    }
 
     /// Logs in through the Login journey and returns the session token.
     static func login(_ g: GatewayInstance, user: String = "demo") throws -> String {
@@ -757,6 +680,16 @@ enum TransactionKit {
     static func startComposite(_ g: GatewayInstance, txid: String, session: SessionCarrier) throws -> HTTPResponse {
         try post(g, authPath + "?authIndexType=composite_advice&authIndexValue=\(percentEncode(adviceXML(txid)))", nil,
                  headers: [session.pair])
+    }
+
+    /// POST /transfer, challenged, then approved with the next code: the step-up every retry
+    /// test starts from. Returns the approved TxId.
+    /// `approveOn`: the instance that runs the approval (default: `g`).
+    static func approvedTransfer(_ g: GatewayInstance, approveOn h: GatewayInstance? = nil, token: String,
+                                 codes: inout Codes, body: [UInt8] = transferBody) throws -> String {
+        let txid = try challengeTxid(try transfer(g, token: token, body: body))
+        try approve(h ?? g, txid: txid, token: token, code: codes.next(demoSecret))
+        return txid
     }
 
     /// Runs the approval journey with `code`; throws unless it answers 200 with a tokenId.
@@ -974,13 +907,5 @@ enum TransactionKit {
         let now = Date().timeIntervalSince1970
         let frac = now - now.rounded(.down)
         Thread.sleep(forTimeInterval: 1.0 - frac + 0.02)
-    }
-
-    /// Thread-safe append-only list.
-    final class Collector<T>: @unchecked Sendable {
-        private let lock = NSLock()
-        private var storage: [T] = []
-        func append(_ item: T) { lock.lock(); storage.append(item); lock.unlock() }
-        var items: [T] { lock.lock(); defer { lock.unlock() }; return storage }
     }
 }

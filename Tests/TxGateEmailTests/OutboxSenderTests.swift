@@ -1,11 +1,12 @@
 import Foundation
 import Testing
 import TxGateCore
+import TestSupport
 @testable import TxGateEmail
 
 @Suite struct OutboxSenderTests {
     @Test func writesOneParseableEmlFile() async throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let outbox = folder.path("var/outbox")
         let sender = try OutboxSender(folder: outbox, from: "noreply@bank.example")
@@ -64,7 +65,7 @@ import TxGateCore
     }
 
     @Test func nonASCIIIsQuotedPrintableAndDecodesBack() async throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let sender = try OutboxSender(folder: folder.path)
         let subject = "Grüße 🏦"
@@ -88,7 +89,7 @@ import TxGateCore
     }
 
     @Test func eachMessageIsItsOwnFile() async throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let sender = try OutboxSender(folder: folder.path)
         for i in 0..<5 {
@@ -102,7 +103,7 @@ import TxGateCore
     }
 
     @Test func headerInjectionWritesNothing() async throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let sender = try OutboxSender(folder: folder.path)
         for message in [
@@ -118,10 +119,10 @@ import TxGateCore
     }
 
     @Test func aFolderThatCannotBeMadeIsRefusedAtStart() throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let file = folder.path("a-file")
-        FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
+        _ = FileManager.default.createFile(atPath: file, contents: Data("x".utf8))
         #expect(throws: EmailError.self) { try OutboxSender(folder: file) }
         do {
             _ = try OutboxSender(folder: file + "/outbox")

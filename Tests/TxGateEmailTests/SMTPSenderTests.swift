@@ -1,17 +1,24 @@
 import Foundation
 import Testing
 import TxGateCore
+import TestSupport
 @testable import TxGateEmail
 
 /// SMTPSender against a real SMTP server (aiosmtpd) on 127.0.0.1.
 @Suite struct SMTPSenderTests {
     static let link = "https://bank.example/am/XUI/?realm=/&suspendedId=Ab3_xYz-09&goto=%2Fpay"
 
+    /// A sender from noreply@bank.example, without credentials.
+    static func sender(_ url: String, startTLS: Bool = false, caFile: String? = nil, timeoutMs: Int = 5000,
+                       retries: Int = 0, backoffMs: Int = 500) throws -> SMTPSender {
+        try SMTPSender(url: url, username: nil, password: nil, from: "noreply@bank.example", startTLS: startTLS,
+                       caFile: caFile, timeoutMs: timeoutMs, retries: retries, backoffMs: backoffMs)
+    }
+
     @Test func deliversToARealServer() async throws {
         let server = try SMTPServer()
         defer { server.stop() }
-        let sender = try SMTPSender(url: server.url, username: nil, password: nil, from: "noreply@bank.example",
-                                    startTLS: false, timeoutMs: 5000, retries: 0)
+        let sender = try Self.sender(server.url)
         // A line that is just "." would end the SMTP DATA early if it were not escaped.
         let body = "Hello alice,\n\nSign in: \(Self.link)\n.\n.hidden\nThe end.\n"
         let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "Your sign-in link", body: body),
@@ -20,9 +27,7 @@ import TxGateCore
         #expect(delivery.succeeded, "\(String(describing: delivery.error))")
         #expect(delivery.onExecutor)
         #expect(!delivery.onCallingThread)
-        let files = server.waitForMessages(1)
-        try #require(files.count == 1)
-        let mail = try ParsedMail(file: files[0])
+        let mail = try server.theOnlyMessage()
         #expect(mail.to == "alice@example.com")
         #expect(mail.from == "noreply@bank.example")
         #expect(mail.subject == "Your sign-in link")
@@ -38,16 +43,13 @@ import TxGateCore
     @Test func deliversNonASCIISubjectAndBody() async throws {
         let server = try SMTPServer()
         defer { server.stop() }
-        let sender = try SMTPSender(url: server.url, username: nil, password: nil, from: "noreply@bank.example",
-                                    startTLS: false, timeoutMs: 5000, retries: 0)
+        let sender = try Self.sender(server.url)
         let subject = "Votre lien de connexion — Zürich 🏦 " + String(repeating: "é", count: 60)
         let body = "Grüße, Jürgen!\nCliquez: \(Self.link)\n" + String(repeating: "ü", count: 200) + "\ntrailing space \n"
         let delivery = await deliver(EmailMessage(to: "jurgen@example.com", subject: subject, body: body), with: sender)
 
         #expect(delivery.succeeded, "\(String(describing: delivery.error))")
-        let files = server.waitForMessages(1)
-        try #require(files.count == 1)
-        let mail = try ParsedMail(file: files[0])
+        let mail = try server.theOnlyMessage()
         #expect(mail.subject == subject)
         #expect(mail.body == body)
         #expect(mail.transferEncoding == "quoted-printable")
@@ -56,8 +58,7 @@ import TxGateCore
 
     @Test func serverDownFailsClearlyAfterBoundedRetries() async throws {
         let port = try Ports.free()
-        let sender = try SMTPSender(url: "smtp://127.0.0.1:\(port)", username: nil, password: nil,
-                                    from: "noreply@bank.example", startTLS: false, timeoutMs: 1000, retries: 2, backoffMs: 100)
+        let sender = try Self.sender("smtp://127.0.0.1:\(port)", timeoutMs: 1000, retries: 2, backoffMs: 100)
         let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "s", body: "b"), with: sender)
 
         let error = try #require(delivery.error)
@@ -75,8 +76,7 @@ import TxGateCore
 
     @Test func retriesUntilTheServerComesUp() async throws {
         let port = try Ports.free()
-        let sender = try SMTPSender(url: "smtp://127.0.0.1:\(port)", username: nil, password: nil,
-                                    from: "noreply@bank.example", startTLS: false, timeoutMs: 2000, retries: 5, backoffMs: 200)
+        let sender = try Self.sender("smtp://127.0.0.1:\(port)", timeoutMs: 2000, retries: 5, backoffMs: 200)
         let executor = TestExecutor()
         async let delivery = deliver(EmailMessage(to: "alice@example.com", subject: "late", body: "still here"),
                                      with: sender, executor: executor)
@@ -88,16 +88,13 @@ import TxGateCore
 
         #expect(result.succeeded, "\(String(describing: result.error))")
         #expect(result.completedAfter >= 0.2, "delivered without a retry? \(result.completedAfter) s")
-        let files = server.waitForMessages(1)
-        try #require(files.count == 1)
-        #expect(try ParsedMail(file: files[0]).subject == "late")
+        #expect(try server.theOnlyMessage().subject == "late")
     }
 
     @Test func silentServerTimesOut() async throws {
         let (fd, port) = try Ports.silentListener()
         defer { close(fd) }
-        let sender = try SMTPSender(url: "smtp://127.0.0.1:\(port)", username: nil, password: nil,
-                                    from: "noreply@bank.example", startTLS: false, timeoutMs: 300, retries: 1, backoffMs: 50)
+        let sender = try Self.sender("smtp://127.0.0.1:\(port)", timeoutMs: 300, retries: 1, backoffMs: 50)
         let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "s", body: "b"), with: sender)
 
         let error = try #require(delivery.error)
@@ -109,8 +106,7 @@ import TxGateCore
     @Test func serverThatStallsAfterGreetingTimesOut() async throws {
         let server = try StallingSMTPServer()
         defer { server.stop() }
-        let sender = try SMTPSender(url: "smtp://127.0.0.1:\(server.port)", username: nil, password: nil,
-                                    from: "noreply@bank.example", startTLS: false, timeoutMs: 400, retries: 1, backoffMs: 50)
+        let sender = try Self.sender("smtp://127.0.0.1:\(server.port)", timeoutMs: 400, retries: 1, backoffMs: 50)
         let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "s", body: "b"), with: sender, timeout: 10)
 
         let error = try #require(delivery.error)
@@ -120,33 +116,23 @@ import TxGateCore
     }
 
     @Test func startTLSWithTheServersCA() async throws {
-        let certs = try TemporaryFolder()
-        defer { certs.remove() }
-        let certificate = try TestCertificate(in: certs)
-        let server = try SMTPServer(tls: (certificate.cert, certificate.key))
+        let server = try SMTPServer(selfSignedTLS: true)
         defer { server.stop() }
-        let sender = try SMTPSender(url: server.url, username: nil, password: nil, from: "noreply@bank.example",
-                                    startTLS: true, caFile: certificate.cert, timeoutMs: 5000, retries: 0)
+        let sender = try Self.sender(server.url, startTLS: true, caFile: server.certificate?.cert)
         let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "over TLS", body: "secret link\n"),
                                      with: sender)
 
         #expect(delivery.succeeded, "\(String(describing: delivery.error))")
-        let files = server.waitForMessages(1)
-        try #require(files.count == 1)
-        let mail = try ParsedMail(file: files[0])
+        let mail = try server.theOnlyMessage()
         #expect(mail.subject == "over TLS")
         #expect(mail.body == "secret link\n")
     }
 
     @Test func startTLSRefusesAnUntrustedCertificateWithoutRetrying() async throws {
-        let certs = try TemporaryFolder()
-        defer { certs.remove() }
-        let certificate = try TestCertificate(in: certs)
-        let server = try SMTPServer(tls: (certificate.cert, certificate.key))
+        let server = try SMTPServer(selfSignedTLS: true)
         defer { server.stop() }
         // No caFile: the self-signed certificate is not trusted, and nothing may be sent.
-        let sender = try SMTPSender(url: server.url, username: nil, password: nil, from: "noreply@bank.example",
-                                    startTLS: true, timeoutMs: 5000, retries: 2, backoffMs: 2000)
+        let sender = try Self.sender(server.url, startTLS: true, retries: 2, backoffMs: 2000)
         let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "s", body: "b"), with: sender)
 
         let error = try #require(delivery.error)
@@ -157,14 +143,10 @@ import TxGateCore
     }
 
     @Test func permanentRefusalIsNotRetried() async throws {
-        let certs = try TemporaryFolder()
-        defer { certs.remove() }
-        let certificate = try TestCertificate(in: certs)
         // This server requires STARTTLS; a sender without it is refused with "530 ...".
-        let server = try SMTPServer(tls: (certificate.cert, certificate.key))
+        let server = try SMTPServer(selfSignedTLS: true)
         defer { server.stop() }
-        let sender = try SMTPSender(url: server.url, username: nil, password: nil, from: "noreply@bank.example",
-                                    startTLS: false, timeoutMs: 5000, retries: 2, backoffMs: 2000)
+        let sender = try Self.sender(server.url, retries: 2, backoffMs: 2000)
         let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "s", body: "b"), with: sender)
 
         let error = try #require(delivery.error)
@@ -178,8 +160,7 @@ import TxGateCore
     @Test func headerInjectionIsRefusedAndNothingIsSent() async throws {
         let server = try SMTPServer()
         defer { server.stop() }
-        let sender = try SMTPSender(url: server.url, username: nil, password: nil, from: "noreply@bank.example",
-                                    startTLS: false, timeoutMs: 5000, retries: 0)
+        let sender = try Self.sender(server.url)
         let refused = [
             EmailMessage(to: "alice@example.com", subject: "Hi\r\nBcc: mallory@evil.example", body: "b"),
             EmailMessage(to: "alice@example.com", subject: "Hi\nBcc: mallory@evil.example", body: "b"),
@@ -203,9 +184,7 @@ import TxGateCore
         // The server is up and would have taken them: a good message after them is the only one.
         let good = await deliver(EmailMessage(to: "alice@example.com", subject: "only this", body: "b"), with: sender)
         #expect(good.succeeded, "\(String(describing: good.error))")
-        let files = server.waitForMessages(1)
-        try #require(files.count == 1)
-        #expect(try ParsedMail(file: files[0]).subject == "only this")
+        #expect(try server.theOnlyMessage().subject == "only this")
     }
 
     @Test func badConfigurationIsRefusedAtStart() throws {
@@ -224,5 +203,15 @@ import TxGateCore
     @Test func serverNameInErrorsLeavesOutCredentials() {
         #expect(SMTPSender.server(of: "smtps://user:secret@mail.example:465/helo.example") == "smtps://mail.example:465")
         #expect(SMTPSender.server(of: "smtp://127.0.0.1:2525") == "smtp://127.0.0.1:2525")
+    }
+}
+
+extension SMTPServer {
+    /// The one message the server received, as Python's email package reads it; fails the
+    /// test unless exactly one arrived.
+    func theOnlyMessage(sourceLocation: SourceLocation = #_sourceLocation) throws -> ParsedMail {
+        let files = waitForMessages(1)
+        try #require(files.count == 1, sourceLocation: sourceLocation)
+        return try ParsedMail(file: files[0])
     }
 }

@@ -4,17 +4,15 @@ import Logging
 import Testing
 import TxGateCore
 import TxGateRedis
+import TestSupport
 
 /// The Store protocol on a real redis-server: the same semantics as the SQLite store, each
 /// operation atomic across connections (which stand in for workers and gateway instances).
 @Suite(.serialized) struct RedisStoreTests {
     @Test func operationsKeepTheStoreContract() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let loops = RunningLoops(1)
-        let store = makeStore(redis.url, on: loops.loops)
-        defer { loops.stop(detaching: [store]) }
-        let loop = loops.loops[0]
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
 
         try await call(on: loop) { store.ping(on: $0, $1) }.get()
         // Binary values, with NULs and bytes that are not UTF-8.
@@ -33,8 +31,8 @@ import TxGateRedis
         #expect(try await call(on: loop) { store.get("k", on: $0, $1) }.get() == bytes("v2"))
         #expect(try await call(on: loop) { store.compareAndSwap("k", expected: bytes("v2"), new: blob, ttlMs: nil, on: $0, $1) }.get() == true)
         #expect(try await call(on: loop) { store.get("k", on: $0, $1) }.get() == blob)
-        let ttl = try redis.rawCommand("PTTL t:k\r\n")
-        #expect(ttl.hasPrefix(":") && (Int(ttl.dropFirst().prefix { $0.isNumber }) ?? 0) > 50_000, "KEEPTTL kept the expiry: \(ttl)")
+        let ttl = try redis.pttl("t:k")
+        #expect(ttl > 50_000, "KEEPTTL kept the expiry: \(ttl)")
         #expect(try await call(on: loop) { store.compareAndSwap("absent", expected: [], new: [1], ttlMs: 1000, on: $0, $1) }.get() == false)
         #expect(try await call(on: loop) { store.compareAndSwap("k", expected: blob, new: nil, ttlMs: nil, on: $0, $1) }.get() == true)
         #expect(try await call(on: loop) { store.get("k", on: $0, $1) }.get() == nil)
@@ -49,7 +47,7 @@ import TxGateRedis
         #expect(try await call(on: loop) { store.get("n", on: $0, $1) }.get() == bytes("2"))
         #expect(try await call(on: loop) { store.decrement("n", on: $0, $1) }.get() == true)
         #expect(try await call(on: loop) { store.get("n", on: $0, $1) }.get() == bytes("1"))
-        #expect(try Self.pttl(redis, "t:n") > 50_000, "the expiry is kept")
+        #expect(try redis.pttl("t:n") > 50_000, "the expiry is kept")
         #expect(try await call(on: loop) { store.decrement("n", on: $0, $1) }.get() == true)
         #expect(try await call(on: loop) { store.decrement("n", on: $0, $1) }.get() == false, "never below 0")
         #expect(try await call(on: loop) { store.decrement("absent", on: $0, $1) }.get() == false)
@@ -81,21 +79,18 @@ import TxGateRedis
         #expect(try await call(on: loop) { store.takeIf("notjson", fields: ["state": "x"], on: $0, $1) }.get() == .kept(blob))
 
         // Every key carries the prefix; another prefix is another namespace.
-        #expect(try redis.rawCommand("EXISTS t:once\r\n") == ":0\r\n")
+        #expect(try redis.command(["EXISTS", "t:once"]) == .integer(0))
         try await call(on: loop) { store.put("shared", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
-        #expect(try redis.rawCommand("EXISTS t:shared\r\n") == ":1\r\n")
-        let other = makeStore(redis.url, prefix: "other:", on: [loop])
+        #expect(try redis.command(["EXISTS", "t:shared"]) == .integer(1))
+        let other = makeStore(redis.storeURL, prefix: "other:", on: [loop])
         defer { loop.execute { other.detach(from: loop) } }
         #expect(try await call(on: loop) { other.get("shared", on: $0, $1) }.get() == nil)
     }
 
     @Test func keysExpireOnTheServer() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let loops = RunningLoops(1)
-        let store = makeStore(redis.url, on: loops.loops)
-        defer { loops.stop(detaching: [store]) }
-        let loop = loops.loops[0]
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
 
         // Only expiries that can come early on a slow machine are timed; the rest read the TTL.
         try await call(on: loop) { store.put("short", value: [1], ttlMs: 100, on: $0, $1) }.get()
@@ -103,10 +98,10 @@ import TxGateRedis
         // The counter's window does not slide: a later increment with a longer ttl keeps the first expiry.
         #expect(try await call(on: loop) { store.increment("window", ttlMs: 60_000, on: $0, $1) }.get() == 1)
         #expect(try await call(on: loop) { store.increment("window", ttlMs: 600_000, on: $0, $1) }.get() == 2)
-        #expect(try Self.pttl(redis, "t:window") <= 60_000)
+        #expect(try redis.pttl("t:window") <= 60_000)
         try await call(on: loop) { store.put("long", value: [1], ttlMs: 30_000, on: $0, $1) }.get()
         #expect(try await call(on: loop) { store.touch("long", ttlMs: 600_000, on: $0, $1) }.get())
-        #expect(try Self.pttl(redis, "t:long") > 60_000)
+        #expect(try redis.pttl("t:long") > 60_000)
         try await Task.sleep(nanoseconds: 300_000_000)
         #expect(try await call(on: loop) { store.get("short", on: $0, $1) }.get() == nil)
         #expect(try await call(on: loop) { store.get("created", on: $0, $1) }.get() == nil)
@@ -117,22 +112,13 @@ import TxGateRedis
         #expect(try await call(on: loop) { store.get("long", on: $0, $1) }.get() == nil)
     }
 
-    /// The remaining time to live of `key`, in ms, read straight from the server.
-    static func pttl(_ redis: RedisServer, _ key: String) throws -> Int {
-        let reply = try redis.rawCommand("PTTL \(key)\r\n")
-        guard reply.hasPrefix(":"), let ms = Int(reply.dropFirst().prefix { $0.isNumber || $0 == "-" }) else {
-            throw TestFailure("PTTL \(key): \(reply)")
-        }
-        return ms
-    }
-
     /// Four connections on two stores stand in for workers of two gateway instances.
     @Test func ofConcurrentCallersAcrossConnectionsExactlyOneWins() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
+        let redis = try RedisServer.start()
+        defer { redis.kill() }
         let loops = RunningLoops(4)
-        let a = makeStore(redis.url, on: Array(loops.loops[0..<2]))
-        let b = makeStore(redis.url, on: Array(loops.loops[2..<4]))
+        let a = makeStore(redis.storeURL, on: Array(loops.loops[0..<2]))
+        let b = makeStore(redis.storeURL, on: Array(loops.loops[2..<4]))
         defer { loops.stop(detaching: [a, b]) }
         func store(_ loop: EventLoop) -> RedisStore { loops.loops.firstIndex { $0 === loop }! < 2 ? a : b }
 
@@ -165,15 +151,12 @@ import TxGateRedis
     }
 
     @Test func aStoppedRedisFailsFastAndIsReconnected() async throws {
-        let redis = try RedisServer()
-        defer { redis.stop() }
-        let loops = RunningLoops(1)
-        let store = makeStore(redis.url, on: loops.loops)
-        defer { loops.stop(detaching: [store]) }
-        let loop = loops.loops[0]
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
         try await call(on: loop) { store.put("k", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
 
-        redis.stop()
+        redis.kill()
         // The first call may be the one that finds the connection closed; after that, calls
         // fail at once, without waiting for a timeout.
         _ = await call(on: loop) { store.get("k", on: $0, $1) }
@@ -197,12 +180,9 @@ import TxGateRedis
     }
 
     @Test func aRedisThatStopsAnsweringFailsWithinTheTimeout() async throws {
-        let redis = try RedisServer()
-        defer { redis.resume(); redis.stop() }
-        let loops = RunningLoops(1)
-        let store = makeStore(redis.url, timeoutMs: 1000, on: loops.loops)
-        defer { loops.stop(detaching: [store]) }
-        let loop = loops.loops[0]
+        let fixture = try RedisFixture(timeoutMs: 1000)
+        defer { fixture.redis.resume(); fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
         try await call(on: loop) { store.ping(on: $0, $1) }.get()
 
         redis.pause()
@@ -229,19 +209,19 @@ import TxGateRedis
 
     /// waitReplicas: a one-shot step counts only once a replica has it; without one, it fails closed.
     @Test func oneShotStepsWaitForReplicas() async throws {
-        let primary = try RedisServer(arguments: ["--repl-diskless-sync-delay", "0"])
-        defer { primary.stop() }
-        let replica = try RedisServer(arguments: ["--replicaof", "127.0.0.1", String(primary.port)])
-        defer { replica.stop() }
+        let primary = try RedisServer.start(arguments: ["--repl-diskless-sync-delay", "0"])
+        defer { primary.kill() }
+        let replica = try RedisServer.start(arguments: ["--replicaof", "127.0.0.1", String(primary.port)])
+        defer { replica.kill() }
         let deadline = Date().addingTimeInterval(10)
-        while try !primary.rawCommand("INFO replication\r\n").contains("state=online"), Date() < deadline {
+        while try !primary.command(["INFO", "replication"]).description.contains("state=online"), Date() < deadline {
             try await Task.sleep(nanoseconds: 50_000_000)
         }
         let loops = RunningLoops(1)
         let loop = loops.loops[0]
         var logger = Logger(label: "test")
         logger.logLevel = .critical
-        let store = RedisStore(url: primary.url, keyPrefix: "t:", timeoutMs: 4000, waitReplicas: 1, waitTimeoutMs: 1500, logger: logger)
+        let store = RedisStore(url: primary.storeURL, keyPrefix: "t:", timeoutMs: 4000, waitReplicas: 1, waitTimeoutMs: 1500, logger: logger)
         store.attach(to: loop)
         defer { loops.stop(detaching: [store]) }
 
@@ -249,7 +229,7 @@ import TxGateRedis
         #expect(try await call(on: loop) { store.take("link", on: $0, $1) }.get() == [1])
         #expect(try await call(on: loop) { store.create("code", value: [1], ttlMs: 60_000, on: $0, $1) }.get())
 
-        replica.stop()
+        replica.kill()
         try await Task.sleep(nanoseconds: 200_000_000)
         try await call(on: loop) { store.put("link", value: [2], ttlMs: 60_000, on: $0, $1) }.get()
         let started = Date()
@@ -265,7 +245,7 @@ import TxGateRedis
 
     @Test func nothingListeningIsUnavailableNotAHang() async throws {
         let loops = RunningLoops(1)
-        let url = RedisURL(host: "127.0.0.1", port: try freePort())
+        let url = RedisURL(host: "127.0.0.1", port: try Ports.free())
         let store = makeStore(url, on: loops.loops)
         defer { loops.stop(detaching: [store]) }
         let started = Date()
@@ -275,18 +255,18 @@ import TxGateRedis
     }
 
     @Test func passwordAndDatabaseFromTheURL() async throws {
-        let redis = try RedisServer(arguments: ["--requirepass", "s3cret"])
-        defer { redis.stop() }
+        let redis = try RedisServer.start(arguments: ["--requirepass", "s3cret"])
+        defer { redis.kill() }
         let loops = RunningLoops(1)
         let loop = loops.loops[0]
-        var url = redis.url
+        var url = redis.storeURL
         url.password = "s3cret"
         url.database = 3
         let store = makeStore(url, on: [loop])
         try await call(on: loop) { store.put("k", value: bytes("in db 3"), ttlMs: 60_000, on: $0, $1) }.get()
-        #expect(try redis.rawCommand("AUTH s3cret\r\nSELECT 3\r\nEXISTS t:k\r\n").hasSuffix(":1\r\n"))
+        #expect(try redis.commands([["AUTH", "s3cret"], ["SELECT", "3"], ["EXISTS", "t:k"]]).last == .integer(1))
 
-        var wrong = redis.url
+        var wrong = redis.storeURL
         wrong.password = "guess"
         let refused = makeStore(wrong, on: [loop])
         defer { loops.stop(detaching: [store, refused]) }

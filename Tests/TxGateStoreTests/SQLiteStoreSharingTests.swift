@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TxGateCore
+import TestSupport
 @testable import TxGateStore
 
 /// Concurrency, durability and the file itself.
@@ -70,7 +71,7 @@ import TxGateCore
     /// Two stores on one file stand in for two gateway processes: the transactions, not the
     /// store's queue, must keep take and increment exact.
     @Test func twoStoresOnOneFileStayAtomic() async throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         // Real threads, but a still clock: no value can expire however slow the machine is.
         let clock = TestClock()
@@ -95,7 +96,7 @@ import TxGateCore
     }
 
     @Test func valuesSurviveCloseAndReopen() async throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let path = folder.path("state/store.db")
         let clock = TestClock()
@@ -121,7 +122,7 @@ import TxGateCore
     }
 
     @Test func missingFoldersAreCreated() async throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let path = folder.path("a/b/c/store.db")
         let store = try SQLiteStore(path: path)
@@ -131,7 +132,7 @@ import TxGateCore
     }
 
     @Test func aPathUnderAFileIsRefusedByName() throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let file = folder.path("plain")
         try Data("not a folder".utf8).write(to: URL(fileURLWithPath: file))
@@ -146,7 +147,7 @@ import TxGateCore
     }
 
     @Test func aFileThatIsNotADatabaseIsRefusedByName() throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let path = folder.path("garbage.db")
         try Data(repeating: 0x5A, count: 4096).write(to: URL(fileURLWithPath: path))
@@ -158,7 +159,7 @@ import TxGateCore
     }
 
     @Test func aFolderIsNotADatabaseFile() throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         #expect {
             _ = try SQLiteStore(path: folder.url.path)

@@ -1,12 +1,13 @@
 import Foundation
 import Testing
 import TxGateCore
+import TestSupport
 @testable import TxGateStore
 
 /// A store on a real SQLite file in a fresh temp folder, closed and removed afterwards.
 /// Its time is `clock`, which moves only when the test advances it.
-func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryFolder) async throws -> Void) async throws {
-    let folder = try TemporaryFolder()
+func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryDirectory) async throws -> Void) async throws {
+    let folder = try TemporaryDirectory()
     defer { folder.remove() }
     let store = try SQLiteStore(path: folder.path("store.db"), clock: clock.read)
     defer { store.close() }
@@ -271,7 +272,7 @@ func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryFo
     /// short-lived value is still there would be a race with the clock, so the long-lived one
     /// stands for "present".
     @Test func theWallClockExpiresValues() async throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let store = try SQLiteStore(path: folder.path("store.db"))
         defer { store.close() }
@@ -285,7 +286,7 @@ func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryFo
     }
 
     @Test func pingAnswersUntilClosed() async throws {
-        let folder = try TemporaryFolder()
+        let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let path = folder.path("store.db")
         let store = try SQLiteStore(path: path)

@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// Finds the executables built by `swift build`.
 enum BinaryLocator {

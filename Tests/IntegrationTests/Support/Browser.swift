@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// A real browser for the tests: Debian's headless Chromium, driven step by step by
 /// `Tests/IntegrationTests/browser/drive.py` (selenium + /usr/bin/chromedriver). Each

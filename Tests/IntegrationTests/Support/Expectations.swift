@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// Asserts that a response is the gateway's JSON error:
 /// `{"code":N,"reason":"...","message":"..."}` with `Content-Type: application/json`.
@@ -15,6 +16,17 @@ func expectGatewayError(_ r: HTTPResponse, _ code: Int, sourceLocation: SourceLo
     #expect((obj["code"] as? NSNumber)?.intValue == code, "error body code: \(obj)", sourceLocation: sourceLocation)
     #expect(!((obj["reason"] as? String) ?? "").isEmpty, "error body has no reason: \(obj)", sourceLocation: sourceLocation)
     #expect(!((obj["message"] as? String) ?? "").isEmpty, "error body has no message: \(obj)", sourceLocation: sourceLocation)
+}
+
+/// Runs `request` and asserts that its answer is the gateway's JSON error `code`, given in
+/// less than `seconds`; returns the response and the seconds it took.
+@discardableResult
+func expectGatewayError(_ code: Int, within seconds: Double, sourceLocation: SourceLocation = #_sourceLocation,
+                        _ request: () throws -> HTTPResponse) throws -> (HTTPResponse, Double) {
+    let (r, elapsed) = try Timing.measure(request)
+    expectGatewayError(r, code, sourceLocation: sourceLocation)
+    #expect(elapsed < seconds, "\(code) took \(elapsed) s", sourceLocation: sourceLocation)
+    return (r, elapsed)
 }
 
 /// Random bytes (not compressible, not text).

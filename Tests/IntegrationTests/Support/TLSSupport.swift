@@ -1,4 +1,5 @@
 import Foundation
+import TestSupport
 
 /// Self-signed certificates from the openssl CLI, and HTTPS requests through curl.
 extension Testbed {

@@ -1,17 +1,21 @@
 import Foundation
+import Testing
 #if canImport(Glibc)
 import Glibc
 #endif
+import TestSupport
 
 /// A running demo-bank.
-struct DemoBankInstance {
+struct DemoBankInstance: Sendable {
     let process: SpawnedProcess
     let port: Int
     var url: String { "http://127.0.0.1:\(port)" }
 }
 
 /// A running `txgate serve`.
-struct GatewayInstance {
+struct GatewayInstance: @unchecked Sendable {
+    // @unchecked: every property is a `let`; `config` is the JSON tree the gateway was started
+    // with, never mutated after.
     let process: SpawnedProcess
     let port: Int
     let configURL: URL
@@ -46,12 +50,14 @@ struct GatewayInstance {
 /// all killed (and the directory removed) by `cleanup()` — call it in a `defer` right after
 /// creating the testbed; `deinit` does it too.
 final class Testbed: @unchecked Sendable {
+    // @unchecked: `processes` and `cleanups` are only touched under `lock`; `dir` is immutable.
     let dir: TemporaryDirectory
     private let lock = NSLock()
     private var processes: [SpawnedProcess] = []
+    private var cleanups: [@Sendable () -> Void] = []
 
     init() throws {
-        dir = try TemporaryDirectory()
+        dir = try TemporaryDirectory(prefix: "txgate-it")
     }
 
     deinit { cleanup() }
@@ -60,9 +66,17 @@ final class Testbed: @unchecked Sendable {
         lock.lock()
         let all = processes
         processes.removeAll()
+        let others = cleanups
+        cleanups.removeAll()
         lock.unlock()
         for p in all { p.kill() }
+        for c in others { c() }
         dir.remove()
+    }
+
+    /// Runs `body` in `cleanup()` (for helpers that own what they start, such as SMTPServer).
+    func onCleanup(_ body: @escaping @Sendable () -> Void) {
+        lock.withLock { cleanups.append(body) }
     }
 
     /// Starts a process that `cleanup()` will kill.
@@ -183,4 +197,37 @@ func deepMerge(_ a: [String: Any], _ b: [String: Any]) -> [String: Any] {
         }
     }
     return out
+}
+
+extension Testbed {
+    /// The testbed of the running test, set by the `.testbed` trait.
+    @TaskLocal static var scoped: Testbed?
+
+    /// The running test's testbed; its processes are killed and its folder removed when the
+    /// test ends, pass or fail.
+    static var current: Testbed {
+        get throws {
+            guard let bed = scoped else { throw HarnessError("no testbed: add the .testbed trait to the suite") }
+            return bed
+        }
+    }
+}
+
+/// `@Suite(.testbed)`: each test of the suite runs with a fresh `Testbed.current`, cleaned up
+/// when it ends.
+struct TestbedTrait: SuiteTrait, TestTrait, TestScoping {
+    var isRecursive: Bool { true }
+
+    func provideScope(for test: Test, testCase: Test.Case?,
+                      performing function: @Sendable () async throws -> Void) async throws {
+        guard !test.isSuite else { return try await function() }
+        let bed = try Testbed()
+        defer { bed.cleanup() }
+        try await Testbed.$scoped.withValue(bed) { try await function() }
+    }
+}
+
+extension Trait where Self == TestbedTrait {
+    /// A fresh `Testbed.current` for each test.
+    static var testbed: Self { TestbedTrait() }
 }

@@ -6,17 +6,17 @@ import Glibc
 /// A blocking HTTP/1.1 client on a plain POSIX socket. It sends exactly the bytes it is told
 /// to (so tests can send what a well-behaved library never would), keeps the connection for
 /// several requests, and never hangs: every receive is bounded by SO_RCVTIMEO.
-final class RawHTTPClient {
-    let host: String
-    let port: Int
-    let timeout: Double
+public final class RawHTTPClient {
+    public let host: String
+    public let port: Int
+    public let timeout: Double
     private var fd: Int32
     private var buffer: [UInt8] = []
     private var readOffset = 0
     /// True once a read returned end-of-stream.
     private(set) var peerClosed = false
 
-    init(port: Int, host: String = "127.0.0.1", timeout: Double = 10) throws {
+    public init(port: Int, host: String = "127.0.0.1", timeout: Double = 10) throws {
         self.host = host
         self.port = port
         self.timeout = timeout
@@ -47,7 +47,7 @@ final class RawHTTPClient {
 
     deinit { close() }
 
-    func close() {
+    public func close() {
         if fd >= 0 {
             Glibc.close(fd)
             fd = -1
@@ -57,7 +57,7 @@ final class RawHTTPClient {
     // MARK: Sending
 
     /// Writes every byte, or throws (reset, timeout).
-    func send(_ bytes: [UInt8]) throws {
+    public func send(_ bytes: [UInt8]) throws {
         guard fd >= 0 else { throw SocketFailure.system("send on a closed client") }
         var sent = 0
         while sent < bytes.count {
@@ -79,13 +79,13 @@ final class RawHTTPClient {
         }
     }
 
-    func send(_ text: String) throws {
+    public func send(_ text: String) throws {
         try send(Array(text.utf8))
     }
 
     /// Sends a request head (and body). Adds `Host` unless given, and `Content-Length` when
     /// there is a body and neither Content-Length nor Transfer-Encoding was given.
-    func sendRequest(_ method: String, _ target: String, headers: [(String, String)] = [],
+    public func sendRequest(_ method: String, _ target: String, headers: [(String, String)] = [],
                      body: [UInt8]? = nil) throws {
         var head = "\(method) \(target) HTTP/1.1\r\n"
         let names = Set(headers.map { $0.0.lowercased() })
@@ -99,14 +99,14 @@ final class RawHTTPClient {
     }
 
     /// Sends a request and reads its response.
-    func request(_ method: String, _ target: String, headers: [(String, String)] = [],
+    public func request(_ method: String, _ target: String, headers: [(String, String)] = [],
                  body: [UInt8]? = nil) throws -> HTTPResponse {
         try sendRequest(method, target, headers: headers, body: body)
         return try readResponse(method: method)
     }
 
     /// Opens a connection, sends one request, reads the response and closes.
-    static func fetch(port: Int, _ method: String = "GET", _ target: String, headers: [(String, String)] = [],
+    public static func fetch(port: Int, _ method: String = "GET", _ target: String, headers: [(String, String)] = [],
                       body: [UInt8]? = nil, timeout: Double = 10) throws -> HTTPResponse {
         let c = try RawHTTPClient(port: port, timeout: timeout)
         defer { c.close() }
@@ -117,7 +117,7 @@ final class RawHTTPClient {
 
     /// Reads one response (skipping 1xx interim responses other than 101). `method` matters
     /// for framing: a HEAD response has no body.
-    func readResponse(method: String = "GET") throws -> HTTPResponse {
+    public func readResponse(method: String = "GET") throws -> HTTPResponse {
         while true {
             let statusLine = try readLine()
             let parts = statusLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
@@ -213,7 +213,7 @@ final class RawHTTPClient {
     }
 
     /// One CRLF-terminated line, without the CRLF (also for line-based protocols such as RESP).
-    func readLine() throws -> String {
+    public func readLine() throws -> String {
         // Bytes after readOffset already searched for CRLF (the buffer may be compacted by
         // fill(), so this is kept relative to readOffset).
         var searched = 0
@@ -234,7 +234,7 @@ final class RawHTTPClient {
         }
     }
 
-    func readExactly(_ n: Int) throws -> [UInt8] {
+    public func readExactly(_ n: Int) throws -> [UInt8] {
         while available < n {
             guard try fill() else {
                 throw SocketFailure.closedEarly("body truncated: got \(available) of \(n) bytes")
@@ -255,7 +255,7 @@ final class RawHTTPClient {
     /// Whether the server has closed the connection: waits up to `within` seconds for the
     /// socket to become readable and then checks for end-of-stream (a reset counts as closed).
     /// Bytes that arrive instead are kept for the next read.
-    func serverClosed(within: Double = 1) -> Bool {
+    public func serverClosed(within: Double = 1) -> Bool {
         if peerClosed { return true }
         guard fd >= 0 else { return true }
         if available > 0 { return false }

@@ -6,15 +6,17 @@ import Glibc
 /// A child process whose stdout and stderr go to files (so tests can read the logs), and
 /// which is never leaked: it is killed with SIGKILL and reaped by `kill()`, which `deinit` and
 /// `Testbed.cleanup()` both call.
-final class SpawnedProcess: @unchecked Sendable {
-    let name: String
-    let executable: URL
-    let arguments: [String]
-    let stdoutURL: URL
-    let stderrURL: URL
+public final class SpawnedProcess: @unchecked Sendable {
+    // @unchecked: every stored property is immutable; Foundation's Process is thread-safe for
+    // the calls made here (isRunning, terminationStatus, processIdentifier).
+    public let name: String
+    public let executable: URL
+    public let arguments: [String]
+    public let stdoutURL: URL
+    public let stderrURL: URL
     private let process = Process()
 
-    init(_ executable: URL, _ arguments: [String], name: String? = nil, directory: URL,
+    public init(_ executable: URL, _ arguments: [String], name: String? = nil, directory: URL,
          environment: [String: String]? = nil) throws {
         self.executable = executable
         self.arguments = arguments
@@ -62,22 +64,22 @@ final class SpawnedProcess: @unchecked Sendable {
         return try body()
     }
 
-    var pid: Int32 { process.processIdentifier }
-    var isRunning: Bool { process.isRunning }
+    public var pid: Int32 { process.processIdentifier }
+    public var isRunning: Bool { process.isRunning }
 
     /// Everything the process wrote to stdout so far.
-    var stdout: String { (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "" }
+    public var stdout: String { (try? String(contentsOf: stdoutURL, encoding: .utf8)) ?? "" }
     /// Everything the process wrote to stderr so far.
-    var stderr: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
+    public var stderr: String { (try? String(contentsOf: stderrURL, encoding: .utf8)) ?? "" }
 
     /// The last lines of stderr, for failure messages.
-    func stderrTail(_ lines: Int = 20) -> String {
+    public func stderrTail(_ lines: Int = 20) -> String {
         stderr.split(separator: "\n", omittingEmptySubsequences: false).suffix(lines).joined(separator: "\n")
     }
 
     /// Polls connect() on 127.0.0.1:port until it is accepted. Fails early, with the process's
     /// stderr, if the process exits first.
-    func waitForPort(_ port: Int, timeout: Double = 15) throws {
+    public func waitForPort(_ port: Int, timeout: Double = 15) throws {
         let deadline = Timing.now() + timeout
         while true {
             if Ports.probe(port) == .accepted { return }
@@ -94,23 +96,23 @@ final class SpawnedProcess: @unchecked Sendable {
         }
     }
 
-    func signal(_ sig: Int32) {
+    public func signal(_ sig: Int32) {
         if isRunning { _ = Glibc.kill(pid, sig) }
     }
 
     /// Sends SIGTERM.
-    func terminate() { signal(SIGTERM) }
+    public func terminate() { signal(SIGTERM) }
 
     /// Waits for the process to exit; returns its exit status, or 128+N when killed by signal
     /// N, or nil if it is still running after `timeout` seconds.
     @discardableResult
-    func waitForExit(timeout: Double) -> Int32? {
+    public func waitForExit(timeout: Double) -> Int32? {
         guard Timing.poll(timeout: timeout, interval: 0.01, { !process.isRunning }) else { return nil }
         return exitStatus
     }
 
     /// The exit status once the process has exited (128+N for a signal), else nil.
-    var exitStatus: Int32? {
+    public var exitStatus: Int32? {
         guard !process.isRunning else { return nil }
         switch process.terminationReason {
         case .exit: return process.terminationStatus
@@ -120,7 +122,7 @@ final class SpawnedProcess: @unchecked Sendable {
     }
 
     /// SIGKILL and reap. Safe to call more than once.
-    func kill() {
+    public func kill() {
         guard process.isRunning else { return }
         _ = Glibc.kill(pid, SIGKILL)
         _ = waitForExit(timeout: 10)
@@ -130,17 +132,17 @@ final class SpawnedProcess: @unchecked Sendable {
 }
 
 /// The outcome of a command run to completion.
-struct CommandResult: CustomStringConvertible {
-    let status: Int32
-    let stdout: String
-    let stderr: String
+public struct CommandResult: CustomStringConvertible {
+    public let status: Int32
+    public let stdout: String
+    public let stderr: String
 
-    var description: String { "exit \(status)\n--- stdout:\n\(stdout)\n--- stderr:\n\(stderr)" }
+    public var description: String { "exit \(status)\n--- stdout:\n\(stdout)\n--- stderr:\n\(stderr)" }
 }
 
 extension SpawnedProcess {
     /// Runs a command to completion (killing it after `timeout` seconds).
-    static func run(_ executable: URL, _ arguments: [String], directory: URL, timeout: Double = 30) throws -> CommandResult {
+    public static func run(_ executable: URL, _ arguments: [String], directory: URL, timeout: Double = 30) throws -> CommandResult {
         let p = try SpawnedProcess(executable, arguments, directory: directory)
         defer { p.kill() }
         guard let status = p.waitForExit(timeout: timeout) else {

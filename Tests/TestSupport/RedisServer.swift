@@ -9,38 +9,61 @@ import Glibc
 /// The port is chosen once and kept: `kill()` then `start()` brings a new, empty Redis up on the
 /// same address, which is what a gateway sees when its Redis crashes and is restarted. The
 /// process is always killed: by `kill()` (call it in a `defer`) or by `deinit`.
-final class RedisServer: @unchecked Sendable {
-    static let binary = URL(fileURLWithPath: "/usr/bin/redis-server")
+public final class RedisServer: @unchecked Sendable {
+    // @unchecked: the processes are only touched under `lock`; `ownFolder` is set once, before
+    // the server is handed out.
+    public static let binary = URL(fileURLWithPath: "/usr/bin/redis-server")
 
-    static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
+    public static var isInstalled: Bool { FileManager.default.isExecutableFile(atPath: binary.path) }
 
-    let port: Int
+    public let port: Int
     /// Where redis-server runs (`--dir`) and writes its logs.
-    let directory: URL
+    public let directory: URL
     private let lock = NSLock()
+    /// Added to redis-server's command line (`--requirepass`, `--replicaof`, ...).
+    private let extraArguments: [String]
+    /// Set when the server made its own folder (`start(arguments:)`), removed with it.
+    private var ownFolder: TemporaryDirectory?
     private var current: SpawnedProcess?
     private var everStarted: [SpawnedProcess] = []
 
     /// `redis://127.0.0.1:<port>/0`, for `store.url`.
-    var url: String { "redis://127.0.0.1:\(port)/0" }
+    public var url: String { "redis://127.0.0.1:\(port)/0" }
 
     /// The running process (nil once killed).
-    var process: SpawnedProcess? {
+    public var process: SpawnedProcess? {
         lock.lock()
         defer { lock.unlock() }
         return current
     }
 
-    private init(port: Int, directory: URL) {
+    private init(port: Int, directory: URL, arguments: [String]) {
         self.port = port
         self.directory = directory
+        extraArguments = arguments
     }
 
-    deinit { kill() }
+    deinit {
+        kill()
+        ownFolder?.remove()
+    }
+
+    /// Starts redis-server on a free port in a temporary folder of its own, removed with the server.
+    public static func start(arguments: [String] = [], timeout: Double = 15) throws -> RedisServer {
+        let folder = try TemporaryDirectory(prefix: "txgate-redis")
+        do {
+            let server = try start(in: folder.url, arguments: arguments, timeout: timeout)
+            server.ownFolder = folder
+            return server
+        } catch {
+            folder.remove()
+            throw error
+        }
+    }
 
     /// Starts redis-server on a free port (another one if that port was taken meanwhile) under
     /// `parent`, and waits until it answers PING.
-    static func start(in parent: URL, timeout: Double = 15) throws -> RedisServer {
+    public static func start(in parent: URL, arguments: [String] = [], timeout: Double = 15) throws -> RedisServer {
         guard isInstalled else {
             throw HarnessError("\(binary.path) is missing: apt-get install redis-server (7.x)")
         }
@@ -49,7 +72,7 @@ final class RedisServer: @unchecked Sendable {
             let port = try Ports.free()
             let dir = parent.appendingPathComponent("redis-\(port)", isDirectory: true)
             try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-            let server = RedisServer(port: port, directory: dir)
+            let server = RedisServer(port: port, directory: dir, arguments: arguments)
             do {
                 try server.start(timeout: timeout)
                 return server
@@ -63,7 +86,7 @@ final class RedisServer: @unchecked Sendable {
 
     /// Starts a fresh redis-server on `port` (after `kill()`), and waits until it answers PING.
     /// A port still held for a moment by the old process is retried until `timeout`.
-    func start(timeout: Double = 15) throws {
+    public func start(timeout: Double = 15) throws {
         lock.lock()
         let running = current?.isRunning ?? false
         lock.unlock()
@@ -75,13 +98,13 @@ final class RedisServer: @unchecked Sendable {
             let p = try SpawnedProcess(Self.binary, [
                 "--port", "\(port)", "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
                 "--dir", directory.path, "--daemonize", "no", "--protected-mode", "yes",
-            ], name: "redis-server", directory: directory)
+            ] + extraArguments, name: "redis-server", directory: directory)
             lock.lock()
             current = p
             everStarted.append(p)
             lock.unlock()
             while true {
-                if Self.ping(port: port, timeout: 0.5) { return }
+                if Self.answers(port: port, timeout: 0.5) { return }
                 if !p.isRunning { break }
                 if Timing.now() >= deadline {
                     p.kill()
@@ -99,7 +122,7 @@ final class RedisServer: @unchecked Sendable {
     }
 
     /// SIGKILL (a crash: no shutdown, nothing saved) and reap. Safe to call more than once.
-    func kill() {
+    public func kill() {
         lock.lock()
         let all = everStarted
         current = nil
@@ -109,38 +132,54 @@ final class RedisServer: @unchecked Sendable {
 
     /// SIGSTOP: the process keeps its sockets (connects still succeed, the kernel queues them)
     /// but answers nothing: a hung Redis.
-    func pause() { process?.signal(SIGSTOP) }
+    public func pause() { process?.signal(SIGSTOP) }
 
     /// SIGCONT after `pause()`.
-    func resume() { process?.signal(SIGCONT) }
+    public func resume() { process?.signal(SIGCONT) }
 
     /// Whether the server answers PING with +PONG now.
-    func ping(timeout: Double = 1) -> Bool { Self.ping(port: port, timeout: timeout) }
+    public func ping(timeout: Double = 1) -> Bool { Self.ping(port: port, timeout: timeout) }
 
     /// Sends `PING\r\n` on a fresh TCP connection and expects `+PONG`.
-    static func ping(port: Int, timeout: Double = 1) -> Bool {
+    public static func ping(port: Int, timeout: Double = 1) -> Bool {
         guard let c = try? RESPClient(port: port, timeout: timeout) else { return false }
         defer { c.close() }
         guard (try? c.sendRaw(Array("PING\r\n".utf8))) != nil, let line = try? c.readLine() else { return false }
         return line == "+PONG"
     }
 
+    /// Whether something answers PING as Redis does: +PONG, or -NOAUTH when a password is required.
+    static func answers(port: Int, timeout: Double) -> Bool {
+        guard let c = try? RESPClient(port: port, timeout: timeout) else { return false }
+        defer { c.close() }
+        guard (try? c.sendRaw(Array("PING\r\n".utf8))) != nil, let line = try? c.readLine() else { return false }
+        return line == "+PONG" || line.hasPrefix("-NOAUTH")
+    }
+
+    /// Runs several commands in order on one fresh connection (AUTH, SELECT, then the
+    /// question) and returns every reply.
+    public func commands(_ commands: [[String]], timeout: Double = 5) throws -> [RESPValue] {
+        let c = try RESPClient(port: port, timeout: timeout)
+        defer { c.close() }
+        return try commands.map { try c.command($0) }
+    }
+
     /// Runs one command on a fresh connection and returns its reply.
-    func command(_ arguments: [String], timeout: Double = 5) throws -> RESPValue {
+    public func command(_ arguments: [String], timeout: Double = 5) throws -> RESPValue {
         let c = try RESPClient(port: port, timeout: timeout)
         defer { c.close() }
         return try c.command(arguments)
     }
 
     /// Every key in database 0 (KEYS *: fine for a test's few keys).
-    func keys() throws -> [String] {
+    public func keys() throws -> [String] {
         guard case .array(let items) = try command(["KEYS", "*"]) else { throw HarnessError("KEYS * did not answer an array") }
         return items.compactMap { if case .bulk(let b) = $0 { return String(decoding: b, as: UTF8.self) } else { return nil } }
     }
 
     /// The raw bytes of every string key's value, and for other types every string found by
     /// HGETALL / LRANGE / SMEMBERS / ZRANGE: what an attacker with a copy of the database sees.
-    func dumpValues() throws -> [(key: String, bytes: [UInt8])] {
+    public func dumpValues() throws -> [(key: String, bytes: [UInt8])] {
         var out: [(key: String, bytes: [UInt8])] = []
         for key in try keys() {
             guard case .simple(let type) = try command(["TYPE", key]) else { continue }
@@ -160,7 +199,7 @@ final class RedisServer: @unchecked Sendable {
 }
 
 /// A RESP reply.
-indirect enum RESPValue: Equatable, CustomStringConvertible {
+public indirect enum RESPValue: Equatable, CustomStringConvertible {
     case simple(String)
     case error(String)
     case integer(Int)
@@ -168,7 +207,7 @@ indirect enum RESPValue: Equatable, CustomStringConvertible {
     case null
     case array([RESPValue])
 
-    var allBulkStrings: [[UInt8]] {
+    public var allBulkStrings: [[UInt8]] {
         switch self {
         case .bulk(let b): return [b]
         case .simple(let s): return [Array(s.utf8)]
@@ -177,7 +216,7 @@ indirect enum RESPValue: Equatable, CustomStringConvertible {
         }
     }
 
-    var description: String {
+    public var description: String {
         switch self {
         case .simple(let s): return "+\(s)"
         case .error(let s): return "-\(s)"
@@ -190,21 +229,21 @@ indirect enum RESPValue: Equatable, CustomStringConvertible {
 }
 
 /// A minimal blocking RESP2 client, on RawHTTPClient's bounded socket and line reader.
-final class RESPClient {
+public final class RESPClient {
     private let connection: RawHTTPClient
-    let port: Int
+    public let port: Int
 
-    init(port: Int, timeout: Double) throws {
+    public init(port: Int, timeout: Double) throws {
         self.port = port
         connection = try RawHTTPClient(port: port, timeout: timeout)
     }
 
-    func close() { connection.close() }
+    public func close() { connection.close() }
 
-    func sendRaw(_ bytes: [UInt8]) throws { try connection.send(bytes) }
+    public func sendRaw(_ bytes: [UInt8]) throws { try connection.send(bytes) }
 
     /// Sends `arguments` as a RESP array of bulk strings and reads the reply.
-    func command(_ arguments: [String]) throws -> RESPValue {
+    public func command(_ arguments: [String]) throws -> RESPValue {
         var out = Array("*\(arguments.count)\r\n".utf8)
         for a in arguments {
             let bytes = Array(a.utf8)
@@ -214,11 +253,11 @@ final class RESPClient {
         return try readValue()
     }
 
-    func readLine() throws -> String { try connection.readLine() }
+    public func readLine() throws -> String { try connection.readLine() }
 
     private func readExactly(_ n: Int) throws -> [UInt8] { try connection.readExactly(n) }
 
-    func readValue() throws -> RESPValue {
+    public func readValue() throws -> RESPValue {
         let line = try readLine()
         guard let kind = line.first else { throw SocketFailure.system("empty RESP line") }
         let rest = String(line.dropFirst())

@@ -5,26 +5,33 @@ import Glibc
 
 /// A real SMTP server: aiosmtpd on a free 127.0.0.1 port, saving every message it accepts
 /// into a Maildir. `stop()` kills it; tests call it in a `defer`, and `deinit` does too.
-final class SMTPServer: @unchecked Sendable {
-    let port: Int
-    let folder: TemporaryFolder
-    let maildir: String
+public final class SMTPServer: @unchecked Sendable {
+    // @unchecked: every stored property is immutable; Process is only asked whether it runs
+    // and killed (idempotent, and `stop()` is called from one test at a time).
+    public let port: Int
+    public let folder: TemporaryDirectory
+    public let maildir: String
+    /// The certificate the server offers with STARTTLS, when started with `selfSignedTLS`.
+    public let certificate: TestCertificate?
     private let process = Process()
     private let stderrPath: String
 
     /// `url` is `smtp://127.0.0.1:<port>`.
-    var url: String { "smtp://127.0.0.1:\(port)" }
+    public var url: String { "smtp://127.0.0.1:\(port)" }
 
     /// Starts the server and waits until it accepts connections.
     /// - Parameters:
     ///   - port: a given port (to start a server where a sender is already retrying), else a free one.
-    ///   - tls: a certificate and key: the server then offers STARTTLS and refuses mail without it.
-    init(port: Int? = nil, tls: (cert: String, key: String)? = nil) throws {
+    ///   - selfSignedTLS: make a self-signed certificate (`certificate`): the server then offers
+    ///     STARTTLS and refuses mail without it.
+    public init(port: Int? = nil, selfSignedTLS: Bool = false) throws {
         self.port = try port ?? Ports.free()
-        folder = try TemporaryFolder()
+        folder = try TemporaryDirectory(prefix: "txgate-smtp")
+        certificate = selfSignedTLS ? try TestCertificate(in: folder) : nil
+        let tls = certificate
         maildir = folder.path("Maildir")
         stderrPath = folder.path("aiosmtpd.stderr")
-        FileManager.default.createFile(atPath: stderrPath, contents: nil)
+        _ = FileManager.default.createFile(atPath: stderrPath, contents: nil)
         let stderr = try FileHandle(forWritingTo: URL(fileURLWithPath: stderrPath))
         defer { try? stderr.close() }
         var arguments = ["-m", "aiosmtpd", "-n", "-l", "127.0.0.1:\(self.port)"]
@@ -46,7 +53,7 @@ final class SMTPServer: @unchecked Sendable {
     }
 
     /// Kills and reaps the server, and removes its folder. Safe to call more than once.
-    func stop() {
+    public func stop() {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()
@@ -56,26 +63,29 @@ final class SMTPServer: @unchecked Sendable {
 
     deinit { stop() }
 
+    /// What aiosmtpd wrote on stderr so far (for failure messages).
+    public var stderr: String { (try? String(contentsOfFile: stderrPath, encoding: .utf8)) ?? "" }
+
     /// The paths of the messages received so far.
-    func messages() -> [String] {
+    public func messages() -> [String] {
         let new = (maildir as NSString).appendingPathComponent("new")
         let names = (try? FileManager.default.contentsOfDirectory(atPath: new)) ?? []
         return names.sorted().map { (new as NSString).appendingPathComponent($0) }
     }
 
     /// Waits (briefly: the server saves a message before it answers 250) until `count` are there.
-    func waitForMessages(_ count: Int, timeout: Double = 5) -> [String] {
+    public func waitForMessages(_ count: Int, timeout: Double = 5) -> [String] {
         Timing.poll(timeout: timeout) { messages().count >= count }
         return messages()
     }
 }
 
 /// A self-signed certificate for 127.0.0.1 and localhost, made with the openssl tool.
-struct TestCertificate {
-    let cert: String
-    let key: String
+public struct TestCertificate {
+    public let cert: String
+    public let key: String
 
-    init(in folder: TemporaryFolder) throws {
+    public init(in folder: TemporaryDirectory) throws {
         cert = folder.path("cert.pem")
         key = folder.path("key.pem")
         let r = try Python.run(["/usr/bin/env", "openssl"], [
@@ -89,11 +99,12 @@ struct TestCertificate {
 
 /// A server that greets and answers EHLO, then never answers again: the transfer stalls
 /// after connecting, where only the whole-attempt timeout can end it.
-final class StallingSMTPServer: @unchecked Sendable {
-    let port: Int
+public final class StallingSMTPServer: @unchecked Sendable {
+    // @unchecked: as SMTPServer, only immutable properties and a Process that is killed once.
+    public let port: Int
     private let process = Process()
 
-    static let script = """
+    public static let script = """
         import socket, sys
         s = socket.socket()
         s.bind(('127.0.0.1', 0))
@@ -108,7 +119,7 @@ final class StallingSMTPServer: @unchecked Sendable {
             c.sendall(b'250 stall.example\\r\\n')
         """
 
-    init() throws {
+    public init() throws {
         let command = try Python.command(["-c", Self.script])
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst())
@@ -131,7 +142,7 @@ final class StallingSMTPServer: @unchecked Sendable {
         self.port = port
     }
 
-    func stop() {
+    public func stop() {
         if process.isRunning {
             kill(process.processIdentifier, SIGKILL)
             process.waitUntilExit()

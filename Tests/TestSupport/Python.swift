@@ -3,8 +3,8 @@ import Foundation
 /// The Python that has aiosmtpd: `python3` on PATH if it does, else Debian's own
 /// /usr/bin/python3, where the python3-aiosmtpd package puts it (a pyenv or venv python3
 /// earlier on PATH does not see Debian's packages).
-enum Python {
-    static let interpreter: Result<[String], HarnessError> = {
+public enum Python {
+    public static let interpreter: Result<[String], HarnessError> = {
         let candidates = [["/usr/bin/env", "python3"], ["/usr/bin/python3"]]
         for candidate in candidates {
             if let r = try? run(candidate, ["-c", "import aiosmtpd, email"]), r.status == 0 { return .success(candidate) }
@@ -14,18 +14,18 @@ enum Python {
     }()
 
     /// `executable arguments...` with the interpreter prepended; the command line as an array.
-    static func command(_ arguments: [String]) throws -> [String] {
+    public static func command(_ arguments: [String]) throws -> [String] {
         try interpreter.get() + arguments
     }
 
-    struct Output {
+    public struct Output {
         var status: Int32
         var stdout: String
         var stderr: String
     }
 
     /// Runs a command to completion.
-    static func run(_ command: [String], _ arguments: [String]) throws -> Output {
+    public static func run(_ command: [String], _ arguments: [String]) throws -> Output {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: command[0])
         process.arguments = Array(command.dropFirst()) + arguments
@@ -45,24 +45,24 @@ enum Python {
 
 /// A message file as Python's `email` package (a real, strict-enough mail parser) reads it:
 /// encoded words and quoted-printable decoded, and any defects it found listed.
-struct ParsedMail: Decodable {
-    var to: String
-    var from: String
-    var subject: String
-    var body: String
-    var date: String
-    var dateUTC: String
-    var messageID: String
-    var mimeVersion: String
-    var contentType: String
-    var charset: String
-    var transferEncoding: String
+public struct ParsedMail: Decodable {
+    public var to: String
+    public var from: String
+    public var subject: String
+    public var body: String
+    public var date: String
+    public var dateUTC: String
+    public var messageID: String
+    public var mimeVersion: String
+    public var contentType: String
+    public var charset: String
+    public var transferEncoding: String
     /// Set by aiosmtpd's handler from the SMTP envelope (MAIL FROM, RCPT TO).
-    var envelopeFrom: String?
-    var envelopeTo: String?
-    var defects: [String]
+    public var envelopeFrom: String?
+    public var envelopeTo: String?
+    public var defects: [String]
 
-    static let script = """
+    public static let script = """
         import email, email.policy, email.utils, json, sys
         with open(sys.argv[1], 'rb') as f:
             m = email.message_from_binary_file(f, policy=email.policy.default)
@@ -83,7 +83,7 @@ struct ParsedMail: Decodable {
         }))
         """
 
-    init(file path: String) throws {
+    public init(file path: String) throws {
         let r = try Python.run(try Python.interpreter.get(), ["-c", Self.script, path])
         guard r.status == 0 else { throw HarnessError("python could not parse \(path): \(r.stderr)") }
         self = try JSONDecoder().decode(ParsedMail.self, from: Data(r.stdout.utf8))

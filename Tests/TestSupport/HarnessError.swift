@@ -2,16 +2,16 @@ import Foundation
 
 /// A failure of the test harness itself (a binary missing, a process that would not start, a
 /// socket call that failed), with a message that says what to do about it.
-struct HarnessError: Error, CustomStringConvertible {
-    let description: String
+public struct HarnessError: Error, CustomStringConvertible {
+    public let description: String
 
-    init(_ description: String) {
+    public init(_ description: String) {
         self.description = description
     }
 }
 
 /// Why a raw socket read or write did not complete.
-enum SocketFailure: Error, CustomStringConvertible, Equatable {
+public enum SocketFailure: Error, CustomStringConvertible, Equatable {
     /// Nothing arrived within the receive timeout.
     case timedOut(String)
     /// The peer closed the connection before a complete message arrived.
@@ -21,7 +21,7 @@ enum SocketFailure: Error, CustomStringConvertible, Equatable {
     /// Some other errno.
     case system(String)
 
-    var description: String {
+    public var description: String {
         switch self {
         case .timedOut(let s): return "timed out: \(s)"
         case .closedEarly(let s): return "connection closed early: \(s)"
@@ -31,6 +31,6 @@ enum SocketFailure: Error, CustomStringConvertible, Equatable {
     }
 }
 
-func errnoString(_ e: Int32 = errno) -> String {
+public func errnoString(_ e: Int32 = errno) -> String {
     String(cString: strerror(e))
 }

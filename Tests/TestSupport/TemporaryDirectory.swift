@@ -1,44 +1,47 @@
 import Foundation
 
-/// A fresh directory for one test, removed when the test is done.
-final class TemporaryDirectory: @unchecked Sendable {
-    let url: URL
+/// A fresh directory for one test, removed by `remove()` (call it in a `defer`) or when the
+/// last reference goes.
+public final class TemporaryDirectory: @unchecked Sendable {
+    // @unchecked: `url` is immutable and `removed` is only touched under `lock`.
+    public let url: URL
     private let lock = NSLock()
     private var removed = false
 
-    init(prefix: String = "txgate-it") throws {
+    public init(prefix: String = "txgate-test") throws {
         let base = FileManager.default.temporaryDirectory
         let name = "\(prefix)-\(getpid())-\(UUID().uuidString.prefix(8))"
         url = base.appendingPathComponent(name, isDirectory: true)
         try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
     }
 
-    var path: String { url.path }
+    public var path: String { url.path }
 
-    func file(_ name: String) -> URL {
+    public func file(_ name: String) -> URL {
         url.appendingPathComponent(name)
     }
 
+    /// The path of `name` inside the directory.
+    public func path(_ name: String) -> String { file(name).path }
+
     @discardableResult
-    func write(_ name: String, _ text: String) throws -> URL {
-        let u = file(name)
-        try Data(text.utf8).write(to: u)
-        return u
+    public func write(_ name: String, _ text: String) throws -> URL {
+        try write(name, data: Data(text.utf8))
     }
 
     @discardableResult
-    func write(_ name: String, data: Data) throws -> URL {
+    public func write(_ name: String, data: Data) throws -> URL {
         let u = file(name)
         try data.write(to: u)
         return u
     }
 
-    func read(_ name: String) -> String {
+    public func read(_ name: String) -> String {
         (try? String(contentsOf: file(name), encoding: .utf8)) ?? ""
     }
 
     /// Set TXGATE_KEEP_TMP=1 to keep the directory (logs, configs) for a post-mortem.
-    func remove() {
+    public func remove() {
         lock.lock()
         defer { lock.unlock() }
         guard !removed else { return }
