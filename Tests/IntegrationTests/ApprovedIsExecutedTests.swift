@@ -1,9 +1,10 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// Security review, issue 11, the high items: the path policy decides on is the path the
 /// backend receives, and a transaction's approval binds the media type and the exact numbers.
-@Suite("What is approved is what executes")
+@Suite("What is approved is what executes", .testbed)
 struct ApprovedIsExecutedTests {
     typealias Kit = TransactionKit
 
@@ -18,8 +19,7 @@ struct ApprovedIsExecutedTests {
 
     @Test("dot segments and encoded traversal cannot climb out of an open prefix")
     func traversalIsNormalizedBeforePolicy() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.config())
         for target in ["/pub/../accounts", "/pub/%2e%2e/accounts", "/pub/.%2E/accounts", "/pub/./../accounts"] {
             let r = try g.fetch("GET", target)
@@ -33,8 +33,7 @@ struct ApprovedIsExecutedTests {
 
     @Test("the backend receives the normalized path that policy decided on")
     func upstreamGetsTheNormalizedPath() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.config())
         for target in ["/pub/../echo?q=1", "//echo?q=1", "/%65cho?q=1", "/x/./y/../../echo?q=1"] {
             let r = try g.fetch("GET", target)
@@ -45,8 +44,7 @@ struct ApprovedIsExecutedTests {
 
     @Test("an approved JSON body retried as a form is not executed; a bound body needs a media type")
     func mediaTypeIsBound() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -76,8 +74,7 @@ struct ApprovedIsExecutedTests {
 
     @Test("numbers are approved by their exact decimal value, and shown exactly")
     func exactNumbers() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
@@ -96,8 +93,7 @@ struct ApprovedIsExecutedTests {
 
     @Test("a bound field missing from the body is refused by name, not approved as null")
     func missingFieldIsRefused() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         let r = try Kit.transfer(g, token: token, body: Array(#"{"amount":100,"currency":"EUR"}"#.utf8))

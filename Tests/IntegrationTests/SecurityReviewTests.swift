@@ -1,14 +1,14 @@
 import Foundation
 import Testing
+import TestSupport
 
 /// What is decided is what the backend executes: a client cannot change the method, the
 /// forwarding story or the host behind the policy's back (security review, issue 11 item 4).
-@Suite("Overrides and ambiguous hosts")
+@Suite("Overrides and ambiguous hosts", .testbed)
 struct RequestSmugglingTests {
     @Test("method overrides, Forwarded and underscore headers do not reach the backend")
     func overridesAreDropped() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
         let r = try gateway.fetch("GET", "/echo", headers: [
             ("X-HTTP-Method-Override", "DELETE"), ("X-HTTP-Method", "DELETE"), ("X-Method-Override", "DELETE"),
@@ -25,8 +25,7 @@ struct RequestSmugglingTests {
 
     @Test("an HTTP/1.1 request without Host, or with two, is a 400 and never proxied")
     func hostMustBeUnambiguous() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (gateway, _) = try bed.startGatewayWithBank()
         let c = try gateway.connect()
         defer { c.close() }
@@ -49,7 +48,7 @@ struct RequestSmugglingTests {
 
 /// `policies?_action=evaluate` answers a caller about themselves only, unless the caller is
 /// one of `security.policyEvaluators` (issue 11 item 6).
-@Suite("Policy evaluation for another subject")
+@Suite("Policy evaluation for another subject", .testbed)
 struct PolicyEvaluatorTests {
     typealias Kit = TransactionKit
     static let path = "/am/json/realms/root/policies?_action=evaluate"
@@ -61,8 +60,7 @@ struct PolicyEvaluatorTests {
 
     @Test("a user cannot fill another user's pending transactions or probe who exists")
     func onlyEvaluatorsMayAskForOthers() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["security": ["maxPendingTransactions": 2,
                                                                                      "policyEvaluators": ["other"]]]))
         let demo = try Kit.login(g, user: "demo")
@@ -86,14 +84,13 @@ struct PolicyEvaluatorTests {
 }
 
 /// Journey steps (issue 11 item 13): an authId is accepted only in base64url without padding.
-@Suite("authId encoding")
+@Suite("authId encoding", .testbed)
 struct AuthIdEncodingTests {
     typealias Kit = TransactionKit
 
     @Test("an authId rewritten in the standard base64 alphabet, or padded, is refused")
     func onlyBase64URL() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         var rewritten = 0
         // An authId changes each second (its iat); most contain '-' or '_'.
@@ -117,14 +114,13 @@ struct AuthIdEncodingTests {
 }
 
 /// Login CSRF (issue 11 item 9): another site's form cannot run a journey and set the cookie.
-@Suite("Login CSRF")
+@Suite("Login CSRF", .testbed)
 struct LoginCSRFTests {
     typealias Kit = TransactionKit
 
     @Test("authenticate refuses non-JSON bodies and foreign origins, and still takes an empty body")
     func crossSiteLoginIsRefused() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         // Start a journey properly, then try to finish it as a cross-site form would.
         var step = try Kit.post(g, Kit.authPath, nil).json()
@@ -150,12 +146,11 @@ struct LoginCSRFTests {
 
 /// Error answers say what kind of failure, not its detail (issue 11 item 14): OpenSSL's
 /// error strings and the upstream's address go to the log only.
-@Suite("Error detail stays in the log")
+@Suite("Error detail stays in the log", .testbed)
 struct ErrorDetailTests {
     @Test("a TLS failure upstream is a plain 502; /-/health does not name the upstream")
     func noDetailToClients() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let bank = try bed.startDemoBank()
         // The bank speaks plain HTTP: the TLS handshake fails with an OpenSSL error.
         let g = try bed.startGateway(upstream: "https://127.0.0.1:\(bank.port)")
@@ -178,14 +173,13 @@ struct ErrorDetailTests {
 }
 
 /// A failed login logs the name only when it is an account (issue 11 item 11).
-@Suite("Failed-login logs")
+@Suite("Failed-login logs", .testbed)
 struct FailedLoginLogTests {
     typealias Kit = TransactionKit
 
     @Test("a password typed into the name field never reaches the log")
     func unknownNamesAreNotLogged() throws {
-        let bed = try Testbed()
-        defer { bed.cleanup() }
+        let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let secret = "Correct-Horse-Battery-9"
         let step = try Kit.post(g, Kit.authPath, nil).json()
