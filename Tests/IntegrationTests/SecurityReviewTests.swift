@@ -2,15 +2,24 @@ import Foundation
 import Testing
 import TestSupport
 
-/// What is decided is what the backend executes: a client cannot change the method, the
-/// forwarding story or the host behind the policy's back (security review, issue 11 item 4).
-@Suite("Overrides and ambiguous hosts", .testbed)
-struct RequestSmugglingTests {
+/// The security review's findings (issue 11), as a client sees them on the wire: each test
+/// failed on the gateway before the fix.
+@Suite("Security review", .testbed)
+struct SecurityReviewTests {
+    typealias Kit = TransactionKit
+
+    /// A gateway with TransactionKit's users, journeys and policies in front of demo-bank.
+    func kitGateway(_ extra: [String: Any] = [:]) throws -> GatewayInstance {
+        try Testbed.current.startGatewayWithBank(config: Kit.config(extra)).0
+    }
+}
+
+// MARK: item 4: method overrides, Forwarded, underscores, Host
+
+extension SecurityReviewTests {
     @Test("method overrides, Forwarded and underscore headers do not reach the backend")
     func overridesAreDropped() throws {
-        let bed = try Testbed.current
-        let (gateway, _) = try bed.startGatewayWithBank()
-        let r = try gateway.fetch("GET", "/echo", headers: [
+        let r = try Testbed.current.startGatewayWithBank().0.fetch("GET", "/echo", headers: [
             ("X-HTTP-Method-Override", "DELETE"), ("X-HTTP-Method", "DELETE"), ("X-Method-Override", "DELETE"),
             ("Forwarded", "for=10.0.0.1;host=admin.internal"), ("X_Forwarded_For", "10.0.0.1"), ("X-User_Id", "root"),
             ("X-Custom", "kept"),
@@ -46,23 +55,19 @@ struct RequestSmugglingTests {
     }
 }
 
-/// `policies?_action=evaluate` answers a caller about themselves only, unless the caller is
-/// one of `security.policyEvaluators` (issue 11 item 6).
-@Suite("Policy evaluation for another subject", .testbed)
-struct PolicyEvaluatorTests {
-    typealias Kit = TransactionKit
-    static let path = "/am/json/realms/root/policies?_action=evaluate"
+// MARK: item 6: policies?_action=evaluate about others only for security.policyEvaluators
+
+extension SecurityReviewTests {
+    static let evaluatePath = "/am/json/realms/root/policies?_action=evaluate"
 
     static func ask(_ g: GatewayInstance, caller: String, subject: [String: Any]) throws -> HTTPResponse {
-        try Kit.post(g, path, ["resources": [Kit.publicURL(g) + "/transfer"], "subject": subject],
+        try Kit.post(g, evaluatePath, ["resources": [Kit.publicURL(g) + "/transfer"], "subject": subject],
                      headers: [("iPlanetDirectoryPro", caller)])
     }
 
     @Test("a user cannot fill another user's pending transactions or probe who exists")
     func onlyEvaluatorsMayAskForOthers() throws {
-        let bed = try Testbed.current
-        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["security": ["maxPendingTransactions": 2,
-                                                                                     "policyEvaluators": ["other"]]]))
+        let g = try kitGateway(["security": ["maxPendingTransactions": 2, "policyEvaluators": ["other"]]])
         let demo = try Kit.login(g, user: "demo")
         for sub in ["other", "nobody-by-this-name"] {
             let r = try Self.ask(g, caller: demo, subject: ["claims": ["sub": sub]])
@@ -83,15 +88,13 @@ struct PolicyEvaluatorTests {
     }
 }
 
-/// Journey steps (issue 11 item 13): an authId is accepted only in base64url without padding.
-@Suite("authId encoding", .testbed)
-struct AuthIdEncodingTests {
-    typealias Kit = TransactionKit
+// MARK: item 13: authIds in base64url without padding only
+
+extension SecurityReviewTests {
 
     @Test("an authId rewritten in the standard base64 alphabet, or padded, is refused")
     func onlyBase64URL() throws {
-        let bed = try Testbed.current
-        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let g = try kitGateway()
         var rewritten = 0
         // An authId changes each second (its iat); most contain '-' or '_'.
         let deadline = Date().addingTimeInterval(8)
@@ -113,15 +116,13 @@ struct AuthIdEncodingTests {
     }
 }
 
-/// Login CSRF (issue 11 item 9): another site's form cannot run a journey and set the cookie.
-@Suite("Login CSRF", .testbed)
-struct LoginCSRFTests {
-    typealias Kit = TransactionKit
+// MARK: item 9: login CSRF
+
+extension SecurityReviewTests {
 
     @Test("authenticate refuses non-JSON bodies and foreign origins, and still takes an empty body")
     func crossSiteLoginIsRefused() throws {
-        let bed = try Testbed.current
-        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let g = try kitGateway()
         // Start a journey properly, then try to finish it as a cross-site form would.
         var step = try Kit.post(g, Kit.authPath, nil).json()
         step = Kit.answer(step, ["demo", Kit.password])
@@ -144,16 +145,14 @@ struct LoginCSRFTests {
     }
 }
 
-/// Error answers say what kind of failure, not its detail (issue 11 item 14): OpenSSL's
-/// error strings and the upstream's address go to the log only.
-@Suite("Error detail stays in the log", .testbed)
-struct ErrorDetailTests {
+// MARK: item 14: error detail stays in the log
+
+extension SecurityReviewTests {
     @Test("a TLS failure upstream is a plain 502; /-/health does not name the upstream")
     func noDetailToClients() throws {
-        let bed = try Testbed.current
-        let bank = try bed.startDemoBank()
         // The bank speaks plain HTTP: the TLS handshake fails with an OpenSSL error.
-        let g = try bed.startGateway(upstream: "https://127.0.0.1:\(bank.port)")
+        let bank = try Testbed.current.startDemoBank()
+        let g = try Testbed.current.startGateway(upstream: "https://127.0.0.1:\(bank.port)")
         let r = try g.fetch("GET", "/health")
         expectGatewayError(r, 502)
         for leak in ["SSL", "error:", "127.0.0.1", "\(bank.port)"] {
@@ -172,15 +171,13 @@ struct ErrorDetailTests {
     }
 }
 
-/// A failed login logs the name only when it is an account (issue 11 item 11).
-@Suite("Failed-login logs", .testbed)
-struct FailedLoginLogTests {
-    typealias Kit = TransactionKit
+// MARK: item 11: a failed login logs the name only when it is an account
+
+extension SecurityReviewTests {
 
     @Test("a password typed into the name field never reaches the log")
     func unknownNamesAreNotLogged() throws {
-        let bed = try Testbed.current
-        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let g = try kitGateway()
         let secret = "Correct-Horse-Battery-9"
         let step = try Kit.post(g, Kit.authPath, nil).json()
         let r = try Kit.post(g, Kit.authPath, Kit.answer(step, [secret, "whatever"]))
