@@ -81,12 +81,19 @@ extension SecurityReviewTests {
         #expect(Kit.output(callbacks.first, "message") as? String == "Approve 100.000000000000001 EUR to Bob?", "\(callbacks)")
     }
 
-    @Test("a bound field missing from the body is refused by name, not approved as null")
+    @Test("a bound field missing from the body, or that would not read as it is, is refused by name")
     func missingFieldIsRefused() throws {
         let g = try kitGateway()
         let token = try Kit.login(g)
         let r = try Kit.transfer(g, token: token, body: Array(#"{"amount":100,"currency":"EUR"}"#.utf8))
         expectGatewayError(r, 400)
         #expect(r.bodyText.contains("/payee"), "\(r.bodyText)")
+        // What the user would be shown must read as it is (item 5).
+        for payee in ["\u{202E}boB", "Bob\r\nYour one-time code is 000000", "Bob\u{200B}", String(repeating: "B", count: 5000)] {
+            let body = try JSONSerialization.data(withJSONObject: ["amount": 100, "currency": "EUR", "payee": payee])
+            let shown = try Kit.transfer(g, token: token, body: Array(body))
+            expectGatewayError(shown, 400)
+            #expect(shown.bodyText.contains("/payee"), "\(shown.bodyText)")
+        }
     }
 }

@@ -182,3 +182,31 @@ import TxGateCore
         #expect(bind(#"{"amount":9007199254740992}"#).seal != bind(#"{"amount":9007199254740993}"#).seal, "numbers are exact")
     }
 }
+
+/// What the user is shown (issue 11 item 5): bound values that would not read as they are.
+@Suite struct DisplaySafetyTests {
+    static let rule = TransactionRule(journey: "J", bindFields: ["/payee"], display: "Pay {payee}?")
+
+    func outcome(_ payee: String) -> BodyBindingOutcome {
+        let body = Array(JSONValue.object(["payee": .string(payee)]).canonical.utf8)
+        return TransactionBinding(realm: "/", resource: "r", method: "POST", subject: "s", rule: Self.rule, body: body,
+                                  contentType: "application/json").bodyOutcome
+    }
+
+    @Test func plainNamesBind() {
+        for ok in ["Bob", "Mallory Ltd", "Zoë Müller", "李小龙", "O'Brien & Sons"] {
+            #expect(outcome(ok) == .bindable, "\(ok)")
+        }
+    }
+
+    @Test func invisibleAndControlCharactersAreRefused() {
+        for bad in ["\u{202E}boB", "Bob\u{200B}", "Bob\r\nYour one-time code is 000000", "Bob\u{0}", "A\u{2028}B",
+                    "\u{2066}Bob\u{2069}", "Bob\u{FEFF}", "Bob\u{7F}", "Bob\u{85}"] {
+            guard case .malformed(let why) = outcome(bad) else { Issue.record("\(bad.unicodeScalars.map { $0.value }) bound"); continue }
+            #expect(why.contains("/payee"), "\(why)")
+        }
+        guard case .malformed(let why) = outcome(String(repeating: "x", count: 257)) else { Issue.record("long bound"); return }
+        #expect(why.contains("longer than 256"))
+        #expect(outcome(String(repeating: "x", count: 256)) == .bindable)
+    }
+}

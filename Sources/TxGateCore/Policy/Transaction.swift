@@ -261,7 +261,38 @@ public struct TransactionBinding: Equatable, Sendable {
                 bound[p] = .string(v.value)
             }
         }
+        for p in pointers {
+            if let why = Self.undisplayable(bound[p]?.displayText ?? "") {
+                return .failure(Refusal(outcome: .malformed("the value of '\(p)' \(why); what is approved must read as it is")))
+            }
+        }
         return .success((type.essence, bound))
+    }
+
+    /// The longest bound value shown to the user, in characters.
+    public static let maxDisplayedLength = 256
+
+    /// Why a bound value cannot be shown to the user faithfully, or nil. Refused: control
+    /// characters (CR/LF would add lines to an approval email), format characters (bidi
+    /// overrides make `boB` read as `Bob`; zero-width characters hide), line and paragraph
+    /// separators, and values too long to read.
+    public static func undisplayable(_ text: String) -> String? {
+        var count = 0
+        for scalar in text.unicodeScalars {
+            count += 1
+            switch scalar.properties.generalCategory {
+            case .control: return "contains the control character U+\(hex(scalar))"
+            case .format: return "contains the invisible formatting character U+\(hex(scalar))"
+            case .lineSeparator, .paragraphSeparator: return "contains the line separator U+\(hex(scalar))"
+            default: break
+            }
+        }
+        return count > maxDisplayedLength ? "is longer than \(maxDisplayedLength) characters" : nil
+    }
+
+    private static func hex(_ scalar: Unicode.Scalar) -> String {
+        let h = String(scalar.value, radix: 16, uppercase: true)
+        return String(repeating: "0", count: max(0, 4 - h.count)) + h
     }
 
     /// One digest of everything a retry must repeat: realm, resource, method, subject and body.
