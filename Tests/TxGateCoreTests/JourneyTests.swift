@@ -28,6 +28,7 @@ final class FakeServices: JourneyServices {
         done(.success(claimed.insert(key).inserted))
     }
     var saved: [String: [UInt8]] = [:]
+    func keyedDigest(_ value: [UInt8]) -> [UInt8] { Crypto.hmacSHA256(key: Array("test key".utf8), data: value) }
     var outbox: [OutgoingEmail] = []
     var emailDown = false
     var emailsAllowed = 100
@@ -256,6 +257,9 @@ final class FakeServices: JourneyServices {
         let mail = try #require(services.outbox.last)
         #expect(mail.body.contains("Approve 5 EUR to Bob?"))
         let code = try #require(mail.body.split(separator: " ").first { $0.count == 7 && $0.hasSuffix(".") && $0.dropLast().allSatisfy(\.isNumber) }).dropLast()
+        // The store keeps a keyed hash of the code, never the code (issue 11 item 10).
+        let kept = try #require(services.saved.first { $0.key.hasPrefix("emailotp:") }?.value)
+        #expect(kept.count == 32 && !String(decoding: kept, as: UTF8.self).contains(String(code)))
         guard case .success(let s) = e.decode(authId: authId, now: services.now) else { Issue.record("authId"); return }
         let answer = [SubmittedCallback(type: "TextOutputCallback", inputs: []), SubmittedCallback(type: "PasswordCallback", inputs: [.string(String(code))])]
         var out: JourneyResult?

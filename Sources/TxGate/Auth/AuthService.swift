@@ -3,6 +3,7 @@ import Foundation
 import HTTPCore
 import Logging
 import TxGateCore
+import TxGateCrypto
 
 /// The embedded authentication service's shared parts, built once and used by every worker's
 /// endpoints (`AuthenticateEndpoint`, `SessionsEndpoint`, `PoliciesEndpoint`, `LoginPage`).
@@ -18,6 +19,9 @@ final class AuthService: Sendable {
     /// Delivers emails for the email nodes; nil when `email` is not configured.
     let emailDelivery: EmailDelivery?
     let clock: WallClock
+    /// Keys the hashes of emailed codes: derived from the signing key, so every instance that
+    /// shares journeys shares it, without using one key for two purposes.
+    let codeKey: [UInt8]
     let logger: Logger
 
     init(config: GatewayConfig, store: Store, signingKey: [UInt8], emailDelivery: EmailDelivery?, clock: WallClock = .system,
@@ -27,6 +31,7 @@ final class AuthService: Sendable {
         self.emailDelivery = emailDelivery
         self.clock = clock
         self.logger = logger
+        codeKey = Crypto.hmacSHA256(key: signingKey, data: Array("txgate email one-time codes".utf8))
         users = Dictionary(config.users.map { ($0.username, $0) }, uniquingKeysWith: { a, _ in a })
         engine = JourneyEngine(journeys: JourneyEngine.build(config.journeys).journeys, signingKey: signingKey,
                                authIdTtlS: config.security.authIdTtlS)
@@ -41,7 +46,7 @@ final class AuthService: Sendable {
     /// The journey nodes' I/O for one worker's loop.
     func services(on loop: EventLoop) -> EmbeddedJourneyServices {
         EmbeddedJourneyServices(loop: loop, store: store, users: users, security: config.security,
-                                verifier: verifier, email: emailDelivery, clock: clock, logger: logger)
+                                verifier: verifier, email: emailDelivery, clock: clock, codeKey: codeKey, logger: logger)
     }
 
     func context(_ state: JourneyState, _ services: EmbeddedJourneyServices) -> JourneyContext {

@@ -2,6 +2,7 @@ import EventHTTP
 import Foundation
 import Logging
 import TxGateCore
+import TxGateCrypto
 
 /// Runs password hashing off the event loops, a few at a time: scrypt is deliberately slow
 /// and memory-hard, and must never stall a loop.
@@ -34,10 +35,12 @@ final class EmbeddedJourneyServices: JourneyServices {
     let verifier: PasswordVerifier
     let email: EmailDelivery?
     let clock: WallClock
+    let codeKey: [UInt8]
     let logger: Logger
 
     init(loop: EventLoop, store: Store, users: [String: UserRecord], security: SecurityConfig,
-         verifier: PasswordVerifier, email: EmailDelivery?, clock: WallClock, logger: Logger) {
+         verifier: PasswordVerifier, email: EmailDelivery?, clock: WallClock, codeKey: [UInt8], logger: Logger) {
+        self.codeKey = codeKey
         self.email = email
         self.clock = clock
         self.loop = loop
@@ -49,6 +52,8 @@ final class EmbeddedJourneyServices: JourneyServices {
     }
 
     var now: Int { clock.now }
+
+    func keyedDigest(_ value: [UInt8]) -> [UInt8] { Crypto.hmacSHA256(key: codeKey, data: value) }
 
     func user(named name: String) -> UserRecord? { users[name] }
 

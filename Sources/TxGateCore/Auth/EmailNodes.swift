@@ -113,6 +113,11 @@ struct EmailOTPNode: JourneyNode {
 
     static func key(_ ref: String) -> String { "emailotp:" + ref }
 
+    /// What the store keeps of a code: its keyed hash, bound to this journey's reference.
+    static func digest(_ code: [UInt8], ref: String, _ services: JourneyServices) -> [UInt8] {
+        services.keyedDigest(Array((ref + ":").utf8) + code)
+    }
+
     /// A uniformly random 6-digit code.
     static func newCode() -> String {
         while true {
@@ -134,7 +139,7 @@ struct EmailOTPNode: JourneyNode {
         // Same page either way; over the limit or locked out, no code exists, so no answer passes.
         services.mayEmail(name, done, silently: .show(next)) {
             let code = Self.newCode()
-            services.save(Self.key(ref), Array(code.utf8), ttlS: ttlS) { r in
+            services.save(Self.key(ref), Self.digest(Array(code.utf8), ref: ref, services), ttlS: ttlS) { r in
                 if case .failure(let e) = r { done(.unavailable(e.description)); return }
                 let text = EmailTemplate.render(body, ["code": code, "username": name, "display": context.display.map { $0 + "\n\n" } ?? ""])
                 services.sendEmail(OutgoingEmail(to: email, subject: EmailTemplate.render(subject, ["username": name]), body: text)) { sent in
@@ -163,7 +168,7 @@ struct EmailOTPNode: JourneyNode {
             services.take(Self.key(ref)) { r in
                 switch r {
                 case .failure(let e): done(.unavailable(e.description))
-                case .success(let code?) where Crypto.constantTimeEquals(code, answer):
+                case .success(let code?) where Crypto.constantTimeEquals(code, Self.digest(answer, ref: ref, services)):
                     var next = state
                     next.username = name
                     next.shared[JourneyState.claimedUserKey] = nil

@@ -102,6 +102,9 @@ public protocol JourneyServices: AnyObject {
     func save(_ key: String, _ value: [UInt8], ttlS: Int, _ done: @escaping (StoreResult<Void>) -> Void)
     /// Returns and removes a saved value: of concurrent callers, exactly one gets it.
     func take(_ key: String, _ done: @escaping (StoreResult<[UInt8]?>) -> Void)
+    /// A keyed hash (HMAC-SHA256 with a server secret) of a one-time value, so that the store
+    /// never holds a code that can be read or brute-forced offline.
+    func keyedDigest(_ value: [UInt8]) -> [UInt8]
 }
 
 /// Why an email was not delivered.
