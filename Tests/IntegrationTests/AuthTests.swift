@@ -89,10 +89,14 @@ import TestSupport
         let s2 = try Self.post(g, Self.authPath, nil).json()
         let unknown = try Self.post(g, Self.authPath, Self.answer(s2, ["nobody", "x"]))
         #expect(unknown.status == 401 && unknown.bodyText == failure)
-        // Another user is not affected.
-        _ = try Self.login(g, user: "other")
+        // The guessing client is locked out, for every account; another client is not.
+        let other = try Self.post(g, Self.authPath, Self.answer(try Self.post(g, Self.authPath, nil).json(), ["other", Self.password]))
+        #expect(other.bodyText == failure)
+        let elsewhere = try Self.post(g, Self.authPath, nil, source: "127.0.0.2").json()
+        #expect(try Self.post(g, Self.authPath, Self.answer(elsewhere, ["other", Self.password]), source: "127.0.0.2").status == 200)
         let logs = g.logLines()
-        #expect(logs.contains { $0["msg"] as? String == "user locked out after repeated failures" && $0["user"] as? String == "demo" })
+        #expect(logs.contains { $0["msg"] as? String == "locked out after repeated failures" && $0["locked"] as? String == "source"
+            && $0["user"] as? String == "demo" })
         #expect(!g.process.stderr.contains("wrong-password"))
         #expect(!g.process.stderr.contains(Self.password))
     }

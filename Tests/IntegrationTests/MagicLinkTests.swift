@@ -61,12 +61,12 @@ import TestSupport
     /// Starts the MagicLink journey (optionally with `query` appended) and answers its
     /// NameCallback with `user`; returns the answer to that (the suspended step, normally).
     static func requestLink(_ g: GatewayInstance, user: String, journey: String = "MagicLink", query: String = "",
-                            timeout: Double = 10) throws -> HTTPResponse {
-        let start = try post(g, authPath + "?authIndexType=service&authIndexValue=\(journey)" + query, nil)
+                            source: String? = nil, timeout: Double = 10) throws -> HTTPResponse {
+        let start = try post(g, authPath + "?authIndexType=service&authIndexValue=\(journey)" + query, nil, source: source)
         guard start.status == 200, callbacks(start).map({ $0["type"] as? String }) == ["NameCallback"] else {
             throw HarnessError("the \(journey) journey did not start with a NameCallback:\n\(start)")
         }
-        return try post(g, authPath, TransactionKit.answer(try start.json(), [user]), timeout: timeout)
+        return try post(g, authPath, TransactionKit.answer(try start.json(), [user]), source: source, timeout: timeout)
     }
 
     /// The authId of a suspended step, after checking the step byte for byte.
@@ -450,12 +450,32 @@ import TestSupport
         Self.expectSuspended(locked)
         #expect(MailTools.outboxFiles(Self.outbox(bed)).isEmpty, "a locked-out user was emailed")
 
-        Self.expectSuspended(try Self.requestLink(g, user: "other"))
+        // (The guessing client is locked out too: the email limit is tried from another one.)
+        Self.expectSuspended(try Self.requestLink(g, user: "other", source: "127.0.0.2"))
         #expect(try MailTools.waitForOutbox(Self.outbox(bed)).count == 1)
-        let over = try Self.requestLink(g, user: "other")
+        let over = try Self.requestLink(g, user: "other", source: "127.0.0.2")
         Self.expectSuspended(over)
         Thread.sleep(forTimeInterval: 0.5)
         #expect(MailTools.outboxFiles(Self.outbox(bed)).count == 1, "the email limit was not applied")
+    }
+
+    /// Security review item 7: an unauthenticated caller spends its own source's email quota,
+    /// never the user's, so nobody can keep a user from getting their own links.
+    @Test(.timeLimit(.minutes(1)))
+    func linksAskedForByOthersDoNotSpendTheUsersQuota() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(configForURL: { Self.config($0, ["security": ["maxEmailsPerWindow": 2]]) })
+        func requestLink(from source: String) throws {
+            let start = try Self.post(g, Self.magicStart, nil, source: source)
+            Self.expectSuspended(try Self.post(g, Self.authPath, Self.answer(try start.json(), ["demo"]), source: source))
+        }
+        for _ in 0..<3 { try requestLink(from: "127.0.0.5") }
+        #expect(try MailTools.waitForOutbox(Self.outbox(bed)).count == 2)
+        Thread.sleep(forTimeInterval: 0.3)
+        #expect(MailTools.outboxFiles(Self.outbox(bed)).count == 2, "the source's limit was not applied")
+        try requestLink(from: "127.0.0.6")
+        #expect(Timing.poll(timeout: 5) { MailTools.outboxFiles(Self.outbox(bed)).count == 3 },
+                "the user's own link was refused because another source used up a quota")
     }
 
     // MARK: 8. Clicking the link in a browser

@@ -194,3 +194,31 @@ extension SecurityReviewTests {
         #expect(failures.contains { $0["user"] as? String == "demo" }, "\(failures)")
     }
 }
+
+// MARK: item 7: lockout is not a weapon
+
+extension SecurityReviewTests {
+    static func login(from source: String, _ g: GatewayInstance, password: String) throws -> HTTPResponse {
+        let start = try Kit.post(g, Kit.authPath, nil, source: source)
+        return try Kit.post(g, Kit.authPath, Kit.answer(try start.json(), ["demo", password]), source: source)
+    }
+
+    @Test("wrong passwords from one source lock that source, not the account, and never a live session's approvals")
+    func failuresCountPerSourceAndSession() throws {
+        let g = try kitGateway()
+        let victim = try Kit.login(g)
+        var codes = Kit.Codes()
+        for _ in 0..<6 {
+            #expect(try Self.login(from: "127.0.0.3", g, password: "wrong").status == 401)
+        }
+        // The guessing source is locked, even with the right password…
+        #expect(try Self.login(from: "127.0.0.3", g, password: Kit.password).status == 401)
+        // …the account is not: the user logs in from elsewhere…
+        let elsewhere = try Self.login(from: "127.0.0.4", g, password: Kit.password)
+        #expect(elsewhere.status == 200, "\(elsewhere)")
+        // …and approves a transfer in the session they already had.
+        let txid = try Kit.challengeTxid(try Kit.transfer(g, token: victim, body: Kit.transferBody))
+        try Kit.approve(g, txid: txid, token: victim, code: codes.next(Kit.demoSecret))
+        #expect(try Kit.transfer(g, token: victim, body: Kit.transferBody, query: "?_txid=\(txid)").status == 201)
+    }
+}

@@ -16,7 +16,9 @@ public final class RawHTTPClient {
     /// True once a read returned end-of-stream.
     private(set) var peerClosed = false
 
-    public init(port: Int, host: String = "127.0.0.1", timeout: Double = 10) throws {
+    /// `source`: the local address to connect from (any 127.0.0.0/8 address on loopback), to
+    /// look like another client.
+    public init(port: Int, host: String = "127.0.0.1", source: String? = nil, timeout: Double = 10) throws {
         self.host = host
         self.port = port
         self.timeout = timeout
@@ -27,6 +29,18 @@ public final class RawHTTPClient {
         setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         var one: Int32 = 1
         setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+        if let source {
+            var local = sockaddr_in()
+            local.sin_family = sa_family_t(AF_INET)
+            let bound = inet_pton(AF_INET, source, &local.sin_addr) == 1 && withUnsafePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            } == 0
+            guard bound else {
+                let e = errno
+                Glibc.close(fd)
+                throw SocketFailure.system("bind(\(source)): \(errnoString(e))")
+            }
+        }
         var addr = sockaddr_in()
         addr.sin_family = sa_family_t(AF_INET)
         addr.sin_port = in_port_t(UInt16(port).bigEndian)
@@ -107,8 +121,8 @@ public final class RawHTTPClient {
 
     /// Opens a connection, sends one request, reads the response and closes.
     public static func fetch(port: Int, _ method: String = "GET", _ target: String, headers: [(String, String)] = [],
-                      body: [UInt8]? = nil, timeout: Double = 10) throws -> HTTPResponse {
-        let c = try RawHTTPClient(port: port, timeout: timeout)
+                             body: [UInt8]? = nil, source: String? = nil, timeout: Double = 10) throws -> HTTPResponse {
+        let c = try RawHTTPClient(port: port, source: source, timeout: timeout)
         defer { c.close() }
         return try c.request(method, target, headers: headers, body: body)
     }

@@ -16,10 +16,13 @@ final class FakeServices: JourneyServices {
     func verifyPassword(_ password: String, of user: UserRecord?, _ done: @escaping (Bool) -> Void) {
         done(PasswordHash.verify(password, encoded: user?.passwordHash ?? PasswordHash.dummy) && user != nil)
     }
-    func isLockedOut(_ username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        done(storeDown ? .failure(.unavailable("down")) : .success(locked.contains(username)))
+    var attempters: [Attempter] = []
+    func isLockedOut(_ who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        done(storeDown ? .failure(.unavailable("down")) : .success(locked.contains(who.user)))
     }
-    func recordFailure(_ username: String, _ done: @escaping (StoreResult<Void>) -> Void) {
+    func recordFailure(_ who: Attempter, _ done: @escaping (StoreResult<Void>) -> Void) {
+        attempters.append(who)
+        let username = who.user
         failures[username, default: 0] += 1
         if failures[username]! >= 3 { locked.insert(username) }
         done(.success(()))
@@ -37,7 +40,7 @@ final class FakeServices: JourneyServices {
         outbox.append(email)
         done(.success(()))
     }
-    func allowEmail(to username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
+    func allowEmail(to username: String, requestedBy who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void) {
         emailsAllowed -= 1
         done(.success(emailsAllowed >= 0))
     }

@@ -49,8 +49,10 @@ final class AuthService: Sendable {
                                 verifier: verifier, email: emailDelivery, clock: clock, codeKey: codeKey, logger: logger)
     }
 
-    func context(_ state: JourneyState, _ services: EmbeddedJourneyServices) -> JourneyContext {
-        JourneyContext(services: services, display: state.shared["display"], publicURL: publicURL)
+    /// What a journey step sees: what is approved, where links point, who asks and in which session.
+    func context(_ state: JourneyState, _ services: EmbeddedJourneyServices, _ ctx: RequestContext) -> JourneyContext {
+        JourneyContext(services: services, display: state.shared["display"], publicURL: publicURL, source: ctx.exchange.remoteIP,
+                       session: state.shared[JourneyState.stepUpSessionKey] ?? state.shared[JourneyState.approvalSessionKey])
     }
 
     func identifier(on loop: EventLoop) -> SubjectIdentifier {

@@ -86,7 +86,7 @@ final class AuthenticateEndpoint {
             return
         }
         let hint = submitted.first(where: { $0.type == "NameCallback" })?.text
-        engine.proceed(state, submitted: submitted, context: auth.context(state, services)) { [completion] result in
+        engine.proceed(state, submitted: submitted, context: auth.context(state, services, ctx)) { [completion] result in
             completion.finish(ctx, result, submittedUser: state.username ?? hint)
         }
     }
@@ -126,7 +126,7 @@ final class AuthenticateEndpoint {
     }
 
     private func run(_ ctx: RequestContext, _ state: JourneyState) {
-        engine.start(state, context: auth.context(state, services)) { [completion] in completion.finish(ctx, $0, submittedUser: nil) }
+        engine.start(state, context: auth.context(state, services, ctx)) { [completion] in completion.finish(ctx, $0, submittedUser: nil) }
     }
 
     /// Looks up the request's session, if it carries one. Store failures answer 503.
@@ -161,7 +161,7 @@ final class AuthenticateEndpoint {
             withSession(ctx) { [self] session in
                 state.username = session?.uid
                 // The session's store key, not its token: an authId is signed, not encrypted.
-                if let session { state.shared["stepUpSession"] = SessionManager.key(session.token) }
+                if let session { state.shared[JourneyState.stepUpSessionKey] = SessionManager.key(session.token) }
                 run(ctx, state)
             }
         } else {
@@ -197,6 +197,7 @@ final class AuthenticateEndpoint {
             state.journey = tx.journey
             state.username = session.uid
             state.txid = txid
+            state.shared[JourneyState.approvalSessionKey] = SessionManager.key(session.token)
             if let d = tx.display { state.shared["display"] = d }
             run(ctx, state)
         }
@@ -221,7 +222,7 @@ final class AuthenticateEndpoint {
                 }
                 auth.logger.info("journey resumed", metadata: ["request_id": .string(ctx.requestId), "journey": .string(state.journey),
                                                                "user": .string(state.username ?? "-")])
-                engine.resume(state, context: auth.context(state, services)) { [completion] in
+                engine.resume(state, context: auth.context(state, services, ctx)) { [completion] in
                     completion.finish(ctx, $0, submittedUser: state.username)
                 }
             }

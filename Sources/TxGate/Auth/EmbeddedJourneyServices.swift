@@ -63,25 +63,50 @@ final class EmbeddedJourneyServices: JourneyServices {
         verifier.verify(password, encoded: encoded, on: loop) { ok in done(ok && user != nil) }
     }
 
-    func isLockedOut(_ username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        store.get("lock:" + username, on: loop) { r in done(r.map { $0 != nil }) }
+    /// The counters an attempt by `who` goes to, each with its failure limit. Inside a
+    /// session: that session only. Outside: the source (a few failures) and the account (many,
+    /// for guessing spread over many sources).
+    func counters(_ who: Attempter) -> [(subject: String, limit: Int)] {
+        if let session = who.session { return [("session:" + session, security.maxFailedAttempts)] }
+        return [("source:" + who.source, security.maxFailedAttempts), ("user:" + who.user, security.maxFailedAttemptsPerUser)]
     }
 
-    func recordFailure(_ username: String, _ done: @escaping (StoreResult<Void>) -> Void) {
-        store.increment("fail:" + username, ttlMs: security.lockoutWindowS * 1000, on: loop) { [self] r in
+    func isLockedOut(_ who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        anyLocked(counters(who).map { "lock:" + $0.subject }[...], done)
+    }
+
+    private func anyLocked(_ keys: ArraySlice<String>, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        guard let key = keys.first else { done(.success(false)); return }
+        store.get(key, on: loop) { [self] r in
+            switch r {
+            case .success(nil): anyLocked(keys.dropFirst(), done)
+            default: done(r.map { $0 != nil })
+            }
+        }
+    }
+
+    func recordFailure(_ who: Attempter, _ done: @escaping (StoreResult<Void>) -> Void) {
+        count(counters(who)[...], who, done)
+    }
+
+    private func count(_ counters: ArraySlice<(subject: String, limit: Int)>, _ who: Attempter,
+                       _ done: @escaping (StoreResult<Void>) -> Void) {
+        guard let (subject, limit) = counters.first else { done(.success(())); return }
+        store.increment("fail:" + subject, ttlMs: security.lockoutWindowS * 1000, on: loop) { [self] r in
             switch r {
             case .failure(let e): done(.failure(e))
-            case .success(let count) where count >= security.maxFailedAttempts:
-                logger.warning("user locked out after repeated failures", metadata: [
-                    "user": .string(username), "failures": .stringConvertible(count),
+            case .success(let n) where n >= limit:
+                logger.warning("locked out after repeated failures", metadata: [
+                    "locked": .string(String(subject.prefix { $0 != ":" })), "user": .string(who.user),
+                    "source": .string(who.source), "failures": .stringConvertible(n),
                     "lockout_s": .stringConvertible(security.lockoutDurationS),
                 ])
-                store.put("lock:" + username, value: [1], ttlMs: security.lockoutDurationS * 1000, on: loop) { r in
-                    self.store.delete("fail:" + username, on: self.loop) { _ in }
-                    done(r)
+                store.put("lock:" + subject, value: [1], ttlMs: security.lockoutDurationS * 1000, on: loop) { [self] r in
+                    store.delete("fail:" + subject, on: loop) { _ in }
+                    if case .failure(let e) = r { done(.failure(e)) } else { count(counters.dropFirst(), who, done) }
                 }
             case .success:
-                done(.success(()))
+                count(counters.dropFirst(), who, done)
             }
         }
     }
@@ -100,8 +125,12 @@ final class EmbeddedJourneyServices: JourneyServices {
         }
     }
 
-    func allowEmail(to username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        store.increment("emailrate:" + username, ttlMs: security.emailWindowS * 1000, on: loop) { [self] r in
+    /// Emails asked for inside the user's own session count against the user; any other
+    /// request (a magic link, a code for a login) against its source, so that nobody can spend
+    /// another user's quota.
+    func allowEmail(to username: String, requestedBy who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        let counter = who.session != nil ? "emailrate:user:" + username : "emailrate:source:" + who.source
+        store.increment(counter, ttlMs: security.emailWindowS * 1000, on: loop) { [self] r in
             if case .success(let n) = r, n > security.maxEmailsPerWindow {
                 logger.warning("email rate limit reached", metadata: ["user": .string(username), "limit": .stringConvertible(security.maxEmailsPerWindow)])
             }

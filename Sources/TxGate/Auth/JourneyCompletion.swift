@@ -22,7 +22,7 @@ struct JourneyCompletion {
             }
             if let txid = state.txid {
                 completeTransaction(ctx, state, txid)
-            } else if let sessionKey = state.shared["stepUpSession"] {
+            } else if let sessionKey = state.shared[JourneyState.stepUpSessionKey] {
                 recordStepUp(ctx, state, user: user, sessionKey: sessionKey)
             } else {
                 createSession(ctx, state, user: user)

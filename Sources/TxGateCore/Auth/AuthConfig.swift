@@ -45,6 +45,8 @@ public struct SessionConfig: Decodable, Sendable {
 
 public struct SecurityConfig: Decodable, Sendable {
     public var maxFailedAttempts = 5
+    /// Failures on one account, from any sources, before the account is locked (outside a session).
+    public var maxFailedAttemptsPerUser = 20
     public var lockoutWindowS = 300
     public var lockoutDurationS = 900
     /// How long a journey step (an authId) stays valid.
@@ -62,7 +64,7 @@ public struct SecurityConfig: Decodable, Sendable {
 
     /// The settings that are whole numbers greater than 0.
     static var positive: [(String, WritableKeyPath<SecurityConfig, Int>)] { [
-        ("maxFailedAttempts", \.maxFailedAttempts), ("lockoutWindowS", \.lockoutWindowS), ("lockoutDurationS", \.lockoutDurationS),
+        ("maxFailedAttempts", \.maxFailedAttempts), ("maxFailedAttemptsPerUser", \.maxFailedAttemptsPerUser), ("lockoutWindowS", \.lockoutWindowS), ("lockoutDurationS", \.lockoutDurationS),
         ("authIdTtlS", \.authIdTtlS), ("maxPendingTransactions", \.maxPendingTransactions),
         ("maxEmailsPerWindow", \.maxEmailsPerWindow), ("emailWindowS", \.emailWindowS),
     ] }

@@ -5,6 +5,11 @@ import TxGateCrypto
 /// from UsernameOnly) until an email step proves the user holds the mailbox.
 extension JourneyState {
     static let claimedUserKey = "claimedUser"
+    /// The store key of the session a step-up journey adds itself to (an authId is signed,
+    /// not encrypted: never the token).
+    public static let stepUpSessionKey = "stepUpSession"
+    /// The store key of the session whose user approves a transaction.
+    public static let approvalSessionKey = "approvalSession"
     var subjectUser: String? { username ?? shared[Self.claimedUserKey] }
 }
 
@@ -59,7 +64,7 @@ struct EmailSuspendNode: JourneyNode {
             done(.suspend(message: message))
             return
         }
-        services.mayEmail(name, done, silently: .suspend(message: message)) {
+        services.mayEmail(context.attempter(name), done, silently: .suspend(message: message)) {
             let id = Base64URL.encode(Crypto.randomBytes(32))
             var saved = state
             saved.node += 1
@@ -137,7 +142,7 @@ struct EmailOTPNode: JourneyNode {
             return
         }
         // Same page either way; over the limit or locked out, no code exists, so no answer passes.
-        services.mayEmail(name, done, silently: .show(next)) {
+        services.mayEmail(context.attempter(name), done, silently: .show(next)) {
             let code = Self.newCode()
             services.save(Self.key(ref), Self.digest(Array(code.utf8), ref: ref, services), ttlS: ttlS) { r in
                 if case .failure(let e) = r { done(.unavailable(e.description)); return }
@@ -163,7 +168,7 @@ struct EmailOTPNode: JourneyNode {
             return
         }
         let answer = Array((submitted.last?.text ?? "").trimmingCharacters(in: .whitespaces).utf8)
-        services.unlessLockedOut(name, done) {
+        services.unlessLockedOut(context.attempter(name), done) {
             // Taken either way: a code gets one answer.
             services.take(Self.key(ref)) { r in
                 switch r {
@@ -175,7 +180,7 @@ struct EmailOTPNode: JourneyNode {
                     next.shared[Self.refKey] = nil
                     done(.next(next))
                 case .success:
-                    services.failAttempt(name, reason: "wrong or expired email code", done)
+                    services.failAttempt(context.attempter(name), reason: "wrong or expired email code", done)
                 }
             }
         }
@@ -193,14 +198,14 @@ public enum SuspendedJourney {
 extension JourneyServices {
     /// Runs `send` if `user` may be emailed now; otherwise (locked out, or over the email
     /// limit) answers `silently`, exactly what an unknown user would get.
-    func mayEmail(_ user: String, _ done: @escaping (EntryOutcome) -> Void, silently: EntryOutcome,
+    func mayEmail(_ who: Attempter, _ done: @escaping (EntryOutcome) -> Void, silently: EntryOutcome,
                   send: @escaping () -> Void) {
-        isLockedOut(user) { locked in
+        isLockedOut(who) { locked in
             switch locked {
             case .failure(let e): done(.unavailable(e.description))
             case .success(true): done(silently)
             case .success(false):
-                self.allowEmail(to: user) { allowed in
+                self.allowEmail(to: who.user, requestedBy: who) { allowed in
                     switch allowed {
                     case .failure(let e): done(.unavailable(e.description))
                     case .success(false): done(silently)

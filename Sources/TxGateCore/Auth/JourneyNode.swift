@@ -87,17 +87,18 @@ public protocol JourneyServices: AnyObject {
     func user(named: String) -> UserRecord?
     /// Spends the same time whether or not `user` exists.
     func verifyPassword(_ password: String, of user: UserRecord?, _ done: @escaping (Bool) -> Void)
-    func isLockedOut(_ username: String, _ done: @escaping (StoreResult<Bool>) -> Void)
-    /// Counts a failed attempt; locks the user out when the limit is reached.
-    func recordFailure(_ username: String, _ done: @escaping (StoreResult<Void>) -> Void)
+    /// Whether `who` may not try now (their source, their account, or their session is locked).
+    func isLockedOut(_ who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// Counts a failed attempt; locks when a limit is reached.
+    func recordFailure(_ who: Attempter, _ done: @escaping (StoreResult<Void>) -> Void)
     /// Marks a one-time value as used. False if it was used already.
     func claimOnce(_ key: String, ttlS: Int, _ done: @escaping (StoreResult<Bool>) -> Void)
     /// Unix time in seconds.
     var now: Int { get }
     /// Sends an email; the error says what failed.
     func sendEmail(_ email: OutgoingEmail, _ done: @escaping (Result<Void, DeliveryError>) -> Void)
-    /// Counts an email to `username`; false when the per-user limit is reached.
-    func allowEmail(to username: String, _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// Counts an email to `username` asked for by `who`; false when the limit is reached.
+    func allowEmail(to username: String, requestedBy who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void)
     /// Keeps a value for later, once (suspended journeys, emailed codes).
     func save(_ key: String, _ value: [UInt8], ttlS: Int, _ done: @escaping (StoreResult<Void>) -> Void)
     /// Returns and removes a saved value: of concurrent callers, exactly one gets it.
@@ -125,10 +126,28 @@ public protocol JourneyNode: Sendable {
                  _ done: @escaping (NodeOutcome) -> Void)
 }
 
+/// Whom an attempt counts against: the account it names, the client address it comes from,
+/// and the live session it runs in, if any. Outside a session, a source is locked after a few
+/// failures and an account (distributed guessing) only after many; inside one (a step-up or a
+/// transaction's approval), failures count against that session alone, so that nobody else's
+/// failures can keep a logged-in user from approving.
+public struct Attempter: Equatable, Sendable {
+    public var user: String
+    public var source: String
+    /// The store key of the session the journey runs in.
+    public var session: String?
+
+    public init(user: String, source: String, session: String? = nil) {
+        self.user = user
+        self.source = source
+        self.session = session
+    }
+}
+
 extension JourneyServices {
-    /// Runs `then` unless the user is locked out (the step fails) or the store is down.
-    func unlessLockedOut(_ user: String, _ done: @escaping (NodeOutcome) -> Void, then: @escaping () -> Void) {
-        isLockedOut(user) { r in
+    /// Runs `then` unless `who` is locked out (the step fails) or the store is down.
+    func unlessLockedOut(_ who: Attempter, _ done: @escaping (NodeOutcome) -> Void, then: @escaping () -> Void) {
+        isLockedOut(who) { r in
             switch r {
             case .failure(let e): done(.unavailable(e.description))
             case .success(true): done(.failure(reason: "user is locked out"))
@@ -138,8 +157,8 @@ extension JourneyServices {
     }
 
     /// Counts a failed attempt toward the lockout, then fails the step.
-    func failAttempt(_ user: String, reason: String, _ done: @escaping (NodeOutcome) -> Void) {
-        recordFailure(user) { r in
+    func failAttempt(_ who: Attempter, reason: String, _ done: @escaping (NodeOutcome) -> Void) {
+        recordFailure(who) { r in
             if case .failure(let e) = r { done(.unavailable(e.description)); return }
             done(.failure(reason: reason))
         }
@@ -166,12 +185,22 @@ public struct JourneyContext {
     public let display: String?
     /// The gateway's public base URL, for links in emails.
     public let publicURL: String
+    /// The client address of the request that runs this step.
+    public let source: String
+    /// The store key of the live session the journey runs in (step-up, approval), if any.
+    public let session: String?
 
-    public init(services: JourneyServices, display: String? = nil, publicURL: String = "") {
+    public init(services: JourneyServices, display: String? = nil, publicURL: String = "", source: String = "",
+                session: String? = nil) {
         self.services = services
         self.display = display
         self.publicURL = publicURL
+        self.source = source
+        self.session = session
     }
+
+    /// Whom an attempt on `user`'s account in this step counts against.
+    public func attempter(_ user: String) -> Attempter { Attempter(user: user, source: source, session: session) }
 }
 
 public struct NodeConfigError: Error, Equatable {
@@ -257,7 +286,7 @@ struct UsernamePasswordNode: JourneyNode {
             services.verifyPassword(password, of: nil) { _ in done(.failure(reason: "empty username")) }
             return
         }
-        services.isLockedOut(username) { locked in
+        services.isLockedOut(context.attempter(username)) { locked in
             switch locked {
             case .failure(let e): done(.unavailable(e.description))
             case .success(true):
@@ -271,7 +300,7 @@ struct UsernamePasswordNode: JourneyNode {
                         done(.next(next))
                         return
                     }
-                    services.failAttempt(username, reason: user == nil ? "unknown user" : "wrong password", done)
+                    services.failAttempt(context.attempter(username), reason: user == nil ? "unknown user" : "wrong password", done)
                 }
             }
         }
@@ -299,11 +328,11 @@ struct TOTPNode: JourneyNode {
             return
         }
         let code = (submitted.last?.text ?? "").trimmingCharacters(in: .whitespaces)
-        services.unlessLockedOut(username, done) {
+        services.unlessLockedOut(context.attempter(username), done) {
             guard let secret = services.user(named: username)?.totpSecret.flatMap(Base32.decode),
                   let counter = TOTP(secret: secret, digits: 6, period: Self.period)
                     .matchingCounter(code, at: services.now, window: Self.window) else {
-                services.failAttempt(username, reason: "wrong one-time password", done)
+                services.failAttempt(context.attempter(username), reason: "wrong one-time password", done)
                 return
             }
             // Long enough to outlive the window in which this code is accepted.

@@ -11,11 +11,12 @@ extension JourneyClient {
         [("Content-Type", "application/json"), ("Accept-API-Version", "resource=2.0, protocol=1.0")]
     }
 
-    /// POSTs `body` as JSON (nothing when nil) with `jsonHeaders` and `headers`.
+    /// POSTs `body` as JSON (nothing when nil) with `jsonHeaders` and `headers`, from the
+    /// loopback address `source` when given.
     static func post(_ g: GatewayInstance, _ target: String, _ body: Any?, headers: [(String, String)] = [],
-                     timeout: Double = 10) throws -> HTTPResponse {
+                     source: String? = nil, timeout: Double = 10) throws -> HTTPResponse {
         let bytes = try body.map { [UInt8](try JSONSerialization.data(withJSONObject: $0)) } ?? []
-        return try g.fetch("POST", target, headers: jsonHeaders + headers, body: bytes, timeout: timeout)
+        return try g.fetch("POST", target, headers: jsonHeaders + headers, body: bytes, source: source, timeout: timeout)
     }
 
     /// Fills the inputs of a step's callbacks with `values`, in order (output-only callbacks

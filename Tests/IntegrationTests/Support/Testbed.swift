@@ -27,10 +27,11 @@ struct GatewayInstance: @unchecked Sendable {
         try RawHTTPClient(port: port, timeout: timeout)
     }
 
-    /// One request on its own connection.
+    /// One request on its own connection (from the loopback address `source`, to look like
+    /// another client).
     func fetch(_ method: String = "GET", _ target: String, headers: [(String, String)] = [],
-               body: [UInt8]? = nil, timeout: Double = 10) throws -> HTTPResponse {
-        try RawHTTPClient.fetch(port: port, method, target, headers: headers, body: body, timeout: timeout)
+               body: [UInt8]? = nil, source: String? = nil, timeout: Double = 10) throws -> HTTPResponse {
+        try RawHTTPClient.fetch(port: port, method, target, headers: headers, body: body, source: source, timeout: timeout)
     }
 
     /// The JSON log lines written so far on stderr (lines that are not JSON are skipped).
