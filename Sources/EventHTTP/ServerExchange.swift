@@ -11,10 +11,12 @@ public enum ResponseFraming: Equatable {
 }
 
 /// One request and its response, handed to the application. The request body is complete
-/// (up to the configured limit) in `body`, an evbuffer this object owns.
+/// (up to the configured limit) in `body`.
+///
+/// An exchange belongs to the loop of its connection: use it there only.
 public final class ServerExchange {
     public let head: RequestHead
-    public let body: OpaquePointer
+    public let body: Body
     public let remoteIP: String
     public let isTLS: Bool
     public let startNanos: UInt64
@@ -32,17 +34,15 @@ public final class ServerExchange {
     private var chunkedOut = false
     var isLayerError = false
 
-    init(connection: ServerConnection, head: RequestHead, body: OpaquePointer?) {
+    init(connection: ServerConnection, head: RequestHead, body: Body) {
         self.connection = connection
         self.head = head
-        self.body = body ?? evbuffer_new()
+        self.body = body
         self.remoteIP = connection.remoteIP
         self.isTLS = connection.isTLS
         self.startNanos = EventLoop.nowNanos()
         self.connectionId = connection.id
     }
-
-    deinit { evbuffer_free(body) }
 
     /// Whether the client is still there to receive a response.
     public var isConnected: Bool { connection != nil }
@@ -108,14 +108,14 @@ public final class ServerExchange {
         EvBuffer.append(c.output, w.bytes)
     }
 
-    /// Moves all of `buffer` toward the client (no copy).
-    public func writeBody(_ buffer: OpaquePointer) {
-        guard let c = connection else { evbuffer_drain(buffer, evbuffer_get_length(buffer)); return }
-        bodyBytesSent += evbuffer_get_length(buffer)
+    /// Moves all of `body` toward the client (no copy), leaving it empty.
+    public func writeBody(_ body: Body) {
+        guard let c = connection else { body.removeAll(); return }
+        bodyBytesSent += body.count
         if chunkedOut {
-            ChunkedEncoder.writeChunk(buffer, to: c.output)
+            ChunkedEncoder.writeChunk(body, to: c.output)
         } else {
-            evbuffer_add_buffer(c.output, buffer)
+            body.moveAll(to: c.output)
         }
         c.flush()
     }

@@ -134,12 +134,13 @@ final class RedisConnection {
             return
         }
         let (host, port) = (url.host, url.port)
-        DispatchQueue.global().async { [self] in
+        let connection = LoopBound(self, loop: loop)
+        DispatchQueue.global().async {
             let resolved = Result { try SocketAddress(host: host, port: port).numericHost }
-            loop.execute { [self] in
+            connection.execute { connection in
                 switch resolved {
-                case .success(let ip): open(ip: ip)
-                case .failure(let e): drop("\(e)", free: false)
+                case .success(let ip): connection.open(ip: ip)
+                case .failure(let e): connection.drop("\(e)", free: false)
                 }
             }
         }

@@ -85,7 +85,7 @@ final class AuthService: @unchecked Sendable {
 
     private func authenticate(_ ctx: RequestContext, realm: String) {
         let query = Query(target: ctx.head.target)
-        let raw = EvBuffer.bytes(ctx.exchange.body)
+        let raw = ctx.exchange.body.bytes
         let body: JSONValue
         if raw.allSatisfy({ $0 == 0x20 || $0 == 0x0A || $0 == 0x0D || $0 == 0x09 }) {
             body = .object([:])
@@ -368,7 +368,7 @@ final class AuthService: @unchecked Sendable {
     private func sessionAction(_ ctx: RequestContext, realm: String) {
         let action = Query(target: ctx.head.target)["_action"] ?? ""
         var token = sessions.token(in: ctx.head.headers)
-        if token == nil, let body = JSONValue.parse(EvBuffer.bytes(ctx.exchange.body)) {
+        if token == nil, let body = JSONValue.parse(ctx.exchange.body.bytes) {
             token = body["tokenId"]?.stringValue
         }
         switch action {

@@ -14,7 +14,7 @@ enum PoliciesEndpoint {
             ctx.respondError(status: 400, message: "_action must be evaluate or evaluateTree")
             return
         }
-        guard let body = JSONValue.parse(EvBuffer.bytes(ctx.exchange.body)), body.objectValue != nil else {
+        guard let body = JSONValue.parse(ctx.exchange.body.bytes), body.objectValue != nil else {
             ctx.respondError(status: 400, message: "the request body is not a JSON object")
             return
         }

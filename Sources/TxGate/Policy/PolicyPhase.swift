@@ -33,7 +33,7 @@ final class PolicyPhase: RequestPhase {
             let q = DecisionQuery(
                 realm: "/", path: ctx.head.path, resource: publicURL.description + target, method: ctx.head.method,
                 subject: subject, environment: txid.map { ["TxId": [$0]] } ?? [:],
-                body: { EvBuffer.bytes(ctx.exchange.body) })
+                body: { ctx.exchange.body.bytes })
             ctx.worker.decide(q, pdp: pdp) { [self] result in
                 switch result {
                 case .failure(.unavailable(let why)):
