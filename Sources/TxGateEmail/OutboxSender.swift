@@ -34,10 +34,8 @@ public final class OutboxSender: EmailSender, @unchecked Sendable {
 
     public func send(_ message: EmailMessage, on executor: CallbackExecutor,
                      _ done: @escaping (Result<Void, EmailError>) -> Void) {
-        queue.async {
-            let result = self.write(message)
-            executor.execute { done(result.map { _ in () }) }
-        }
+        let reply = Completion(on: executor, done)
+        queue.async { reply(self.write(message).map { _ in () }) }
     }
 
     /// Writes the message; returns the file's path. Runs on `queue`.
