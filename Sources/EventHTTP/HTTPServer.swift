@@ -28,6 +28,7 @@ public struct ServerLimits: Sendable {
 public typealias ErrorBodyMaker = (_ status: Int, _ message: String) -> (contentType: String, body: [UInt8])
 
 /// An HTTP/1.1 server on one loop: its own listener (SO_REUSEPORT) and its connections.
+/// Confined to its loop, like everything it creates (checked in debug builds).
 public final class HTTPServer {
     public let loop: EventLoop
     let limits: ServerLimits
@@ -45,6 +46,7 @@ public final class HTTPServer {
 
     public init(loop: EventLoop, address: SocketAddress, tls: TLSContext?, limits: ServerLimits,
                 errorBody: @escaping ErrorBodyMaker, handler: @escaping (ServerExchange) -> Void) throws {
+        loop.preconditionInEventLoop()
         self.loop = loop
         self.tls = tls
         self.limits = limits
@@ -124,6 +126,7 @@ public final class HTTPServer {
     /// Graceful shutdown: stop accepting, close idle keep-alive connections, let requests in
     /// flight finish (their responses carry `Connection: close`), then call `onDrained`.
     public func beginDrain(onDrained: @escaping () -> Void) {
+        loop.preconditionInEventLoop()
         draining = true
         self.onDrained = onDrained
         if let l = listener { evconnlistener_free(l); listener = nil }
@@ -134,6 +137,7 @@ public final class HTTPServer {
 
     /// Closes every remaining connection (the drain deadline passed).
     public func closeAll() {
+        loop.preconditionInEventLoop()
         for c in Array(connections.values) { c.close() }
     }
 

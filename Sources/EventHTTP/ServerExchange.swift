@@ -13,8 +13,10 @@ public enum ResponseFraming: Equatable {
 /// One request and its response, handed to the application. The request body is complete
 /// (up to the configured limit) in `body`.
 ///
-/// An exchange belongs to the loop of its connection: use it there only.
+/// An exchange belongs to the loop of its connection: use it there only (checked in debug
+/// builds).
 public final class ServerExchange {
+    public let loop: EventLoop
     public let head: RequestHead
     public let body: Body
     public let remoteIP: String
@@ -36,6 +38,7 @@ public final class ServerExchange {
 
     init(connection: ServerConnection, head: RequestHead, body: Body) {
         self.connection = connection
+        self.loop = connection.server.loop
         self.head = head
         self.body = body
         self.remoteIP = connection.remoteIP
@@ -55,6 +58,7 @@ public final class ServerExchange {
 
     /// Sends a complete response with a small in-memory body.
     public func respond(status: Int, headers: HTTPHeaders = HTTPHeaders(), body bytes: [UInt8]) {
+        loop.preconditionInEventLoop()
         let noBody = head.method == "HEAD" || status == 204 || status == 304
         startResponse(status: status, headers: headers, framing: .contentLength(bytes.count), suppressBody: noBody)
         if !noBody, let c = connection, !bytes.isEmpty {
@@ -65,6 +69,7 @@ public final class ServerExchange {
     }
 
     public func startResponse(status: Int, reason: String? = nil, headers: HTTPHeaders, framing: ResponseFraming) {
+        loop.preconditionInEventLoop()
         startResponse(status: status, reason: reason, headers: headers, framing: framing, suppressBody: false)
     }
 
@@ -110,6 +115,7 @@ public final class ServerExchange {
 
     /// Moves all of `body` toward the client (no copy), leaving it empty.
     public func writeBody(_ body: Body) {
+        loop.preconditionInEventLoop()
         guard let c = connection else { body.removeAll(); return }
         bodyBytesSent += body.count
         if chunkedOut {
@@ -121,6 +127,7 @@ public final class ServerExchange {
     }
 
     public func writeBody(_ bytes: [UInt8]) {
+        loop.preconditionInEventLoop()
         guard let c = connection, !bytes.isEmpty else { return }
         bodyBytesSent += bytes.count
         if chunkedOut { EvBuffer.append(c.output, String(bytes.count, radix: 16) + "\r\n") }
@@ -130,6 +137,7 @@ public final class ServerExchange {
 
     /// Ends the response. The connection then serves the next request or closes.
     public func finish() {
+        loop.preconditionInEventLoop()
         guard !finished else { return }
         finished = true
         guard let c = connection else { return }
@@ -140,6 +148,7 @@ public final class ServerExchange {
     /// Gives up on the response: the client connection is closed (e.g. the upstream failed
     /// after the response head was already sent).
     public func abort() {
+        loop.preconditionInEventLoop()
         guard let c = connection else { return }
         finished = true
         connection = nil

@@ -30,6 +30,8 @@ public struct TLSError: Error, CustomStringConvertible {
 }
 
 /// An OpenSSL SSL_CTX, shared read-only by every worker once built.
+// @unchecked Sendable: the context is configured in the factory methods before it is shared;
+// afterwards workers only create SSLs from it, which OpenSSL allows from any thread.
 public final class TLSContext: @unchecked Sendable {
     let ctx: OpaquePointer
 

@@ -2,6 +2,7 @@ import HTTPCore
 
 /// A request in flight; lets the caller apply back-pressure or give up.
 public final class UpstreamCall {
+    let loop: EventLoop
     let request: UpstreamRequest
     weak var handler: UpstreamResponseHandler?
     var connection: UpstreamConnection?
@@ -9,16 +10,25 @@ public final class UpstreamCall {
     public private(set) var headReceived = false
     public private(set) var done = false
 
-    init(request: UpstreamRequest, handler: UpstreamResponseHandler) {
+    init(loop: EventLoop, request: UpstreamRequest, handler: UpstreamResponseHandler) {
+        self.loop = loop
         self.request = request
         self.handler = handler
     }
 
-    public func pauseReading() { connection?.setReading(false) }
-    public func resumeReading() { connection?.setReading(true) }
+    public func pauseReading() {
+        loop.preconditionInEventLoop()
+        connection?.setReading(false)
+    }
+
+    public func resumeReading() {
+        loop.preconditionInEventLoop()
+        connection?.setReading(true)
+    }
 
     /// Abandons the call; its connection is closed, not reused.
     public func cancel() {
+        loop.preconditionInEventLoop()
         done = true
         handler = nil
         let c = connection

@@ -1,10 +1,12 @@
-/// The keep-alive connections from one loop to one upstream.
+/// The keep-alive connections from one loop to one upstream. Confined to that loop, like
+/// its calls and connections (checked in debug builds).
 public final class UpstreamPool {
     public let loop: EventLoop
     public let endpoint: UpstreamEndpoint
     private var idle: [UpstreamConnection] = []
 
     public init(loop: EventLoop, endpoint: UpstreamEndpoint) {
+        loop.preconditionInEventLoop()
         self.loop = loop
         self.endpoint = endpoint
     }
@@ -13,7 +15,8 @@ public final class UpstreamPool {
 
     @discardableResult
     public func send(_ request: UpstreamRequest, handler: UpstreamResponseHandler) -> UpstreamCall {
-        let call = UpstreamCall(request: request, handler: handler)
+        loop.preconditionInEventLoop()
+        let call = UpstreamCall(loop: loop, request: request, handler: handler)
         dispatch(call, fresh: false)
         return call
     }
@@ -42,6 +45,7 @@ public final class UpstreamPool {
 
     /// Closes the idle connections (at shutdown).
     public func closeIdle() {
+        loop.preconditionInEventLoop()
         let all = idle
         idle.removeAll()
         for c in all { c.close() }

@@ -9,10 +9,9 @@ import TxGateCore
 /// hidden temporary file and renamed into place, so a reader watching the folder never sees
 /// half a message. The files hold magic links, which are credentials: they are readable by
 /// the owner only.
-public final class OutboxSender: EmailSender, @unchecked Sendable {
+public final class OutboxSender: EmailSender, Sendable {
     public let folder: String
     private let from: String
-    // @unchecked Sendable: immutable.
     private let queue = DispatchQueue(label: "txgate.email.outbox")
 
     /// Creates `folder` (and its parents) if needed.

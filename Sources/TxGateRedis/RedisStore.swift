@@ -13,7 +13,7 @@ extension EventLoop: CallbackExecutor {}
 /// so of concurrent callers across the whole cluster exactly one takes a value or wins a swap.
 ///
 /// Needs Redis >= 6.2 (GETDEL, KEEPTTL), a single primary (not Redis Cluster's sharding).
-public final class RedisStore: Store, @unchecked Sendable {
+public final class RedisStore: Store, Sendable {
     public let url: RedisURL
     public let keyPrefix: String
     public let timeoutMs: Int
