@@ -22,22 +22,22 @@ let package = Package(
 
         // The one thin layer over libevent: loops, HTTP/1.1 server and upstream client, TLS.
         // HTTP/1.1 message model and parsing, pure Swift (no sockets), shared by every layer.
-        .target(name: "HTTPCore"),
-        .target(name: "EventHTTP", dependencies: ["CLibevent", "COpenSSL", "HTTPCore"]),
+        .target(name: "HTTPCore", swiftSettings: [.swiftLanguageMode(.v6)]),
+        .target(name: "EventHTTP", dependencies: ["CLibevent", "COpenSSL", "HTTPCore"], swiftSettings: [.swiftLanguageMode(.v6)]),
         // Cryptographic building blocks over OpenSSL (hashes, HMAC, scrypt, CSPRNG, base64/base32).
-        .target(name: "TxGateCrypto", dependencies: ["COpenSSL"]),
+        .target(name: "TxGateCrypto", dependencies: ["COpenSSL"], swiftSettings: [.swiftLanguageMode(.v6)]),
         // Pure domain logic: configuration, header rules, error bodies. No I/O.
         .target(name: "TxGateCore", dependencies: [
             "HTTPCore", "TxGateCrypto", .product(name: "Logging", package: "swift-log"),
         ], swiftSettings: [.swiftLanguageMode(.v6)]),
         // The embedded default store: the Store protocol on one SQLite file.
-        .target(name: "TxGateStore", dependencies: ["TxGateCore", "CSQLite"]),
+        .target(name: "TxGateStore", dependencies: ["TxGateCore", "CSQLite"], swiftSettings: [.swiftLanguageMode(.v6)]),
         // The cluster store: the Store protocol on Redis, through hiredis on each worker's libevent loop.
         .target(name: "TxGateRedis", dependencies: [
             "CHiredis", "EventHTTP", "TxGateCore", .product(name: "Logging", package: "swift-log"),
-        ]),
+        ], swiftSettings: [.swiftLanguageMode(.v6)]),
         // Email delivery behind one interface: SMTP (libcurl, on its own threads) or an outbox folder.
-        .target(name: "TxGateEmail", dependencies: ["CCurl", "TxGateCore"]),
+        .target(name: "TxGateEmail", dependencies: ["CCurl", "TxGateCore"], swiftSettings: [.swiftLanguageMode(.v6)]),
         // The gateway: request phases wired onto EventHTTP.
         .target(name: "TxGate", dependencies: [
             "EventHTTP", "TxGateCore", "TxGateCrypto", "TxGateStore", "TxGateRedis", "TxGateEmail",
@@ -49,7 +49,7 @@ let package = Package(
         ]),
         .executableTarget(name: "demo-bank", dependencies: [
             "EventHTTP", "TxGateCore", "TxGateCrypto", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ]),
+        ], swiftSettings: [.swiftLanguageMode(.v6)]),
 
         // Helpers every test target shares: ports, temp folders, spawned processes, a raw HTTP
         // client, redis-server and SMTP sinks, a test executor, polling.

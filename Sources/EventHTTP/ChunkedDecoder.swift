@@ -57,11 +57,11 @@ struct ChunkedDecoder {
 
 /// Writes `Transfer-Encoding: chunked` framing around data moved from `data` into `output`.
 enum ChunkedEncoder {
-    static func writeChunk(_ data: OpaquePointer, to output: OpaquePointer) {
-        let n = evbuffer_get_length(data)
+    static func writeChunk(_ data: Body, to output: OpaquePointer) {
+        let n = data.count
         guard n > 0 else { return }
         EvBuffer.append(output, String(n, radix: 16) + "\r\n")
-        evbuffer_add_buffer(output, data)
+        data.moveAll(to: output)
         EvBuffer.append(output, "\r\n")
     }
 

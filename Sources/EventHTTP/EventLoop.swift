@@ -4,20 +4,25 @@ import Foundation
 /// One libevent `event_base`, driven by one thread. Every handle created on a loop (listener,
 /// bufferevents, timers) must only be touched from that thread; `execute` is the one
 /// thread-safe entry point.
+///
+/// Until `run()` the loop belongs to the thread that created it, so that a worker can be set
+/// up (listener, pool, store connections) before its thread starts.
+// @unchecked Sendable: `base` is only used on the loop's thread (checked in debug builds);
+// `pending` and `owner` are guarded by `lock`; libevent's wake-up is thread-safe.
 public final class EventLoop: @unchecked Sendable {
-    public let base: OpaquePointer
+    package let base: OpaquePointer
     private var wakeEvent: OpaquePointer?
     private let lock = NSLock()
     private var pending: [() -> Void] = []
-    private var loopThread: pthread_t?
+    private var owner: pthread_t
     /// Objects bound to this loop (one per owner, e.g. a store's connection for this loop).
-    /// Set before the loop runs or on its thread; read on its thread only.
-    public var locals: [ObjectIdentifier: AnyObject] = [:]
+    private var locals: [ObjectIdentifier: AnyObject] = [:]
 
     public init() {
         EventLoop.processSetup
         guard let b = event_base_new() else { fatalError("event_base_new failed: out of memory") }
         base = b
+        owner = pthread_self()
         wakeEvent = event_new(base, -1, 0, { _, _, arg in
             Unmanaged<EventLoop>.fromOpaque(arg!).takeUnretainedValue().runPending()
         }, Unmanaged.passUnretained(self).toOpaque())
@@ -42,9 +47,9 @@ public final class EventLoop: @unchecked Sendable {
         pthread_sigmask(SIG_UNBLOCK, &set, nil)
     }()
 
-    /// Runs the loop on the calling thread until `stop()`.
+    /// Runs the loop on the calling thread until `stop()`. From here on, that thread owns it.
     public func run() {
-        loopThread = pthread_self()
+        lock.withLock { owner = pthread_self() }
         event_base_loop(base, EVLOOP_NO_EXIT_ON_EMPTY)
         runPending()
     }
@@ -54,25 +59,53 @@ public final class EventLoop: @unchecked Sendable {
         event_base_loopbreak(base)
     }
 
-    public var inLoopThread: Bool {
-        guard let t = loopThread else { return false }
-        return pthread_equal(t, pthread_self()) != 0
+    /// Whether the caller is on the thread that owns the loop (its creator until `run()`).
+    public var inEventLoop: Bool {
+        let owner = lock.withLock { self.owner }
+        return pthread_equal(owner, pthread_self()) != 0
     }
 
-    /// Runs `work` on the loop thread. Thread-safe.
+    /// The former name of `inEventLoop`.
+    public var inLoopThread: Bool { inEventLoop }
+
+    /// Traps, in debug builds, when called off the loop's thread.
+    @inlinable
+    public func preconditionInEventLoop(file: StaticString = #fileID, line: UInt = #line) {
+        assert(inEventLoop, "called off the event loop's thread", file: file, line: line)
+    }
+
+    /// Runs `work` on the loop thread, after the callbacks in progress. Thread-safe.
+    ///
+    /// The closure is not `@Sendable` because `CallbackExecutor` (TxGateCore) hands over
+    /// store completions that are not: what it captures must be Sendable or bound to this
+    /// loop (`LoopBound`).
     public func execute(_ work: @escaping () -> Void) {
-        lock.lock()
-        pending.append(work)
-        lock.unlock()
+        lock.withLock { pending.append(work) }
         event_active(wakeEvent, EV_READ, 0)
     }
 
     private func runPending() {
-        lock.lock()
-        let work = pending
-        pending.removeAll()
-        lock.unlock()
+        let work = lock.withLock {
+            let work = pending
+            pending.removeAll()
+            return work
+        }
         for w in work { w() }
+    }
+
+    /// The object `key` bound to this loop, if any. On the loop's thread only.
+    public func local(_ key: ObjectIdentifier) -> AnyObject? {
+        preconditionInEventLoop()
+        return locals[key]
+    }
+
+    /// Binds `value` to this loop under `key` (nil removes it) and returns what was there.
+    /// On the loop's thread only.
+    @discardableResult
+    public func setLocal(_ value: AnyObject?, for key: ObjectIdentifier) -> AnyObject? {
+        preconditionInEventLoop()
+        if let value { return locals.updateValue(value, forKey: key) }
+        return locals.removeValue(forKey: key)
     }
 
     /// A monotonic clock in nanoseconds, for latency measurement.
@@ -81,82 +114,4 @@ public final class EventLoop: @unchecked Sendable {
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
-}
-
-/// A one-shot timer on a loop. Re-arming replaces the previous deadline.
-public final class LoopTimer {
-    private var event: OpaquePointer?
-    private let callback: () -> Void
-
-    public init(loop: EventLoop, _ callback: @escaping () -> Void) {
-        self.callback = callback
-        event = event_new(loop.base, -1, 0, { _, _, arg in
-            let timer = Unmanaged<LoopTimer>.fromOpaque(arg!).takeUnretainedValue()
-            timer.callback()
-        }, Unmanaged.passUnretained(self).toOpaque())
-    }
-
-    public func schedule(afterMs ms: Int) {
-        var tv = timeval(milliseconds: ms)
-        event_add(event, &tv)
-    }
-
-    public func cancel() { event_del(event) }
-
-    deinit { event_free(event) }
-}
-
-extension timeval {
-    init(milliseconds ms: Int) {
-        self.init(tv_sec: ms / 1000, tv_usec: (ms % 1000) * 1000)
-    }
-}
-
-/// Small helpers for moving bytes in and out of evbuffers.
-public enum EvBuffer {
-    public static func append(_ buffer: OpaquePointer, _ string: String) {
-        var s = string
-        s.withUTF8 { _ = evbuffer_add(buffer, $0.baseAddress, $0.count) }
-    }
-
-    public static func append(_ buffer: OpaquePointer, _ bytes: [UInt8]) {
-        bytes.withUnsafeBytes { _ = evbuffer_add(buffer, $0.baseAddress, $0.count) }
-    }
-
-    public static func length(_ buffer: OpaquePointer) -> Int { evbuffer_get_length(buffer) }
-
-    /// Copies the whole buffer out (for small bodies the domain inspects, e.g. JSON).
-    public static func bytes(_ buffer: OpaquePointer) -> [UInt8] {
-        let n = evbuffer_get_length(buffer)
-        guard n > 0 else { return [] }
-        return [UInt8](unsafeUninitializedCapacity: n) { out, count in
-            count = Int(evbuffer_copyout(buffer, out.baseAddress, n))
-        }
-    }
-
-    /// Finds `needle` in the buffer; the offset of its first byte, or nil.
-    static func search(_ buffer: OpaquePointer, _ needle: StaticString) -> Int? {
-        let p = evbuffer_search(buffer, UnsafeRawPointer(needle.utf8Start).assumingMemoryBound(to: CChar.self),
-                                needle.utf8CodeUnitCount, nil)
-        return p.pos < 0 ? nil : p.pos
-    }
-}
-
-/// A libevent signal event on the main loop.
-public final class SignalWatcher {
-    private var event: OpaquePointer?
-    private let handler: (Int32) -> Void
-    private let signal: Int32
-
-    public init(loop: EventLoop, signal: Int32, _ handler: @escaping (Int32) -> Void) {
-        self.handler = handler
-        self.signal = signal
-        event = event_new(loop.base, signal, Int16(EV_SIGNAL | EV_PERSIST), { _, _, arg in
-            let w = Unmanaged<SignalWatcher>.fromOpaque(arg!).takeUnretainedValue()
-            w.handler(w.signal)
-        }, Unmanaged.passUnretained(self).toOpaque())
-        event_add(event, nil)
-    }
-
-    deinit { event_free(event) }
 }

@@ -11,10 +11,14 @@ public enum ResponseFraming: Equatable {
 }
 
 /// One request and its response, handed to the application. The request body is complete
-/// (up to the configured limit) in `body`, an evbuffer this object owns.
+/// (up to the configured limit) in `body`.
+///
+/// An exchange belongs to the loop of its connection: use it there only (checked in debug
+/// builds).
 public final class ServerExchange {
+    public let loop: EventLoop
     public let head: RequestHead
-    public let body: OpaquePointer
+    public let body: Body
     public let remoteIP: String
     public let isTLS: Bool
     public let startNanos: UInt64
@@ -32,17 +36,16 @@ public final class ServerExchange {
     private var chunkedOut = false
     var isLayerError = false
 
-    init(connection: ServerConnection, head: RequestHead, body: OpaquePointer?) {
+    init(connection: ServerConnection, head: RequestHead, body: Body) {
         self.connection = connection
+        self.loop = connection.server.loop
         self.head = head
-        self.body = body ?? evbuffer_new()
+        self.body = body
         self.remoteIP = connection.remoteIP
         self.isTLS = connection.isTLS
         self.startNanos = EventLoop.nowNanos()
         self.connectionId = connection.id
     }
-
-    deinit { evbuffer_free(body) }
 
     /// Whether the client is still there to receive a response.
     public var isConnected: Bool { connection != nil }
@@ -55,6 +58,7 @@ public final class ServerExchange {
 
     /// Sends a complete response with a small in-memory body.
     public func respond(status: Int, headers: HTTPHeaders = HTTPHeaders(), body bytes: [UInt8]) {
+        loop.preconditionInEventLoop()
         let noBody = head.method == "HEAD" || status == 204 || status == 304
         startResponse(status: status, headers: headers, framing: .contentLength(bytes.count), suppressBody: noBody)
         if !noBody, let c = connection, !bytes.isEmpty {
@@ -65,6 +69,7 @@ public final class ServerExchange {
     }
 
     public func startResponse(status: Int, reason: String? = nil, headers: HTTPHeaders, framing: ResponseFraming) {
+        loop.preconditionInEventLoop()
         startResponse(status: status, reason: reason, headers: headers, framing: framing, suppressBody: false)
     }
 
@@ -108,19 +113,21 @@ public final class ServerExchange {
         EvBuffer.append(c.output, w.bytes)
     }
 
-    /// Moves all of `buffer` toward the client (no copy).
-    public func writeBody(_ buffer: OpaquePointer) {
-        guard let c = connection else { evbuffer_drain(buffer, evbuffer_get_length(buffer)); return }
-        bodyBytesSent += evbuffer_get_length(buffer)
+    /// Moves all of `body` toward the client (no copy), leaving it empty.
+    public func writeBody(_ body: Body) {
+        loop.preconditionInEventLoop()
+        guard let c = connection else { body.removeAll(); return }
+        bodyBytesSent += body.count
         if chunkedOut {
-            ChunkedEncoder.writeChunk(buffer, to: c.output)
+            ChunkedEncoder.writeChunk(body, to: c.output)
         } else {
-            evbuffer_add_buffer(c.output, buffer)
+            body.moveAll(to: c.output)
         }
         c.flush()
     }
 
     public func writeBody(_ bytes: [UInt8]) {
+        loop.preconditionInEventLoop()
         guard let c = connection, !bytes.isEmpty else { return }
         bodyBytesSent += bytes.count
         if chunkedOut { EvBuffer.append(c.output, String(bytes.count, radix: 16) + "\r\n") }
@@ -130,6 +137,7 @@ public final class ServerExchange {
 
     /// Ends the response. The connection then serves the next request or closes.
     public func finish() {
+        loop.preconditionInEventLoop()
         guard !finished else { return }
         finished = true
         guard let c = connection else { return }
@@ -140,6 +148,7 @@ public final class ServerExchange {
     /// Gives up on the response: the client connection is closed (e.g. the upstream failed
     /// after the response head was already sent).
     public func abort() {
+        loop.preconditionInEventLoop()
         guard let c = connection else { return }
         finished = true
         connection = nil

@@ -3,7 +3,7 @@ import CLibevent
 import Foundation
 
 /// A resolved IPv4/IPv6 address, ready for bind/connect.
-public struct SocketAddress: CustomStringConvertible, @unchecked Sendable {
+public struct SocketAddress: CustomStringConvertible, Sendable {
     var storage = sockaddr_storage()
     var length: Int32 = 0
     public let host: String
@@ -41,7 +41,7 @@ public struct SocketAddress: CustomStringConvertible, @unchecked Sendable {
         let rc = withSockaddr { sa, len in
             getnameinfo(sa, socklen_t(len), &buffer, socklen_t(buffer.count), nil, 0, NI_NUMERICHOST)
         }
-        return rc == 0 ? String(cString: buffer) : host
+        return rc == 0 ? String(nulTerminated: buffer) : host
     }
 
     func withSockaddr<T>(_ body: (UnsafePointer<sockaddr>, Int32) -> T) -> T {
@@ -68,7 +68,7 @@ public struct SocketAddress: CustomStringConvertible, @unchecked Sendable {
             }
         default: return "unknown"
         }
-        return String(cString: buf)
+        return String(nulTerminated: buf)
     }
 }
 
@@ -80,4 +80,11 @@ public struct SocketError: Error, CustomStringConvertible {
 func setNoDelay(_ fd: Int32) {
     var one: Int32 = 1
     _ = setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &one, socklen_t(MemoryLayout<Int32>.size))
+}
+
+extension String {
+    /// The NUL-terminated C string a C call wrote into `buffer`.
+    init(nulTerminated buffer: [CChar]) {
+        self = buffer.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+    }
 }

@@ -7,9 +7,7 @@ public struct TLSError: Error, CustomStringConvertible {
         var detail = ""
         var code = ERR_get_error()
         while code != 0 {
-            var buf = [CChar](repeating: 0, count: 256)
-            ERR_error_string_n(code, &buf, buf.count)
-            detail += (detail.isEmpty ? "" : "; ") + String(cString: buf)
+            detail += (detail.isEmpty ? "" : "; ") + Self.message(code)
             code = ERR_get_error()
         }
         description = detail.isEmpty ? what : "\(what): \(detail)"
@@ -20,15 +18,22 @@ public struct TLSError: Error, CustomStringConvertible {
         let code = ERR_get_error()
         guard code != 0 else { return nil }
         while ERR_get_error() != 0 {}
+        return message(code)
+    }
+
+    /// OpenSSL's text for an error code.
+    static func message(_ code: UInt) -> String {
         var buf = [CChar](repeating: 0, count: 256)
         ERR_error_string_n(code, &buf, buf.count)
-        return String(cString: buf)
+        return String(nulTerminated: buf)
     }
 }
 
 /// An OpenSSL SSL_CTX, shared read-only by every worker once built.
+// @unchecked Sendable: the context is configured in the factory methods before it is shared;
+// afterwards workers only create SSLs from it, which OpenSSL allows from any thread.
 public final class TLSContext: @unchecked Sendable {
-    public let ctx: OpaquePointer
+    let ctx: OpaquePointer
 
     private init(method: OpaquePointer) throws {
         guard let c = SSL_CTX_new(method) else { throw TLSError("cannot create TLS context") }

@@ -137,24 +137,21 @@ public enum Crypto {
     public static func fromHex(_ s: String) -> [UInt8]? {
         let chars = Array(s.utf8)
         guard chars.count % 2 == 0 else { return nil }
-        func nibble(_ c: UInt8) -> UInt8? {
-            switch c {
-            case UInt8(ascii: "0")...UInt8(ascii: "9"): return c - UInt8(ascii: "0")
-            case UInt8(ascii: "a")...UInt8(ascii: "f"): return c - UInt8(ascii: "a") + 10
-            case UInt8(ascii: "A")...UInt8(ascii: "F"): return c - UInt8(ascii: "A") + 10
-            default: return nil
-            }
+        var out = BitPacker(capacity: chars.count / 2)
+        for c in chars {
+            let v = hexTable[Int(c)]
+            guard v != 0xFF else { return nil }
+            out.append(v, width: 4)
         }
-        var out = [UInt8]()
-        out.reserveCapacity(chars.count / 2)
-        var i = 0
-        while i < chars.count {
-            guard let hi = nibble(chars[i]), let lo = nibble(chars[i + 1]) else { return nil }
-            out.append(hi << 4 | lo)
-            i += 2
-        }
-        return out
+        return out.bytes
     }
+
+    /// Each byte's value as a hex digit (either case), 0xFF for other bytes.
+    private static let hexTable: [UInt8] = {
+        var t = Base64Codec.table(Array("0123456789abcdef".utf8))
+        for (i, c) in "ABCDEF".utf8.enumerated() { t[Int(c)] = UInt8(10 + i) }
+        return t
+    }()
 
     /// Calls `body` with a pointer that is never NULL (a dummy byte for an empty array) and the length.
     private static func withNonNullBytes<R>(_ bytes: [UInt8],

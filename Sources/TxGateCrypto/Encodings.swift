@@ -85,24 +85,38 @@ enum Base64Codec {
         guard rem != 1 else { return nil }
         if pad > 0 && rem == 0 { return nil }
 
-        var out = [UInt8]()
-        out.reserveCapacity(chars.count / 4 * 3 + 2)
-        var acc: UInt32 = 0
-        var bits = 0
+        var out = BitPacker(capacity: chars.count / 4 * 3 + 2)
         for c in chars {
             let v = table[Int(c)]
             guard v != 0xFF else { return nil }
-            acc = acc << 6 | UInt32(v)
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
-                acc &= (1 << UInt32(bits)) - 1
-            }
+            out.append(v, width: 6)
         }
         // Leftover bits (2 or 4) must be zero for a canonical encoding.
-        guard acc == 0 else { return nil }
-        return out
+        guard out.leftoverIsZero else { return nil }
+        return out.bytes
+    }
+}
+
+/// Packs symbols of a few bits each (base64's 6, base32's 5) into bytes, most significant
+/// bit first.
+struct BitPacker {
+    private(set) var bytes: [UInt8] = []
+    private var acc: UInt32 = 0
+    private var bits = 0
+
+    init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+
+    /// Whether the bits that did not fill a last byte are all zero.
+    var leftoverIsZero: Bool { acc == 0 }
+
+    mutating func append(_ symbol: UInt8, width: Int) {
+        acc = acc << UInt32(width) | UInt32(symbol)
+        bits += width
+        if bits >= 8 {
+            bits -= 8
+            bytes.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
+            acc &= (1 << UInt32(bits)) - 1
+        }
     }
 }
 
@@ -136,9 +150,7 @@ public enum Base32 {
     /// encoder produces (1, 3 or 6 symbols in the last group). Trailing bits are not checked (secrets are
     /// often typed or pasted by hand).
     public static func decode(_ s: String) -> [UInt8]? {
-        var out = [UInt8]()
-        var acc: UInt32 = 0
-        var bits = 0
+        var out = BitPacker()
         var symbols = 0
         for c in s.utf8 {
             let v: UInt8
@@ -151,17 +163,11 @@ public enum Base32 {
             default: return nil
             }
             symbols += 1
-            acc = acc << 5 | UInt32(v)
-            bits += 5
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
-                acc &= (1 << UInt32(bits)) - 1
-            }
+            out.append(v, width: 5)
         }
         switch symbols % 8 {
         case 1, 3, 6: return nil
-        default: return out
+        default: return out.bytes
         }
     }
 }

@@ -9,10 +9,9 @@ import TxGateCore
 /// hidden temporary file and renamed into place, so a reader watching the folder never sees
 /// half a message. The files hold magic links, which are credentials: they are readable by
 /// the owner only.
-public final class OutboxSender: EmailSender, @unchecked Sendable {
+public final class OutboxSender: EmailSender, Sendable {
     public let folder: String
     private let from: String
-    // @unchecked Sendable: immutable.
     private let queue = DispatchQueue(label: "txgate.email.outbox")
 
     /// Creates `folder` (and its parents) if needed.
@@ -34,10 +33,8 @@ public final class OutboxSender: EmailSender, @unchecked Sendable {
 
     public func send(_ message: EmailMessage, on executor: CallbackExecutor,
                      _ done: @escaping (Result<Void, EmailError>) -> Void) {
-        queue.async {
-            let result = self.write(message)
-            executor.execute { done(result.map { _ in () }) }
-        }
+        let reply = Completion(on: executor, done)
+        queue.async { reply(self.write(message).map { _ in () }) }
     }
 
     /// Writes the message; returns the file's path. Runs on `queue`.

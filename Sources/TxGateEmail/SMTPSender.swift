@@ -67,8 +67,9 @@ public final class SMTPSender: EmailSender, @unchecked Sendable {
     public func send(_ message: EmailMessage, on executor: CallbackExecutor,
                      _ done: @escaping (Result<Void, EmailError>) -> Void) {
         let lane = pickLane()
+        let reply = Completion(on: executor, done)
         if let refusal = MessageFormat.check(message) {
-            lane.async { executor.execute { done(.failure(refusal)) } }
+            lane.async { reply(.failure(refusal)) }
             return
         }
         // Rendered once: every attempt sends the same Date and Message-ID, so a receiver can
@@ -76,26 +77,26 @@ public final class SMTPSender: EmailSender, @unchecked Sendable {
         let now = MessageFormat.nowMs()
         let bytes = MessageFormat.render(message, from: from, epochMs: now,
                                          messageID: MessageFormat.newMessageID(from: from, epochMs: now))
-        lane.async { self.attempt(1, bytes, to: message.to, lane: lane, executor, done) }
+        lane.async { self.attempt(1, bytes, to: message.to, lane: lane, reply) }
     }
 
     /// Runs on `lane`.
-    private func attempt(_ number: Int, _ bytes: [UInt8], to: String, lane: DispatchQueue, _ executor: CallbackExecutor,
-                         _ done: @escaping (Result<Void, EmailError>) -> Void) {
+    private func attempt(_ number: Int, _ bytes: [UInt8], to: String, lane: DispatchQueue,
+                         _ reply: Completion<Result<Void, EmailError>>) {
         guard let failure = transfer(bytes, to: to) else {
-            executor.execute { done(.success(())) }
+            reply(.success(()))
             return
         }
         if failure.permanent || number > retries {
             let attempts = number == 1 ? "1 attempt" : "\(number) attempts"
             let error = EmailError.failed("\(server): \(failure.text) after \(attempts)")
-            executor.execute { done(.failure(error)) }
+            reply(.failure(error))
             return
         }
         let delay = backoffMs.multipliedReportingOverflow(by: 1 << min(number - 1, 20))
         let wait = delay.overflow ? Int.max / 2 : delay.partialValue
         lane.asyncAfter(deadline: .now() + .milliseconds(min(wait, 3_600_000))) {
-            self.attempt(number + 1, bytes, to: to, lane: lane, executor, done)
+            self.attempt(number + 1, bytes, to: to, lane: lane, reply)
         }
     }
 

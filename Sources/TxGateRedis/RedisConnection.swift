@@ -127,6 +127,7 @@ final class RedisConnection {
 
     /// Starts connecting (on the loop thread). Host names are resolved off the loop.
     func connect() {
+        loop.preconditionInEventLoop()
         guard !closed, state == .waiting else { return }
         state = .connecting
         if Self.isNumericAddress(url.host) {
@@ -134,12 +135,13 @@ final class RedisConnection {
             return
         }
         let (host, port) = (url.host, url.port)
-        DispatchQueue.global().async { [self] in
+        let connection = LoopBound(self, loop: loop)
+        DispatchQueue.global().async {
             let resolved = Result { try SocketAddress(host: host, port: port).numericHost }
-            loop.execute { [self] in
+            connection.execute { connection in
                 switch resolved {
-                case .success(let ip): open(ip: ip)
-                case .failure(let e): drop("\(e)", free: false)
+                case .success(let ip): connection.open(ip: ip)
+                case .failure(let e): connection.drop("\(e)", free: false)
                 }
             }
         }
@@ -259,6 +261,7 @@ final class RedisConnection {
 
     /// Closes for good (on the loop thread), failing what is waiting.
     func close() {
+        loop.preconditionInEventLoop()
         closed = true
         retry.cancel()
         watchdog.cancel()
@@ -277,6 +280,7 @@ final class RedisConnection {
     /// Redis is known to be down, they fail at once instead of waiting for a retry.
     @discardableResult
     func send(_ command: RedisCommand, setup: Bool = false, _ done: @escaping (RedisReply?) -> Void) -> Bool {
+        loop.preconditionInEventLoop()
         guard let ac = context, state == .ready || setup || (state == .connecting && !reportedDown) else { return false }
         let pending = Unmanaged.passRetained(PendingReply(self, done)).toOpaque()
         let rc: Int32 = command.bytes.withUnsafeBufferPointer { buffer in

@@ -13,7 +13,7 @@ extension EventLoop: CallbackExecutor {}
 /// so of concurrent callers across the whole cluster exactly one takes a value or wins a swap.
 ///
 /// Needs Redis >= 6.2 (GETDEL, KEEPTTL), a single primary (not Redis Cluster's sharding).
-public final class RedisStore: Store, @unchecked Sendable {
+public final class RedisStore: Store, Sendable {
     public let url: RedisURL
     public let keyPrefix: String
     public let timeoutMs: Int
@@ -31,19 +31,28 @@ public final class RedisStore: Store, @unchecked Sendable {
         self.logger = logger
     }
 
-    /// Gives `loop` its own connection, which starts connecting once the loop runs. Call it
-    /// before the loop runs, or on its thread.
+    /// Gives `loop` its own connection, which starts connecting once the loop runs. From any
+    /// thread: the connection is made on the loop's thread (or here, before the loop runs).
     public func attach(to loop: EventLoop, worker: Int? = nil) {
         var logger = logger
         if let worker { logger[metadataKey: "worker"] = .stringConvertible(worker) }
-        let connection = RedisConnection(loop: loop, url: url, timeoutMs: timeoutMs, logger: logger)
-        loop.locals[ObjectIdentifier(self)] = connection
-        loop.execute { connection.connect() }
+        let (url, timeoutMs, key) = (url, timeoutMs, ObjectIdentifier(self))
+        let open = { [logger] in
+            let connection = RedisConnection(loop: loop, url: url, timeoutMs: timeoutMs, logger: logger)
+            loop.setLocal(connection, for: key)
+            return connection
+        }
+        if loop.inEventLoop {
+            let connection = open()
+            loop.execute { connection.connect() }
+        } else {
+            loop.execute { open().connect() }
+        }
     }
 
     /// Closes `loop`'s connection (on its thread); commands still waiting fail as unavailable.
     public func detach(from loop: EventLoop) {
-        (loop.locals.removeValue(forKey: ObjectIdentifier(self)) as? RedisConnection)?.close()
+        (loop.setLocal(nil, for: ObjectIdentifier(self)) as? RedisConnection)?.close()
     }
 
     // MARK: Store
@@ -235,12 +244,16 @@ public final class RedisStore: Store, @unchecked Sendable {
     /// is followed by `WAIT` when replicas must acknowledge it.
     private func run<T>(_ command: RedisCommand, on executor: CallbackExecutor, oneShot: Bool = false,
                         _ done: @escaping (StoreResult<T>) -> Void, _ map: @escaping (RedisReply) -> T?) {
-        guard let loop = executor as? EventLoop, let connection = loop.locals[ObjectIdentifier(self)] as? RedisConnection else {
-            executor.execute { done(.failure(.failed("no redis connection for this executor: call attach(to:) for each loop"))) }
+        guard let loop = executor as? EventLoop else {
+            executor.execute { done(.failure(.failed("redis store completions must run on an EventLoop"))) }
             return
         }
-        guard loop.inLoopThread else {
-            loop.execute { [self] in run(command, on: executor, done, map) }
+        guard loop.inEventLoop else {
+            loop.execute { [self] in run(command, on: executor, oneShot: oneShot, done, map) }
+            return
+        }
+        guard let connection = loop.local(ObjectIdentifier(self)) as? RedisConnection else {
+            loop.execute { done(.failure(.failed("no redis connection for this executor: call attach(to:) for each loop"))) }
             return
         }
         let done = oneShot && waitReplicas > 0 ? replicated(on: connection, done) : done

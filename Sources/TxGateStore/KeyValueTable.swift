@@ -159,10 +159,10 @@ final class KeyValueTable {
     /// BEGIN IMMEDIATE takes the write lock before the read, so that no other connection can
     /// change the row between our read and our write (and WAL never has to refuse our commit).
     private func transaction<T>(_ body: () throws -> T) throws -> T {
-        try begin.use { s in try s.step() }
+        _ = try begin.use { s in try s.step() }
         do {
             let result = try body()
-            try commit.use { s in try s.step() }
+            _ = try commit.use { s in try s.step() }
             return result
         } catch {
             if db.inTransaction { _ = try? rollback.use { s in try s.step() } }

@@ -139,21 +139,19 @@ public final class SQLiteStore: Store, @unchecked Sendable {
 
     /// Runs `body` on the store queue, then `done` on `executor`. The queued block holds the
     /// store, so an operation finishes even if its caller lets go of the store.
-    private func run<T>(_ operation: String, _ executor: CallbackExecutor, _ done: @escaping (StoreResult<T>) -> Void,
-                        _ body: @escaping (KeyValueTable, Int64) throws -> T) {
-        queue.async {
-            let result = self.perform(operation, body)
-            executor.execute { done(result) }
-        }
+    private func run<T: Sendable>(_ operation: String, _ executor: CallbackExecutor, _ done: @escaping (StoreResult<T>) -> Void,
+                                  _ body: @escaping @Sendable (KeyValueTable, Int64) throws -> T) {
+        let reply = Completion(on: executor, done)
+        queue.async { reply(self.perform(operation, body)) }
     }
 
     /// As `run`, for operations that set an expiry: `ttlMs` must be positive.
-    private func run<T>(_ operation: String, ttlMs: Int, _ executor: CallbackExecutor,
-                        _ done: @escaping (StoreResult<T>) -> Void,
-                        _ body: @escaping (KeyValueTable, Int64, Int64) throws -> T) {
+    private func run<T: Sendable>(_ operation: String, ttlMs: Int, _ executor: CallbackExecutor,
+                                  _ done: @escaping (StoreResult<T>) -> Void,
+                                  _ body: @escaping @Sendable (KeyValueTable, Int64, Int64) throws -> T) {
         guard ttlMs > 0 else {
-            let result = StoreResult<T>.failure(.failed("\(operation): ttlMs must be more than 0, got \(ttlMs)"))
-            queue.async { executor.execute { done(result) } }
+            let reply = Completion(on: executor, done)
+            queue.async { reply(.failure(.failed("\(operation): ttlMs must be more than 0, got \(ttlMs)"))) }
             return
         }
         run(operation, executor, done) { table, now in

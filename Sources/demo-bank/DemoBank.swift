@@ -102,7 +102,7 @@ final class Bank {
     }
 
     private func transfer(_ ex: ServerExchange) {
-        let body = EvBuffer.bytes(ex.body)
+        let body = ex.body.bytes
         guard let obj = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
             error(ex, 400, "the body must be a JSON object {amount, currency, payee}")
             return
@@ -126,7 +126,7 @@ final class Bank {
     }
 
     private func echo(_ ex: ServerExchange) {
-        let body = EvBuffer.bytes(ex.body)
+        let body = ex.body.bytes
         json(ex, 200, [
             "method": ex.head.method,
             "uri": ex.head.target,

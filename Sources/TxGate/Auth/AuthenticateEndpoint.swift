@@ -23,11 +23,11 @@ final class AuthenticateEndpoint {
     private var engine: JourneyEngine { auth.engine }
 
     func handle(_ ctx: RequestContext, realm: String) {
-        if let refusal = Self.crossSiteRefusal(ctx.head.headers, body: ctx.exchange.bodyBytes, gotoPolicy: auth.gotoPolicy) {
+        if let refusal = Self.crossSiteRefusal(ctx.head.headers, body: ctx.exchange.body.bytes, gotoPolicy: auth.gotoPolicy) {
             ctx.fail(refusal)
             return
         }
-        guard let body = Self.body(ctx.exchange.bodyBytes) else {
+        guard let body = Self.body(ctx.exchange.body.bytes) else {
             ctx.fail(.badRequest("the request body is not a JSON object"))
             return
         }

@@ -48,7 +48,7 @@ final class PoliciesEndpoint {
 
     func handle(_ ctx: RequestContext, realm: String) {
         let request: Request
-        switch Self.parse(ctx.exchange.bodyBytes, action: Query(target: ctx.head.target)["_action"] ?? "") {
+        switch Self.parse(ctx.exchange.body.bytes, action: Query(target: ctx.head.target)["_action"] ?? "") {
         case .failure(let f): ctx.fail(f); return
         case .success(let r): request = r
         }

@@ -16,7 +16,7 @@ final class SessionsEndpoint {
     func handle(_ ctx: RequestContext, realm: String) {
         let action = Query(target: ctx.head.target)["_action"] ?? ""
         var token = auth.sessions.token(in: ctx.head.headers)
-        if token == nil, let body = JSONValue.parse(ctx.exchange.bodyBytes) {
+        if token == nil, let body = JSONValue.parse(ctx.exchange.body.bytes) {
             token = body["tokenId"]?.stringValue
         }
         switch action {

@@ -22,7 +22,7 @@ final class DecidePhase: RequestPhase {
     func handle(_ ctx: RequestContext) {
         let exchange = ctx.exchange
         let q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.head.method,
-                              subject: ctx.subject, txid: ctx.txid, body: { exchange.bodyBytes },
+                              subject: ctx.subject, txid: ctx.txid, body: { exchange.body.bytes },
                               contentType: Self.contentType(ctx.head.headers))
         decide(q) { r in
             switch r {

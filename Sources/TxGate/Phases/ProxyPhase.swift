@@ -58,8 +58,8 @@ final class ProxiedRequest: UpstreamResponseHandler {
                                    headers: headers, framing: out)
     }
 
-    func upstreamResponseBody(_ data: OpaquePointer) {
-        ctx.exchange.writeBody(data)
+    func upstreamResponseBody(_ body: Body) {
+        ctx.exchange.writeBody(body)
         if !paused && ctx.exchange.pendingOutputBytes > Self.highWater {
             paused = true
             call?.pauseReading()

@@ -1,0 +1,85 @@
+import CLibevent
+
+/// A request or response body: bytes in an evbuffer owned by EventHTTP. Moving a body to a
+/// client or an upstream hands over the evbuffer's chains (no copy); reading `bytes` copies,
+/// for the small bodies the gateway inspects (JSON, forms).
+///
+/// A body belongs to the loop whose connection filled it, like the connection itself.
+public final class Body {
+    let buffer: OpaquePointer
+
+    /// An empty body.
+    public init() {
+        guard let b = evbuffer_new() else { fatalError("evbuffer_new failed: out of memory") }
+        buffer = b
+    }
+
+    public convenience init(_ bytes: [UInt8]) {
+        self.init()
+        append(bytes)
+    }
+
+    deinit { evbuffer_free(buffer) }
+
+    /// The number of bytes.
+    public var count: Int { evbuffer_get_length(buffer) }
+
+    public var isEmpty: Bool { count == 0 }
+
+    /// A copy of the whole body.
+    public var bytes: [UInt8] {
+        let n = count
+        guard n > 0 else { return [] }
+        return [UInt8](unsafeUninitializedCapacity: n) { out, copied in
+            copied = max(0, evbuffer_copyout(buffer, out.baseAddress, n))
+        }
+    }
+
+    public func append(_ bytes: [UInt8]) { EvBuffer.append(buffer, bytes) }
+
+    public func append(_ string: String) { EvBuffer.append(buffer, string) }
+
+    /// Moves everything to the end of `other`, leaving this body empty (no copy).
+    public func moveAll(to other: Body) { evbuffer_add_buffer(other.buffer, buffer) }
+
+    /// Moves everything to the end of the evbuffer `output`, leaving this body empty (no copy).
+    func moveAll(to output: OpaquePointer) { evbuffer_add_buffer(output, buffer) }
+
+    /// Takes the first `n` bytes of the evbuffer `input` (no copy).
+    func take(_ n: Int, from input: OpaquePointer) { evbuffer_remove_buffer(input, buffer, n) }
+
+    /// Takes all of the evbuffer `input` (no copy).
+    func takeAll(from input: OpaquePointer) { evbuffer_add_buffer(buffer, input) }
+
+    public func removeAll() { evbuffer_drain(buffer, count) }
+}
+
+/// Small helpers for moving bytes in and out of evbuffers, inside EventHTTP.
+enum EvBuffer {
+    static func append(_ buffer: OpaquePointer, _ string: String) {
+        var s = string
+        s.withUTF8 { _ = evbuffer_add(buffer, $0.baseAddress, $0.count) }
+    }
+
+    static func append(_ buffer: OpaquePointer, _ bytes: [UInt8]) {
+        bytes.withUnsafeBytes { _ = evbuffer_add(buffer, $0.baseAddress, $0.count) }
+    }
+
+    /// Finds `needle` in the buffer; the offset of its first byte, or nil.
+    static func search(_ buffer: OpaquePointer, _ needle: StaticString) -> Int? {
+        let p = evbuffer_search(buffer, UnsafeRawPointer(needle.utf8Start).assumingMemoryBound(to: CChar.self),
+                                needle.utf8CodeUnitCount, nil)
+        return p.pos < 0 ? nil : p.pos
+    }
+}
+
+extension Body {
+    /// Appends this body to the evbuffer `output` by reference, so that it stays whole for
+    /// a retry; copied only when libevent cannot reference it.
+    func reference(into output: OpaquePointer) {
+        guard !isEmpty else { return }
+        if evbuffer_add_buffer_reference(output, buffer) != 0 {
+            _ = evbuffer_add(output, evbuffer_pullup(buffer, -1), count)
+        }
+    }
+}

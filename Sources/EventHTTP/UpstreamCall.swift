@@ -1,0 +1,53 @@
+import HTTPCore
+
+/// A request in flight; lets the caller apply back-pressure or give up.
+public final class UpstreamCall {
+    let loop: EventLoop
+    let request: UpstreamRequest
+    weak var handler: UpstreamResponseHandler?
+    var connection: UpstreamConnection?
+    var retried = false
+    public private(set) var headReceived = false
+    public private(set) var done = false
+
+    init(loop: EventLoop, request: UpstreamRequest, handler: UpstreamResponseHandler) {
+        self.loop = loop
+        self.request = request
+        self.handler = handler
+    }
+
+    public func pauseReading() {
+        loop.preconditionInEventLoop()
+        connection?.setReading(false)
+    }
+
+    public func resumeReading() {
+        loop.preconditionInEventLoop()
+        connection?.setReading(true)
+    }
+
+    /// Abandons the call; its connection is closed, not reused.
+    public func cancel() {
+        loop.preconditionInEventLoop()
+        done = true
+        handler = nil
+        let c = connection
+        connection = nil
+        c?.call = nil
+        c?.close()
+    }
+
+    func deliverHead(_ head: ResponseHead, _ framing: BodyFraming) {
+        headReceived = true
+        handler?.upstreamResponseHead(head, framing: framing)
+    }
+
+    func finish(_ failure: UpstreamFailure?) {
+        guard !done else { return }
+        done = true
+        connection = nil
+        let h = handler
+        handler = nil
+        if let failure { h?.upstreamFailed(failure) } else { h?.upstreamResponseEnd() }
+    }
+}

@@ -1,0 +1,92 @@
+import CLibevent
+import HTTPCore
+
+/// Reading the response: its head, then its body by its framing, handed to the call.
+extension UpstreamConnection {
+    /// Returns true when the body may follow in the same input.
+    func readHead(_ input: OpaquePointer) -> Bool {
+        guard let head = parseHead(input) else { return false }
+        if head.status / 100 == 1 && head.status != 101 { return true }  // interim response: skip
+        guard head.status != 101 else {
+            fail(.protocolError("protocol upgrades are not supported"))
+            return false
+        }
+        responseKeepAlive = head.allowsKeepAlive
+        state = .body
+        switch framing {
+        case .contentLength(let len): remaining = len
+        case .chunked: chunked = ChunkedDecoder()
+        default: break
+        }
+        call?.deliverHead(head, framing)
+        guard state == .body else { return false }  // the handler cancelled
+        if framing == .none || framing == .contentLength(0) { complete(); return false }
+        return true
+    }
+
+    /// The response head, once it has all arrived and is valid; nil while it is incomplete
+    /// or after failing the call.
+    private func parseHead(_ input: OpaquePointer) -> ResponseHead? {
+        let tooLarge = "response headers larger than \(Self.maxHeadBytes) bytes"
+        guard let end = EvBuffer.search(input, "\r\n\r\n") else {
+            if evbuffer_get_length(input) > Self.maxHeadBytes { fail(.protocolError(tooLarge)) }
+            return nil
+        }
+        let n = end + 4
+        guard n <= Self.maxHeadBytes else {
+            fail(.protocolError(tooLarge))
+            return nil
+        }
+        let head: ResponseHead
+        do {
+            head = try HTTPParser.parseResponseHead(UnsafeRawBufferPointer(start: evbuffer_pullup(input, n), count: n))
+            framing = try HTTPParser.responseFraming(head, requestMethod: method)
+        } catch {
+            fail(.protocolError(error.message))
+            return nil
+        }
+        evbuffer_drain(input, n)
+        return head
+    }
+
+    func readBody(_ input: OpaquePointer) {
+        switch framing {
+        case .contentLength:
+            let n = min(remaining, evbuffer_get_length(input))
+            guard n > 0 else { return }
+            scratch.take(n, from: input)
+            remaining -= n
+            deliver()
+            if remaining == 0 && state == .body { complete() }
+        case .chunked:
+            let done: Bool
+            do { done = try chunked.decode(from: input, into: scratch.buffer) } catch {
+                fail(.protocolError(error.message))
+                return
+            }
+            deliver()
+            if done && state == .body { complete() }
+        case .untilClose:
+            scratch.takeAll(from: input)
+            deliver()
+        case .none:
+            complete()
+        }
+    }
+
+    private func deliver() {
+        guard !scratch.isEmpty else { return }
+        if let h = call?.handler { h.upstreamResponseBody(scratch) }
+        scratch.removeAll()
+    }
+
+    func complete() {
+        guard let bev else { return }
+        let call = self.call
+        self.call = nil
+        let reusable = responseKeepAlive && framing != .untilClose && pool.endpoint.maxIdle > 0
+            && evbuffer_get_length(bufferevent_get_input(bev)!) == 0
+        if reusable { pool.release(self) } else { close() }
+        call?.finish(nil)
+    }
+}

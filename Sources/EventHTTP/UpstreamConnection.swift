@@ -1,0 +1,206 @@
+import Glibc
+import CLibevent
+import HTTPCore
+
+/// One connection to the upstream: sends a call's request, reads its response (see
+/// UpstreamConnection+Response.swift), then goes back to its pool or closes.
+final class UpstreamConnection: BufferEventHandler {
+    unowned let pool: UpstreamPool
+    var bev: OpaquePointer?
+    enum State { case connecting, waitingHead, body, idle, closed }
+    var state = State.connecting
+    var call: UpstreamCall?
+    var method = "GET"
+    var framing = BodyFraming.none
+    var remaining = 0
+    var chunked = ChunkedDecoder()
+    var responseKeepAlive = true
+    private var requestCount = 0
+    var bytesReceived = false
+    private var connectTimer: LoopTimer?
+    /// Response body bytes on their way to the handler.
+    let scratch = Body()
+    private var retainedSelf: Unmanaged<UpstreamConnection>?
+    static let maxHeadBytes = 65_536
+
+    init?(pool: UpstreamPool) {
+        self.pool = pool
+        super.init()
+        let ep = pool.endpoint
+        var ssl: OpaquePointer?
+        if let tls = ep.tls {
+            ssl = tls.newClientSSL(host: ep.tlsHost)
+            guard ssl != nil else { return nil }
+        }
+        guard let bev = BufferEvent.make(loop: pool.loop, fd: -1, ssl: ssl, state: BUFFEREVENT_SSL_CONNECTING) else {
+            return nil
+        }
+        self.bev = bev
+        // The connection keeps itself alive while its socket is open; close() lets go.
+        retainedSelf = Unmanaged.passRetained(self)
+        BufferEvent.route(bev, to: self)
+        bufferevent_enable(bev, Int16(EV_READ | EV_WRITE))
+        let rc = ep.address.withSockaddr { sa, len in bufferevent_socket_connect(bev, sa, len) }
+        if rc != 0 {
+            close()
+            return nil
+        }
+        let timer = LoopTimer(loop: pool.loop) { [weak self] in self?.connectTimedOut() }
+        timer.schedule(afterMs: ep.connectTimeoutMs)
+        connectTimer = timer
+    }
+
+    func start(_ call: UpstreamCall) {
+        guard let bev else { call.finish(.connectFailed("connection closed")); return }
+        self.call = call
+        call.connection = self
+        method = call.request.method
+        bytesReceived = false
+        requestCount += 1
+        let out = bufferevent_get_output(bev)!
+        EvBuffer.append(out, call.request.serializeHead())
+        call.request.body?.reference(into: out)
+        if state == .idle {
+            state = .waitingHead
+            armResponseTimeout()
+            bufferevent_enable(bev, Int16(EV_READ))
+            flushOutput()
+            // Bytes that arrived while idle mean a broken upstream.
+            if evbuffer_get_length(bufferevent_get_input(bev)!) > 0 {
+                fail(.protocolError("unsolicited data on an idle connection"))
+            }
+        }
+    }
+
+    /// The response timeout also bounds how long the connection may sit idle in the pool, so
+    /// that a reused connection needs no timer changes (each one is libevent heap work).
+    private var timeoutsArmed = false
+
+    /// Plain connections write requests directly once connected (no write event per request;
+    /// see BufferEvent.writeDirectly); libevent takes over only what the socket did not take.
+    private var writesDirectly: Bool { pool.endpoint.tls == nil }
+
+    private func flushOutput() {
+        guard writesDirectly, let bev, state != .connecting else { return }
+        if BufferEvent.writeDirectly(bev) { bufferevent_disable(bev, Int16(EV_WRITE)) }
+    }
+
+    override func writable() {
+        if writesDirectly, let bev { bufferevent_disable(bev, Int16(EV_WRITE)) }
+    }
+
+    private func armResponseTimeout() {
+        guard !timeoutsArmed, let bev else { return }
+        timeoutsArmed = true
+        let ms = pool.endpoint.responseTimeoutMs
+        BufferEvent.setTimeouts(bev, readMs: ms, writeMs: ms)
+    }
+
+    func setReading(_ on: Bool) {
+        guard let bev, state == .waitingHead || state == .body else { return }
+        BufferEvent.setReading(bev, on)
+    }
+
+    func becomeIdle() {
+        state = .idle
+        bufferevent_enable(bev, Int16(EV_READ))
+    }
+
+    private func connectTimedOut() {
+        if state == .connecting { fail(.connectTimeout(pool.endpoint.connectTimeoutMs)) }
+    }
+
+    override func readable() {
+        guard let bev else { return }
+        let input = bufferevent_get_input(bev)!
+        if evbuffer_get_length(input) > 0 { bytesReceived = true }
+        while true {
+            switch state {
+            case .waitingHead:
+                guard readHead(input) else { return }
+            case .body:
+                readBody(input)
+                return
+            case .idle:
+                pool.forget(self)
+                close()
+                return
+            case .connecting, .closed:
+                return
+            }
+        }
+    }
+
+    override func event(_ what: Int32) {
+        if what & BEV_EVENT_CONNECTED != 0 {
+            connected()
+        } else if what & BEV_EVENT_TIMEOUT != 0 {
+            if state == .idle { pool.forget(self); close(); return }
+            fail(.responseTimeout(pool.endpoint.responseTimeoutMs))
+        } else if what & BEV_EVENT_EOF != 0 && state == .body && framing == .untilClose {
+            responseKeepAlive = false
+            complete()
+        } else if state == .idle {
+            pool.forget(self)
+            close()
+        } else if state == .connecting {
+            fail(.connectFailed(socketError()))
+        } else {
+            fail(.closed("the upstream closed the connection before the response was complete"
+                + (what & BEV_EVENT_ERROR != 0 ? " (\(socketError()))" : "")))
+        }
+    }
+
+    private func connected() {
+        connectTimer?.cancel()
+        connectTimer = nil
+        if let bev { setNoDelay(bufferevent_getfd(bev)) }
+        if state == .connecting {
+            state = .waitingHead
+            armResponseTimeout()
+            flushOutput()
+        }
+    }
+
+    private func socketError() -> String {
+        if pool.endpoint.tls != nil, let bev {
+            let e = bufferevent_get_openssl_error(bev)
+            if e != 0 { return "TLS: " + TLSError.message(e) }
+        }
+        let err = errno
+        return err != 0 ? String(cString: strerror(err)) : "connection closed"
+    }
+
+    func fail(_ failure: UpstreamFailure) {
+        let call = self.call
+        self.call = nil
+        // A reused connection the upstream closed just as we sent: nothing was processed,
+        // so the request is sent once more on a new connection.
+        let stale = requestCount > 1 && !bytesReceived && (state == .waitingHead)
+        close()
+        guard let call else { return }
+        if stale && !call.retried && !call.headReceived {
+            if case .responseTimeout = failure {} else {
+                call.retried = true
+                pool.dispatch(call, fresh: true)
+                return
+            }
+        }
+        call.finish(failure)
+    }
+
+    func close() {
+        guard state != .closed else { return }
+        state = .closed
+        connectTimer?.cancel()
+        connectTimer = nil
+        if let bev {
+            bufferevent_disable(bev, Int16(EV_READ | EV_WRITE))
+            bufferevent_free(bev)
+            self.bev = nil
+        }
+        let r = retainedSelf
+        retainedSelf = nil
+        r?.release()
+    }
+}
