@@ -22,22 +22,22 @@ let package = Package(
 
         // The one thin layer over libevent: loops, HTTP/1.1 server and upstream client, TLS.
         // HTTP/1.1 message model and parsing, pure Swift (no sockets), shared by every layer.
-        .target(name: "HTTPCore", swiftSettings: [.swiftLanguageMode(.v6)]),
-        .target(name: "EventHTTP", dependencies: ["CLibevent", "COpenSSL", "HTTPCore"], swiftSettings: [.swiftLanguageMode(.v6)]),
+        .target(name: "HTTPCore"),
+        .target(name: "EventHTTP", dependencies: ["CLibevent", "COpenSSL", "HTTPCore"]),
         // Cryptographic building blocks over OpenSSL (hashes, HMAC, scrypt, CSPRNG, base64/base32).
-        .target(name: "TxGateCrypto", dependencies: ["COpenSSL"], swiftSettings: [.swiftLanguageMode(.v6)]),
+        .target(name: "TxGateCrypto", dependencies: ["COpenSSL"]),
         // Pure domain logic: configuration, header rules, error bodies. No I/O.
         .target(name: "TxGateCore", dependencies: [
             "HTTPCore", "TxGateCrypto", .product(name: "Logging", package: "swift-log"),
-        ], swiftSettings: [.swiftLanguageMode(.v6)]),
+        ]),
         // The embedded default store: the Store protocol on one SQLite file.
-        .target(name: "TxGateStore", dependencies: ["TxGateCore", "CSQLite"], swiftSettings: [.swiftLanguageMode(.v6)]),
+        .target(name: "TxGateStore", dependencies: ["TxGateCore", "CSQLite"]),
         // The cluster store: the Store protocol on Redis, through hiredis on each worker's libevent loop.
         .target(name: "TxGateRedis", dependencies: [
             "CHiredis", "EventHTTP", "TxGateCore", .product(name: "Logging", package: "swift-log"),
-        ], swiftSettings: [.swiftLanguageMode(.v6)]),
+        ]),
         // Email delivery behind one interface: SMTP (libcurl, on its own threads) or an outbox folder.
-        .target(name: "TxGateEmail", dependencies: ["CCurl", "TxGateCore"], swiftSettings: [.swiftLanguageMode(.v6)]),
+        .target(name: "TxGateEmail", dependencies: ["CCurl", "TxGateCore"]),
         // The gateway: request phases wired onto EventHTTP.
         .target(name: "TxGate", dependencies: [
             "EventHTTP", "TxGateCore", "TxGateCrypto", "TxGateStore", "TxGateRedis", "TxGateEmail",
@@ -49,26 +49,18 @@ let package = Package(
         ]),
         .executableTarget(name: "demo-bank", dependencies: [
             "EventHTTP", "TxGateCore", "TxGateCrypto", .product(name: "ArgumentParser", package: "swift-argument-parser"),
-        ], swiftSettings: [.swiftLanguageMode(.v6)]),
+        ]),
 
         // Helpers every test target shares: ports, temp folders, spawned processes, a raw HTTP
         // client, redis-server and SMTP sinks, a test executor, polling.
-        .target(name: "TestSupport", dependencies: ["TxGateCore"], path: "Tests/TestSupport",
-                swiftSettings: [.swiftLanguageMode(.v6)]),
-        .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"],
-                    swiftSettings: [.swiftLanguageMode(.v6)]),
-        .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore", "TestSupport"],
-                    swiftSettings: [.swiftLanguageMode(.v6)]),
-        .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore", "TestSupport"],
-                    swiftSettings: [.swiftLanguageMode(.v6)]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"], exclude: ["browser"],
-                    swiftSettings: [.swiftLanguageMode(.v6)]),
-        .testTarget(name: "TxGateStoreTests", dependencies: ["TxGateStore", "TxGateCore", "TestSupport"],
-                    swiftSettings: [.swiftLanguageMode(.v6)]),
-        .testTarget(name: "TxGateRedisTests", dependencies: ["TxGateRedis", "EventHTTP", "TxGateCore", "TestSupport"],
-                    swiftSettings: [.swiftLanguageMode(.v6)]),
-        .testTarget(name: "TxGateEmailTests", dependencies: ["TxGateEmail", "TxGateCore", "TestSupport"],
-                    swiftSettings: [.swiftLanguageMode(.v6)]),
+        .target(name: "TestSupport", dependencies: ["TxGateCore"], path: "Tests/TestSupport"),
+        .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"]),
+        .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore", "TestSupport"]),
+        .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore", "TestSupport"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"], exclude: ["browser"]),
+        .testTarget(name: "TxGateStoreTests", dependencies: ["TxGateStore", "TxGateCore", "TestSupport"]),
+        .testTarget(name: "TxGateRedisTests", dependencies: ["TxGateRedis", "EventHTTP", "TxGateCore", "TestSupport"]),
+        .testTarget(name: "TxGateEmailTests", dependencies: ["TxGateEmail", "TxGateCore", "TestSupport"]),
     ],
-    swiftLanguageModes: [.v5]
+    swiftLanguageModes: [.v6]
 )

@@ -7,6 +7,9 @@ import TxGateRedis
 
 /// One event loop on one thread, with its own listener and upstream pool. A connection
 /// stays on the worker that accepted it.
+// @unchecked Sendable: built on the main thread before its loop runs; after that its pool,
+// server, pipeline and ids are only used on its loop (checked in EventHTTP in debug builds),
+// and the main thread only calls `drain`/`forceClose`, which hop onto the loop.
 final class Worker: @unchecked Sendable {
     let index: Int
     let shared: SharedState

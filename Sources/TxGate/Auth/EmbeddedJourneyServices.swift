@@ -6,7 +6,7 @@ import TxGateCrypto
 
 /// Runs password hashing off the event loops, a few at a time: scrypt is deliberately slow
 /// and memory-hard, and must never stall a loop.
-final class PasswordVerifier: @unchecked Sendable {
+final class PasswordVerifier: Sendable {
     private let queue = OperationQueue()
 
     init() {
@@ -15,9 +15,10 @@ final class PasswordVerifier: @unchecked Sendable {
     }
 
     func verify(_ password: String, encoded: String, on loop: EventLoop, _ done: @escaping (Bool) -> Void) {
+        let done = LoopBound(done, loop: loop)
         queue.addOperation {
             let ok = PasswordHash.verify(password, encoded: encoded)
-            loop.execute { done(ok) }
+            done.execute { $0(ok) }
         }
     }
 }

@@ -34,7 +34,7 @@ struct Session: Equatable {
 }
 
 /// Creates, finds and ends sessions in the store.
-final class SessionManager: @unchecked Sendable {
+final class SessionManager: Sendable {
     let store: Store
     let config: SessionConfig
     let secureCookie: Bool
