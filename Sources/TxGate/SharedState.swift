@@ -85,7 +85,7 @@ final class SharedState: Sendable {
         if let email = config.email {
             let sender = try emailSender(email)
             delivery = { message, loop, done in
-                sender.send(EmailMessage(to: message.to, subject: message.subject, body: message.body), on: loop) { r in
+                sender.send(message, on: loop) { r in
                     done(r.mapError { DeliveryError($0.description) })
                 }
             }

@@ -1,10 +1,11 @@
+import TxGateCore
 import Foundation
 
 /// The one RFC 5322 rendering of a message, shared by SMTP and the outbox so that what a
 /// developer reads in the outbox is byte for byte what an SMTP server would receive.
 enum MessageFormat {
     /// Refuses a message whose recipient or subject could add headers or recipients of its own.
-    static func check(_ message: EmailMessage) -> EmailError? {
+    static func check(_ message: OutgoingEmail) -> EmailError? {
         if message.to.unicodeScalars.contains(where: { $0 == "\r" || $0 == "\n" }) {
             return .failed("recipient contains a line break (CR or LF); refused, it could inject headers")
         }
@@ -33,7 +34,7 @@ enum MessageFormat {
 
     /// The message as sent: CRLF line endings, headers, a blank line, the body.
     /// `date` and `messageID` are given so that every retry of one message is the same message.
-    static func render(_ message: EmailMessage, from: String, epochMs: Int64, messageID: String) -> [UInt8] {
+    static func render(_ message: OutgoingEmail, from: String, epochMs: Int64, messageID: String) -> [UInt8] {
         let lines = bodyLines(message.body)
         let plain = lines.allSatisfy { line in line.count <= 998 && line.allSatisfy { $0 == 9 || (0x20...0x7e).contains($0) } }
         var out = [UInt8]()

@@ -31,14 +31,14 @@ public final class OutboxSender: EmailSender, Sendable {
         self.from = from
     }
 
-    public func send(_ message: EmailMessage, on executor: CallbackExecutor,
+    public func send(_ message: OutgoingEmail, on executor: CallbackExecutor,
                      _ done: @escaping (Result<Void, EmailError>) -> Void) {
         let reply = Completion(on: executor, done)
         queue.async { reply(self.write(message).map { _ in () }) }
     }
 
     /// Writes the message; returns the file's path. Runs on `queue`.
-    func write(_ message: EmailMessage) -> Result<String, EmailError> {
+    func write(_ message: OutgoingEmail) -> Result<String, EmailError> {
         if let refusal = MessageFormat.check(message) { return .failure(refusal) }
         let now = MessageFormat.nowMs()
         let bytes = MessageFormat.render(message, from: from, epochMs: now,

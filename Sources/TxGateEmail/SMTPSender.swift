@@ -64,7 +64,7 @@ public final class SMTPSender: EmailSender, @unchecked Sendable {
         lanes = (0..<Self.laneCount).map { DispatchQueue(label: "txgate.email.smtp.\($0)") }
     }
 
-    public func send(_ message: EmailMessage, on executor: CallbackExecutor,
+    public func send(_ message: OutgoingEmail, on executor: CallbackExecutor,
                      _ done: @escaping (Result<Void, EmailError>) -> Void) {
         let lane = pickLane()
         let reply = Completion(on: executor, done)

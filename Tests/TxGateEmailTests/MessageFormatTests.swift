@@ -1,3 +1,4 @@
+import TxGateCore
 import Foundation
 import Testing
 import TestSupport
@@ -10,7 +11,7 @@ import TestSupport
     }
 
     @Test func renderIsTheSameBytesForTheSameInputs() {
-        let message = EmailMessage(to: "a@example.com", subject: "s", body: "line 1\nline 2")
+        let message = OutgoingEmail(to: "a@example.com", subject: "s", body: "line 1\nline 2")
         let one = MessageFormat.render(message, from: "f@example.com", epochMs: 1_700_000_000_000, messageID: "<x@example.com>")
         let two = MessageFormat.render(message, from: "f@example.com", epochMs: 1_700_000_000_000, messageID: "<x@example.com>")
         #expect(one == two)

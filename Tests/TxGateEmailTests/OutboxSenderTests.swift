@@ -12,7 +12,7 @@ import TestSupport
         let sender = try OutboxSender(folder: outbox, from: "noreply@bank.example")
         let body = "Hello alice,\nSign in: https://bank.example/am/XUI/?suspendedId=Ab3_x&goto=%2Fpay\n.\nBye\n"
         let before = Int64(Date().timeIntervalSince1970 * 1000)
-        let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "Your sign-in link", body: body),
+        let delivery = await deliver(OutgoingEmail(to: "alice@example.com", subject: "Your sign-in link", body: body),
                                      with: sender)
 
         #expect(delivery.succeeded, "\(String(describing: delivery.error))")
@@ -70,7 +70,7 @@ import TestSupport
         let sender = try OutboxSender(folder: folder.path)
         let subject = "Grüße 🏦"
         let body = "Jürgen,\r\nthe = sign stays.\r\n" + String(repeating: "x", count: 1200) + "\r\n"
-        let delivery = await deliver(EmailMessage(to: "jurgen@example.com", subject: subject, body: body), with: sender)
+        let delivery = await deliver(OutgoingEmail(to: "jurgen@example.com", subject: subject, body: body), with: sender)
         #expect(delivery.succeeded, "\(String(describing: delivery.error))")
 
         let names = try FileManager.default.contentsOfDirectory(atPath: folder.path)
@@ -93,7 +93,7 @@ import TestSupport
         defer { folder.remove() }
         let sender = try OutboxSender(folder: folder.path)
         for i in 0..<5 {
-            let d = await deliver(EmailMessage(to: "u\(i)@example.com", subject: "n\(i)", body: "b"), with: sender)
+            let d = await deliver(OutgoingEmail(to: "u\(i)@example.com", subject: "n\(i)", body: "b"), with: sender)
             #expect(d.succeeded)
         }
         let names = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
@@ -107,9 +107,9 @@ import TestSupport
         defer { folder.remove() }
         let sender = try OutboxSender(folder: folder.path)
         for message in [
-            EmailMessage(to: "alice@example.com", subject: "Hi\r\nBcc: mallory@evil.example", body: "b"),
-            EmailMessage(to: "alice@example.com\nBcc: mallory@evil.example", subject: "s", body: "b"),
-            EmailMessage(to: "alice smith@example.com", subject: "s", body: "b"),
+            OutgoingEmail(to: "alice@example.com", subject: "Hi\r\nBcc: mallory@evil.example", body: "b"),
+            OutgoingEmail(to: "alice@example.com\nBcc: mallory@evil.example", subject: "s", body: "b"),
+            OutgoingEmail(to: "alice smith@example.com", subject: "s", body: "b"),
         ] {
             let delivery = await deliver(message, with: sender)
             #expect(delivery.error != nil, "written: \(message)")

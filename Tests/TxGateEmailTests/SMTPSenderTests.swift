@@ -21,7 +21,7 @@ import TestSupport
         let sender = try Self.sender(server.url)
         // A line that is just "." would end the SMTP DATA early if it were not escaped.
         let body = "Hello alice,\n\nSign in: \(Self.link)\n.\n.hidden\nThe end.\n"
-        let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "Your sign-in link", body: body),
+        let delivery = await deliver(OutgoingEmail(to: "alice@example.com", subject: "Your sign-in link", body: body),
                                      with: sender)
 
         #expect(delivery.succeeded, "\(String(describing: delivery.error))")
@@ -46,7 +46,7 @@ import TestSupport
         let sender = try Self.sender(server.url)
         let subject = "Votre lien de connexion — Zürich 🏦 " + String(repeating: "é", count: 60)
         let body = "Grüße, Jürgen!\nCliquez: \(Self.link)\n" + String(repeating: "ü", count: 200) + "\ntrailing space \n"
-        let delivery = await deliver(EmailMessage(to: "jurgen@example.com", subject: subject, body: body), with: sender)
+        let delivery = await deliver(OutgoingEmail(to: "jurgen@example.com", subject: subject, body: body), with: sender)
 
         #expect(delivery.succeeded, "\(String(describing: delivery.error))")
         let mail = try server.theOnlyMessage()
@@ -59,7 +59,7 @@ import TestSupport
     @Test func serverDownFailsClearlyAfterBoundedRetries() async throws {
         let port = try Ports.free()
         let sender = try Self.sender("smtp://127.0.0.1:\(port)", timeoutMs: 1000, retries: 2, backoffMs: 100)
-        let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "s", body: "b"), with: sender)
+        let delivery = await deliver(OutgoingEmail(to: "alice@example.com", subject: "s", body: "b"), with: sender)
 
         let error = try #require(delivery.error)
         let text = error.description
@@ -78,7 +78,7 @@ import TestSupport
         let port = try Ports.free()
         let sender = try Self.sender("smtp://127.0.0.1:\(port)", timeoutMs: 2000, retries: 5, backoffMs: 200)
         let executor = TestExecutor()
-        async let delivery = deliver(EmailMessage(to: "alice@example.com", subject: "late", body: "still here"),
+        async let delivery = deliver(OutgoingEmail(to: "alice@example.com", subject: "late", body: "still here"),
                                      with: sender, executor: executor)
         // The first attempt finds nothing listening; the server starts during the backoff.
         try await Task.sleep(nanoseconds: 150_000_000)
@@ -95,7 +95,7 @@ import TestSupport
         let (fd, port) = try Ports.silentListener()
         defer { close(fd) }
         let sender = try Self.sender("smtp://127.0.0.1:\(port)", timeoutMs: 300, retries: 1, backoffMs: 50)
-        let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "s", body: "b"), with: sender)
+        let delivery = await deliver(OutgoingEmail(to: "alice@example.com", subject: "s", body: "b"), with: sender)
 
         let error = try #require(delivery.error)
         #expect(error.description.contains("smtp://127.0.0.1:\(port): timed out: "), "\(error)")
@@ -107,7 +107,7 @@ import TestSupport
         let server = try StallingSMTPServer()
         defer { server.stop() }
         let sender = try Self.sender("smtp://127.0.0.1:\(server.port)", timeoutMs: 400, retries: 1, backoffMs: 50)
-        let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "s", body: "b"), with: sender, timeout: 10)
+        let delivery = await deliver(OutgoingEmail(to: "alice@example.com", subject: "s", body: "b"), with: sender, timeout: 10)
 
         let error = try #require(delivery.error)
         #expect(error.description.contains("smtp://127.0.0.1:\(server.port): timed out: "), "\(error)")
@@ -119,7 +119,7 @@ import TestSupport
         let server = try SMTPServer(selfSignedTLS: true)
         defer { server.stop() }
         let sender = try Self.sender(server.url, startTLS: true, caFile: server.certificate?.cert)
-        let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "over TLS", body: "secret link\n"),
+        let delivery = await deliver(OutgoingEmail(to: "alice@example.com", subject: "over TLS", body: "secret link\n"),
                                      with: sender)
 
         #expect(delivery.succeeded, "\(String(describing: delivery.error))")
@@ -133,7 +133,7 @@ import TestSupport
         defer { server.stop() }
         // No caFile: the self-signed certificate is not trusted, and nothing may be sent.
         let sender = try Self.sender(server.url, startTLS: true, retries: 2, backoffMs: 2000)
-        let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "s", body: "b"), with: sender)
+        let delivery = await deliver(OutgoingEmail(to: "alice@example.com", subject: "s", body: "b"), with: sender)
 
         let error = try #require(delivery.error)
         #expect(error.description.contains("\(server.url): TLS certificate refused: "), "\(error)")
@@ -147,7 +147,7 @@ import TestSupport
         let server = try SMTPServer(selfSignedTLS: true)
         defer { server.stop() }
         let sender = try Self.sender(server.url, retries: 2, backoffMs: 2000)
-        let delivery = await deliver(EmailMessage(to: "alice@example.com", subject: "s", body: "b"), with: sender)
+        let delivery = await deliver(OutgoingEmail(to: "alice@example.com", subject: "s", body: "b"), with: sender)
 
         let error = try #require(delivery.error)
         #expect(error.description.contains(server.url), "\(error)")
@@ -162,11 +162,11 @@ import TestSupport
         defer { server.stop() }
         let sender = try Self.sender(server.url)
         let refused = [
-            EmailMessage(to: "alice@example.com", subject: "Hi\r\nBcc: mallory@evil.example", body: "b"),
-            EmailMessage(to: "alice@example.com", subject: "Hi\nBcc: mallory@evil.example", body: "b"),
-            EmailMessage(to: "alice@example.com", subject: "Hi\rBcc: mallory@evil.example", body: "b"),
-            EmailMessage(to: "alice@example.com\r\nBcc: mallory@evil.example", subject: "s", body: "b"),
-            EmailMessage(to: "alice@example.com\n", subject: "s", body: "b"),
+            OutgoingEmail(to: "alice@example.com", subject: "Hi\r\nBcc: mallory@evil.example", body: "b"),
+            OutgoingEmail(to: "alice@example.com", subject: "Hi\nBcc: mallory@evil.example", body: "b"),
+            OutgoingEmail(to: "alice@example.com", subject: "Hi\rBcc: mallory@evil.example", body: "b"),
+            OutgoingEmail(to: "alice@example.com\r\nBcc: mallory@evil.example", subject: "s", body: "b"),
+            OutgoingEmail(to: "alice@example.com\n", subject: "s", body: "b"),
         ]
         for message in refused {
             let delivery = await deliver(message, with: sender)
@@ -177,12 +177,12 @@ import TestSupport
         }
         for to in ["alice", "alice@", "@example.com", "alice@bob@example.com", "alice smith@example.com",
                    "<alice@example.com>", "alice@example.com,mallory@evil.example", "ålice@example.com", ""] {
-            let delivery = await deliver(EmailMessage(to: to, subject: "s", body: "b"), with: sender)
+            let delivery = await deliver(OutgoingEmail(to: to, subject: "s", body: "b"), with: sender)
             let error = try #require(delivery.error, "sent to '\(to)'")
             #expect(error.description.contains("recipient '\(to)' is not an email address"), "\(error)")
         }
         // The server is up and would have taken them: a good message after them is the only one.
-        let good = await deliver(EmailMessage(to: "alice@example.com", subject: "only this", body: "b"), with: sender)
+        let good = await deliver(OutgoingEmail(to: "alice@example.com", subject: "only this", body: "b"), with: sender)
         #expect(good.succeeded, "\(String(describing: good.error))")
         #expect(try server.theOnlyMessage().subject == "only this")
     }

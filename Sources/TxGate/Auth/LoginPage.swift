@@ -48,16 +48,11 @@ enum LoginPage {
         .msg{padding:.7rem .8rem;border-radius:6px;margin:.6rem 0;background:#eef2ff}
         .msg.warning{background:#fff7e6}.msg.error{background:#fdecea;color:#8a1c1c}
         </style></head>
-        <body><main><h1>Sign in</h1><div id="status" role="alert">\(message.map { "<p class=\"msg error\">\(htmlEscape($0))</p>" } ?? "")</div>
+        <body><main><h1>Sign in</h1><div id="status" role="alert">\(message.map { "<p class=\"msg error\">\(MarkupText.escape($0))</p>" } ?? "")</div>
         <form id="step" autocomplete="off" novalidate></form></main>
         \(withScript ? "<script>\(script)</script>" : "")
         </body></html>
         """
-    }
-
-    static func htmlEscape(_ s: String) -> String {
-        s.replacingOccurrences(of: "&", with: "&amp;").replacingOccurrences(of: "<", with: "&lt;")
-            .replacingOccurrences(of: ">", with: "&gt;").replacingOccurrences(of: "\"", with: "&quot;")
     }
 
     static let script = #"""

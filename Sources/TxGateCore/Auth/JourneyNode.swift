@@ -74,9 +74,11 @@ public enum EntryOutcome: Sendable {
 }
 
 /// An email a node asks to send.
+/// One plain-text email to one recipient.
 public struct OutgoingEmail: Equatable, Sendable {
     public var to: String
     public var subject: String
+    /// Plain text. Any line ending (LF, CRLF, CR) is sent as CRLF.
     public var body: String
     public init(to: String, subject: String, body: String) { self.to = to; self.subject = subject; self.body = body }
 }

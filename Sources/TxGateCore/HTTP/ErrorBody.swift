@@ -19,25 +19,44 @@ public enum ErrorBody {
 public enum JSONText {
     /// Escapes a string for use inside JSON double quotes.
     public static func escape(_ s: String) -> String {
-        var needs = false
-        for b in s.utf8 where b < 0x20 || b == 0x22 || b == 0x5C { needs = true; break }
-        guard needs else { return s }
-        var out = ""
-        out.reserveCapacity(s.utf8.count + 8)
-        for ch in s.unicodeScalars {
+        TextEscaping.escape(s, where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) { ch in
             switch ch {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
+            case "\"": return "\\\""
+            case "\\": return "\\\\"
+            case "\n": return "\\n"
+            case "\r": return "\\r"
+            case "\t": return "\\t"
             default:
-                if ch.value < 0x20 {
-                    out += "\\u00" + (ch.value < 0x10 ? "0" : "") + String(ch.value, radix: 16)
-                } else {
-                    out.unicodeScalars.append(ch)
-                }
+                guard ch.value < 0x20 else { return nil }
+                return "\\u00" + (ch.value < 0x10 ? "0" : "") + String(ch.value, radix: 16)
             }
+        }
+    }
+}
+
+/// `&`, `<`, `>` and `"` as entities: text for XML (advices) and HTML (the login page).
+public enum MarkupText {
+    public static func escape(_ s: String) -> String {
+        TextEscaping.escape(s, where: { $0 == 0x26 || $0 == 0x3C || $0 == 0x3E || $0 == 0x22 }) { ch in
+            switch ch {
+            case "&": return "&amp;"
+            case "<": return "&lt;"
+            case ">": return "&gt;"
+            case "\"": return "&quot;"
+            default: return nil
+            }
+        }
+    }
+}
+
+/// One pass over the scalars; a string with no byte to escape is returned as it is.
+enum TextEscaping {
+    static func escape(_ s: String, where needs: (UInt8) -> Bool, _ replacement: (Unicode.Scalar) -> String?) -> String {
+        guard s.utf8.contains(where: needs) else { return s }
+        var out = ""
+        out.reserveCapacity(s.utf8.count + 16)
+        for ch in s.unicodeScalars {
+            if let r = replacement(ch) { out += r } else { out.unicodeScalars.append(ch) }
         }
         return out
     }

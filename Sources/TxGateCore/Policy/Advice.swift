@@ -30,8 +30,8 @@ public struct Advices: Equatable, Sendable {
     /// AM's advice XML (WIRE.md §3b), the `authIndexValue` of a composite_advice journey.
     public var xml: String {
         "<Advices>" + entries.map { e in
-            "<AttributeValuePair><Attribute name=\"\(xmlEscape(e.name))\"/>"
-                + e.values.map { "<Value>\(xmlEscape($0))</Value>" }.joined() + "</AttributeValuePair>"
+            "<AttributeValuePair><Attribute name=\"\(MarkupText.escape(e.name))\"/>"
+                + e.values.map { "<Value>\(MarkupText.escape($0))</Value>" }.joined() + "</AttributeValuePair>"
         }.joined() + "</Advices>"
     }
 
@@ -64,24 +64,7 @@ public struct Advices: Equatable, Sendable {
     }
 }
 
-func xmlEscape(_ s: String) -> String {
-    guard s.utf8.contains(where: { $0 == UInt8(ascii: "&") || $0 == UInt8(ascii: "<") || $0 == UInt8(ascii: ">") || $0 == UInt8(ascii: "\"") })
-    else { return s }
-    var out = ""
-    out.reserveCapacity(s.utf8.count + 16)
-    for ch in s.unicodeScalars {
-        switch ch {
-        case "&": out += "&amp;"
-        case "<": out += "&lt;"
-        case ">": out += "&gt;"
-        case "\"": out += "&quot;"
-        default: out.unicodeScalars.append(ch)
-        }
-    }
-    return out
-}
-
-/// The four entities xmlEscape writes, in one pass (anything else stays as written).
+/// The four entities MarkupText.escape writes, in one pass (anything else stays as written).
 func xmlUnescape(_ s: String) -> String {
     guard s.utf8.contains(UInt8(ascii: "&")) else { return s }
     let entities: [(String, Character)] = [("&quot;", "\""), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&")]

@@ -26,7 +26,7 @@ struct Delivery {
 /// Calls `sender.send` from a thread of its own, which stays alive (like an event loop) until
 /// the completion arrives, so that "ran on the calling thread" is a fair question. Gives up
 /// after `timeout` seconds, so that a sender that never answers fails the test instead of hanging it.
-func deliver(_ message: EmailMessage, with sender: EmailSender, executor: TestExecutor = TestExecutor(),
+func deliver(_ message: OutgoingEmail, with sender: EmailSender, executor: TestExecutor = TestExecutor(),
              timeout: Double = 30) async -> Delivery {
     await withCheckedContinuation { continuation in
         let finish = Once<Delivery> { continuation.resume(returning: $0) }
