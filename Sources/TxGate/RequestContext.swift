@@ -80,7 +80,7 @@ final class RequestContext {
 
 /// A step of request handling. It reports one outcome through the context, now or later
 /// (when an asynchronous lookup completes on the same loop): `proceed()`, a response, or a
-/// failure. Phases are built per worker, with what they need; they hold no request state.
-protocol RequestPhase: AnyObject {
+/// failure. Phases are values built per worker, with what they need; they hold no request state.
+protocol RequestPhase {
     func handle(_ ctx: RequestContext)
 }

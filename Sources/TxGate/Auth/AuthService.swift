@@ -45,8 +45,7 @@ final class AuthService: Sendable {
 
     /// The journey nodes' I/O for one worker's loop.
     func services(on loop: EventLoop) -> EmbeddedJourneyServices {
-        EmbeddedJourneyServices(loop: loop, store: store, users: users, security: config.security,
-                                verifier: verifier, email: emailDelivery, clock: clock, codeKey: codeKey, logger: logger)
+        EmbeddedJourneyServices(auth: self, loop: loop)
     }
 
     /// What a journey step sees: what is approved, where links point, who asks and in which session.

@@ -29,39 +29,28 @@ typealias EmailDelivery = @Sendable (_ email: OutgoingEmail, _ loop: EventLoop, 
 /// The journey nodes' I/O, for one worker: users from the configuration, counters and
 /// one-time values in the store, hashing on the KDF threads.
 final class EmbeddedJourneyServices: JourneyServices {
+    let auth: AuthService
     let loop: EventLoop
-    let store: Store
-    let users: [String: UserRecord]
-    let security: SecurityConfig
-    let verifier: PasswordVerifier
-    let email: EmailDelivery?
-    let clock: WallClock
-    let codeKey: [UInt8]
-    let logger: Logger
 
-    init(loop: EventLoop, store: Store, users: [String: UserRecord], security: SecurityConfig,
-         verifier: PasswordVerifier, email: EmailDelivery?, clock: WallClock, codeKey: [UInt8], logger: Logger) {
-        self.codeKey = codeKey
-        self.email = email
-        self.clock = clock
+    init(auth: AuthService, loop: EventLoop) {
+        self.auth = auth
         self.loop = loop
-        self.store = store
-        self.users = users
-        self.security = security
-        self.verifier = verifier
-        self.logger = logger
     }
 
-    var now: Int { clock.now }
+    private var store: Store { auth.store }
+    private var security: SecurityConfig { auth.config.security }
+    private var logger: Logger { auth.logger }
 
-    func keyedDigest(_ value: [UInt8]) -> [UInt8] { Crypto.hmacSHA256(key: codeKey, data: value) }
+    var now: Int { auth.clock.now }
 
-    func user(named name: String) -> UserRecord? { users[name] }
+    func keyedDigest(_ value: [UInt8]) -> [UInt8] { Crypto.hmacSHA256(key: auth.codeKey, data: value) }
+
+    func user(named name: String) -> UserRecord? { auth.users[name] }
 
     func verifyPassword(_ password: String, of user: UserRecord?, _ done: @escaping (Bool) -> Void) {
         // An unknown user costs one hash too, against a dummy, so that timing says nothing.
         let encoded = user?.passwordHash ?? PasswordHash.dummy
-        verifier.verify(password, encoded: encoded, on: loop) { ok in done(ok && user != nil) }
+        auth.verifier.verify(password, encoded: encoded, on: loop) { ok in done(ok && user != nil) }
     }
 
     /// The counters an attempt by `who` goes to, each with its failure limit. Inside a
@@ -113,7 +102,7 @@ final class EmbeddedJourneyServices: JourneyServices {
     }
 
     func sendEmail(_ message: OutgoingEmail, _ done: @escaping (Result<Void, DeliveryError>) -> Void) {
-        guard let email else {
+        guard let email = auth.emailDelivery else {
             logger.error("an email step ran but no email delivery is configured (set `email` in gateway.json)")
             done(.failure(DeliveryError("email is not configured")))
             return

@@ -2,7 +2,7 @@ import EventHTTP
 import TxGateCore
 
 /// `/am/...` goes to the authentication service; nothing under it is ever proxied.
-final class AuthEndpointsPhase: RequestPhase {
+struct AuthEndpointsPhase: RequestPhase {
     private struct Endpoints {
         let auth: AuthService
         let authenticate: AuthenticateEndpoint

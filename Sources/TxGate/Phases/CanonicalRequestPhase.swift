@@ -7,12 +7,8 @@ import TxGateCore
 /// escapes decoded; `%2F`, `\`, NUL and climbs above the root refused). Policies match that
 /// path and the upstream receives it, so the backend never sees another path than the one
 /// decided on.
-final class CanonicalRequestPhase: RequestPhase {
-    private let encodedSlash: EncodedSlashAction
-
-    init(encodedSlash: EncodedSlashAction) {
-        self.encodedSlash = encodedSlash
-    }
+struct CanonicalRequestPhase: RequestPhase {
+    let encodedSlash: EncodedSlashAction
 
     func handle(_ ctx: RequestContext) {
         var hosts = 0

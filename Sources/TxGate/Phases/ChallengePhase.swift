@@ -4,7 +4,7 @@ import TxGateCore
 /// WIRE.md §3: a decision with advices becomes a challenge: 401 SSOADVICE for SDKs
 /// (`x-authenticate-response: header`), RFC 9470 for bearer clients, 307 to the login page for
 /// browsers. Allowed requests pass through.
-final class ChallengePhase: RequestPhase {
+struct ChallengePhase: RequestPhase {
     private let publicURL: String
     private let amURI: String
     private let bearerForm: String

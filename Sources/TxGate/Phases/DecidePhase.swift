@@ -4,20 +4,12 @@ import TxGateCore
 
 /// Asks for a decision: from the worker's cache, else from the PDP (then cached when AM's
 /// rules allow). Allow → next phase; advice → the challenge phase; otherwise 403.
-final class DecidePhase: RequestPhase {
-    private let pdp: PolicyDecisionPoint
-    private let loop: EventLoop
-    private let cache: DecisionCache
-    private let clock: WallClock
-    private let publicURL: String
-
-    init(pdp: PolicyDecisionPoint, loop: EventLoop, cache: DecisionCache, clock: WallClock, publicURL: String) {
-        self.pdp = pdp
-        self.loop = loop
-        self.cache = cache
-        self.clock = clock
-        self.publicURL = publicURL
-    }
+struct DecidePhase: RequestPhase {
+    let pdp: PolicyDecisionPoint
+    let loop: EventLoop
+    let cache: DecisionCache
+    let clock: WallClock
+    let publicURL: String
 
     func handle(_ ctx: RequestContext) {
         let exchange = ctx.exchange

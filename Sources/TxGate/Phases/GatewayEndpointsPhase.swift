@@ -3,7 +3,7 @@ import Logging
 import TxGateCore
 
 /// The gateway's own endpoints under `/-/`, which is never proxied.
-final class GatewayEndpointsPhase: RequestPhase {
+struct GatewayEndpointsPhase: RequestPhase {
     private let store: Store?
     private let loop: EventLoop
     private let logger: Logger

@@ -5,14 +5,9 @@ import TxGateCore
 /// Who is asking: the session named by `Authorization: Bearer`, the token header or the
 /// cookie. Skipped when the policy that applies does not need a subject, so that open routes
 /// keep working when the store is down.
-final class IdentifyPhase: RequestPhase {
-    private let pdp: PolicyDecisionPoint
-    private let identifier: SubjectIdentifier
-
-    init(pdp: PolicyDecisionPoint, identifier: SubjectIdentifier) {
-        self.pdp = pdp
-        self.identifier = identifier
-    }
+struct IdentifyPhase: RequestPhase {
+    let pdp: PolicyDecisionPoint
+    let identifier: SubjectIdentifier
 
     func handle(_ ctx: RequestContext) {
         ctx.bearer = Self.bearerToken(ctx.head.headers)

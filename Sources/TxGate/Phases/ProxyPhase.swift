@@ -4,15 +4,10 @@ import Logging
 import TxGateCore
 
 /// The terminal phase of an allowed request: forward it upstream and stream the answer back.
-final class ProxyPhase: RequestPhase {
-    private let pool: UpstreamPool
+struct ProxyPhase: RequestPhase {
+    let pool: UpstreamPool
     /// The upstream URL's path, prefixed to every request.
-    private let basePath: String
-
-    init(pool: UpstreamPool, basePath: String) {
-        self.pool = pool
-        self.basePath = basePath
-    }
+    let basePath: String
 
     func handle(_ ctx: RequestContext) {
         ProxiedRequest(ctx: ctx, target: basePath + ctx.target).start(on: pool)

@@ -4,15 +4,10 @@ import TxGateCore
 
 /// What goes upstream: the request's headers under the header rules (hop-by-hop removed,
 /// forwarding headers set), without the gateway's own credentials.
-final class UpstreamRequestFilter: RequestPhase {
-    private let upstreamAuthority: String
+struct UpstreamRequestFilter: RequestPhase {
+    let upstreamAuthority: String
     /// The session cookie/header name, when there is an authentication service.
-    private let sessionCookieName: String?
-
-    init(upstreamAuthority: String, sessionCookieName: String?) {
-        self.upstreamAuthority = upstreamAuthority
-        self.sessionCookieName = sessionCookieName
-    }
+    let sessionCookieName: String?
 
     func handle(_ ctx: RequestContext) {
         let ex = ctx.exchange

@@ -33,12 +33,11 @@ public struct SessionConfig: Decodable, Sendable {
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, known: ["cookieName", "idleTimeoutS", "maxLifetimeS"])
         cookieName = o.value("cookieName", default: cookieName)
-        idleTimeoutS = o.value("idleTimeoutS", default: idleTimeoutS)
+        idleTimeoutS = o.int("idleTimeoutS", default: idleTimeoutS, atLeast: 1)
         maxLifetimeS = o.value("maxLifetimeS", default: maxLifetimeS)
         if cookieName.isEmpty || !cookieName.allSatisfy({ $0.isLetter || $0.isNumber || "-_.".contains($0) }) {
             o.invalid("cookieName", "must be letters, digits, '-', '_' or '.'")
         }
-        if idleTimeoutS <= 0 { o.invalid("idleTimeoutS", "must be greater than 0") }
         if maxLifetimeS < idleTimeoutS { o.invalid("maxLifetimeS", "must be at least idleTimeoutS") }
     }
 }
@@ -72,8 +71,7 @@ public struct SecurityConfig: Decodable, Sendable {
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, known: Self.positive.map(\.0) + ["policyEvaluators"])
         for (key, field) in Self.positive {
-            self[keyPath: field] = o.value(key, default: self[keyPath: field])
-            if self[keyPath: field] <= 0 { o.invalid(key, "must be greater than 0") }
+            self[keyPath: field] = o.int(key, default: self[keyPath: field], atLeast: 1)
         }
         policyEvaluators = o.value("policyEvaluators", default: policyEvaluators)
     }
@@ -158,10 +156,8 @@ public struct CacheConfig: Decodable, Sendable {
 
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, known: ["defaultTtlS", "maxEntries"])
-        defaultTtlS = o.value("defaultTtlS", default: defaultTtlS)
-        maxEntries = o.value("maxEntries", default: maxEntries)
-        if defaultTtlS < 0 { o.invalid("defaultTtlS", "must be 0 or more") }
-        if maxEntries < 0 { o.invalid("maxEntries", "must be 0 or more") }
+        defaultTtlS = o.int("defaultTtlS", default: defaultTtlS, atLeast: 0)
+        maxEntries = o.int("maxEntries", default: maxEntries, atLeast: 0)
     }
 }
 

@@ -74,13 +74,10 @@ public struct UpstreamConfig: Decodable, Sendable {
         if let s: String = o.required("url") {
             if let u = HTTPURL(parsing: s) { url = u } else { o.invalid("url", "'\(s)' is not an http:// or https:// URL") }
         }
-        connectTimeoutMs = o.value("connectTimeoutMs", default: connectTimeoutMs)
-        responseTimeoutMs = o.value("responseTimeoutMs", default: responseTimeoutMs)
-        keepAlive = o.value("keepAlive", default: keepAlive)
+        connectTimeoutMs = o.int("connectTimeoutMs", default: connectTimeoutMs, atLeast: 1)
+        responseTimeoutMs = o.int("responseTimeoutMs", default: responseTimeoutMs, atLeast: 1)
+        keepAlive = o.int("keepAlive", default: keepAlive, atLeast: 0)
         caFile = o.optional("caFile")
-        if connectTimeoutMs <= 0 { o.invalid("connectTimeoutMs", "must be greater than 0") }
-        if responseTimeoutMs <= 0 { o.invalid("responseTimeoutMs", "must be greater than 0") }
-        if keepAlive < 0 { o.invalid("keepAlive", "must be 0 or more") }
     }
 }
 
@@ -200,8 +197,7 @@ public struct GatewayConfig: Decodable, Sendable {
         paths = o.value("paths", default: paths)
         tls = o.optional("tls")
         log = o.value("log", default: log)
-        shutdownTimeoutMs = o.value("shutdownTimeoutMs", default: shutdownTimeoutMs)
-        if shutdownTimeoutMs < 0 { o.invalid("shutdownTimeoutMs", "must be 0 or more") }
+        shutdownTimeoutMs = o.int("shutdownTimeoutMs", default: shutdownTimeoutMs, atLeast: 0)
         users = o.value("users", default: users)
         usersFile = o.optional("usersFile")
         journeys = o.value("journeys", default: journeys)

@@ -116,6 +116,15 @@ struct StrictObject {
         optional(key, as: T.self) ?? fallback
     }
 
+    /// A whole number that must be at least `minimum` (an error names the key otherwise).
+    func int(_ key: String, default fallback: Int, atLeast minimum: Int) -> Int {
+        let n = value(key, default: fallback)
+        if n < minimum {
+            invalid(key, minimum == 0 ? "must be 0 or more" : minimum == 1 ? "must be greater than 0" : "must be at least \(minimum)")
+        }
+        return n
+    }
+
     func required<T: Decodable>(_ key: String, as type: T.Type = T.self) -> T? {
         guard has(key) else {
             issues.add(path + [AnyKey(key)], "required key is missing")
