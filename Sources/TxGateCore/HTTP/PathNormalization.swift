@@ -95,20 +95,7 @@ public enum PathNormalizer {
                 guard close(segment) else { return .rejected(.climbsAboveRoot) }
                 segment.removeAll(keepingCapacity: true)
             case UInt8(ascii: "%"):
-                guard i != bytes.endIndex, let hi = hexDigitValue(bytes[i]) else { return .rejected(.malformedEscape) }
-                let j = bytes.index(after: i)
-                guard j != bytes.endIndex, let lo = hexDigitValue(bytes[j]) else { return .rejected(.malformedEscape) }
-                i = bytes.index(after: j)
-                let decoded = hi << 4 | lo
-                switch decoded {
-                case 0: return .rejected(.encodedNul)
-                case UInt8(ascii: "\\"): return .rejected(.backslash)
-                case UInt8(ascii: "/"):
-                    guard encodedSlash == .keep else { return .rejected(.encodedSlash) }
-                    appendEscape(decoded, to: &segment)
-                default:
-                    if isUnreserved(decoded) { segment.append(decoded) } else { appendEscape(decoded, to: &segment) }
-                }
+                if let rejection = unescape(bytes, &i, into: &segment, encodedSlash: encodedSlash) { return .rejected(rejection) }
             case UInt8(ascii: "\\"):
                 return .rejected(.backslash)
             case 0..<0x20, 0x7F:
@@ -119,14 +106,39 @@ public enum PathNormalizer {
         }
         guard close(segment) else { return .rejected(.climbsAboveRoot) }
 
+        return .path(join(segments, trailingSlash: trailingSlash, capacity: bytes.count))
+    }
+
+    /// Reads the `%XY` escape whose hex digits start at `i` into `segment`: decoded if it is
+    /// an unreserved character, kept (upper-cased) otherwise; or why it is refused.
+    private static func unescape(_ bytes: Substring.UTF8View, _ i: inout Substring.UTF8View.Index, into segment: inout [UInt8],
+                                 encodedSlash: EncodedSlashAction) -> PathRejection? {
+        guard i != bytes.endIndex, let hi = hexDigitValue(bytes[i]) else { return .malformedEscape }
+        let j = bytes.index(after: i)
+        guard j != bytes.endIndex, let lo = hexDigitValue(bytes[j]) else { return .malformedEscape }
+        i = bytes.index(after: j)
+        let decoded = hi << 4 | lo
+        switch decoded {
+        case 0: return .encodedNul
+        case UInt8(ascii: "\\"): return .backslash
+        case UInt8(ascii: "/"):
+            guard encodedSlash == .keep else { return .encodedSlash }
+            appendEscape(decoded, to: &segment)
+        default:
+            if isUnreserved(decoded) { segment.append(decoded) } else { appendEscape(decoded, to: &segment) }
+        }
+        return nil
+    }
+
+    private static func join(_ segments: [[UInt8]], trailingSlash: Bool, capacity: Int) -> String {
         var out: [UInt8] = [UInt8(ascii: "/")]
-        out.reserveCapacity(bytes.count)
+        out.reserveCapacity(capacity)
         for (k, s) in segments.enumerated() {
             if k > 0 { out.append(UInt8(ascii: "/")) }
             out.append(contentsOf: s)
         }
         if trailingSlash && !segments.isEmpty { out.append(UInt8(ascii: "/")) }
-        return .path(String(decoding: out, as: UTF8.self))
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// RFC 3986 unreserved: ALPHA / DIGIT / "-" / "." / "_" / "~".

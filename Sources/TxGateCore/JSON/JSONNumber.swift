@@ -39,15 +39,35 @@ public struct JSONNumber: Hashable, Sendable, CustomStringConvertible {
 
     /// The number in `bytes`, which must be exactly one JSON number.
     init?(utf8 bytes: ArraySlice<UInt8>) {
-        guard !bytes.isEmpty, bytes.count <= Self.maxLength else { return nil }
+        guard !bytes.isEmpty, bytes.count <= Self.maxLength, let (negative, digits, scanned) = Self.scan(bytes) else { return nil }
         let zero = UInt8(ascii: "0")
-        func isDigit(_ b: UInt8) -> Bool { b >= zero && b <= UInt8(ascii: "9") }
+        // Strip to the significant digits: digits × 10^exponent stays the same value.
+        guard let first = digits.firstIndex(where: { $0 != zero }) else {
+            text = "0"
+            return
+        }
+        let last = digits.lastIndex { $0 != zero }!
+        let exponent = scanned + digits.count - 1 - last
+        let significant = digits[first...last]
+        guard significant.count <= Self.maxSignificantDigits else { return nil }
+        // The position of the decimal point, counted from the first significant digit.
+        let point = significant.count + exponent
+        guard Self.magnitudeRange.contains(point - 1) else { return nil }
+        text = Self.write(negative: negative, significant, exponent: exponent, point: point)
+        // Just under the top of the range, a Double may still overflow (1.8e308).
+        if point - 1 == Self.magnitudeRange.upperBound && !(Double(text)?.isFinite ?? false) { return nil }
+    }
 
+    private static func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
+
+    /// The sign, every digit of the integer and fraction parts, and the power of ten of the
+    /// last one; nil unless `bytes` is exactly one JSON number.
+    private static func scan(_ bytes: ArraySlice<UInt8>) -> (negative: Bool, digits: [UInt8], exponent: Int)? {
+        let zero = UInt8(ascii: "0")
         var i = bytes.startIndex
         let end = bytes.endIndex
         let negative = bytes[i] == UInt8(ascii: "-")
         if negative { i += 1 }
-        // Every digit of the integer and fraction parts, and the power of ten of the last one.
         var digits: [UInt8] = []
         digits.reserveCapacity(bytes.count)
         guard i < end, isDigit(bytes[i]) else { return nil }
@@ -79,22 +99,13 @@ public struct JSONNumber: Hashable, Sendable, CustomStringConvertible {
             guard i > start else { return nil }
             exponent += sign * e
         }
-        guard i == end else { return nil }
+        return i == end ? (negative, digits, exponent) : nil
+    }
 
-        // Strip to the significant digits: digits × 10^exponent stays the same value.
-        let first = digits.firstIndex { $0 != zero }
-        guard let first else {
-            text = "0"
-            return
-        }
-        let last = digits.lastIndex { $0 != zero }!
-        exponent += digits.count - 1 - last
-        let significant = digits[first...last]
-        guard significant.count <= Self.maxSignificantDigits else { return nil }
-        // The position of the decimal point, counted from the first significant digit.
-        let point = significant.count + exponent
-        guard Self.magnitudeRange.contains(point - 1) else { return nil }
-
+    /// The canonical text: plain decimals for reasonable magnitudes, else one digit, a point
+    /// and an exponent.
+    private static func write(negative: Bool, _ significant: ArraySlice<UInt8>, exponent: Int, point: Int) -> String {
+        let zero = UInt8(ascii: "0")
         var out: [UInt8] = negative ? [UInt8(ascii: "-")] : []
         out.reserveCapacity(significant.count + 72)
         if exponent >= 0 && point <= 64 {
@@ -117,9 +128,7 @@ public struct JSONNumber: Hashable, Sendable, CustomStringConvertible {
             out.append(UInt8(ascii: "e"))
             out += Array(String(point - 1).utf8)
         }
-        text = String(decoding: out, as: UTF8.self)
-        // Just under the top of the range, a Double may still overflow (1.8e308).
-        if point - 1 == Self.magnitudeRange.upperBound && !(Double(text)?.isFinite ?? false) { return nil }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// The value if it is an integer that fits an `Int`; nil otherwise (never rounded).
