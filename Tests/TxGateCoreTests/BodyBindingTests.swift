@@ -57,7 +57,7 @@ import TxGateCore
             }
             #expect(b.bodyOutcome.status == 415)
             #expect(!message.isEmpty)
-            #expect(!b.bodyIsBindable)
+            #expect(b.bodyOutcome != .bindable)
         }
         #expect(bind("", nil).bodyOutcome.message.contains("it has none"))
         #expect(bind("{}", "text/plain").bodyOutcome.message.contains("'text/plain'"))
@@ -176,9 +176,9 @@ import TxGateCore
 
     @Test func readsJSONAndBindsAbsentFieldsAsNull() {
         #expect(bind("").bound == ["/amount": .null, "/payee": .null])
-        #expect(bind("").bodyIsBindable)
+        #expect(bind("").bodyOutcome == .bindable)
         #expect(bind(#"{"amount":1}"#).bound == ["/amount": 1, "/payee": .null])
-        #expect(!bind("amount=1&payee=B").bodyIsBindable)
+        #expect(bind("amount=1&payee=B").bodyOutcome != .bindable)
         #expect(bind(#"{"amount":9007199254740992}"#).seal != bind(#"{"amount":9007199254740993}"#).seal, "numbers are exact")
     }
 }

@@ -141,9 +141,6 @@ public struct TransactionBinding: Equatable, Sendable {
     /// whole body), nil when nothing is bound from the body.
     public var mediaType: String?
 
-    /// Transitional, for callers not yet answering with `bodyOutcome`'s status and message.
-    public var bodyIsBindable: Bool { bodyOutcome == .bindable }
-
     /// Computes the body binding of `rule` for a request body and its `Content-Type` (nil when
     /// the request has none).
     ///
@@ -194,10 +191,9 @@ public struct TransactionBinding: Equatable, Sendable {
         }
     }
 
-    /// Transitional, the binding as it was before media types were bound, until the request
-    /// layer calls `init(...contentType:)`: the body reads as JSON whatever its Content-Type,
-    /// and absent fields (or an empty body, as `policies?_action=evaluate` has) bind as null.
-    /// Only `.bindable` or `.malformed`. Numbers are exact here too.
+    /// The binding when the PDP is asked without the request (AM's REST evaluate carries
+    /// resources, no body): the body reads as JSON whatever its type, and absent fields (all of
+    /// them, for an empty body) bind as null. Only `.bindable` or `.malformed`.
     public init(realm: String, resource: String, method: String, subject: String, rule: TransactionRule, body: [UInt8]) {
         self.realm = realm
         self.resource = resource
