@@ -1,0 +1,111 @@
+#!/usr/bin/env bash
+# Gateway CPU time per request, two txgate binaries side by side over alternating rounds, for
+# the plain proxy (no policies) and the allow path (session + policy + cached decision).
+# CPU time comes from /proc/PID/stat (utime + stime of the gateway process), which a shared,
+# noisy machine disturbs far less than req/s.
+#
+#   bash bench/cpu.sh OLD_TXGATE NEW_TXGATE [ROUNDS]
+#
+# Environment: BENCH_DURATION (seconds per measurement, default 5), BENCH_CONNECTIONS (default 32).
+# Everything listens on 127.0.0.1; every process started and the temp dir are removed on exit.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+A="${1:?usage: bench/cpu.sh OLD_TXGATE NEW_TXGATE [ROUNDS]}"
+B="${2:?usage: bench/cpu.sh OLD_TXGATE NEW_TXGATE [ROUNDS]}"
+ROUNDS="${3:-3}"
+DURATION="${BENCH_DURATION:-5}"
+CONNECTIONS="${BENCH_CONNECTIONS:-32}"
+for bin in "$A" "$B"; do [ -x "$bin" ] || { echo "cpu.sh: $bin is not an executable" >&2; exit 2; }; done
+command -v wrk >/dev/null || { echo "cpu.sh: wrk is missing (bash scripts/install-deps.sh --bench)" >&2; exit 2; }
+
+cd "$ROOT"
+swift build -c release --product demo-bank >/dev/null
+BANK="$(swift build -c release --show-bin-path)/demo-bank"
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-cpu.XXXXXX")"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
+trap cleanup EXIT INT TERM
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+wait_port() { for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "cpu.sh: port $1 never opened" >&2; exit 1; }
+ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+
+BANK_PORT="$(free_port)"
+"$BANK" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & PIDS+=($!)
+wait_port "$BANK_PORT"
+
+# plain: no policies, no access log; allow: demo-bank's policies, a session, GET /accounts.
+python3 - "$TMP" "$BANK_PORT" <<'EOF'
+import json, sys
+tmp, bank = sys.argv[1], sys.argv[2]
+base = {"upstream": {"url": f"http://127.0.0.1:{bank}"}, "workers": 1, "log": {"access": False, "level": "warning"}}
+json.dump(base, open(f"{tmp}/plain.json", "w"))
+allow = dict(base)
+allow.update({
+    "users": [{"username": "demo", "passwordHash": "$scrypt$ln=4,r=8,p=1$c2FsdHNhbHRzYWx0c2FsdA$" , "email": "d@example.com"}],
+    "journeys": {"Login": [{"type": "UsernamePassword"}]},
+    "store": {"path": f"{tmp}/txgate.db"}, "secrets": {"signingKeyFile": f"{tmp}/signing.key"},
+    "policies": [{"name": "accounts", "resources": ["/accounts"], "actions": ["GET"], "subjects": "authenticated"}],
+})
+json.dump(allow, open(f"{tmp}/allow.json", "w"))
+EOF
+# A real password hash for the allow path's user.
+HASH="$(printf 'bench-password' | "$A" hash-password 2>/dev/null | tail -n 1)"
+python3 - "$TMP/allow.json" "$HASH" <<'EOF'
+import json, sys
+c = json.load(open(sys.argv[1])); c["users"][0]["passwordHash"] = sys.argv[2]; json.dump(c, open(sys.argv[1], "w"))
+EOF
+
+login() {  # prints a session token from the gateway on port $1
+  python3 - "$1" <<'EOF'
+import json, sys, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}/am/json/realms/root/authenticate"
+def post(body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else b"", method="POST",
+                                 headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req))
+step = post(None)
+step["callbacks"][0]["input"][0]["value"] = "demo"
+step["callbacks"][1]["input"][0]["value"] = "bench-password"
+print(post(step)["tokenId"])
+EOF
+}
+
+measure() {  # binary, config, path, [header]: prints "µs-per-request req/s"
+  local bin="$1" config="$2" path="$3" header="${4:-}" port pid before after requests
+  port="$(free_port)"
+  "$bin" serve --config "$config" --listen "127.0.0.1:$port" >"$TMP/gw.log" 2>&1 & pid=$!; PIDS+=($pid)
+  wait_port "$port"
+  if [ "$header" = "session" ]; then header="iPlanetDirectoryPro: $(login "$port")"; fi
+  local args=(-t1 -c"$CONNECTIONS" --latency)
+  [ -n "$header" ] && args+=(-H "$header")
+  wrk "${args[@]}" -d1s "http://127.0.0.1:$port$path" >/dev/null
+  before="$(ticks "$pid")"
+  wrk "${args[@]}" -d"${DURATION}s" "http://127.0.0.1:$port$path" >"$TMP/wrk.txt"
+  after="$(ticks "$pid")"
+  kill "$pid"; wait "$pid" 2>/dev/null || true
+  grep -q "Non-2xx" "$TMP/wrk.txt" && { echo "cpu.sh: non-2xx answers from $bin on $path" >&2; cat "$TMP/wrk.txt" >&2; exit 1; }
+  requests="$(awk '/requests in/ {print $1}' "$TMP/wrk.txt")"
+  python3 -c "import os,sys; t=os.sysconf('SC_CLK_TCK'); d=$after-$before; r=$requests; print(f'{d/t/r*1e6:.1f} {r/$DURATION:.0f}')"
+}
+
+printf '%-7s %-6s %-6s %10s %10s\n' path round binary "µs CPU/req" "req/s"
+declare -A SUM
+for round in $(seq 1 "$ROUNDS"); do
+  order=("A" "B"); [ $((round % 2)) -eq 0 ] && order=("B" "A")
+  for which in "${order[@]}"; do
+    bin="$A"; [ "$which" = "B" ] && bin="$B"
+    for kind in plain allow; do
+      if [ "$kind" = plain ]; then r="$(measure "$bin" "$TMP/plain.json" /health)"; else r="$(measure "$bin" "$TMP/allow.json" /accounts session)"; fi
+      printf '%-7s %-6s %-6s %10s %10s\n' "$kind" "$round" "$which" $r
+      SUM["$kind$which"]="${SUM["$kind$which"]:-} ${r%% *}"
+    done
+  done
+done
+for kind in plain allow; do
+  python3 -c "
+import statistics
+a=[float(x) for x in '${SUM["${kind}A"]}'.split()]; b=[float(x) for x in '${SUM["${kind}B"]}'.split()]
+print(f'$kind: median µs CPU/request A {statistics.median(a):.1f}, B {statistics.median(b):.1f}, B/A {statistics.median(b)/statistics.median(a):.2f}')"
+done
