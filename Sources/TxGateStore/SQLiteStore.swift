@@ -33,6 +33,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         queue.setSpecific(key: onQueueKey, value: ())
         guard !path.isEmpty else { throw ConfigError(path: "store.path", message: "must not be empty") }
         try Self.createFolder(of: path)
+        try Self.restrictToOwner(path)
         table = try queue.sync {
             do {
                 return try KeyValueTable(SQLiteConnection(path: path))
@@ -193,6 +194,25 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     }
 
     /// `mkdir -p` for the file's folder, with errors that say which folder and why.
+    /// The database holds sessions, transactions and code hashes: only the gateway's user may
+    /// read it. The file is created 0600 before SQLite opens it (SQLite gives its `-wal` and
+    /// `-shm` files the database's mode), and files left more open by an older version are
+    /// tightened.
+    private static func restrictToOwner(_ path: String) throws {
+        let fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard fd >= 0 else {
+            throw ConfigError(path: "store.path", message: "cannot open '\(path)': \(String(cString: strerror(errno)))")
+        }
+        let tightened = fchmod(fd, 0o600) == 0
+        Glibc.close(fd)
+        guard tightened else {
+            throw ConfigError(path: "store.path", message: "cannot make '\(path)' private (chmod 600): \(String(cString: strerror(errno)))")
+        }
+        for suffix in ["-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+            _ = chmod(path + suffix, 0o600)
+        }
+    }
+
     private static func createFolder(of path: String) throws {
         let folder = (path as NSString).deletingLastPathComponent
         guard !folder.isEmpty else { return }

@@ -222,3 +222,19 @@ extension SecurityReviewTests {
         #expect(try Kit.transfer(g, token: victim, body: Kit.transferBody, query: "?_txid=\(txid)").status == 201)
     }
 }
+
+// MARK: item 10: the store's files are private
+
+extension SecurityReviewTests {
+    @Test("txgate.db and its -wal and -shm files are readable by the gateway's user only")
+    func storeFilesAreOwnerOnly() throws {
+        let g = try kitGateway()
+        _ = try Kit.login(g)  // writes a session: the WAL and shared-memory files exist now
+        let folder = try Testbed.current.dir.url.appendingPathComponent("var")
+        for name in ["txgate.db", "txgate.db-wal", "txgate.db-shm"] {
+            let path = folder.appendingPathComponent(name).path
+            let mode = (try FileManager.default.attributesOfItem(atPath: path)[.posixPermissions] as? NSNumber)?.intValue
+            #expect(mode == 0o600, "\(name) has mode \(String(mode ?? 0, radix: 8))")
+        }
+    }
+}
