@@ -164,7 +164,7 @@ import TestSupport
         #expect {
             _ = try SQLiteStore(path: folder.url.path)
         } throws: { error in
-            "\(error)" == "store.path: cannot open '\(folder.url.path)': unable to open database file"
+            "\(error)" == "store.path: cannot open '\(folder.url.path)': Is a directory"
         }
     }
 
