@@ -84,7 +84,12 @@ final class Pipeline {
         self.upstreamDescription = upstreamDescription
     }
 
-    func phase(at index: Int) -> RequestPhase? { index < phases.count ? phases[index] : nil }
+    /// Runs phase `index` on `ctx`, in place (no copy of the phase); false past the last one.
+    func run(_ index: Int, _ ctx: RequestContext) -> Bool {
+        guard index < phases.count else { return false }
+        phases[index].handle(ctx)
+        return true
+    }
 
     func fail(_ ctx: RequestContext, _ failure: RequestFailure) {
         switch failure {

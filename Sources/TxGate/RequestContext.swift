@@ -42,13 +42,8 @@ final class RequestContext {
 
     /// Hands the request to the next phase.
     func proceed() {
-        let phase = pipeline.phase(at: phaseIndex)
         phaseIndex += 1
-        guard let phase else {
-            fail(.internalError("no phase answered the request"))
-            return
-        }
-        phase.handle(self)
+        if !pipeline.run(phaseIndex - 1, self) { fail(.internalError("no phase answered the request")) }
     }
 
     /// Answers the request (a phase's local reply, Envoy's `sendLocalReply`).
