@@ -92,6 +92,8 @@ public final class HTTPServer {
     /// Called when accept() fails (e.g. out of file descriptors).
     public var onAcceptError: ((String) -> Void)?
     private var nextConnectionId = 0
+    private var memoryRelease: LoopTimer?
+    private var memoryReleasePending = false
 
     /// `clients`: a table shared with other servers, to cap connections per client address
     /// across them; by default this server keeps its own (`limits.maxConnectionsPerClient`).
@@ -176,6 +178,22 @@ public final class HTTPServer {
             }
         }
         acceptRetry?.schedule(afterMs: 100)
+    }
+
+    /// A large request body was dropped unfinished (a slow or abandoned client): give the
+    /// freed memory back to the system 100 ms later (once the exchange has let go of the body
+    /// too; one trim for all the bodies dropped meanwhile). glibc keeps freed heap memory
+    /// otherwise, so twenty stalled 9 MiB bodies would stay in the resident set after their 408.
+    func releaseMemorySoon() {
+        guard !memoryReleasePending else { return }
+        memoryReleasePending = true
+        if memoryRelease == nil {
+            memoryRelease = LoopTimer(loop: loop) { [weak self] in
+                self?.memoryReleasePending = false
+                _ = malloc_trim(0)
+            }
+        }
+        memoryRelease?.schedule(afterMs: 100)
     }
 
     func connectionClosed(_ c: ServerConnection) {

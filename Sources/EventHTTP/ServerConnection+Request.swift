@@ -209,7 +209,7 @@ extension ServerConnection {
         }
         state = .handling
         let methodHead = head ?? app?.head ?? RequestHead(method: "GET", target: "/")
-        body = nil
+        dropBody()
         head = nil
         let ex = ServerExchange(connection: self, head: methodHead, body: Body())
         ex.isLayerError = true

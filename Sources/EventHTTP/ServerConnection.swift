@@ -51,6 +51,10 @@ final class ServerConnection: BufferEventHandler {
 
     func start() {
         BufferEvent.route(bev, to: self)
+        // libevent 2.1 reads at most 4 KiB at once, into a new chain rounded up to a power of
+        // two with its header (8 KiB), and a body takes the chains as they are: each 4 KiB of
+        // a large body would cost 8 KiB. Reading a little less fits the chain in 4 KiB.
+        bufferevent_set_max_single_read(bev, 4_096 - 64)
         // The first request's head is due within the header timeout of the accept (nginx).
         headDeadline = EventLoop.nowNanos() + UInt64(limits.headerTimeoutMs) * 1_000_000
         setReadTimeout(limits.headerTimeoutMs)
@@ -128,7 +132,7 @@ final class ServerConnection: BufferEventHandler {
     /// connection reset.
     private func linger() {
         state = .lingering
-        body = nil
+        dropBody()
         head = nil
         lingerDeadline = EventLoop.nowNanos() + 2_000_000_000
         shutdown(fd, Int32(SHUT_WR))
@@ -160,6 +164,12 @@ final class ServerConnection: BufferEventHandler {
         close()
     }
 
+    /// Lets go of an unfinished request body.
+    func dropBody() {
+        if let b = body, b.count >= 1 << 20 { server.releaseMemorySoon() }
+        body = nil
+    }
+
     func closeIfIdle() {
         if state == .head && evbuffer_get_length(input) == 0 { close() }
     }
@@ -167,7 +177,7 @@ final class ServerConnection: BufferEventHandler {
     func close() {
         guard state != .closed else { return }
         state = .closed
-        body = nil
+        dropBody()
         let ex = exchange
         exchange = nil
         bufferevent_disable(bev, Int16(EV_READ | EV_WRITE))
