@@ -78,6 +78,42 @@ extension SlowRequestTests {
     }
 }
 
+// MARK: item 8: stalled bodies do not keep their memory
+
+extension SlowRequestTests {
+    static func residentMB(_ pid: Int32) throws -> Double {
+        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
+        guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") }),
+              let kb = line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first.flatMap({ Double($0) })
+        else { throw HarnessError("no VmRSS in /proc/\(pid)/status") }
+        return kb / 1024
+    }
+
+    @Test("20 connections that send 9 MiB of a 10 MiB body and stall do not keep 180 MB beyond the body timeout")
+    func stalledBodiesAreReleased() throws {
+        let (gateway, _) = try Testbed.current.startGatewayWithBank()
+        let before = try Self.residentMB(gateway.pid)
+        var clients: [RawHTTPClient] = []
+        defer { clients.forEach { $0.close() } }
+        let chunk = randomBytes(1 << 20)
+        for _ in 0..<20 {
+            let c = try gateway.connect(timeout: 30)
+            try c.sendRequest("POST", "/echo", headers: [("Content-Length", String(10 << 20)), ("Content-Type", "application/octet-stream")])
+            clients.append(c)
+        }
+        for c in clients { for _ in 0..<9 { try c.send(chunk) } }
+        let peak = try Self.residentMB(gateway.pid)
+        // The bodies' memory must be given back after bodyTimeoutMs (10 s); generous bounds
+        // for a loaded machine.
+        var now = peak
+        Timing.poll(timeout: 30, interval: 0.5) {
+            now = (try? Self.residentMB(gateway.pid)) ?? now
+            return now < before + 60
+        }
+        #expect(now < before + 60, "VmRSS \(Int(before)) MB before, \(Int(peak)) MB with the stalled bodies, still \(Int(now)) MB after the timeout")
+    }
+}
+
 // MARK: item 8: connections per client address
 
 extension SlowRequestTests {
