@@ -37,9 +37,7 @@ final class Worker: @unchecked Sendable {
         var phases: [RequestPhase] = [
             CanonicalRequestPhase(encodedSlash: config.paths.encodedSlash),
             GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, logger: shared.logger),
-        ]
-        if shared.auth != nil { phases.append(ReadBodyPhase(.forAuthEndpoints)) }
-        phases += [
+            ReadBodyPhase(.forAuthEndpoints),
             AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, loop: loop),
         ]
         if let pdp = shared.pdp, let auth = shared.auth {
