@@ -11,4 +11,6 @@
 #include <event2/listener.h>
 #include <event2/thread.h>
 #include <event2/util.h>
+/* malloc_trim: EventHTTP gives the memory of dropped request bodies back to the system. */
+#include <malloc.h>
 #endif

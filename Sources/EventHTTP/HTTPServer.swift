@@ -2,25 +2,72 @@ import Glibc
 import CLibevent
 import COpenSSL
 import HTTPCore
+import Synchronization
 
 public struct ServerLimits: Sendable {
     public var maxHeaderBytes: Int
     public var maxBodyBytes: Int
-    /// Time allowed between bytes of a request in progress.
-    public var requestTimeoutMs: Int
+    /// The whole request head must arrive within this, counted from the accept for a
+    /// connection's first request, and from the first byte of the head for later ones
+    /// (nginx's `client_header_timeout`). Not reset by a trickle of bytes.
+    public var headerTimeoutMs: Int
+    /// The longest pause between two reads of a request body (nginx's `client_body_timeout`);
+    /// also the grace period before `minBodyRate` applies.
+    public var bodyTimeoutMs: Int
+    /// Bytes per second a request body must average, from its start, once it has been
+    /// arriving for longer than `bodyTimeoutMs`; checked at each read. 0: no minimum.
+    public var minBodyRate: Int
     /// Time a keep-alive connection may sit idle between requests.
     public var idleTimeoutMs: Int
     /// Time allowed for a response write to make progress.
     public var writeTimeoutMs: Int
+    /// Connections one client address may hold open at once (0: no limit). A connection over
+    /// it is closed as soon as it is accepted, before any byte is read.
+    public var maxConnectionsPerClient: Int
 
-    public init(maxHeaderBytes: Int = 16_384, maxBodyBytes: Int = 10 << 20, requestTimeoutMs: Int = 30_000,
-                idleTimeoutMs: Int = 75_000, writeTimeoutMs: Int = 60_000) {
+    public init(maxHeaderBytes: Int = 16_384, maxBodyBytes: Int = 10 << 20, headerTimeoutMs: Int = 10_000,
+                bodyTimeoutMs: Int = 10_000, minBodyRate: Int = 1024, idleTimeoutMs: Int = 75_000,
+                writeTimeoutMs: Int = 60_000, maxConnectionsPerClient: Int = 256) {
         self.maxHeaderBytes = maxHeaderBytes
         self.maxBodyBytes = maxBodyBytes
-        self.requestTimeoutMs = requestTimeoutMs
+        self.headerTimeoutMs = headerTimeoutMs
+        self.bodyTimeoutMs = bodyTimeoutMs
+        self.minBodyRate = minBodyRate
         self.idleTimeoutMs = idleTimeoutMs
         self.writeTimeoutMs = writeTimeoutMs
+        self.maxConnectionsPerClient = maxConnectionsPerClient
     }
+}
+
+/// Open connections per client address, for `ServerLimits.maxConnectionsPerClient`. One
+/// table can be shared by the servers of every worker (SO_REUSEPORT spreads a client's
+/// connections over them), so the cap is per process; the lock is taken once at accept and
+/// once at close.
+public final class ClientConnectionTable: Sendable {
+    public let limit: Int
+    private let counts = Mutex<[String: Int]>([:])
+
+    public init(limit: Int) { self.limit = limit }
+
+    /// Counts one more connection from `address`, or returns false if it already has `limit`.
+    func admit(_ address: String) -> Bool {
+        counts.withLock { c in
+            let n = c[address, default: 0]
+            guard n < limit else { return false }
+            c[address] = n + 1
+            return true
+        }
+    }
+
+    func release(_ address: String) {
+        counts.withLock { c in
+            guard let n = c[address] else { return }
+            if n <= 1 { c.removeValue(forKey: address) } else { c[address] = n - 1 }
+        }
+    }
+
+    /// The connections `address` holds now.
+    public func count(_ address: String) -> Int { counts.withLock { $0[address, default: 0] } }
 }
 
 /// Builds the body of an error the HTTP layer answers by itself (400, 413, 431, ...), so that
@@ -35,6 +82,8 @@ public final class HTTPServer {
     let tls: TLSContext?
     let handler: (ServerExchange) -> Void
     let errorBody: ErrorBodyMaker
+    /// Nil when connections per client are not limited.
+    let clients: ClientConnectionTable?
     private var listener: OpaquePointer?
     private var acceptRetry: LoopTimer?
     var connections: [ObjectIdentifier: ServerConnection] = [:]
@@ -43,11 +92,17 @@ public final class HTTPServer {
     /// Called when accept() fails (e.g. out of file descriptors).
     public var onAcceptError: ((String) -> Void)?
     private var nextConnectionId = 0
+    private var memoryRelease: LoopTimer?
+    private var memoryReleasePending = false
 
+    /// `clients`: a table shared with other servers, to cap connections per client address
+    /// across them; by default this server keeps its own (`limits.maxConnectionsPerClient`).
     public init(loop: EventLoop, address: SocketAddress, tls: TLSContext?, limits: ServerLimits,
+                clients: ClientConnectionTable? = nil,
                 errorBody: @escaping ErrorBodyMaker, handler: @escaping (ServerExchange) -> Void) throws {
         loop.preconditionInEventLoop()
         self.loop = loop
+        self.clients = clients ?? (limits.maxConnectionsPerClient > 0 ? ClientConnectionTable(limit: limits.maxConnectionsPerClient) : nil)
         self.tls = tls
         self.limits = limits
         self.errorBody = errorBody
@@ -87,17 +142,24 @@ public final class HTTPServer {
     public var connectionCount: Int { connections.count }
 
     private func accept(fd: Int32, peer: UnsafeMutablePointer<sockaddr>?) {
+        let ip = peer.map { SocketAddress.numericHost($0) } ?? "unknown"
+        if let clients, !clients.admit(ip) {
+            // Over the cap: closed before any byte is read or written (no TLS handshake, no
+            // buffers), which is the cheapest answer to a flood from one address.
+            evutil_closesocket(fd)
+            return
+        }
         setNoDelay(fd)
         var ssl: OpaquePointer?
         if let tls {
             ssl = SSL_new(tls.ctx)
-            guard ssl != nil else { evutil_closesocket(fd); return }
+            guard ssl != nil else { clients?.release(ip); evutil_closesocket(fd); return }
         }
         guard let bev = BufferEvent.make(loop: loop, fd: fd, ssl: ssl, state: BUFFEREVENT_SSL_ACCEPTING) else {
+            clients?.release(ip)
             evutil_closesocket(fd)
             return
         }
-        let ip = peer.map { SocketAddress.numericHost($0) } ?? "unknown"
         nextConnectionId += 1
         let c = ServerConnection(server: self, id: nextConnectionId, bev: bev, fd: fd, remoteIP: ip, isTLS: tls != nil)
         connections[ObjectIdentifier(c)] = c
@@ -118,8 +180,25 @@ public final class HTTPServer {
         acceptRetry?.schedule(afterMs: 100)
     }
 
+    /// A large request body was dropped unfinished (a slow or abandoned client): give the
+    /// freed memory back to the system 100 ms later (once the exchange has let go of the body
+    /// too; one trim for all the bodies dropped meanwhile). glibc keeps freed heap memory
+    /// otherwise, so twenty stalled 9 MiB bodies would stay in the resident set after their 408.
+    func releaseMemorySoon() {
+        guard !memoryReleasePending else { return }
+        memoryReleasePending = true
+        if memoryRelease == nil {
+            memoryRelease = LoopTimer(loop: loop) { [weak self] in
+                self?.memoryReleasePending = false
+                _ = malloc_trim(0)
+            }
+        }
+        memoryRelease?.schedule(afterMs: 100)
+    }
+
     func connectionClosed(_ c: ServerConnection) {
         connections.removeValue(forKey: ObjectIdentifier(c))
+        clients?.release(c.remoteIP)
         if draining && connections.isEmpty { finishDrain() }
     }
 

@@ -1,7 +1,9 @@
 import CLibevent
 import HTTPCore
 
-/// Reading requests: the head, then the body by its framing, then the handler.
+/// Reading requests: the head, then the body by its framing. The exchange goes to the handler
+/// as soon as the head is parsed and what has arrived of the body is read: whole if it came
+/// with the head, else still arriving (`ServerExchange.whenBodyComplete`).
 extension ServerConnection {
     /// Parses as far as the buffered input allows.
     func process() {
@@ -10,7 +12,24 @@ extension ServerConnection {
             case .head:
                 guard readHead() else { return }
             case .body:
-                guard readBody() else { return }
+                guard readBody() else {
+                    if state == .body {
+                        startBodyClock()
+                        // Decide before the rest of the body: the application asks for it
+                        // only when the decision or the upstream needs it.
+                        if exchange == nil { dispatch() }
+                    }
+                    return
+                }
+                state = .handling
+                continueExpected = false
+                if let exchange {
+                    body = nil
+                    setReadTimeout(nil)
+                    exchange.bodyArrived()
+                } else {
+                    dispatch()
+                }
             case .handling, .lingering, .closed:
                 return
             }
@@ -20,26 +39,29 @@ extension ServerConnection {
     /// Returns true when state changed and processing should go on.
     private func readHead() -> Bool {
         guard let parsed = parseHead() else { return false }
+        headDeadline = 0
         keepAlive = parsed.wantsKeepAlive && !server.draining
         if case .contentLength(let n) = framing, n > limits.maxBodyBytes {
             fail(413, "request body of \(n) bytes exceeds the limit of \(limits.maxBodyBytes) bytes")
             return false
         }
-        guard answerExpect(parsed) else { return false }
+        guard checkExpect(parsed) else { return false }
         head = parsed
         body = Body()
+        bodyStartNanos = 0
         switch framing {
         case .none:
+            state = .handling
             dispatch()
+            return true
         case .contentLength(let n):
             remaining = n
-            state = .body
-            setReadTimeout(limits.requestTimeoutMs)
         case .chunked, .untilClose:
             chunked = ChunkedDecoder()
-            state = .body
-            setReadTimeout(limits.requestTimeoutMs)
         }
+        state = .body
+        // Until a 100 Continue is sent, the client may be waiting for it: no body clock yet.
+        setReadTimeout(continueExpected ? nil : limits.bodyTimeoutMs)
         return true
     }
 
@@ -54,7 +76,7 @@ extension ServerConnection {
             if available > limit {
                 fail(431, "request header fields exceed the limit of \(limit) bytes")
             } else {
-                setReadTimeout(limits.requestTimeoutMs)
+                armHeadDeadline()
             }
             return nil
         }
@@ -76,20 +98,50 @@ extension ServerConnection {
         return parsed
     }
 
-    /// Handles `Expect: 100-continue`; false after refusing any other expectation.
-    private func answerExpect(_ parsed: RequestHead) -> Bool {
+    /// A head is incomplete: it must be whole by its deadline (counted from its first byte
+    /// on a kept-alive connection), however slowly its bytes come.
+    private func armHeadDeadline() {
+        let now = EventLoop.nowNanos()
+        if headDeadline == 0 { headDeadline = now + UInt64(limits.headerTimeoutMs) * 1_000_000 }
+        guard now < headDeadline else {
+            fail(408, "the request head did not arrive within \(limits.headerTimeoutMs) ms")
+            return
+        }
+        setReadTimeout(Int((headDeadline - now + 999_999) / 1_000_000))
+    }
+
+    /// Refuses any expectation but `100-continue` (false after answering 417). The 100 itself
+    /// waits until the application asks for the body (`bodyWanted`).
+    private func checkExpect(_ parsed: RequestHead) -> Bool {
+        continueExpected = false
         guard let expect = parsed.headers.first("Expect") else { return true }
         guard asciiCaseInsensitiveEquals(expect, "100-continue") else {
             fail(417, "unsupported Expect '\(expect)'")
             return false
         }
-        if framing != .none && parsed.versionMinor >= 1 {
-            EvBuffer.append(output, "HTTP/1.1 100 Continue\r\n\r\n")
-            flush()
-        }
+        continueExpected = framing != .none && parsed.versionMinor >= 1
         return true
     }
 
+    /// The application waits for the body: the client may send it now.
+    func bodyWanted() {
+        guard state == .body else { return }
+        if continueExpected {
+            continueExpected = false
+            EvBuffer.append(output, "HTTP/1.1 100 Continue\r\n\r\n")
+            setReadTimeout(limits.bodyTimeoutMs)
+            startBodyClock()
+            flush()
+        }
+    }
+
+    /// Starts measuring the body's rate (`minBodyRate`), unless a 100 Continue is still due.
+    private func startBodyClock() {
+        if bodyStartNanos == 0 && !continueExpected { bodyStartNanos = EventLoop.nowNanos() }
+    }
+
+    /// Moves what has arrived of the body into it. True once it is complete; false while
+    /// more is due, or after answering an error (413, 400, 408).
     private func readBody() -> Bool {
         guard let body else { return false }
         let input = self.input
@@ -99,7 +151,7 @@ extension ServerConnection {
             if n == 0 { return false }
             body.take(n, from: input)
             remaining -= n
-            if remaining > 0 { return false }
+            if remaining > 0 { _ = tooSlow(body); return false }
         default:
             let done: Bool
             do {
@@ -112,30 +164,52 @@ extension ServerConnection {
                 fail(413, "request body exceeds the limit of \(limits.maxBodyBytes) bytes")
                 return false
             }
-            if !done { return false }
+            if !done { _ = tooSlow(body); return false }
         }
-        dispatch()
+        return true
+    }
+
+    /// After the grace period (`bodyTimeoutMs`), a body that averages less than `minBodyRate`
+    /// since its start is answered 408 (true).
+    private func tooSlow(_ body: Body) -> Bool {
+        guard limits.minBodyRate > 0, bodyStartNanos != 0 else { return false }
+        let elapsedMs = Int((EventLoop.nowNanos() - bodyStartNanos) / 1_000_000)
+        guard elapsedMs > limits.bodyTimeoutMs, body.count * 1000 < limits.minBodyRate * elapsedMs else { return false }
+        fail(408, "the request body arrived slower than \(limits.minBodyRate) bytes/s")
         return true
     }
 
     private func dispatch() {
         guard let head, let body else { return }
         self.head = nil
-        self.body = nil
-        state = .handling
+        let complete = state == .handling
+        if complete {
+            self.body = nil
+            setReadTimeout(nil)
+        }
         responseComplete = false
-        setReadTimeout(nil)
-        let ex = ServerExchange(connection: self, head: head, body: body)
+        let ex = ServerExchange(connection: self, head: head, body: body, bodyComplete: complete)
         exchange = ex
         server.handler(ex)
     }
 
     /// Answers an error the HTTP layer detected itself and closes the connection afterwards.
-    private func fail(_ status: Int, _ message: String) {
+    /// When the application holds the exchange (its body failed while it decided), the
+    /// application's exchange is cut off and its wait for the body ends, without a second
+    /// response; if its response had already started, the connection just closes.
+    func fail(_ status: Int, _ message: String) {
         keepAlive = false
+        let app = exchange
+        exchange = nil
+        app?.detach()
+        defer { app?.bodyFailed() }
+        if let app, app.responseStarted {
+            close()
+            return
+        }
         state = .handling
-        let methodHead = head ?? RequestHead(method: "GET", target: "/")
-        body = nil
+        let methodHead = head ?? app?.head ?? RequestHead(method: "GET", target: "/")
+        dropBody()
         head = nil
         let ex = ServerExchange(connection: self, head: methodHead, body: Body())
         ex.isLayerError = true

@@ -4,6 +4,9 @@ import HTTPCore
 
 /// One client connection: reads requests one at a time (see ServerConnection+Request.swift)
 /// and writes their responses.
+///
+/// An exchange is handed to the application as soon as its head is parsed; its body may still
+/// be arriving (state `.body` with an exchange), and is read on while the application decides.
 final class ServerConnection: BufferEventHandler {
     unowned let server: HTTPServer
     let id: Int
@@ -23,6 +26,15 @@ final class ServerConnection: BufferEventHandler {
     var exchange: ServerExchange?
     var keepAlive = true
     var responseComplete = false
+    /// When the request head must be complete (monotonic nanoseconds; 0: not counting yet).
+    var headDeadline: UInt64 = 0
+    /// When the body clock started, for `minBodyRate` (0: not yet).
+    var bodyStartNanos: UInt64 = 0
+    /// The request asked for `100 Continue`, which has not been sent: it is sent when the
+    /// application asks for the body, never when it answers without it.
+    var continueExpected = false
+    /// Lingering ends at this instant however the client keeps sending.
+    private var lingerDeadline: UInt64 = 0
 
     init(server: HTTPServer, id: Int, bev: OpaquePointer, fd: Int32, remoteIP: String, isTLS: Bool) {
         self.server = server
@@ -39,7 +51,13 @@ final class ServerConnection: BufferEventHandler {
 
     func start() {
         BufferEvent.route(bev, to: self)
-        setReadTimeout(limits.idleTimeoutMs)
+        // libevent 2.1 reads at most 4 KiB at once, into a new chain rounded up to a power of
+        // two with its header (8 KiB), and a body takes the chains as they are: each 4 KiB of
+        // a large body would cost 8 KiB. Reading a little less fits the chain in 4 KiB.
+        bufferevent_set_max_single_read(bev, 4_096 - 64)
+        // The first request's head is due within the header timeout of the accept (nginx).
+        headDeadline = EventLoop.nowNanos() + UInt64(limits.headerTimeoutMs) * 1_000_000
+        setReadTimeout(limits.headerTimeoutMs)
         // Plain sockets write directly (see flush()); EV_WRITE is only for what is left over.
         bufferevent_enable(bev, Int16(isTLS ? EV_READ | EV_WRITE : EV_READ))
     }
@@ -63,6 +81,7 @@ final class ServerConnection: BufferEventHandler {
         switch state {
         case .lingering:
             evbuffer_drain(input, evbuffer_get_length(input))
+            if EventLoop.nowNanos() >= lingerDeadline { close() }
         case .handling:
             // A pipelined request waits its turn; stop reading if a client piles up too much.
             if evbuffer_get_length(input) > limits.maxHeaderBytes + 65_536 {
@@ -75,12 +94,11 @@ final class ServerConnection: BufferEventHandler {
 
     override func writable() {
         if !isTLS && evbuffer_get_length(output) == 0 { bufferevent_disable(bev, Int16(EV_WRITE)) }
-        if state == .handling {
-            if responseComplete {
-                completeExchange()
-            } else {
-                exchange?.onWritable?()
-            }
+        guard let exchange, state != .closed else { return }
+        if responseComplete {
+            completeExchange()
+        } else {
+            exchange.onWritable?()
         }
     }
 
@@ -90,32 +108,66 @@ final class ServerConnection: BufferEventHandler {
     }
 
     private func completeExchange() {
-        guard state == .handling else { return }
-        let wasError = exchange?.isLayerError ?? false
-        exchange?.detach()
+        guard let ex = exchange, state != .closed else { return }
+        let wasError = ex.isLayerError
+        // Answered before its body was all read: the rest of the body must never be parsed
+        // as a next request, so the connection closes (RFC 9110 §10.1.1, RFC 9112 §9.6).
+        let bodyUnread = state == .body
         exchange = nil
+        ex.detach()
+        if bodyUnread { keepAlive = false }
         if !keepAlive || server.draining {
-            if wasError && !isTLS { linger() } else { close() }
+            if (wasError || bodyUnread) && !isTLS { linger() } else { close() }
             return
         }
         state = .head
+        headDeadline = 0
         setReadTimeout(limits.idleTimeoutMs)
         bufferevent_enable(bev, Int16(EV_READ))
         process()
     }
 
-    /// After an error answered mid-request, half-close and discard what the client still
-    /// sends for a moment, so that it reads the error instead of a connection reset.
+    /// After answering before the request was all read, half-close and discard what the
+    /// client still sends, for 2 s at most, so that it reads the answer instead of a
+    /// connection reset.
     private func linger() {
         state = .lingering
+        dropBody()
+        head = nil
+        lingerDeadline = EventLoop.nowNanos() + 2_000_000_000
         shutdown(fd, Int32(SHUT_WR))
         setReadTimeout(2_000)
         bufferevent_enable(bev, Int16(EV_READ))
     }
 
     override func event(_ what: Int32) {
+        if what & BEV_EVENT_TIMEOUT != 0 && what & BEV_EVENT_READING != 0 {
+            switch state {
+            case .head where evbuffer_get_length(input) > 0:
+                fail(408, "the request head did not arrive within \(limits.headerTimeoutMs) ms")
+                return
+            case .body:
+                fail(408, "no request body bytes arrived for \(limits.bodyTimeoutMs) ms")
+                return
+            default:
+                close()
+                return
+            }
+        }
+        if what & BEV_EVENT_EOF != 0 && state == .handling && exchange != nil {
+            // The client half-closed after sending its request: it still reads the answer,
+            // after which the connection closes.
+            keepAlive = false
+            return
+        }
         guard what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT) != 0 else { return }
         close()
+    }
+
+    /// Lets go of an unfinished request body.
+    func dropBody() {
+        if let b = body, b.count >= 1 << 20 { server.releaseMemorySoon() }
+        body = nil
     }
 
     func closeIfIdle() {
@@ -125,7 +177,7 @@ final class ServerConnection: BufferEventHandler {
     func close() {
         guard state != .closed else { return }
         state = .closed
-        body = nil
+        dropBody()
         let ex = exchange
         exchange = nil
         bufferevent_disable(bev, Int16(EV_READ | EV_WRITE))

@@ -10,8 +10,9 @@ public enum ResponseFraming: Equatable {
     case stream
 }
 
-/// One request and its response, handed to the application. The request body is complete
-/// (up to the configured limit) in `body`.
+/// One request and its response, handed to the application once the request head is parsed.
+/// The body may still be arriving: `whenBodyComplete` waits for it (`body` is whole only
+/// then). Body errors (413, a bad chunk, 408) are answered by the server itself.
 ///
 /// An exchange belongs to the loop of its connection: use it there only (checked in debug
 /// builds).
@@ -33,11 +34,17 @@ public final class ServerExchange {
     public private(set) var bodyBytesSent = 0
     public private(set) var responseStarted = false
     public private(set) var finished = false
+    /// Whether all of the request body has arrived.
+    public private(set) var bodyComplete: Bool
+    private var bodyWaiter: ((Bool) -> Void)?
     private var chunkedOut = false
+    /// The size of a response head still wholly in the output buffer (see `withdrawUnsentResponse`).
+    private var unsentHeadBytes = 0
     var isLayerError = false
 
-    init(connection: ServerConnection, head: RequestHead, body: Body) {
+    init(connection: ServerConnection, head: RequestHead, body: Body, bodyComplete: Bool = true) {
         self.connection = connection
+        self.bodyComplete = bodyComplete
         self.loop = connection.server.loop
         self.head = head
         self.body = body
@@ -54,6 +61,55 @@ public final class ServerExchange {
     public var pendingOutputBytes: Int {
         guard let c = connection else { return 0 }
         return evbuffer_get_length(c.output)
+    }
+
+    /// Calls `done(true)` once the whole request body has arrived (at once if it has), or
+    /// `done(false)` if it never will: the server answered a body error itself (413, 400,
+    /// 408) or the client left; the exchange is then over and must not respond. Asking for
+    /// the body sends the `100 Continue` a client may be waiting for. Answering without
+    /// asking for it closes the connection after the response (the unread rest of the body
+    /// is never taken for a next request).
+    public func whenBodyComplete(_ done: @escaping (Bool) -> Void) {
+        loop.preconditionInEventLoop()
+        if bodyComplete { done(true); return }
+        guard let c = connection else { done(false); return }
+        precondition(bodyWaiter == nil, "whenBodyComplete: already waiting for the body")
+        bodyWaiter = done
+        c.bodyWanted()
+    }
+
+    func bodyArrived() {
+        bodyComplete = true
+        let w = bodyWaiter
+        bodyWaiter = nil
+        w?(true)
+    }
+
+    func bodyFailed() {
+        let w = bodyWaiter
+        bodyWaiter = nil
+        w?(false)
+    }
+
+    /// Takes back a response head that has not left the gateway (still wholly in the output
+    /// buffer, no body written), so that an error can be answered instead; false when any of
+    /// it may have reached the client.
+    public func withdrawUnsentResponse() -> Bool {
+        loop.preconditionInEventLoop()
+        guard responseStarted, !finished, bodyBytesSent == 0, unsentHeadBytes > 0, let c = connection,
+              evbuffer_get_length(c.output) == unsentHeadBytes else { return false }
+        // A socket bufferevent keeps the start of its output frozen except while it writes.
+        if evbuffer_drain(c.output, unsentHeadBytes) != 0 {
+            evbuffer_unfreeze(c.output, 1)
+            let drained = evbuffer_drain(c.output, unsentHeadBytes) == 0
+            evbuffer_freeze(c.output, 1)
+            guard drained else { return false }
+        }
+        unsentHeadBytes = 0
+        responseStarted = false
+        status = 0
+        chunkedOut = false
+        return true
     }
 
     /// Sends a complete response with a small in-memory body.
@@ -77,6 +133,8 @@ public final class ServerExchange {
                                suppressBody: Bool) {
         guard let c = connection, !responseStarted else { return }
         responseStarted = true
+        // Answered before the body has all arrived: the connection closes afterwards.
+        if c.state == .body { c.keepAlive = false }
         self.status = status
         var w = HeadWriter(capacity: 192 + headers.wireSize)
         w.write("HTTP/1.1 ")
@@ -110,6 +168,7 @@ public final class ServerExchange {
             w.write("Connection: keep-alive\r\n")
         }
         w.writeCRLF()
+        unsentHeadBytes = evbuffer_get_length(c.output) == 0 ? w.bytes.count : 0
         EvBuffer.append(c.output, w.bytes)
     }
 
@@ -167,5 +226,6 @@ public final class ServerExchange {
         onAbort = nil
         onWritable = nil
         if !finished { cb?() }
+        bodyFailed()
     }
 }

@@ -29,7 +29,13 @@ extension UpstreamConnection {
     private func parseHead(_ input: OpaquePointer) -> ResponseHead? {
         let tooLarge = "response headers larger than \(Self.maxHeadBytes) bytes"
         guard let end = EvBuffer.search(input, "\r\n\r\n") else {
-            if evbuffer_get_length(input) > Self.maxHeadBytes { fail(.protocolError(tooLarge)) }
+            if evbuffer_get_length(input) > Self.maxHeadBytes {
+                fail(.protocolError(tooLarge))
+            } else if Self.hasBareLF(input) {
+                // A head with bare-LF line endings would never end: refused at once (502),
+                // not left to the response timeout.
+                fail(.protocolError("the response head has bare LF line endings"))
+            }
             return nil
         }
         let n = end + 4
@@ -47,6 +53,17 @@ extension UpstreamConnection {
         }
         evbuffer_drain(input, n)
         return head
+    }
+
+    /// Whether the (incomplete) head so far has a line that ends in LF without CR.
+    private static func hasBareLF(_ input: OpaquePointer) -> Bool {
+        guard let lf = EvBuffer.search(input, "\n") else { return false }
+        if lf == 0 { return true }
+        var before: UInt8 = 0
+        var pos = evbuffer_ptr()
+        guard evbuffer_ptr_set(input, &pos, lf - 1, EVBUFFER_PTR_SET) == 0 else { return false }
+        _ = withUnsafeMutableBytes(of: &before) { evbuffer_copyout_from(input, &pos, $0.baseAddress, 1) }
+        return before != 0x0D
     }
 
     func readBody(_ input: OpaquePointer) {

@@ -104,7 +104,7 @@ final class Pipeline {
         default:
             break
         }
-        if ctx.exchange.responseStarted {
+        if ctx.exchange.responseStarted && !ctx.exchange.withdrawUnsentResponse() {
             // Too late for an error response: cut the connection so the client sees a truncated body.
             ctx.exchange.abort()
             ctx.finish()

@@ -20,6 +20,8 @@ final class SharedState: Sendable {
     let upstreamBasePath: String
     let upstreamDescription: String
     let limits: ServerLimits
+    /// Connections per client address, counted across every worker (nil: no cap).
+    let clientConnections: ClientConnectionTable?
     let clock: WallClock
     /// Sessions, transactions, journeys: present with the authentication service.
     let store: Store?
@@ -49,7 +51,11 @@ final class SharedState: Sendable {
         upstreamAuthority = u.url.authority
         upstreamBasePath = u.url.basePath
         upstreamDescription = u.url.description
-        limits = ServerLimits(maxHeaderBytes: config.limits.maxHeaderBytes, maxBodyBytes: config.limits.maxBodyBytes)
+        let l = config.limits
+        limits = ServerLimits(maxHeaderBytes: l.maxHeaderBytes, maxBodyBytes: l.maxBodyBytes, headerTimeoutMs: l.headerTimeoutMs,
+                              bodyTimeoutMs: l.bodyTimeoutMs, minBodyRate: l.minBodyRate,
+                              maxConnectionsPerClient: l.maxConnectionsPerClient)
+        clientConnections = l.maxConnectionsPerClient > 0 ? ClientConnectionTable(limit: l.maxConnectionsPerClient) : nil
         // The authentication service and its store exist when there are journeys to run.
         (store, auth) = config.journeys.isEmpty ? (nil, nil) : try Self.authService(config, clock: clock, logger: logger)
         policies = PolicySet(config.policies ?? [])

@@ -27,6 +27,7 @@ final class Worker: @unchecked Sendable {
         pipeline = Pipeline(Self.phases(shared, loop: loop, pool: pool), logger: shared.logger, accessLog: shared.accessLog,
                             upstreamDescription: shared.upstreamDescription)
         server = try HTTPServer(loop: loop, address: shared.listenAddress, tls: shared.listenerTLS, limits: shared.limits,
+                                clients: shared.clientConnections,
                                 errorBody: { status, message in (ErrorBody.contentType, ErrorBody.json(status: status, message: message)) },
                                 handler: { [unowned self] exchange in self.handle(exchange) })
         server.onAcceptError = { [shared] message in shared.logger.error("\(message)") }
@@ -39,6 +40,7 @@ final class Worker: @unchecked Sendable {
         var phases: [RequestPhase] = [
             CanonicalRequestPhase(encodedSlash: config.paths.encodedSlash),
             GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, logger: shared.logger),
+            ReadBodyPhase(.forAuthEndpoints),
             AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, loop: loop),
         ]
         if let pdp = shared.pdp, let auth = shared.auth {
@@ -46,6 +48,7 @@ final class Worker: @unchecked Sendable {
             phases += [
                 RetryParametersPhase(),
                 IdentifyPhase(pdp: pdp, identifier: auth.identifier(on: loop)),
+                ReadBodyPhase(.forBoundTransaction(shared.policies)),
                 DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL),
                 ChallengePhase(publicURL: publicURL, bearerForm: config.challenges.bearer,
                                transactionJourney: { [policies = shared.policies] in policies.transactionJourney(path: $0, method: $1) }),
@@ -53,6 +56,7 @@ final class Worker: @unchecked Sendable {
         }
         phases += [
             UpstreamRequestFilter(upstreamAuthority: shared.upstreamAuthority, sessionCookieName: shared.auth?.config.session.cookieName),
+            ReadBodyPhase(.always),
             ProxyPhase(pool: pool, basePath: shared.upstreamBasePath),
         ]
         return phases

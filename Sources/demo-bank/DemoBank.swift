@@ -31,9 +31,10 @@ struct DemoBank: ParsableCommand {
         do {
             server = try HTTPServer(
                 loop: loop, address: try SocketAddress(host: hp.host, port: hp.port), tls: nil,
-                limits: ServerLimits(maxBodyBytes: 64 << 20),
+                limits: ServerLimits(maxBodyBytes: 64 << 20, maxConnectionsPerClient: 0),
                 errorBody: { status, message in (ErrorBody.contentType, ErrorBody.json(status: status, message: message)) },
-                handler: bank.handle)
+                // The bank reads every body: it answers once the body is complete.
+                handler: { exchange in exchange.whenBodyComplete { complete in if complete { bank.handle(exchange) } } })
         } catch {
             FileHandle.standardError.write("demo-bank: \(error)\n".data(using: .utf8)!)
             throw ExitCode(1)

@@ -68,6 +68,12 @@ public final class RawHTTPClient {
         }
     }
 
+    /// Half-closes the connection (shutdown(SHUT_WR)): the server reads end-of-stream, while
+    /// this client can still read the answer.
+    public func shutdownWrite() {
+        if fd >= 0 { shutdown(fd, Int32(SHUT_WR)) }
+    }
+
     // MARK: Sending
 
     /// Writes every byte, or throws (reset, timeout).

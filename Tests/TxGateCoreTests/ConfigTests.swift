@@ -48,6 +48,20 @@ import Testing
         #expect(errors(#"{"upstream": {"url": "http://a"}, "log": {"level": "loud"}}"#).first?.hasPrefix("log.level: 'loud' is not one of") == true)
     }
 
+    @Test func slowRequestLimits() throws {
+        let d = try decode(#"{"upstream": {"url": "http://a"}}"#).get().limits
+        #expect(d.headerTimeoutMs == 10_000 && d.bodyTimeoutMs == 10_000 && d.minBodyRate == 1024 && d.maxConnectionsPerClient == 256)
+        let c = try decode(#"{"upstream": {"url": "http://a"}, "limits": {"headerTimeoutMs": 5000, "bodyTimeoutMs": 2000, "minBodyRate": 0, "maxConnectionsPerClient": 0}}"#).get().limits
+        #expect(c.headerTimeoutMs == 5000 && c.bodyTimeoutMs == 2000 && c.minBodyRate == 0 && c.maxConnectionsPerClient == 0)
+        let e = errors(#"{"upstream": {"url": "http://a"}, "limits": {"headerTimeoutMs": 10, "bodyTimeoutMs": 0, "minBodyRate": -1, "maxConnectionsPerClient": -2, "minBodyRateGraceMs": 1}}"#)
+        #expect(e.contains("limits.headerTimeoutMs: must be at least 100"))
+        #expect(e.contains("limits.bodyTimeoutMs: must be at least 100"))
+        #expect(e.contains("limits.minBodyRate: must be 0 or more"))
+        #expect(e.contains("limits.maxConnectionsPerClient: must be 0 or more"))
+        #expect(e.contains("limits.minBodyRateGraceMs: unknown key"))
+        #expect(e.count == 5)
+    }
+
     @Test func invalidJSONSaysSo() {
         let e = errors(#"{"upstream": "#)
         #expect(e.count == 1)

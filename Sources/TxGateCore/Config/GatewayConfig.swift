@@ -84,15 +84,30 @@ public struct UpstreamConfig: Decodable, Sendable {
 public struct LimitsConfig: Decodable, Sendable {
     public var maxHeaderBytes = 16_384
     public var maxBodyBytes = 10 << 20
+    /// The whole request head must arrive within this (from the accept, or from its first
+    /// byte on a kept-alive connection); else 408 and close.
+    public var headerTimeoutMs = 10_000
+    /// The longest pause between two reads of a request body, and the grace period before
+    /// `minBodyRate` applies; else 408 and close.
+    public var bodyTimeoutMs = 10_000
+    /// Bytes per second a body must average from its start once it has been arriving for
+    /// `bodyTimeoutMs`; 0: no minimum.
+    public var minBodyRate = 1024
+    /// Connections one client address may hold open at once, across all workers; 0: no limit.
+    public var maxConnectionsPerClient = 256
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["maxHeaderBytes", "maxBodyBytes"])
-        maxHeaderBytes = o.value("maxHeaderBytes", default: maxHeaderBytes)
-        maxBodyBytes = o.value("maxBodyBytes", default: maxBodyBytes)
-        if maxHeaderBytes < 512 { o.invalid("maxHeaderBytes", "must be at least 512") }
-        if maxBodyBytes < 0 { o.invalid("maxBodyBytes", "must be 0 or more") }
+        let o = try StrictObject(decoder, known: ["maxHeaderBytes", "maxBodyBytes", "headerTimeoutMs", "bodyTimeoutMs",
+                                                  "minBodyRate", "maxConnectionsPerClient"])
+        maxHeaderBytes = o.int("maxHeaderBytes", default: maxHeaderBytes, atLeast: 512)
+        maxBodyBytes = o.int("maxBodyBytes", default: maxBodyBytes, atLeast: 0)
+        headerTimeoutMs = o.int("headerTimeoutMs", default: headerTimeoutMs, atLeast: 100)
+        bodyTimeoutMs = o.int("bodyTimeoutMs", default: bodyTimeoutMs, atLeast: 100)
+        minBodyRate = o.int("minBodyRate", default: minBodyRate, atLeast: 0)
+        // 0: no limit.
+        maxConnectionsPerClient = o.int("maxConnectionsPerClient", default: maxConnectionsPerClient, atLeast: 0)
     }
 }
 

@@ -1,0 +1,44 @@
+import EventHTTP
+import TxGateCore
+
+/// Waits for the request body, only where something needs it: the authentication endpoints,
+/// a transaction decision that binds the body (with a subject; without one the login
+/// challenge goes out at once), and the upstream. Everything else is decided while the body
+/// is still arriving, so a request that will be challenged or denied never has its body
+/// buffered (nor its `100 Continue` sent).
+final class ReadBodyPhase: RequestPhase {
+    enum Need {
+        /// Before the authentication endpoints: `/am` paths.
+        case forAuthEndpoints
+        /// Before the decision: when the transaction policy that applies binds the body.
+        case forBoundTransaction(PolicySet)
+        /// Before the proxy.
+        case always
+    }
+    private let need: Need
+
+    init(_ need: Need) { self.need = need }
+
+    func handle(_ ctx: RequestContext) {
+        // A body that has all arrived (no body, or one that came with the head) costs nothing here.
+        guard !ctx.exchange.bodyComplete, needsBody(ctx) else { ctx.proceed(); return }
+        ctx.exchange.whenBodyComplete { complete in
+            // Not complete: the server answered the body's error (or the client left).
+            if complete { ctx.proceed() } else { ctx.finish() }
+        }
+    }
+
+    private func needsBody(_ ctx: RequestContext) -> Bool {
+        switch need {
+        case .always:
+            return true
+        case .forAuthEndpoints:
+            return ctx.path == "/am" || ctx.path.hasPrefix("/am/")
+        case .forBoundTransaction(let policies):
+            guard ctx.subject != nil,
+                  case .transaction(let rule)? = policies.applicable(path: ctx.path[...], method: ctx.head.method)?.requirement
+            else { return false }
+            return rule.bindWholeBody || !rule.bindFields.isEmpty
+        }
+    }
+}

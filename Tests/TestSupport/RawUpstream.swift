@@ -1,0 +1,101 @@
+import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A misbehaving upstream: a plain TCP listener on a free 127.0.0.1 port that reads each
+/// request head and answers with exactly the bytes it is given, whatever they are (bare LF,
+/// broken chunks), then keeps the connection open until stopped (so that only the bytes, not
+/// a close, can end the response).
+public final class RawUpstream: @unchecked Sendable {
+    // @unchecked: `response` and `port` are immutable; the descriptors are guarded by `lock`.
+    public let port: Int
+    private let response: [UInt8]
+    private let listener: Int32
+    private let lock = NSLock()
+    private var clients: [Int32] = []
+    private var stopped = false
+
+    public var url: String { "http://127.0.0.1:\(port)" }
+
+    public init(response: [UInt8]) throws {
+        self.response = response
+        let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard listener >= 0 else { throw HarnessError("socket(): \(String(cString: strerror(errno)))") }
+        var one: Int32 = 1
+        setsockopt(listener, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        addr.sin_port = 0
+        let bound = withUnsafePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard bound == 0, listen(listener, 64) == 0 else {
+            Glibc.close(listener)
+            throw HarnessError("cannot listen: \(String(cString: strerror(errno)))")
+        }
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        _ = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(listener, $0, &len) }
+        }
+        port = Int(UInt16(bigEndian: addr.sin_port))
+        self.listener = listener
+        let thread = Thread { [self] in acceptLoop() }
+        thread.start()
+    }
+
+    deinit { stop() }
+
+    /// Closes the listener and every connection. Safe to call more than once.
+    public func stop() {
+        lock.lock()
+        let was = stopped
+        stopped = true
+        let open = clients
+        clients = []
+        lock.unlock()
+        guard !was else { return }
+        shutdown(listener, Int32(SHUT_RDWR))
+        Glibc.close(listener)
+        for fd in open { Glibc.close(fd) }
+    }
+
+    private func acceptLoop() {
+        while true {
+            let fd = accept(listener, nil, nil)
+            if fd < 0 {
+                if errno == EINTR { continue }
+                return
+            }
+            lock.lock()
+            if stopped { lock.unlock(); Glibc.close(fd); return }
+            clients.append(fd)
+            lock.unlock()
+            let t = Thread { [self] in serve(fd) }
+            t.start()
+        }
+    }
+
+    /// Reads request heads and answers each with `response`.
+    private func serve(_ fd: Int32) {
+        var pending: [UInt8] = []
+        var chunk = [UInt8](repeating: 0, count: 16_384)
+        while true {
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+            if n <= 0 { return }
+            pending += chunk[0..<n]
+            while let end = Self.headEnd(pending) {
+                pending.removeSubrange(0..<end)
+                let ok = response.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
+                if ok < 0 { return }
+            }
+        }
+    }
+
+    private static func headEnd(_ b: [UInt8]) -> Int? {
+        guard b.count >= 4 else { return nil }
+        for i in 0...(b.count - 4) where b[i] == 13 && b[i + 1] == 10 && b[i + 2] == 13 && b[i + 3] == 10 { return i + 4 }
+        return nil
+    }
+}
