@@ -32,21 +32,17 @@ public final class RedisStore: Store, Sendable {
     }
 
     /// Gives `loop` its own connection, which starts connecting once the loop runs. From any
-    /// thread: the connection is made on the loop's thread (or here, before the loop runs).
+    /// thread: the connection is made on the loop's thread, when the loop runs.
     public func attach(to loop: EventLoop, worker: Int? = nil) {
         var logger = logger
         if let worker { logger[metadataKey: "worker"] = .stringConvertible(worker) }
         let (url, timeoutMs, key) = (url, timeoutMs, ObjectIdentifier(self))
-        let open = { [logger] in
+        // Always on the loop's own thread, also before it runs (the work waits for `run()`):
+        // deciding by `inEventLoop` here raced with a loop thread just starting.
+        loop.execute { [logger] in
             let connection = RedisConnection(loop: loop, url: url, timeoutMs: timeoutMs, logger: logger)
             loop.setLocal(connection, for: key)
-            return connection
-        }
-        if loop.inEventLoop {
-            let connection = open()
-            loop.execute { connection.connect() }
-        } else {
-            loop.execute { open().connect() }
+            connection.connect()
         }
     }
 
