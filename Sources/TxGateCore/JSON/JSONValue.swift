@@ -48,6 +48,12 @@ public enum JSONValue: Equatable, Sendable, Codable {
         JSONParser.parse(bytes)
     }
 
+    /// Parses JSON text, or says where (line, column, the path of the value) and why it is not
+    /// valid JSON: for configuration files.
+    public static func parseReportingErrors(_ bytes: [UInt8]) -> Result<JSONValue, JSONSyntaxError> {
+        JSONParser.parseReportingErrors(bytes)
+    }
+
     public subscript(key: String) -> JSONValue? {
         if case .object(let o) = self { return o[key] }
         return nil
