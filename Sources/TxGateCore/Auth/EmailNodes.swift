@@ -39,6 +39,9 @@ struct UsernameOnlyNode: JourneyNode {
 /// collected so far is saved under the link's id, which has 256 random bits and is stored
 /// only as its hash; the link works once.
 struct EmailSuspendNode: JourneyNode {
+    /// What `subject` and `body` may name (what `enter` fills in).
+    static let subjectVariables = ["username"]
+    static let bodyVariables = ["link", "username", "display"]
     static let defaultMessage = "An email has been sent to the address you entered. Click the link in that email to proceed."
     let message: String
     let subject: String
@@ -49,8 +52,8 @@ struct EmailSuspendNode: JourneyNode {
     init(_ s: [String: JSONValue], _ path: String) throws(NodeConfigError) {
         let n = try NodeSettings(s, path, known: ["message", "subject", "body", "resumeUrl", "suspendTtlS"])
         message = try n.string("message", default: Self.defaultMessage)
-        subject = try n.string("subject", default: "Your sign-in link")
-        body = try n.string("body", default: "Hello {username},\n\n{display}Click this link to continue signing in:\n\n{link}\n\nIt works once and expires soon. If you did not ask for it, ignore this email.\n")
+        subject = try n.template("subject", variables: Self.subjectVariables, default: "Your sign-in link")
+        body = try n.template("body", variables: Self.bodyVariables, default: "Hello {username},\n\n{display}Click this link to continue signing in:\n\n{link}\n\nIt works once and expires soon. If you did not ask for it, ignore this email.\n")
         let r = try n.string("resumeUrl", default: "")
         resumeUrl = r.isEmpty ? nil : r
         suspendTtlS = try n.int("suspendTtlS", default: 300)
@@ -107,12 +110,15 @@ struct EmailOTPNode: JourneyNode {
     let body: String
     let ttlS: Int
     static let refKey = "emailOtpRef"
+    /// What `subject` and `body` may name (what `enter` fills in).
+    static let subjectVariables = ["username"]
+    static let bodyVariables = ["code", "username", "display"]
 
     init(_ s: [String: JSONValue], _ path: String) throws(NodeConfigError) {
         let n = try NodeSettings(s, path, known: ["prompt", "subject", "body", "ttlS"])
         prompt = try n.string("prompt", default: "One Time Password")
-        subject = try n.string("subject", default: "Your one-time code")
-        body = try n.string("body", default: "Hello {username},\n\n{display}Your one-time code is {code}. It works once, for a few minutes.\n\nIf you did not ask for it, ignore this email.\n")
+        subject = try n.template("subject", variables: Self.subjectVariables, default: "Your one-time code")
+        body = try n.template("body", variables: Self.bodyVariables, default: "Hello {username},\n\n{display}Your one-time code is {code}. It works once, for a few minutes.\n\nIf you did not ask for it, ignore this email.\n")
         ttlS = try n.int("ttlS", default: 300)
     }
 

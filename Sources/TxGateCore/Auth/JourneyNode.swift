@@ -212,6 +212,17 @@ struct NodeSettings {
         guard let s = v.stringValue else { throw NodeConfigError(path: "\(path).\(key)", message: "wrong type: expected a string") }
         return s
     }
+
+    /// A string whose `{name}` placeholders must all be among `variables` (a typo would reach
+    /// the user as written).
+    func template(_ key: String, variables: [String], default d: String) throws(NodeConfigError) -> String {
+        let s = try string(key, default: d)
+        if let unknown = EmailTemplate.unknownPlaceholders(in: s, known: Set(variables)).first {
+            throw NodeConfigError(path: "\(path).\(key)", message: "unknown placeholder '{\(unknown)}' (this \(key) may use "
+                + variables.map { "{\($0)}" }.joined(separator: ", ") + ")")
+        }
+        return s
+    }
 }
 
 /// NameCallback + PasswordCallback on one page.

@@ -279,6 +279,9 @@ public enum ConfigLoader {
     }
 
     public static func decode(_ data: Data, folder: String, overrides: ConfigOverrides = ConfigOverrides()) throws(ConfigErrors) -> GatewayConfig {
+        // Our own strict parser first: it refuses what JSONDecoder lets through (a repeated key,
+        // of which JSONDecoder keeps one copy) and says where a syntax error is.
+        if let e = syntaxError(data, under: "") { throw ConfigErrors(errors: [e]) }
         let issues = ConfigIssues()
         let decoder = JSONDecoder()
         decoder.userInfo[ConfigIssues.userInfoKey] = issues
@@ -301,6 +304,17 @@ public enum ConfigLoader {
         checkAuth(config, issues: issues)
         if !issues.errors.isEmpty { throw ConfigErrors(errors: issues.errors) }
         return config
+    }
+
+    /// nil when `data` is one valid JSON document without repeated keys; else the problem, named
+    /// by the path of the value that holds it (under `prefix`), line and column.
+    static func syntaxError(_ data: Data, under prefix: String) -> ConfigError? {
+        var bytes = [UInt8](data)
+        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }  // a UTF-8 BOM, as JSONDecoder allows
+        guard case .failure(let e) = JSONValue.parseReportingErrors(bytes) else { return nil }
+        let inner = e.jsonPath
+        let path = prefix.isEmpty ? inner : inner.isEmpty ? prefix : inner.hasPrefix("[") ? prefix + inner : prefix + "." + inner
+        return ConfigError(path: path, message: e.description)
     }
 
     static func apply(_ o: ConfigOverrides, to config: inout GatewayConfig, issues: ConfigIssues) {
@@ -351,6 +365,10 @@ public enum ConfigLoader {
     /// `usersFile` holds a JSON array of users, in the same form as `users`.
     static func loadUsers(_ config: inout GatewayConfig, issues: ConfigIssues) {
         guard let path = config.usersFile, let data = FileManager.default.contents(atPath: path) else { return }
+        if let e = syntaxError(data, under: "usersFile") {
+            issues.errors.append(ConfigError(path: e.path, message: "'\(path)': \(e.message)"))
+            return
+        }
         let fileIssues = ConfigIssues()
         let decoder = JSONDecoder()
         decoder.userInfo[ConfigIssues.userInfoKey] = fileIssues
@@ -370,6 +388,14 @@ public enum ConfigLoader {
         for (i, u) in config.users.enumerated() where !u.username.isEmpty {
             if !seen.insert(u.username).inserted {
                 issues.errors.append(ConfigError(path: "users[\(i)].username", message: "duplicate user '\(u.username)'"))
+            }
+        }
+        var policyNames: [String: Int] = [:]
+        for (i, p) in (config.policies ?? []).enumerated() where !p.name.isEmpty {
+            if let first = policyNames[p.name] {
+                issues.errors.append(ConfigError(path: "policies[\(i)].name", message: "duplicate policy name '\(p.name)' (also policies[\(first)])"))
+            } else {
+                policyNames[p.name] = i
             }
         }
         issues.errors += JourneyEngine.build(config.journeys).errors

@@ -11,6 +11,7 @@ public struct ConfigError: Error, Equatable, CustomStringConvertible, Sendable {
 /// Every error found in a configuration, so that `txgate check` can print all of them.
 public struct ConfigErrors: Error, CustomStringConvertible, Sendable {
     public let errors: [ConfigError]
+    public init(errors: [ConfigError]) { self.errors = errors }
     public var description: String { errors.map(\.description).joined(separator: "\n") }
 }
 

@@ -153,6 +153,15 @@ struct TransactionConfig: Decodable {
             rule.bindFields = b.fields
             rule.bindWholeBody = b.whole
         }
+        if let display = rule.display {
+            // What the display may name: each bound pointer, with or without its leading '/'.
+            let known = Set(rule.bindFields + rule.bindFields.map { String($0.dropFirst()) })
+            for name in EmailTemplate.unknownPlaceholders(in: display, known: known) {
+                o.invalid("display", "unknown placeholder '{\(name)}': "
+                    + (rule.bindFields.isEmpty ? "no field is bound (bind.body lists the fields a display may show)"
+                        : "not a field of bind.body (\(rule.bindFields.joined(separator: ", ")))"))
+            }
+        }
     }
 }
 
