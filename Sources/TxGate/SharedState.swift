@@ -106,16 +106,21 @@ final class SharedState: Sendable {
         case .outbox(let folder):
             return try OutboxSender(folder: folder)
         case .smtp(let smtp):
-            var password: String?
-            if let file = smtp.passwordFile {
-                guard let data = FileManager.default.contents(atPath: file) else {
-                    throw SocketError("email.smtp.passwordFile: cannot read '\(file)'")
-                }
-                password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
-            }
-            return try SMTPSender(url: smtp.url, username: smtp.username, password: password, from: smtp.from,
-                                  startTLS: smtp.startTls, caFile: smtp.caFile)
+            return try smtpSender(smtp)
         }
+    }
+
+    /// Reads the password file and checks the settings; connects to nothing.
+    static func smtpSender(_ smtp: SMTPConfig) throws -> SMTPSender {
+        var password: String?
+        if let file = smtp.passwordFile {
+            guard let data = FileManager.default.contents(atPath: file) else {
+                throw SocketError("email.smtp.passwordFile: cannot read '\(file)'")
+            }
+            password = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .newlines)
+        }
+        return try SMTPSender(url: smtp.url, username: smtp.username, password: password, from: smtp.from,
+                              startTLS: smtp.startTls, caFile: smtp.caFile)
     }
 
     static func describe(_ config: EmailConfig) -> String {

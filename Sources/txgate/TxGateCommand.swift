@@ -38,8 +38,8 @@ struct Serve: ParsableCommand {
     func run() throws {
         let config: GatewayConfig
         do {
-            config = try ConfigLoader.load(path: options.config,
-                                           overrides: ConfigOverrides(listen: listen, upstream: upstream, workers: workers))
+            config = try ConfigCheck.load(path: options.config,
+                                          overrides: ConfigOverrides(listen: listen, upstream: upstream, workers: workers))
         } catch {
             for e in error.errors { printError("\(options.config): \(e)") }
             throw ExitCode(1)
@@ -66,13 +66,17 @@ struct Serve: ParsableCommand {
 struct Check: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Validate a configuration file without starting anything.",
-        discussion: "Prints every error, one per line as `<json.path>: <problem>`, and exits 1 if there is any.")
+        discussion: """
+            Runs every check `serve` runs before it starts (the file, then the files, addresses, \
+            signing key and email delivery it names), creating nothing. Prints every error, one per \
+            line as `<json.path>: <problem>`, and exits 1 if there is any.
+            """)
 
     @OptionGroup var options: ConfigOptions
 
     func run() throws {
         do {
-            let config = try ConfigLoader.load(path: options.config)
+            let config = try ConfigCheck.load(path: options.config)
             for w in config.warnings() { printError("warning: \(w)") }
         } catch {
             for e in error.errors { printError("\(e)") }

@@ -107,4 +107,161 @@ struct CheckCommandTests {
         #expect(bad.stderr.contains("store.url: port 'x' is not a number"), "\(bad)")
         #expect(!bad.stderr.contains("hunter2"), "\(bad)")
     }
+
+    // MARK: issue 17 item 7: a stricter file, and every check `serve` runs
+
+    /// A configuration with an authentication service (so a signing key, a store and email),
+    /// its store and key file in `var/` next to it; `extra` is spliced in at the top level.
+    static func authConfig(_ extra: String = "") -> String {
+        """
+        {
+          "upstream": {"url": "http://127.0.0.1:1"},
+          "users": [{"username": "alice", "passwordHash": "$scrypt$ln=15,r=8,p=1$dQtS+YK5SMUpCON4+VX/yw$eAwSg4fwRdQ4nN79S5DGHF1rREMSt30hv9lFHj5PoWI", "email": "alice@example.com", "totpSecret": "JBSWY3DPEHPK3PXP"}],
+          "journeys": {"Login": [{"type": "UsernamePassword"}], "Confirm": [{"type": "TOTP"}],
+                       "Mail": [{"type": "UsernameOnly"}, {"type": "EmailOTP"}]},
+          "email": {"outbox": "var/outbox"}\(extra.isEmpty ? "" : ",\n  " + extra)
+        }
+        """
+    }
+
+    /// `txgate check` with TXGATE_SIGNING_KEY removed from its environment, so that the key
+    /// file is what counts.
+    static func checkWithoutKeyVariable(_ bed: Testbed, _ text: String) throws -> CommandResult {
+        let url = try bed.dir.write("check.json", text)
+        return try bed.runTool("env", ["-u", "TXGATE_SIGNING_KEY", try BinaryLocator.txgate.path, "check", "--config", url.path])
+    }
+
+    @Test("a duplicate key is an error naming its path, line and column (not: the first one wins)")
+    func duplicateKey() throws {
+        let r = try Self.check(#"{"upstream": {"url": "http://127.0.0.1:1", "url": "http://127.0.0.1:2"}}"#)
+        #expect(r.status == 1, "\(r)")
+        #expect(r.stderr.contains("upstream.url: line 1, column 44: duplicate key 'url'"), "\(r)")
+        let deep = try Self.check("""
+            {"upstream": {"url": "http://127.0.0.1:1"},
+             "policies": [{"name": "a", "resources": ["/a"], "actions": ["GET"], "subjects": "anyone",
+                           "subjects": "authenticated"}]}
+            """)
+        #expect(deep.status == 1, "\(deep)")
+        #expect(deep.stderr.contains("policies[0].subjects: line 3, column 16: duplicate key 'subjects'"), "\(deep)")
+    }
+
+    @Test("a trailing comma is an error with its line and column")
+    func trailingComma() throws {
+        let r = try Self.check("{\"upstream\": {\"url\": \"http://127.0.0.1:1\"},\n}\n")
+        #expect(r.status == 1, "\(r)")
+        #expect(r.stderr.contains("line 2, column 1: trailing comma before '}'"), "\(r)")
+        let inArray = try Self.check("{\"upstream\": {\"url\": \"http://127.0.0.1:1\"},\n \"realms\": [\"a\", \"b\",]}")
+        #expect(inArray.status == 1, "\(inArray)")
+        #expect(inArray.stderr.contains("realms: line 2, column 22: trailing comma before ']'"), "\(inArray)")
+    }
+
+    @Test("a syntax error names line and column and what was expected")
+    func syntaxErrorPosition() throws {
+        let r = try Self.check("""
+            {
+              "upstream": {"url": "http://127.0.0.1:1"}
+              "workers": 2
+            }
+            """)
+        #expect(r.status == 1, "\(r)")
+        #expect(r.stderr.contains("line 3, column 3: expected ',' or '}' after the value of 'upstream', found '\"'"), "\(r)")
+        #expect(!r.stderr.contains("The given data was not valid JSON"), "\(r)")
+    }
+
+    @Test("a short TXGATE_SIGNING_KEY fails check as it fails serve")
+    func shortSigningKey() throws {
+        let bed = try Testbed.current
+        let url = try bed.dir.write("check.json", Self.authConfig())
+        let r = try bed.runTxgate(["check", "--config", url.path], environment: ["TXGATE_SIGNING_KEY": "short"])
+        #expect(r.status == 1, "\(r)")
+        #expect(r.stderr.contains("TXGATE_SIGNING_KEY: must be at least 32 characters"), "\(r)")
+        let serve = try bed.runTxgate(["serve", "--config", url.path], timeout: 15, environment: ["TXGATE_SIGNING_KEY": "short"])
+        #expect(serve.status == 1, "\(serve)")
+        #expect(serve.stderr.contains("TXGATE_SIGNING_KEY: must be at least 32 characters"), "\(serve)")
+
+        let long = try bed.runTxgate(["check", "--config", url.path], environment: ["TXGATE_SIGNING_KEY": String(repeating: "k", count: 32)])
+        #expect(long.status == 0, "\(long)")
+    }
+
+    @Test("check creates nothing: the key file, the store and the outbox are only checked")
+    func checkCreatesNothing() throws {
+        let bed = try Testbed.current
+        let r = try Self.checkWithoutKeyVariable(bed, Self.authConfig())
+        #expect(r.status == 0, "\(r)")
+        #expect(r.stdout.contains("configuration OK"), "\(r)")
+        #expect(!FileManager.default.fileExists(atPath: bed.dir.file("var").path), "check created var/")
+    }
+
+    @Test("a signing key file that cannot be read or is too short is an error")
+    func badSigningKeyFile() throws {
+        let bed = try Testbed.current
+        try FileManager.default.createDirectory(at: bed.dir.file("keydir"), withIntermediateDirectories: true)
+        let folder = try Self.checkWithoutKeyVariable(bed, Self.authConfig(#""secrets": {"signingKeyFile": "keydir"}"#))
+        #expect(folder.status == 1, "\(folder)")
+        #expect(folder.stderr.contains("secrets.signingKeyFile: cannot read '\(bed.dir.file("keydir").path)'"), "\(folder)")
+
+        _ = try bed.dir.write("short.key", "abc\n")
+        let short = try Self.checkWithoutKeyVariable(bed, Self.authConfig(#""secrets": {"signingKeyFile": "short.key"}"#))
+        #expect(short.status == 1, "\(short)")
+        #expect(short.stderr.contains("secrets.signingKeyFile: '\(bed.dir.file("short.key").path)' holds fewer than 32 characters"), "\(short)")
+
+        _ = try bed.dir.write("plain-file", "x")
+        let blocked = try Self.checkWithoutKeyVariable(bed, Self.authConfig(#""secrets": {"signingKeyFile": "plain-file/signing.key"}"#))
+        #expect(blocked.status == 1, "\(blocked)")
+        #expect(blocked.stderr.contains("secrets.signingKeyFile: cannot create"), "\(blocked)")
+    }
+
+    @Test("files named in the config must be readable; TLS files must parse")
+    func unreadableFiles() throws {
+        let bed = try Testbed.current
+        let missing = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:1"}, "usersFile": "nope.json"}"#)
+        #expect(missing.status == 1, "\(missing)")
+        #expect(missing.stderr.contains("usersFile: cannot read file '\(bed.dir.file("nope.json").path)'"), "\(missing)")
+
+        _ = try bed.dir.write("cert.pem", "not a certificate\n")
+        _ = try bed.dir.write("key.pem", "not a key\n")
+        let tls = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:1"}, "tls": {"certificate": "cert.pem", "privateKey": "key.pem"}}"#)
+        #expect(tls.status == 1, "\(tls)")
+        #expect(tls.stderr.contains("tls.certificate: cannot load '\(bed.dir.file("cert.pem").path)'"), "\(tls)")
+
+        let ca = try bed.check(configText: #"{"upstream": {"url": "https://127.0.0.1:1", "caFile": "cert.pem"}}"#)
+        #expect(ca.status == 1, "\(ca)")
+        #expect(ca.stderr.contains("upstream.caFile: cannot load '\(bed.dir.file("cert.pem").path)'"), "\(ca)")
+
+        let password = try bed.check(configText: Self.authConfig().replacingOccurrences(
+            of: #""email": {"outbox": "var/outbox"}"#,
+            with: #""email": {"smtp": {"url": "smtp://127.0.0.1:1", "from": "gw@example.com", "passwordFile": "pw.txt"}}"#))
+        #expect(password.status == 1, "\(password)")
+        #expect(password.stderr.contains("email.smtp.passwordFile: cannot read file '\(bed.dir.file("pw.txt").path)'"), "\(password)")
+    }
+
+    @Test("a display placeholder that names no bound field is an error naming its path")
+    func displayPlaceholderTypo() throws {
+        let r = try Self.check(Self.authConfig("""
+            "policies": [{"name": "transfer", "resources": ["/transfer"], "actions": ["POST"],
+                          "transaction": {"journey": "Confirm", "bind": {"body": ["/amount", "/payee"]},
+                                          "display": "Approve {amount} to {payeee}?"}}]
+            """))
+        #expect(r.status == 1, "\(r)")
+        #expect(r.stderr.contains("policies[0].transaction.display: unknown placeholder '{payeee}'"), "\(r)")
+    }
+
+    @Test("an email template placeholder that is not a known variable is an error naming its path")
+    func emailPlaceholderTypo() throws {
+        let r = try Self.check(Self.authConfig().replacingOccurrences(
+            of: #"{"type": "EmailOTP"}"#, with: #"{"type": "EmailOTP", "body": "Your code is {cdoe}"}"#))
+        #expect(r.status == 1, "\(r)")
+        #expect(r.stderr.contains("journeys.Mail[1].body: unknown placeholder '{cdoe}'"), "\(r)")
+    }
+
+    @Test("two policies with one name: the second is named")
+    func duplicatePolicyName() throws {
+        let r = try Self.check(Self.authConfig("""
+            "policies": [{"name": "p", "resources": ["/a"], "actions": ["GET"]},
+                         {"name": "q", "resources": ["/b"], "actions": ["GET"]},
+                         {"name": "p", "resources": ["/c"], "actions": ["GET"]}]
+            """))
+        #expect(r.status == 1, "\(r)")
+        #expect(r.stderr.contains("policies[2].name: duplicate policy name 'p'"), "\(r)")
+    }
 }

@@ -142,8 +142,9 @@ public struct CommandResult: CustomStringConvertible {
 
 extension SpawnedProcess {
     /// Runs a command to completion (killing it after `timeout` seconds).
-    public static func run(_ executable: URL, _ arguments: [String], directory: URL, timeout: Double = 30) throws -> CommandResult {
-        let p = try SpawnedProcess(executable, arguments, directory: directory)
+    public static func run(_ executable: URL, _ arguments: [String], directory: URL, timeout: Double = 30,
+                           environment: [String: String]? = nil) throws -> CommandResult {
+        let p = try SpawnedProcess(executable, arguments, directory: directory, environment: environment)
         defer { p.kill() }
         guard let status = p.waitForExit(timeout: timeout) else {
             throw HarnessError("\(executable.lastPathComponent) \(arguments.joined(separator: " ")) did not finish within \(timeout) s")

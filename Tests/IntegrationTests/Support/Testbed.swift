@@ -169,9 +169,9 @@ final class Testbed: @unchecked Sendable {
         return (gateway, bank)
     }
 
-    /// Runs `txgate <arguments>` to completion.
-    func runTxgate(_ arguments: [String], timeout: Double = 30) throws -> CommandResult {
-        try SpawnedProcess.run(try BinaryLocator.txgate, arguments, directory: dir.url, timeout: timeout)
+    /// Runs `txgate <arguments>` to completion (`environment` is added to the test's own).
+    func runTxgate(_ arguments: [String], timeout: Double = 30, environment: [String: String]? = nil) throws -> CommandResult {
+        try SpawnedProcess.run(try BinaryLocator.txgate, arguments, directory: dir.url, timeout: timeout, environment: environment)
     }
 
     /// Writes `text` to a file in the temp dir and runs `txgate check --config` on it.
