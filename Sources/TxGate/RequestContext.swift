@@ -39,7 +39,7 @@ final class RequestContext {
         self.exchange = exchange
         self.requestId = requestId
         self.pipeline = pipeline
-        // The walk runs only for a trusted peer; without `trustedProxies`, one emptiness check.
+        // X-Forwarded-For is read only from a trusted peer; without `trustedProxies`, this is one emptiness check.
         client = pipeline.trustedProxies.isEmpty ? TrustedProxies.Client(address: exchange.remoteIP, viaTrustedProxy: false)
             : pipeline.trustedProxies.client(peer: exchange.remoteIP, forwardedFor: exchange.head.headers.values("X-Forwarded-For"))
         target = exchange.head.target

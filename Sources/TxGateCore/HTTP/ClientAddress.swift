@@ -158,13 +158,14 @@ public struct TrustedProxies: Sendable {
     /// is not itself trusted (each trusted proxy vouches for the hop before it), or the
     /// left-most when all of them are (nginx's `real_ip_recursive on`). An entry that is not an
     /// IP address ends the walk at the last address known: nothing unparsable becomes a
-    /// lockout key. `forwardedFor` holds the header's values in the order received.
-    public func client(peer: String, forwardedFor: [String]) -> Client {
+    /// lockout key. `forwardedFor` gives the header's values in the order received; it is
+    /// read only for a trusted peer.
+    public func client(peer: String, forwardedFor: @autoclosure () -> [String]) -> Client {
         guard !ranges.isEmpty, let peerIP = IPAddress(peer), trusts(peerIP) else {
             return Client(address: peer, viaTrustedProxy: false)
         }
         var address = peer
-        for value in forwardedFor.reversed() {
+        for value in forwardedFor().reversed() {
             for entry in value.split(separator: ",").reversed() {
                 let e = entry.trimmingOWS()
                 if e.isEmpty { continue }
