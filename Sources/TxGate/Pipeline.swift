@@ -76,9 +76,13 @@ final class Pipeline {
     private let logger: Logger
     private let accessLog: AccessLog?
     private let upstreamDescription: String
+    /// Whose `X-Forwarded-For` names the client (`RequestContext.client`).
+    let trustedProxies: TrustedProxies
 
-    init(_ phases: [RequestPhase], logger: Logger, accessLog: AccessLog?, upstreamDescription: String) {
+    init(_ phases: [RequestPhase], logger: Logger, accessLog: AccessLog?, upstreamDescription: String,
+         trustedProxies: TrustedProxies = TrustedProxies()) {
         self.phases = phases
+        self.trustedProxies = trustedProxies
         self.logger = logger
         self.accessLog = accessLog
         self.upstreamDescription = upstreamDescription
@@ -139,8 +143,12 @@ struct AccessLog {
             "status": .stringConvertible(ex.responseStarted ? ex.status : 499),
             "bytes": .stringConvertible(ex.bodyBytesSent),
             "duration_ms": .stringConvertible(Self.ms(EventLoop.nowNanos() - ex.startNanos)),
-            "client": .string(ex.remoteIP),
+            "client": .string(ctx.client.address),
         ]
+        if ctx.client.viaTrustedProxy { md["peer"] = .string(ex.remoteIP) }
+        if let ua = ex.head.headers.first("User-Agent") { md["user_agent"] = .string(ua) }
+        if let p = ctx.policyName { md["policy"] = .string(p) }
+        if let d = ctx.decision { md["decision"] = .string(d.outcome(for: ex.head.method).rawValue) }
         if let u = ctx.upstreamNanos { md["upstream_ms"] = .stringConvertible(Self.ms(u)) }
         if let s = ctx.subject { md["user"] = .string(s.uid) }
         logger.info("access", metadata: md)

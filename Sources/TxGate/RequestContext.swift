@@ -8,6 +8,9 @@ import TxGateCore
 final class RequestContext {
     let exchange: ServerExchange
     let requestId: String
+    /// Who sent the request: the peer, or the client a trusted proxy names (`trustedProxies`).
+    /// Computed once; the access log, the lockout and rate counters and `X-Forwarded-For` use it.
+    let client: TrustedProxies.Client
     private unowned let pipeline: Pipeline
     private var phaseIndex = 0
 
@@ -24,6 +27,8 @@ final class RequestContext {
     var subject: Subject?
     /// What the policy decision point said.
     var decision: Decision?
+    /// The name of the policy that applied to the request, when one did.
+    var policyName: String?
     /// The headers sent upstream, once the upstream request filter has built them.
     var upstreamHeaders: HTTPHeaders?
     /// Time from sending upstream to the response head, when the request was proxied.
@@ -34,6 +39,9 @@ final class RequestContext {
         self.exchange = exchange
         self.requestId = requestId
         self.pipeline = pipeline
+        // X-Forwarded-For is read only from a trusted peer; without `trustedProxies`, this is one emptiness check.
+        client = pipeline.trustedProxies.isEmpty ? TrustedProxies.Client(address: exchange.remoteIP, viaTrustedProxy: false)
+            : pipeline.trustedProxies.client(peer: exchange.remoteIP, forwardedFor: exchange.head.headers.values("X-Forwarded-For"))
         target = exchange.head.target
         path = ""
     }

@@ -17,6 +17,7 @@ final class Worker: @unchecked Sendable {
     let pool: UpstreamPool
     private(set) var server: HTTPServer!
     let pipeline: Pipeline
+    let readiness: Readiness
     private var requestIds = RequestIdGenerator()
 
     init(index: Int, shared: SharedState) throws {
@@ -24,8 +25,11 @@ final class Worker: @unchecked Sendable {
         self.shared = shared
         pool = UpstreamPool(loop: loop, endpoint: shared.upstream)
         shared.redis?.attach(to: loop, worker: index)
-        pipeline = Pipeline(Self.phases(shared, loop: loop, pool: pool), logger: shared.logger, accessLog: shared.accessLog,
-                            upstreamDescription: shared.upstreamDescription)
+        readiness = Readiness(loop: loop, upstream: shared.upstream, store: shared.store,
+                              intervalMs: shared.config.readiness.intervalMs, worker: index, logger: shared.logger)
+        pipeline = Pipeline(Self.phases(shared, loop: loop, pool: pool, readiness: readiness), logger: shared.logger,
+                            accessLog: shared.accessLog, upstreamDescription: shared.upstreamDescription,
+                            trustedProxies: shared.config.trustedProxies)
         server = try HTTPServer(loop: loop, address: shared.listenAddress, tls: shared.listenerTLS, limits: shared.limits,
                                 clients: shared.clientConnections,
                                 errorBody: { status, message in (ErrorBody.contentType, ErrorBody.json(status: status, message: message)) },
@@ -34,12 +38,13 @@ final class Worker: @unchecked Sendable {
     }
 
     /// DESIGN.md's request phases, in order, for one worker.
-    static func phases(_ shared: SharedState, loop: EventLoop, pool: UpstreamPool) -> [RequestPhase] {
+    static func phases(_ shared: SharedState, loop: EventLoop, pool: UpstreamPool, readiness: Readiness) -> [RequestPhase] {
         let config = shared.config
         let publicURL = config.effectivePublicURL.description
         var phases: [RequestPhase] = [
             CanonicalRequestPhase(encodedSlash: config.paths.encodedSlash),
-            GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, logger: shared.logger),
+            GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, readiness: readiness,
+                                  logger: shared.logger),
             ReadBodyPhase(.forAuthEndpoints),
             AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, loop: loop),
         ]
@@ -49,7 +54,8 @@ final class Worker: @unchecked Sendable {
                 RetryParametersPhase(),
                 IdentifyPhase(pdp: pdp, identifier: auth.identifier(on: loop)),
                 ReadBodyPhase(.forBoundTransaction(shared.policies)),
-                DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL),
+                DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL,
+                            policies: shared.policies),
                 ChallengePhase(publicURL: publicURL, bearerForm: config.challenges.bearer,
                                transactionJourney: { [policies = shared.policies] in policies.transactionJourney(path: $0, method: $1) }),
             ]
@@ -71,6 +77,7 @@ final class Worker: @unchecked Sendable {
 
     /// Runs the loop on a new thread; `onExit` is called from that thread when it ends.
     func start(onExit: @escaping @Sendable () -> Void) {
+        loop.execute { [self] in readiness.start() }
         let t = Thread { [self] in
             loop.run()
             onExit()
@@ -82,6 +89,7 @@ final class Worker: @unchecked Sendable {
     /// Graceful stop, on the worker's thread: no new connections, in-flight requests finish.
     func drain(then done: @escaping () -> Void) {
         loop.execute { [self] in
+            readiness.stop()
             server.beginDrain { [self] in
                 pool.closeIdle()
                 shared.redis?.detach(from: loop)

@@ -39,6 +39,21 @@ import Testing
         #expect(e.count == 5)
     }
 
+    @Test func trustedProxiesAreCIDRsNamedByTheirPath() throws {
+        let c = try decode(#"{"upstream": {"url": "http://a"}, "trustedProxies": ["10.0.0.0/8", "::1", "fd00::/8"]}"#).get()
+        #expect(c.trustedProxies.ranges.map(\.description) == ["10.0.0.0/8", "::1/128", "fd00::/8"])
+        #expect(try decode(#"{"upstream": {"url": "http://a"}}"#).get().trustedProxies.isEmpty)
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "trustedProxies": ["10.0.0.0/8", "nginx", "10.0.0.1/33", "10.1.2.3/8"]}"#) == [
+            "trustedProxies[1]: 'nginx' is not an IP address or CIDR range (e.g. 10.0.0.0/8, 192.0.2.7, fd00::/8)",
+            "trustedProxies[2]: '10.0.0.1/33': the prefix length must be a number from 0 to 32",
+            "trustedProxies[3]: '10.1.2.3/8' has bits set after its prefix; did you mean 10.0.0.0/8?",
+        ])
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "trustedProxies": "10.0.0.0/8"}"#)
+                == ["trustedProxies: wrong type: expected an array"])
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "readiness": {"intervalMs": 0}}"#) == ["readiness.intervalMs: must be at least 100"])
+        #expect(errors(#"{"upstream": {"url": "http://a"}, "readiness": {"everyMs": 5}}"#) == ["readiness.everyMs: unknown key"])
+    }
+
     @Test func missingUpstreamAndBadValues() {
         #expect(errors(#"{}"#) == ["upstream: required key is missing"])
         #expect(errors(#"{"upstream": {}}"#) == ["upstream.url: required key is missing"])

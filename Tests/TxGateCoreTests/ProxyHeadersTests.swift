@@ -18,12 +18,20 @@ import Testing
         let h = ProxyHeaders.upstreamRequest(client, clientIP: "10.0.0.1", isTLS: false,
                                              upstreamAuthority: "backend:9000", requestId: "rid-1")
         #expect(h.first("Host") == "backend:9000")
-        #expect(h.first("X-Forwarded-For") == "203.0.113.7, 10.0.0.1")
+        // From a peer nobody trusts, the client's chain is dropped: the peer alone.
+        #expect(h.values("X-Forwarded-For") == ["10.0.0.1"])
         #expect(h.values("X-Forwarded-Proto") == ["http"])
         #expect(h.first("X-Forwarded-Host") == "gw.example.com")
         #expect(h.values("X-Request-Id") == ["rid-1"])
         #expect(h.first("Content-Length") == nil)
         #expect(h.first("Accept") == "*/*")
+    }
+
+    @Test func aTrustedPeersChainIsPassedOnWithThePeerAppended() {
+        let client = HTTPHeaders([("X-Forwarded-For", "198.51.100.9, 203.0.113.7"), ("X-Forwarded-For", "10.0.0.5")])
+        let h = ProxyHeaders.upstreamRequest(client, clientIP: "10.0.0.1", forwardedChain: true, isTLS: false,
+                                             upstreamAuthority: "backend:9000", requestId: "rid-1")
+        #expect(h.values("X-Forwarded-For") == ["198.51.100.9, 203.0.113.7, 10.0.0.5, 10.0.0.1"])
     }
 
     @Test func clientResponseHeaders() {

@@ -50,7 +50,7 @@ final class AuthService: Sendable {
 
     /// What a journey step sees: what is approved, where links point, who asks and in which session.
     func context(_ state: JourneyState, _ services: EmbeddedJourneyServices, _ ctx: RequestContext) -> JourneyContext {
-        JourneyContext(services: services, display: state.shared["display"], publicURL: publicURL, source: ctx.exchange.remoteIP,
+        JourneyContext(services: services, display: state.shared["display"], publicURL: publicURL, source: ctx.client.address,
                        session: state.shared[JourneyState.stepUpSessionKey] ?? state.shared[JourneyState.approvalSessionKey])
     }
 

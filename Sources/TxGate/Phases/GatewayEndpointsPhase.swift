@@ -7,12 +7,15 @@ struct GatewayEndpointsPhase: RequestPhase {
     private let store: Store?
     private let loop: EventLoop
     private let logger: Logger
+    /// What `/-/ready` reports, checked in the background.
+    private let readiness: Readiness
     /// `"workers":N`, the same in every answer. Where the upstream and the store are is the
     /// operator's business: the log says it, not the public answer.
     private let members: String
 
-    init(store: Store?, loop: EventLoop, workers: Int, logger: Logger) {
+    init(store: Store?, loop: EventLoop, workers: Int, readiness: Readiness, logger: Logger) {
         self.store = store
+        self.readiness = readiness
         self.loop = loop
         self.logger = logger
         members = #""workers":\#(workers)"#
@@ -21,18 +24,23 @@ struct GatewayEndpointsPhase: RequestPhase {
     func handle(_ ctx: RequestContext) {
         let path = ctx.path
         guard path.hasPrefix("/-/") else { ctx.proceed(); return }
-        guard path == "/-/health" else {
+        guard path == "/-/health" || path == "/-/ready" else {
             ctx.fail(.notFound("no gateway endpoint at \(path)"))
             return
         }
         guard ctx.head.method == "GET" || ctx.head.method == "HEAD" else {
-            ctx.fail(.methodNotAllowed("\(ctx.head.method) is not allowed on /-/health; use GET"))
+            ctx.fail(.methodNotAllowed("\(ctx.head.method) is not allowed on \(path); use GET"))
             return
         }
-        health(ctx)
+        if path == "/-/ready" {
+            let (status, body) = readiness.answer(members: members)
+            ctx.respondJSON(status: status, body)
+        } else {
+            health(ctx)
+        }
     }
 
-    /// The store answers a ping, or the gateway says it cannot serve what needs state.
+    /// Liveness: the store answers a ping, or the gateway says it cannot serve what needs state.
     private func health(_ ctx: RequestContext) {
         guard let store else {
             ctx.respondJSON(status: 200, #"{"status":"ok",\#(members)}"#)

@@ -11,7 +11,8 @@ struct UpstreamRequestFilter: RequestPhase {
 
     func handle(_ ctx: RequestContext) {
         let ex = ctx.exchange
-        var headers = ProxyHeaders.upstreamRequest(ex.head.headers, clientIP: ex.remoteIP, isTLS: ex.isTLS,
+        var headers = ProxyHeaders.upstreamRequest(ex.head.headers, clientIP: ex.remoteIP,
+                                                   forwardedChain: ctx.client.viaTrustedProxy, isTLS: ex.isTLS,
                                                    upstreamAuthority: upstreamAuthority, requestId: ctx.requestId)
         if let sessionCookieName {
             ProxyHeaders.removeGatewayCredentials(&headers, cookieName: sessionCookieName, bearerToken: ctx.subject?.token)

@@ -162,6 +162,19 @@ public struct LogConfig: Decodable, Sendable {
     }
 }
 
+/// `readiness`: how often each worker checks what `/-/ready` reports.
+public struct ReadinessConfig: Decodable, Sendable {
+    /// Between two checks (a TCP connect to the upstream, a store ping).
+    public var intervalMs = 2_000
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["intervalMs"])
+        intervalMs = o.int("intervalMs", default: intervalMs, atLeast: 100)
+    }
+}
+
 /// The whole of gateway.json.
 public struct GatewayConfig: Decodable, Sendable {
     public var listen = HostPort(host: "127.0.0.1", port: 8080)
@@ -190,10 +203,14 @@ public struct GatewayConfig: Decodable, Sendable {
     public var cache = CacheConfig()
     public var challenges = ChallengeConfig()
     public var email: EmailConfig?
+    /// Peers whose `X-Forwarded-For` names the client (a load balancer, nginx).
+    public var trustedProxies = TrustedProxies()
+    public var readiness = ReadinessConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
-                              "security", "policies", "cache", "challenges", "email"]
+                              "security", "policies", "cache", "challenges", "email",
+                              "trustedProxies", "readiness"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -229,6 +246,14 @@ public struct GatewayConfig: Decodable, Sendable {
         cache = o.value("cache", default: cache)
         challenges = o.value("challenges", default: challenges)
         email = o.optional("email")
+        var ranges: [CIDR] = []
+        for (i, text) in o.value("trustedProxies", default: [String]()).enumerated() {
+            do { ranges.append(try CIDR(parsing: text)) } catch {
+                o.issues.add(o.path + [AnyKey("trustedProxies"), AnyKey(intValue: i)!], error.description)
+            }
+        }
+        trustedProxies = TrustedProxies(ranges)
+        readiness = o.value("readiness", default: readiness)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.

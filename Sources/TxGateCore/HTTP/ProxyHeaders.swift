@@ -53,8 +53,11 @@ public enum ProxyHeaders {
     /// The headers sent upstream for a client request. Besides the hop-by-hop fields, the
     /// client's method overrides, `Forwarded`, and any field whose name has an underscore are
     /// dropped: a backend (or a CGI-style one) may read `X_Forwarded_For` as `X-Forwarded-For`
-    /// (nginx drops them too, `underscores_in_headers off`).
-    public static func upstreamRequest(_ client: HTTPHeaders, clientIP: String, isTLS: Bool,
+    /// (nginx drops them too, `underscores_in_headers off`). `X-Forwarded-For` is the peer
+    /// (`clientIP`) appended to the chain the client sent when that peer is a trusted proxy
+    /// (`forwardedChain`, as nginx's `$proxy_add_x_forwarded_for`), and the peer alone
+    /// otherwise: a chain nobody vouches for never reaches the backend.
+    public static func upstreamRequest(_ client: HTTPHeaders, clientIP: String, forwardedChain: Bool = false, isTLS: Bool,
                                        upstreamAuthority: String, requestId: String) -> HTTPHeaders {
         let named = client.connectionNamedHeaders()
         var h = HTTPHeaders()
@@ -68,7 +71,7 @@ public enum ProxyHeaders {
             case .host:
                 originalHost = f.value
             case .forwardedFor:
-                forwardedFor = forwardedFor.map { $0 + ", " + f.value } ?? f.value
+                if forwardedChain { forwardedFor = forwardedFor.map { $0 + ", " + f.value } ?? f.value }
             case .other:
                 if !isNamed(f.name, named) && !f.name.utf8.contains(0x5F) { h.append(f) }
             }

@@ -181,6 +181,11 @@ struct BindConfig: Decodable {
     }
 }
 
+/// Forward, ask the client to authenticate or approve, or refuse.
+public enum DecisionOutcome: String, Sendable {
+    case allow, challenge, deny
+}
+
 /// AM's decision for one resource (WIRE.md §1).
 public struct Decision: Equatable, Sendable {
     public var resource: String
@@ -200,6 +205,11 @@ public struct Decision: Equatable, Sendable {
     }
 
     public func allows(_ method: String) -> Bool { actions[method] == true }
+
+    /// What the PEP does with this decision for `method` (the challenge phase's rule).
+    public func outcome(for method: String) -> DecisionOutcome {
+        allows(method) ? .allow : advices.isEmpty ? .deny : .challenge
+    }
 
     public var json: String {
         let acts = actions.keys.sorted().map { "\"\(JSONText.escape($0))\":\(actions[$0]! ? "true" : "false")" }.joined(separator: ",")

@@ -1,0 +1,76 @@
+import Glibc
+import CLibevent
+
+/// One TCP connect to an address, closed as soon as it is accepted: is something listening
+/// there? (A readiness check; no TLS handshake, no request.)
+public enum ConnectProbe {
+    /// Connects to `address`; `done` is called once, on `loop`, never from inside this call.
+    public static func run(on loop: EventLoop, to address: SocketAddress, timeoutMs: Int,
+                           _ done: @escaping (Result<Void, SocketError>) -> Void) {
+        loop.preconditionInEventLoop()
+        ConnectAttempt(loop: loop, done: done).start(address, timeoutMs: timeoutMs)
+    }
+}
+
+/// A probe's connection, confined to its loop; it keeps itself alive until it finishes.
+final class ConnectAttempt: BufferEventHandler {
+    private let loop: EventLoop
+    private var bev: OpaquePointer?
+    private var timer: LoopTimer?
+    private var done: ((Result<Void, SocketError>) -> Void)?
+    private var retainedSelf: Unmanaged<ConnectAttempt>?
+
+    init(loop: EventLoop, done: @escaping (Result<Void, SocketError>) -> Void) {
+        self.loop = loop
+        self.done = done
+        super.init()
+    }
+
+    func start(_ address: SocketAddress, timeoutMs: Int) {
+        // Alive until finished, whatever the caller keeps.
+        retainedSelf = Unmanaged.passRetained(self)
+        let t = LoopTimer(loop: loop) { [weak self] in self?.finish(.failure(SocketError("no answer within \(timeoutMs) ms"))) }
+        t.schedule(afterMs: timeoutMs)
+        timer = t
+        guard let bev = BufferEvent.make(loop: loop, fd: -1, ssl: nil, state: BUFFEREVENT_SSL_OPEN) else {
+            later(.failure(SocketError("cannot create a socket")))
+            return
+        }
+        self.bev = bev
+        BufferEvent.route(bev, to: self)
+        let rc = address.withSockaddr { sa, len in bufferevent_socket_connect(bev, sa, len) }
+        if rc != 0 {
+            let why = String(cString: strerror(errno))
+            later(.failure(SocketError(why)))
+        }
+    }
+
+    private func later(_ result: Result<Void, SocketError>) {
+        loop.execute { [self] in finish(result) }
+    }
+
+    override func event(_ what: Int32) {
+        if what & BEV_EVENT_CONNECTED != 0 {
+            finish(.success(()))
+        } else {
+            let err = errno
+            finish(.failure(SocketError(err != 0 ? String(cString: strerror(err)) : "connection closed")))
+        }
+    }
+
+    private func finish(_ result: Result<Void, SocketError>) {
+        guard let done else { return }
+        self.done = nil
+        timer?.cancel()
+        timer = nil
+        if let bev {
+            bufferevent_disable(bev, Int16(EV_READ | EV_WRITE))
+            bufferevent_free(bev)
+            self.bev = nil
+        }
+        done(result)
+        let r = retainedSelf
+        retainedSelf = nil
+        r?.release()
+    }
+}
