@@ -8,7 +8,9 @@ import TxGateCore
 final class RequestContext {
     let exchange: ServerExchange
     let requestId: String
-    private unowned let pipeline: Pipeline
+    /// Held strongly: a reload replaces the worker's pipeline, and a request in flight keeps
+    /// the one it started with.
+    private let pipeline: Pipeline
     private var phaseIndex = 0
 
     /// The normalized path (no query) every phase after `CanonicalRequestPhase` works on.
