@@ -31,6 +31,9 @@ struct ReloadRefused: Error, CustomStringConvertible {
 
 /// What a reload may change while running, and what needs a restart.
 enum ConfigReload {
+    /// Top-level keys a reload never applies (a change to `log` or `tls` may be partly applied).
+    static let restartOnlyKeys: Set<String> = ["listen", "workers", "upstream", "store", "limits", "secrets"]
+
     /// Settings bound to what the process opened at start-up (sockets, threads, the store, the
     /// upstream pools, the log handler): a change is reported and not applied.
     static func restartNeeded(old: GatewayConfig, new: GatewayConfig) -> [String] {
@@ -123,7 +126,9 @@ extension Gateway {
                 "file": .string(source.path), "restart_needed": .string(restart.joined(separator: ",")),
             ])
         }
-        let applied = changed.filter { !restart.contains($0) }
+        let applied = changed.filter { key in
+            !ConfigReload.restartOnlyKeys.contains(key) && !(key == "log" && running.log.access == loaded.log.access)
+        }
         logger.info("config reloaded", metadata: [
             "file": .string(source.path),
             "changed": .string(applied.isEmpty ? "nothing" : applied.joined(separator: ",")),

@@ -131,5 +131,14 @@ struct TLSHardeningTests {
         // Verified against the new certificate by curl.
         let r = try bed.curl(["https://127.0.0.1:\(g.port)/accounts"])
         #expect(r.transfers.first?.status == 200, "\(r.command)")
+
+        // A broken certificate file: the reload is refused, the working certificate stays.
+        _ = try bed.dir.write("cert.pem", "not a certificate\n")
+        _ = try ReloadTests.reload(g, until: "config reload failed: still running the previous configuration")
+        let errors = g.logLines().filter { $0["msg"] as? String == "config reload failed" }.compactMap { $0["error"] as? String }
+        #expect(errors.contains { $0.contains("tls.certificate") }, "\(errors)")
+        let still = try handshake(bed, g, [])
+        #expect(served(still) == body(newCert), "\(still.stdout)")
+        #expect(g.process.isRunning)
     }
 }
