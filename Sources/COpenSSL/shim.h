@@ -19,4 +19,8 @@ static inline long txg_SSL_CTX_set_min_proto_version(SSL_CTX *ctx, int version) 
 static inline long txg_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) {
     return SSL_CTX_set_mode(ctx, mode);
 }
+/* SSL_OP_* are built by a macro in OpenSSL 3, which Swift cannot import. */
+static inline uint64_t txg_SSL_CTX_prefer_server_ciphers(SSL_CTX *ctx) {
+    return SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
+}
 #endif

@@ -79,7 +79,16 @@ public typealias ErrorBodyMaker = (_ status: Int, _ message: String) -> (content
 public final class HTTPServer {
     public let loop: EventLoop
     let limits: ServerLimits
-    let tls: TLSContext?
+    /// The context new connections are accepted with; replacing it (a certificate reload)
+    /// leaves the connections already open on the old one.
+    public var tls: TLSContext? {
+        willSet { loop.preconditionInEventLoop() }
+    }
+    /// The `Strict-Transport-Security` value added to every response sent over TLS (the
+    /// application's and this layer's own errors), unless the response carries one already.
+    public var strictTransportSecurity: String? {
+        willSet { loop.preconditionInEventLoop() }
+    }
     let handler: (ServerExchange) -> Void
     let errorBody: ErrorBodyMaker
     /// Nil when connections per client are not limited.

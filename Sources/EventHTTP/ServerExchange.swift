@@ -143,6 +143,9 @@ public final class ServerExchange {
         w.write(reason ?? HTTPStatus.reason(status))
         w.writeCRLF()
         w.writeFields(headers)
+        if c.isTLS, let sts = c.server.strictTransportSecurity, headers.first("Strict-Transport-Security") == nil {
+            w.writeField("Strict-Transport-Security", sts)
+        }
         switch framing {
         case .none:
             break

@@ -45,9 +45,19 @@ public final class TLSContext: @unchecked Sendable {
 
     deinit { SSL_CTX_free(ctx) }
 
+    /// What a TLS 1.2 client may negotiate: forward-secret (ECDHE) key exchange with an AEAD
+    /// cipher only; no RSA key exchange, no CBC, no SHA-1 MACs. TLS 1.3 suites are OpenSSL's
+    /// defaults (all AEAD, all forward-secret).
+    public static let serverCipherList = "ECDHE+AESGCM:ECDHE+CHACHA20"
+
     /// A server context from PEM files (certificate chain and private key).
     public static func server(certificateFile: String, privateKeyFile: String) throws -> TLSContext {
         let t = try TLSContext(method: TLS_server_method())
+        guard SSL_CTX_set_cipher_list(t.ctx, serverCipherList) == 1 else {
+            throw TLSError("cannot set the TLS 1.2 cipher list '\(serverCipherList)'")
+        }
+        // Our order (AES-GCM first, strongest first) rather than the client's.
+        _ = txg_SSL_CTX_prefer_server_ciphers(t.ctx)
         guard SSL_CTX_use_certificate_chain_file(t.ctx, certificateFile) == 1 else {
             throw TLSError("tls.certificate: cannot load '\(certificateFile)'")
         }

@@ -5,8 +5,15 @@ import TxGateCore
 
 /// The running gateway: N workers and a main thread that waits for a stop signal.
 public final class Gateway {
-    let shared: SharedState
+    /// The running configuration's state; replaced by a reload (on the main loop only).
+    var shared: SharedState
     let workers: [Worker]
+    /// Where SIGHUP re-reads the configuration from; nil: SIGHUP is ignored (logged).
+    public var configSource: ConfigSource? {
+        didSet { loadedTopLevel = configSource?.topLevel() }
+    }
+    /// The file as last loaded, to name what a reload changes.
+    var loadedTopLevel: [String: JSONValue]?
 
     /// Builds everything that can fail (TLS files, addresses, the listening sockets) before
     /// any thread starts, so that a bad setup is a clear error at start-up.
@@ -43,7 +50,8 @@ public final class Gateway {
         let main = EventLoop()
         var stopping = false
         var deadline: LoopTimer?
-        let onSignal: (Int32) -> Void = { [workers] sig in
+        let onSignal: (Int32) -> Void = { [workers, unowned self] sig in
+            let config = self.shared.config
             if stopping {
                 logger.warning("second signal: closing all connections now", metadata: ["signal": .stringConvertible(sig)])
                 workers.forEach { $0.forceClose() }
@@ -68,7 +76,10 @@ public final class Gateway {
             }
             deadline?.schedule(afterMs: config.shutdownTimeoutMs)
         }
-        let signals = [SIGTERM, SIGINT].map { SignalWatcher(loop: main, signal: $0, onSignal) }
+        var signals = [SIGTERM, SIGINT].map { SignalWatcher(loop: main, signal: $0, onSignal) }
+        signals.append(SignalWatcher(loop: main, signal: SIGHUP) { [unowned self] _ in
+            if !stopping { self.reload() }
+        })
         main.run()
         withExtendedLifetime((signals, deadline)) {}
         exited.wait()

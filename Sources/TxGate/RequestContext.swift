@@ -11,7 +11,9 @@ final class RequestContext {
     /// Who sent the request: the peer, or the client a trusted proxy names (`trustedProxies`).
     /// Computed once; the access log, the lockout and rate counters and `X-Forwarded-For` use it.
     let client: TrustedProxies.Client
-    private unowned let pipeline: Pipeline
+    /// Held strongly: a reload replaces the worker's pipeline, and a request in flight keeps
+    /// the one it started with.
+    private let pipeline: Pipeline
     private var phaseIndex = 0
 
     /// The normalized path (no query) every phase after `CanonicalRequestPhase` works on.

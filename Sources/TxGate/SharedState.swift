@@ -7,7 +7,9 @@ import TxGateRedis
 import TxGateStore
 import TxGateEmail
 
-/// What every worker shares, built once at start-up and never changed after.
+/// What every worker shares, built at start-up and never changed after. A reload (SIGHUP)
+/// builds a new one from the new configuration that reuses the running one's store, signing
+/// key, listener and upstream (`reusing:`), and workers switch to it for new requests.
 final class SharedState: Sendable {
     let config: GatewayConfig
     let logger: Logger
@@ -15,6 +17,8 @@ final class SharedState: Sendable {
     let workerCount: Int
     let listenAddress: SocketAddress
     let listenerTLS: TLSContext?
+    /// `tls.hsts` as the header value, for responses sent over TLS.
+    let strictTransportSecurity: String?
     let upstream: UpstreamEndpoint
     let upstreamAuthority: String
     let upstreamBasePath: String
@@ -28,17 +32,46 @@ final class SharedState: Sendable {
     /// The store when it is Redis: each worker attaches its loop to it.
     var redis: RedisStore? { store as? RedisStore }
     let auth: AuthService?
+    /// The authentication service's key, kept across reloads so that journeys in progress continue.
+    let signingKey: [UInt8]?
     let policies: PolicySet
     let pdp: PolicyDecisionPoint?
 
-    init(config: GatewayConfig, logger: Logger, clock: WallClock = .system) throws {
+    /// `previous`: the running state, on a reload. Its store, signing key, listener and upstream
+    /// are kept (`ConfigReload.effective` has already put their settings back into `config`);
+    /// the TLS certificate and key are read again.
+    init(config: GatewayConfig, logger: Logger, clock: WallClock = .system, reusing previous: SharedState? = nil) throws {
         self.config = config
         self.logger = logger
         self.clock = clock
         accessLog = config.log.access ? AccessLog(logger: logger) : nil
+        listenerTLS = try config.tls.map { try TLSContext.server(certificateFile: $0.certificate, privateKeyFile: $0.privateKey) }
+        strictTransportSecurity = config.tls?.hsts?.headerValue
+        policies = PolicySet(config.policies ?? [])
+        if let previous {
+            workerCount = previous.workerCount
+            listenAddress = previous.listenAddress
+            upstream = previous.upstream
+            upstreamAuthority = previous.upstreamAuthority
+            upstreamBasePath = previous.upstreamBasePath
+            upstreamDescription = previous.upstreamDescription
+            limits = previous.limits
+            clientConnections = previous.clientConnections
+            if config.journeys.isEmpty {
+                (store, auth, signingKey) = (nil, nil, nil)
+            } else if let store = previous.store, let key = previous.signingKey {
+                self.store = store
+                signingKey = key
+                auth = try Self.authService(config, store: store, key: key, clock: clock, logger: logger)
+            } else {
+                throw ReloadRefused("journeys: the authentication service (and its store) can only be turned on by a restart")
+            }
+            pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger)
+            for warning in config.warnings() { logger.warning("\(warning)") }
+            return
+        }
         workerCount = config.workers
         listenAddress = try SocketAddress(host: config.listen.host, port: config.listen.port)
-        listenerTLS = try config.tls.map { try TLSContext.server(certificateFile: $0.certificate, privateKeyFile: $0.privateKey) }
         let u = config.upstream
         let upstreamTLS = u.url.isTLS ? try TLSContext.client(caFile: u.caFile) : nil
         do {
@@ -57,20 +90,27 @@ final class SharedState: Sendable {
                               maxConnectionsPerClient: l.maxConnectionsPerClient)
         clientConnections = l.maxConnectionsPerClient > 0 ? ClientConnectionTable(limit: l.maxConnectionsPerClient) : nil
         // The authentication service and its store exist when there are journeys to run.
-        (store, auth) = config.journeys.isEmpty ? (nil, nil) : try Self.authService(config, clock: clock, logger: logger)
-        policies = PolicySet(config.policies ?? [])
-        if let store, config.policies != nil, auth != nil {
-            let decider = PolicyDecider(policies: policies, loginJourney: config.loginJourney,
-                                        maxPending: config.security.maxPendingTransactions)
-            pdp = EmbeddedPDP(decider: decider, store: store, clock: clock, logger: logger)
+        if config.journeys.isEmpty {
+            (store, auth, signingKey) = (nil, nil, nil)
         } else {
-            pdp = nil
+            let (store, key) = try Self.openStore(config, logger: logger)
+            (self.store, signingKey) = (store, key)
+            auth = try Self.authService(config, store: store, key: key, clock: clock, logger: logger)
         }
+        pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger)
         for warning in config.warnings() { logger.warning("\(warning)") }
     }
 
-    /// The store, the signing key, email delivery, and the service over them.
-    private static func authService(_ config: GatewayConfig, clock: WallClock, logger: Logger) throws -> (Store, AuthService) {
+    private static func pdp(_ config: GatewayConfig, policies: PolicySet, store: Store?, auth: AuthService?, clock: WallClock,
+                            logger: Logger) -> PolicyDecisionPoint? {
+        guard let store, config.policies != nil, auth != nil else { return nil }
+        let decider = PolicyDecider(policies: policies, loginJourney: config.loginJourney,
+                                    maxPending: config.security.maxPendingTransactions)
+        return EmbeddedPDP(decider: decider, store: store, clock: clock, logger: logger)
+    }
+
+    /// The store and the signing key: opened once per process (a reload keeps them).
+    private static func openStore(_ config: GatewayConfig, logger: Logger) throws -> (Store, [UInt8]) {
         let store: Store
         let storeDescription: String
         if let url = config.store.redis {
@@ -87,6 +127,12 @@ final class SharedState: Sendable {
             "journeys": .string(config.journeys.keys.sorted().joined(separator: ",")),
             "users": .stringConvertible(config.users.count),
         ])
+        return (store, key)
+    }
+
+    /// Email delivery and the service over the store (built again on a reload).
+    private static func authService(_ config: GatewayConfig, store: Store, key: [UInt8], clock: WallClock,
+                                    logger: Logger) throws -> AuthService {
         var delivery: EmailDelivery?
         if let email = config.email {
             let sender = try emailSender(email)
@@ -97,8 +143,7 @@ final class SharedState: Sendable {
             }
             logger.info("email delivery", metadata: ["via": .string(describe(email))])
         }
-        let service = AuthService(config: config, store: store, signingKey: key, emailDelivery: delivery, clock: clock, logger: logger)
-        return (store, service)
+        return AuthService(config: config, store: store, signingKey: key, emailDelivery: delivery, clock: clock, logger: logger)
     }
 
     static func emailSender(_ config: EmailConfig) throws -> EmailSender {

@@ -9,14 +9,16 @@ import TxGateRedis
 /// stays on the worker that accepted it.
 // @unchecked Sendable: built on the main thread before its loop runs; after that its pool,
 // server, pipeline and ids are only used on its loop (checked in EventHTTP in debug builds),
-// and the main thread only calls `drain`/`forceClose`, which hop onto the loop.
+// and the main thread only calls `drain`/`forceClose`/`switchTo`, which hop onto the loop.
 final class Worker: @unchecked Sendable {
     let index: Int
+    /// The state the worker started with: its listener, upstream and store attachment.
     let shared: SharedState
     let loop = EventLoop()
     let pool: UpstreamPool
     private(set) var server: HTTPServer!
-    let pipeline: Pipeline
+    /// Replaced by a reload; requests in flight keep the one they started with.
+    private var pipeline: Pipeline
     let readiness: Readiness
     private var requestIds = RequestIdGenerator()
 
@@ -27,14 +29,28 @@ final class Worker: @unchecked Sendable {
         shared.redis?.attach(to: loop, worker: index)
         readiness = Readiness(loop: loop, upstream: shared.upstream, store: shared.store,
                               intervalMs: shared.config.readiness.intervalMs, worker: index, logger: shared.logger)
-        pipeline = Pipeline(Self.phases(shared, loop: loop, pool: pool, readiness: readiness), logger: shared.logger,
-                            accessLog: shared.accessLog, upstreamDescription: shared.upstreamDescription,
-                            trustedProxies: shared.config.trustedProxies)
+        pipeline = Self.pipeline(shared, loop: loop, pool: pool, readiness: readiness)
         server = try HTTPServer(loop: loop, address: shared.listenAddress, tls: shared.listenerTLS, limits: shared.limits,
                                 clients: shared.clientConnections,
                                 errorBody: { status, message in (ErrorBody.contentType, ErrorBody.json(status: status, message: message)) },
                                 handler: { [unowned self] exchange in self.handle(exchange) })
         server.onAcceptError = { [shared] message in shared.logger.error("\(message)") }
+        server.strictTransportSecurity = shared.strictTransportSecurity
+    }
+
+    static func pipeline(_ shared: SharedState, loop: EventLoop, pool: UpstreamPool, readiness: Readiness) -> Pipeline {
+        Pipeline(phases(shared, loop: loop, pool: pool, readiness: readiness), logger: shared.logger, accessLog: shared.accessLog,
+                 upstreamDescription: shared.upstreamDescription, trustedProxies: shared.config.trustedProxies)
+    }
+
+    /// A reload: new requests run the new configuration's phases, new connections get the new
+    /// TLS certificate; the listener, the upstream pool and the connections stay.
+    func switchTo(_ next: SharedState) {
+        loop.execute { [self] in
+            pipeline = Self.pipeline(next, loop: loop, pool: pool, readiness: readiness)
+            if next.listenerTLS != nil { server.tls = next.listenerTLS }
+            server.strictTransportSecurity = next.strictTransportSecurity
+        }
     }
 
     /// DESIGN.md's request phases, in order, for one worker.

@@ -25,7 +25,10 @@ struct ConfigOptions: ParsableArguments {
 struct Serve: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Start the gateway.",
-        discussion: "Runs until SIGTERM or SIGINT, then stops accepting, finishes the requests in flight (up to shutdownTimeoutMs) and exits 0.")
+        discussion: """
+            Runs until SIGTERM or SIGINT, then stops accepting, finishes the requests in flight (up to shutdownTimeoutMs) \
+            and exits 0. SIGHUP reloads the configuration file (see README.md, "Reloading").
+            """)
 
     @OptionGroup var options: ConfigOptions
     @Option(help: ArgumentHelp("Listen on HOST:PORT instead of the file's `listen`.", valueName: "host:port"))
@@ -37,9 +40,9 @@ struct Serve: ParsableCommand {
 
     func run() throws {
         let config: GatewayConfig
+        let source = ConfigSource(path: options.config, overrides: ConfigOverrides(listen: listen, upstream: upstream, workers: workers))
         do {
-            config = try ConfigCheck.load(path: options.config,
-                                          overrides: ConfigOverrides(listen: listen, upstream: upstream, workers: workers))
+            config = try ConfigCheck.load(path: source.path, overrides: source.overrides)
         } catch {
             for e in error.errors { printError("\(options.config): \(e)") }
             throw ExitCode(1)
@@ -59,6 +62,7 @@ struct Serve: ParsableCommand {
             printError("txgate: cannot start: \(error)")
             throw ExitCode(1)
         }
+        gateway.configSource = source
         gateway.run()
     }
 }

@@ -131,16 +131,54 @@ public struct PathsConfig: Decodable, Sendable {
 public struct TLSConfig: Decodable, Sendable {
     public var certificate: String
     public var privateKey: String
+    /// `Strict-Transport-Security` on every response sent over TLS; nil: none.
+    public var hsts: HSTSConfig?
 
-    public init(certificate: String, privateKey: String) {
+    public init(certificate: String, privateKey: String, hsts: HSTSConfig? = nil) {
         self.certificate = certificate
         self.privateKey = privateKey
+        self.hsts = hsts
     }
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["certificate", "privateKey"])
+        let o = try StrictObject(decoder, known: ["certificate", "privateKey", "hsts"])
         certificate = o.required("certificate") ?? ""
         privateKey = o.required("privateKey") ?? ""
+        // A number is the max-age alone; an object says more.
+        if let maxAge = o.attempt("hsts", as: Int.self) {
+            if maxAge < 0 { o.invalid("hsts", "must be 0 or more (seconds)") } else { hsts = HSTSConfig(maxAgeS: maxAge) }
+        } else {
+            hsts = o.optional("hsts")
+        }
+    }
+}
+
+/// `tls.hsts`: `31536000`, or `{"maxAgeS": 31536000, "includeSubDomains": true, "preload": false}`.
+public struct HSTSConfig: Decodable, Sendable, Equatable {
+    public var maxAgeS: Int
+    public var includeSubDomains = false
+    public var preload = false
+
+    public init(maxAgeS: Int, includeSubDomains: Bool = false, preload: Bool = false) {
+        self.maxAgeS = maxAgeS
+        self.includeSubDomains = includeSubDomains
+        self.preload = preload
+    }
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["maxAgeS", "includeSubDomains", "preload"])
+        maxAgeS = o.required("maxAgeS", as: Int.self) ?? 0
+        if maxAgeS < 0 { o.invalid("maxAgeS", "must be 0 or more (seconds)") }
+        includeSubDomains = o.value("includeSubDomains", default: false)
+        preload = o.value("preload", default: false)
+        if preload && (!includeSubDomains || maxAgeS < 31_536_000) {
+            o.invalid("preload", "needs includeSubDomains and a maxAgeS of at least 31536000 (one year), as browsers' preload lists require")
+        }
+    }
+
+    /// The header's value.
+    public var headerValue: String {
+        "max-age=\(maxAgeS)" + (includeSubDomains ? "; includeSubDomains" : "") + (preload ? "; preload" : "")
     }
 }
 
@@ -367,7 +405,7 @@ public enum ConfigLoader {
         }
         if let tls = config.tls {
             config.tls = TLSConfig(certificate: resolve(tls.certificate, "tls.certificate"),
-                                   privateKey: resolve(tls.privateKey, "tls.privateKey"))
+                                   privateKey: resolve(tls.privateKey, "tls.privateKey"), hsts: tls.hsts)
         }
         if let ca = config.upstream.caFile { config.upstream.caFile = resolve(ca, "upstream.caFile") }
         if let u = config.usersFile { config.usersFile = resolve(u, "usersFile") }
