@@ -36,6 +36,7 @@ public final class Gateway {
             ])
         }
         logger.info("txgate started", metadata: [
+            "version": .string(TxGateVersion.current), "commit": .string(TxGateVersion.commit),
             "upstream": .string(shared.upstreamDescription), "workers": .stringConvertible(workers.count),
             "public_url": .string(config.effectivePublicURL.description),
         ])

@@ -7,7 +7,7 @@ struct GatewayEndpointsPhase: RequestPhase {
     private let store: Store?
     private let loop: EventLoop
     private let logger: Logger
-    /// `"workers":N`, the same in every answer. Where the upstream and the store are is the
+    /// `"version":"0.9.0","workers":N`, the same in every answer. Where the upstream and the store are is the
     /// operator's business: the log says it, not the public answer.
     private let members: String
 
@@ -15,7 +15,7 @@ struct GatewayEndpointsPhase: RequestPhase {
         self.store = store
         self.loop = loop
         self.logger = logger
-        members = #""workers":\#(workers)"#
+        members = #""version":"\#(TxGateVersion.current)","workers":\#(workers)"#
     }
 
     func handle(_ ctx: RequestContext) {
