@@ -11,6 +11,10 @@ public final class Gateway {
     /// Builds everything that can fail (TLS files, addresses, the listening sockets) before
     /// any thread starts, so that a bad setup is a clear error at start-up.
     public init(config: GatewayConfig, logger: Logger) throws {
+        // The workers bind with SO_REUSEPORT, which would quietly share the port with another
+        // txgate already there: a bind without it fails first if anyone listens (before the
+        // store is opened or anything else is touched).
+        try probeListenAddress(SocketAddress(host: config.listen.host, port: config.listen.port))
         shared = try SharedState(config: config, logger: logger)
         var ws: [Worker] = []
         for i in 0..<config.workers {
