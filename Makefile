@@ -1,11 +1,22 @@
-# TxGate: `make run` starts the demo, `make test` runs the whole suite. Both install what is missing.
+# TxGate: `make run` starts the demo, `make test` runs the whole suite. Both install what is missing:
+# `make run` only what building and running need, `make test` also the test set.
+# `make install` (PREFIX=/usr/local, DESTDIR honoured) puts txgate and demo-bank in $(PREFIX)/bin.
 SHELL := /bin/bash
 GATEWAY_CONFIG ?= gateway.json
 DEMO_LISTEN ?= 127.0.0.1:9000
+PREFIX ?= /usr/local
+BINDIR ?= $(PREFIX)/bin
+# The commit baked into the binaries (`txgate --version`, the start-up log line); Package.swift
+# reads it from the environment. Outside a git checkout it stays "unknown".
+TXGATE_COMMIT ?= $(shell git describe --always --dirty --abbrev=12 --exclude '*' 2>/dev/null || echo unknown)
+export TXGATE_COMMIT
 
-.PHONY: deps build run test bench clean
+.PHONY: deps test-deps build run install uninstall test bench clean
 
 deps:
+	@bash scripts/install-deps.sh --build
+
+test-deps:
 	@bash scripts/install-deps.sh
 
 build: deps
@@ -14,7 +25,20 @@ build: deps
 run: build
 	@bash scripts/run-demo.sh "$(GATEWAY_CONFIG)" "$(DEMO_LISTEN)"
 
-test: deps
+# Builds as the calling user; only the copy uses sudo, and only when BINDIR is not writable.
+install: build
+	@bin="$$(swift build -c release --show-bin-path)"; dest="$(DESTDIR)$(BINDIR)"; sudo=""; \
+	if [ "$$(id -u)" -ne 0 ] && ! { mkdir -p "$$dest" 2>/dev/null && [ -w "$$dest" ]; }; then sudo=sudo; fi; \
+	$$sudo install -d "$$dest" && \
+	$$sudo install -m 0755 "$$bin/txgate" "$$bin/demo-bank" "$$dest/" && \
+	echo "installed $$("$$bin/txgate" --version) and demo-bank in $$dest"
+
+uninstall:
+	@dest="$(DESTDIR)$(BINDIR)"; sudo=""; \
+	if [ "$$(id -u)" -ne 0 ] && [ ! -w "$$dest" ]; then sudo=sudo; fi; \
+	$$sudo rm -f "$$dest/txgate" "$$dest/demo-bank"
+
+test: test-deps
 	swift build --build-tests
 	TXGATE_BIN_DIR="$$(swift build --show-bin-path)" swift test --skip-build
 

@@ -1,6 +1,15 @@
 // swift-tools-version:6.0
 import PackageDescription
 
+// The git commit baked into the binaries (`txgate --version`, the start-up log, /-/health).
+// `make build` sets TXGATE_COMMIT from git; a plain `swift build` says "unknown".
+// Only ASCII letters, digits and "-._" are kept, so the value is always a safe C string literal.
+let buildCommit: String = {
+    let raw = Context.environment["TXGATE_COMMIT"] ?? ""
+    let kept = String(raw.filter { $0.isASCII && ($0.isLetter || $0.isNumber || "-._".contains($0)) }.prefix(64))
+    return kept.isEmpty ? "unknown" : kept
+}()
+
 let package = Package(
     name: "TxGate",
     platforms: [.macOS(.v13)],
@@ -26,9 +35,11 @@ let package = Package(
         .target(name: "EventHTTP", dependencies: ["CLibevent", "COpenSSL", "HTTPCore"]),
         // Cryptographic building blocks over OpenSSL (hashes, HMAC, scrypt, CSPRNG, base64/base32).
         .target(name: "TxGateCrypto", dependencies: ["COpenSSL"]),
+        // The git commit of the build, as a C string (C macros carry values; Swift defines do not).
+        .target(name: "CTxGateBuildInfo", cSettings: [.define("TXGATE_COMMIT", to: "\"\(buildCommit)\"")]),
         // Pure domain logic: configuration, header rules, error bodies. No I/O.
         .target(name: "TxGateCore", dependencies: [
-            "HTTPCore", "TxGateCrypto", .product(name: "Logging", package: "swift-log"),
+            "HTTPCore", "TxGateCrypto", "CTxGateBuildInfo", .product(name: "Logging", package: "swift-log"),
         ]),
         // The embedded default store: the Store protocol on one SQLite file.
         .target(name: "TxGateStore", dependencies: ["TxGateCore", "CSQLite"]),

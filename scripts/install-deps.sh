@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # Installs the system packages TxGate needs to build, run, test and benchmark.
-# Idempotent: installs only what is missing. Used by `make run`, `make test`, CI and docker/Dockerfile.
-#   scripts/install-deps.sh            build + runtime + test packages
-#   scripts/install-deps.sh --build    what building needs (runtime + build packages; docker/Dockerfile)
-#   scripts/install-deps.sh --runtime  only what the built binaries need at run time
+# Idempotent: installs only what is missing. Used by the Makefile, CI and docker/Dockerfile.
+#   scripts/install-deps.sh            build + runtime + test packages (`make test`, CI)
+#   scripts/install-deps.sh --build    what building and running need: runtime + build packages
+#                                      (`make build`, `make run`, `make install`; docker/Dockerfile's build stage)
+#   scripts/install-deps.sh --runtime  only what the built binaries need at run time (the image's final stage)
+#   scripts/install-deps.sh --bench    everything, plus nginx and wrk (`make bench`)
 # The test set also has the browser tests' headless Chromium (Debian's chromium + chromium-driver)
 # and the Python package selenium (from PyPI with pip, only if `python3 -c 'import selenium'` fails).
 # python3-aiosmtpd is the real SMTP server the email tests (Tests/TxGateEmailTests) deliver to.

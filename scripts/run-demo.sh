@@ -11,7 +11,12 @@ bin="$(swift build -c release --show-bin-path)"
 demo=$!
 trap 'kill $demo 2>/dev/null || true' EXIT
 
-gateway_url=$(python3 -c 'import json,sys; c=json.load(open(sys.argv[1])); print(c.get("publicUrl") or "http://"+c.get("listen","127.0.0.1:8080"))' "$config")
+# The gateway's URL for the hints below (publicUrl, else listen), read without python: `make run`
+# installs only what building and running need (scripts/install-deps.sh --build).
+json_string() { sed -n 's/^[[:space:]]*"'"$1"'"[[:space:]]*:[[:space:]]*"\([^"]*\)".*/\1/p' "$config" | head -n 1; }
+gateway_url=$(json_string publicUrl)
+[ -n "$gateway_url" ] || gateway_url="http://$(json_string listen)"
+[ "$gateway_url" != "http://" ] || gateway_url="http://127.0.0.1:8080"
 cat <<MSG
 
   demo-bank on http://$demo_listen, TxGate on $gateway_url. Try:
@@ -22,6 +27,8 @@ cat <<MSG
     open $gateway_url/am/XUI/?goto=/accounts in a browser: user demo, password Ch4ngeMe!
 
   README.md walks through a login and a one-shot transfer with curl.
+  The binaries are $bin/txgate and $bin/demo-bank
+  (\`make install\` puts both on PATH, in /usr/local/bin).
 
   Ctrl-C stops both.
 

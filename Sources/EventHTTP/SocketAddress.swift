@@ -72,6 +72,29 @@ public struct SocketAddress: CustomStringConvertible, Sendable {
     }
 }
 
+/// Fails, naming the address, when another socket already listens on `address`.
+///
+/// The servers bind with `SO_REUSEPORT`, under which a second process of the same user binds
+/// the same port without a word and the kernel splits the connections between both. This
+/// binds a throw-away socket without `SO_REUSEPORT` (with `SO_REUSEADDR`, as the servers do,
+/// so connections of a previous instance in TIME_WAIT do not count) and closes it at once.
+/// Call it before the servers bind. Port 0 (any free port) is never taken, so not probed.
+public func probeListenAddress(_ address: SocketAddress) throws {
+    guard address.port != 0 else { return }
+    let fd = socket(Int32(address.storage.ss_family), Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { throw SocketError("cannot listen on \(address): \(String(cString: strerror(errno)))") }
+    defer { close(fd) }
+    var one: Int32 = 1
+    _ = setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, socklen_t(MemoryLayout<Int32>.size))
+    let rc = address.withSockaddr { sa, len in bind(fd, sa, socklen_t(len)) }
+    guard rc != 0 else { return }
+    let err = errno
+    if err == EADDRINUSE {
+        throw SocketError("cannot listen on \(address): address already in use (another process listens on it)")
+    }
+    throw SocketError("cannot listen on \(address): \(String(cString: strerror(err)))")
+}
+
 public struct SocketError: Error, CustomStringConvertible {
     public let description: String
     public init(_ description: String) { self.description = description }

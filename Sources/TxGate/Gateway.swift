@@ -18,6 +18,10 @@ public final class Gateway {
     /// Builds everything that can fail (TLS files, addresses, the listening sockets) before
     /// any thread starts, so that a bad setup is a clear error at start-up.
     public init(config: GatewayConfig, logger: Logger) throws {
+        // The workers bind with SO_REUSEPORT, which would quietly share the port with another
+        // txgate already there: a bind without it fails first if anyone listens (before the
+        // store is opened or anything else is touched).
+        try probeListenAddress(SocketAddress(host: config.listen.host, port: config.listen.port))
         shared = try SharedState(config: config, logger: logger)
         var ws: [Worker] = []
         for i in 0..<config.workers {
@@ -43,6 +47,7 @@ public final class Gateway {
             ])
         }
         logger.info("txgate started", metadata: [
+            "version": .string(TxGateVersion.current), "commit": .string(TxGateVersion.commit),
             "upstream": .string(shared.upstreamDescription), "workers": .stringConvertible(workers.count),
             "public_url": .string(config.effectivePublicURL.description),
         ])

@@ -29,8 +29,10 @@ struct DemoBank: ParsableCommand {
         let bank = Bank(loop: loop)
         let server: HTTPServer
         do {
+            let address = try SocketAddress(host: hp.host, port: hp.port)
+            try probeListenAddress(address)  // SO_REUSEPORT would share the port with another demo-bank
             server = try HTTPServer(
-                loop: loop, address: try SocketAddress(host: hp.host, port: hp.port), tls: nil,
+                loop: loop, address: address, tls: nil,
                 limits: ServerLimits(maxBodyBytes: 64 << 20, maxConnectionsPerClient: 0),
                 errorBody: { status, message in (ErrorBody.contentType, ErrorBody.json(status: status, message: message)) },
                 // The bank reads every body: it answers once the body is complete.

@@ -13,6 +13,7 @@ struct TxGateCommand: ParsableCommand {
             TxGate is a reverse proxy: every request is checked, then forwarded to the upstream \
             named in the configuration file (gateway.json). See README.md for the configuration keys.
             """,
+        version: "txgate \(TxGateVersion.description)",
         subcommands: [Serve.self, Check.self, HashPassword.self],
         defaultSubcommand: nil)
 }

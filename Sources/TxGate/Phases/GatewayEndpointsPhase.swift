@@ -9,7 +9,7 @@ struct GatewayEndpointsPhase: RequestPhase {
     private let logger: Logger
     /// What `/-/ready` reports, checked in the background.
     private let readiness: Readiness
-    /// `"workers":N`, the same in every answer. Where the upstream and the store are is the
+    /// `"version":"0.9.0","workers":N`, the same in every answer. Where the upstream and the store are is the
     /// operator's business: the log says it, not the public answer.
     private let members: String
 
@@ -18,7 +18,7 @@ struct GatewayEndpointsPhase: RequestPhase {
         self.readiness = readiness
         self.loop = loop
         self.logger = logger
-        members = #""workers":\#(workers)"#
+        members = #""version":"\#(TxGateVersion.current)","workers":\#(workers)"#
     }
 
     func handle(_ ctx: RequestContext) {
