@@ -190,10 +190,12 @@ public struct GatewayConfig: Decodable, Sendable {
     public var cache = CacheConfig()
     public var challenges = ChallengeConfig()
     public var email: EmailConfig?
+    public var metrics = MetricsConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
-                              "security", "policies", "cache", "challenges", "email"]
+                              "security", "policies", "cache", "challenges", "email",
+                              "metrics"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -229,6 +231,7 @@ public struct GatewayConfig: Decodable, Sendable {
         cache = o.value("cache", default: cache)
         challenges = o.value("challenges", default: challenges)
         email = o.optional("email")
+        metrics = o.value("metrics", default: metrics)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
