@@ -76,6 +76,8 @@ final class Pipeline {
     private let logger: Logger
     private let accessLog: AccessLog?
     private let upstreamDescription: String
+    /// Requests counted as they end (`/-/metrics`).
+    var metrics: RequestMetrics?
 
     init(_ phases: [RequestPhase], logger: Logger, accessLog: AccessLog?, upstreamDescription: String) {
         self.phases = phases
@@ -96,6 +98,7 @@ final class Pipeline {
         case .storeUnavailable(let why):
             logger.error("store unavailable", metadata: ["request_id": .string(ctx.requestId), "error": .string(why)])
         case .upstream(let f):
+            metrics?.metrics.upstreamFailed(f)
             logger.warning("upstream request failed", metadata: [
                 "request_id": .string(ctx.requestId), "error": .string(f.description), "upstream": .string(upstreamDescription),
             ])
@@ -117,6 +120,7 @@ final class Pipeline {
 
     func log(_ ctx: RequestContext) {
         accessLog?.write(ctx)
+        metrics?.finished(ctx)
     }
 }
 

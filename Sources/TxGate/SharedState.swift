@@ -26,15 +26,18 @@ final class SharedState: Sendable {
     /// Sessions, transactions, journeys: present with the authentication service.
     let store: Store?
     /// The store when it is Redis: each worker attaches its loop to it.
-    var redis: RedisStore? { store as? RedisStore }
+    var redis: RedisStore? { (store as? MeasuredStore)?.inner as? RedisStore }
     let auth: AuthService?
     let policies: PolicySet
     let pdp: PolicyDecisionPoint?
+    let metrics: GatewayMetrics
 
     init(config: GatewayConfig, logger: Logger, clock: WallClock = .system) throws {
         self.config = config
         self.logger = logger
         self.clock = clock
+        let metrics = GatewayMetrics(config: config)
+        self.metrics = metrics
         accessLog = config.log.access ? AccessLog(logger: logger) : nil
         workerCount = config.workers
         listenAddress = try SocketAddress(host: config.listen.host, port: config.listen.port)
@@ -57,12 +60,12 @@ final class SharedState: Sendable {
                               maxConnectionsPerClient: l.maxConnectionsPerClient)
         clientConnections = l.maxConnectionsPerClient > 0 ? ClientConnectionTable(limit: l.maxConnectionsPerClient) : nil
         // The authentication service and its store exist when there are journeys to run.
-        (store, auth) = config.journeys.isEmpty ? (nil, nil) : try Self.authService(config, clock: clock, logger: logger)
+        (store, auth) = config.journeys.isEmpty ? (nil, nil) : try Self.authService(config, clock: clock, logger: logger, metrics: metrics)
         policies = PolicySet(config.policies ?? [])
         if let store, config.policies != nil, auth != nil {
             let decider = PolicyDecider(policies: policies, loginJourney: config.loginJourney,
                                         maxPending: config.security.maxPendingTransactions)
-            pdp = EmbeddedPDP(decider: decider, store: store, clock: clock, logger: logger)
+            pdp = EmbeddedPDP(decider: decider, store: store, clock: clock, logger: logger, metrics: metrics)
         } else {
             pdp = nil
         }
@@ -70,15 +73,16 @@ final class SharedState: Sendable {
     }
 
     /// The store, the signing key, email delivery, and the service over them.
-    private static func authService(_ config: GatewayConfig, clock: WallClock, logger: Logger) throws -> (Store, AuthService) {
+    private static func authService(_ config: GatewayConfig, clock: WallClock, logger: Logger,
+                                    metrics: GatewayMetrics) throws -> (Store, AuthService) {
         let store: Store
         let storeDescription: String
         if let url = config.store.redis {
-            store = RedisStore(url: url, keyPrefix: config.store.keyPrefix, timeoutMs: config.store.timeoutMs,
-                               waitReplicas: config.store.waitReplicas, waitTimeoutMs: config.store.waitTimeoutMs, logger: logger)
+            store = MeasuredStore(RedisStore(url: url, keyPrefix: config.store.keyPrefix, timeoutMs: config.store.timeoutMs,
+                               waitReplicas: config.store.waitReplicas, waitTimeoutMs: config.store.waitTimeoutMs, logger: logger), metrics: metrics)
             storeDescription = url.description
         } else {
-            store = try SQLiteStore(path: config.store.path)
+            store = MeasuredStore(try SQLiteStore(path: config.store.path), metrics: metrics)
             storeDescription = "sqlite:\(config.store.path)"
         }
         let (key, source) = try SigningKey.load(file: config.secrets.signingKeyFile)
@@ -97,7 +101,8 @@ final class SharedState: Sendable {
             }
             logger.info("email delivery", metadata: ["via": .string(describe(email))])
         }
-        let service = AuthService(config: config, store: store, signingKey: key, emailDelivery: delivery, clock: clock, logger: logger)
+        let service = AuthService(config: config, store: store, signingKey: key, emailDelivery: delivery, clock: clock, logger: logger,
+                                  metrics: metrics)
         return (store, service)
     }
 

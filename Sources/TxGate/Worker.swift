@@ -26,11 +26,14 @@ final class Worker: @unchecked Sendable {
         shared.redis?.attach(to: loop, worker: index)
         pipeline = Pipeline(Self.phases(shared, loop: loop, pool: pool), logger: shared.logger, accessLog: shared.accessLog,
                             upstreamDescription: shared.upstreamDescription)
+        pipeline.metrics = RequestMetrics(shared.metrics, policies: shared.policies)
+        pool.onDispatch = { [m = shared.metrics] reused in (reused ? m.upstreamReused : m.upstreamNew).increment() }
         server = try HTTPServer(loop: loop, address: shared.listenAddress, tls: shared.listenerTLS, limits: shared.limits,
                                 clients: shared.clientConnections,
                                 errorBody: { status, message in (ErrorBody.contentType, ErrorBody.json(status: status, message: message)) },
                                 handler: { [unowned self] exchange in self.handle(exchange) })
         server.onAcceptError = { [shared] message in shared.logger.error("\(message)") }
+        server.onConnectionCountChange = { [m = shared.metrics] change in m.clientConnections.increment(by: Double(change)) }
     }
 
     /// DESIGN.md's request phases, in order, for one worker.
@@ -39,6 +42,7 @@ final class Worker: @unchecked Sendable {
         let publicURL = config.effectivePublicURL.description
         var phases: [RequestPhase] = [
             CanonicalRequestPhase(encodedSlash: config.paths.encodedSlash),
+            MetricsEndpointPhase(metrics: shared.metrics),
             GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, logger: shared.logger),
             ReadBodyPhase(.forAuthEndpoints),
             AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, loop: loop),
