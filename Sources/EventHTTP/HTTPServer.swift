@@ -100,6 +100,8 @@ public final class HTTPServer {
     private var onDrained: (() -> Void)?
     /// Called when accept() fails (e.g. out of file descriptors).
     public var onAcceptError: ((String) -> Void)?
+    /// Told +1 when a client connection opens and -1 when it closes (for metrics).
+    public var onConnectionCountChange: ((Int) -> Void)?
     private var nextConnectionId = 0
     private var memoryRelease: LoopTimer?
     private var memoryReleasePending = false
@@ -172,6 +174,7 @@ public final class HTTPServer {
         nextConnectionId += 1
         let c = ServerConnection(server: self, id: nextConnectionId, bev: bev, fd: fd, remoteIP: ip, isTLS: tls != nil)
         connections[ObjectIdentifier(c)] = c
+        onConnectionCountChange?(1)
         c.start()
     }
 
@@ -206,7 +209,7 @@ public final class HTTPServer {
     }
 
     func connectionClosed(_ c: ServerConnection) {
-        connections.removeValue(forKey: ObjectIdentifier(c))
+        if connections.removeValue(forKey: ObjectIdentifier(c)) != nil { onConnectionCountChange?(-1) }
         clients?.release(c.remoteIP)
         if draining && connections.isEmpty { finishDrain() }
     }

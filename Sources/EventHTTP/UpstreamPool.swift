@@ -4,6 +4,8 @@ public final class UpstreamPool {
     public let loop: EventLoop
     public let endpoint: UpstreamEndpoint
     private var idle: [UpstreamConnection] = []
+    /// Told for each request sent: true when it went on a kept-alive connection (for metrics).
+    public var onDispatch: ((_ reused: Bool) -> Void)?
 
     public init(loop: EventLoop, endpoint: UpstreamEndpoint) {
         loop.preconditionInEventLoop()
@@ -23,9 +25,11 @@ public final class UpstreamPool {
 
     func dispatch(_ call: UpstreamCall, fresh: Bool) {
         if !fresh, let c = idle.popLast() {
+            onDispatch?(true)
             c.start(call)
             return
         }
+        onDispatch?(false)
         guard let c = UpstreamConnection(pool: self) else {
             call.finish(.connectFailed("cannot create a socket"))
             return

@@ -78,6 +78,8 @@ final class Pipeline {
     private let upstreamDescription: String
     /// Whose `X-Forwarded-For` names the client (`RequestContext.client`).
     let trustedProxies: TrustedProxies
+    /// Requests counted as they end (`/-/metrics`).
+    var metrics: RequestMetrics?
 
     init(_ phases: [RequestPhase], logger: Logger, accessLog: AccessLog?, upstreamDescription: String,
          trustedProxies: TrustedProxies = TrustedProxies()) {
@@ -100,6 +102,7 @@ final class Pipeline {
         case .storeUnavailable(let why):
             logger.error("store unavailable", metadata: ["request_id": .string(ctx.requestId), "error": .string(why)])
         case .upstream(let f):
+            metrics?.metrics.upstreamFailed(f)
             logger.warning("upstream request failed", metadata: [
                 "request_id": .string(ctx.requestId), "error": .string(f.description), "upstream": .string(upstreamDescription),
             ])
@@ -121,6 +124,7 @@ final class Pipeline {
 
     func log(_ ctx: RequestContext) {
         accessLog?.write(ctx)
+        metrics?.finished(ctx)
     }
 }
 

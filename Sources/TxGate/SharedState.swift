@@ -30,12 +30,13 @@ final class SharedState: Sendable {
     /// Sessions, transactions, journeys: present with the authentication service.
     let store: Store?
     /// The store when it is Redis: each worker attaches its loop to it.
-    var redis: RedisStore? { store as? RedisStore }
+    var redis: RedisStore? { (store as? MeasuredStore)?.inner as? RedisStore }
     let auth: AuthService?
     /// The authentication service's key, kept across reloads so that journeys in progress continue.
     let signingKey: [UInt8]?
     let policies: PolicySet
     let pdp: PolicyDecisionPoint?
+    let metrics: GatewayMetrics
 
     /// `previous`: the running state, on a reload. Its store, signing key, listener and upstream
     /// are kept (`ConfigReload.effective` has already put their settings back into `config`);
@@ -44,6 +45,10 @@ final class SharedState: Sendable {
         self.config = config
         self.logger = logger
         self.clock = clock
+        // A reload keeps the counters (and the store measured with them); policy labels are
+        // fixed at start-up.
+        let metrics = previous?.metrics ?? GatewayMetrics(config: config)
+        self.metrics = metrics
         accessLog = config.log.access ? AccessLog(logger: logger) : nil
         listenerTLS = try config.tls.map { try TLSContext.server(certificateFile: $0.certificate, privateKeyFile: $0.privateKey) }
         strictTransportSecurity = config.tls?.hsts?.headerValue
@@ -62,11 +67,11 @@ final class SharedState: Sendable {
             } else if let store = previous.store, let key = previous.signingKey {
                 self.store = store
                 signingKey = key
-                auth = try Self.authService(config, store: store, key: key, clock: clock, logger: logger)
+                auth = try Self.authService(config, store: store, key: key, clock: clock, logger: logger, metrics: metrics)
             } else {
                 throw ReloadRefused("journeys: the authentication service (and its store) can only be turned on by a restart")
             }
-            pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger)
+            pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger, metrics: metrics)
             for warning in config.warnings() { logger.warning("\(warning)") }
             return
         }
@@ -93,32 +98,32 @@ final class SharedState: Sendable {
         if config.journeys.isEmpty {
             (store, auth, signingKey) = (nil, nil, nil)
         } else {
-            let (store, key) = try Self.openStore(config, logger: logger)
+            let (store, key) = try Self.openStore(config, logger: logger, metrics: metrics)
             (self.store, signingKey) = (store, key)
-            auth = try Self.authService(config, store: store, key: key, clock: clock, logger: logger)
+            auth = try Self.authService(config, store: store, key: key, clock: clock, logger: logger, metrics: metrics)
         }
-        pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger)
+        pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger, metrics: metrics)
         for warning in config.warnings() { logger.warning("\(warning)") }
     }
 
     private static func pdp(_ config: GatewayConfig, policies: PolicySet, store: Store?, auth: AuthService?, clock: WallClock,
-                            logger: Logger) -> PolicyDecisionPoint? {
+                            logger: Logger, metrics: GatewayMetrics) -> PolicyDecisionPoint? {
         guard let store, config.policies != nil, auth != nil else { return nil }
         let decider = PolicyDecider(policies: policies, loginJourney: config.loginJourney,
                                     maxPending: config.security.maxPendingTransactions)
-        return EmbeddedPDP(decider: decider, store: store, clock: clock, logger: logger)
+        return EmbeddedPDP(decider: decider, store: store, clock: clock, logger: logger, metrics: metrics)
     }
 
     /// The store and the signing key: opened once per process (a reload keeps them).
-    private static func openStore(_ config: GatewayConfig, logger: Logger) throws -> (Store, [UInt8]) {
+    private static func openStore(_ config: GatewayConfig, logger: Logger, metrics: GatewayMetrics) throws -> (Store, [UInt8]) {
         let store: Store
         let storeDescription: String
         if let url = config.store.redis {
-            store = RedisStore(url: url, keyPrefix: config.store.keyPrefix, timeoutMs: config.store.timeoutMs,
-                               waitReplicas: config.store.waitReplicas, waitTimeoutMs: config.store.waitTimeoutMs, logger: logger)
+            store = MeasuredStore(RedisStore(url: url, keyPrefix: config.store.keyPrefix, timeoutMs: config.store.timeoutMs,
+                               waitReplicas: config.store.waitReplicas, waitTimeoutMs: config.store.waitTimeoutMs, logger: logger), metrics: metrics)
             storeDescription = url.description
         } else {
-            store = try SQLiteStore(path: config.store.path)
+            store = MeasuredStore(try SQLiteStore(path: config.store.path), metrics: metrics)
             storeDescription = "sqlite:\(config.store.path)"
         }
         let (key, source) = try SigningKey.load(file: config.secrets.signingKeyFile)
@@ -132,7 +137,7 @@ final class SharedState: Sendable {
 
     /// Email delivery and the service over the store (built again on a reload).
     private static func authService(_ config: GatewayConfig, store: Store, key: [UInt8], clock: WallClock,
-                                    logger: Logger) throws -> AuthService {
+                                    logger: Logger, metrics: GatewayMetrics) throws -> AuthService {
         var delivery: EmailDelivery?
         if let email = config.email {
             let sender = try emailSender(email)
@@ -143,7 +148,8 @@ final class SharedState: Sendable {
             }
             logger.info("email delivery", metadata: ["via": .string(describe(email))])
         }
-        return AuthService(config: config, store: store, signingKey: key, emailDelivery: delivery, clock: clock, logger: logger)
+        return AuthService(config: config, store: store, signingKey: key, emailDelivery: delivery, clock: clock, logger: logger,
+                           metrics: metrics)
     }
 
     static func emailSender(_ config: EmailConfig) throws -> EmailSender {

@@ -30,17 +30,22 @@ final class Worker: @unchecked Sendable {
         readiness = Readiness(loop: loop, upstream: shared.upstream, store: shared.store,
                               intervalMs: shared.config.readiness.intervalMs, worker: index, logger: shared.logger)
         pipeline = Self.pipeline(shared, loop: loop, pool: pool, readiness: readiness)
+        pool.onDispatch = { [m = shared.metrics] reused in (reused ? m.upstreamReused : m.upstreamNew).increment() }
         server = try HTTPServer(loop: loop, address: shared.listenAddress, tls: shared.listenerTLS, limits: shared.limits,
                                 clients: shared.clientConnections,
                                 errorBody: { status, message in (ErrorBody.contentType, ErrorBody.json(status: status, message: message)) },
                                 handler: { [unowned self] exchange in self.handle(exchange) })
         server.onAcceptError = { [shared] message in shared.logger.error("\(message)") }
+        server.onConnectionCountChange = { [m = shared.metrics] change in m.clientConnections.increment(by: Double(change)) }
         server.strictTransportSecurity = shared.strictTransportSecurity
     }
 
     static func pipeline(_ shared: SharedState, loop: EventLoop, pool: UpstreamPool, readiness: Readiness) -> Pipeline {
-        Pipeline(phases(shared, loop: loop, pool: pool, readiness: readiness), logger: shared.logger, accessLog: shared.accessLog,
-                 upstreamDescription: shared.upstreamDescription, trustedProxies: shared.config.trustedProxies)
+        let pipeline = Pipeline(phases(shared, loop: loop, pool: pool, readiness: readiness), logger: shared.logger,
+                                accessLog: shared.accessLog, upstreamDescription: shared.upstreamDescription,
+                                trustedProxies: shared.config.trustedProxies)
+        pipeline.metrics = RequestMetrics(shared.metrics, policies: shared.policies)
+        return pipeline
     }
 
     /// A reload: new requests run the new configuration's phases, new connections get the new
@@ -59,6 +64,7 @@ final class Worker: @unchecked Sendable {
         let publicURL = config.effectivePublicURL.description
         var phases: [RequestPhase] = [
             CanonicalRequestPhase(encodedSlash: config.paths.encodedSlash),
+            MetricsEndpointPhase(metrics: shared.metrics),
             GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, readiness: readiness,
                                   logger: shared.logger),
             ReadBodyPhase(.forAuthEndpoints),

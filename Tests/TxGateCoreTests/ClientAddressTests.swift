@@ -66,4 +66,10 @@ import Testing
         // Nothing is trusted without ranges.
         #expect(TrustedProxies().client(peer: "10.0.0.1", forwardedFor: ["1.2.3.4"]).address == "10.0.0.1")
     }
+
+    /// `metrics.allowFrom`'s default and its check on a socket's address.
+    @Test func loopbackRanges() {
+        for ok in ["127.0.0.1", "127.9.8.7", "::1", "::ffff:127.0.0.1"] { #expect(CIDR.loopback.contains(address: ok), "\(ok)") }
+        for no in ["10.0.0.1", "::2", "not an address", ""] { #expect(!CIDR.loopback.contains(address: no), "\(no)") }
+    }
 }

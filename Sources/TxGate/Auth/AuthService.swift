@@ -23,9 +23,11 @@ final class AuthService: Sendable {
     /// shares journeys shares it, without using one key for two purposes.
     let codeKey: [UInt8]
     let logger: Logger
+    let metrics: GatewayMetrics
 
     init(config: GatewayConfig, store: Store, signingKey: [UInt8], emailDelivery: EmailDelivery?, clock: WallClock = .system,
-         logger: Logger) {
+         logger: Logger, metrics: GatewayMetrics) {
+        self.metrics = metrics
         self.config = config
         self.store = store
         self.emailDelivery = emailDelivery

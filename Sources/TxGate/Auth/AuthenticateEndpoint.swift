@@ -86,7 +86,8 @@ final class AuthenticateEndpoint {
             return
         }
         let hint = submitted.first(where: { $0.type == "NameCallback" })?.text
-        engine.proceed(state, submitted: submitted, context: auth.context(state, services, ctx)) { [completion] result in
+        engine.proceed(state, submitted: submitted, context: auth.context(state, services, ctx)) { [completion, auth] result in
+            auth.metrics.journey(state.journey, result)
             completion.finish(ctx, result, submittedUser: state.username ?? hint)
         }
     }
@@ -126,7 +127,11 @@ final class AuthenticateEndpoint {
     }
 
     private func run(_ ctx: RequestContext, _ state: JourneyState) {
-        engine.start(state, context: auth.context(state, services, ctx)) { [completion] in completion.finish(ctx, $0, submittedUser: nil) }
+        auth.metrics.journeyStarted(state.journey)
+        engine.start(state, context: auth.context(state, services, ctx)) { [completion, auth] in
+            auth.metrics.journey(state.journey, $0)
+            completion.finish(ctx, $0, submittedUser: nil)
+        }
     }
 
     /// Looks up the request's session, if it carries one. Store failures answer 503.
@@ -222,7 +227,8 @@ final class AuthenticateEndpoint {
                 }
                 auth.logger.info("journey resumed", metadata: ["request_id": .string(ctx.requestId), "journey": .string(state.journey),
                                                                "user": .string(state.username ?? "-")])
-                engine.resume(state, context: auth.context(state, services, ctx)) { [completion] in
+                engine.resume(state, context: auth.context(state, services, ctx)) { [completion, auth] in
+                    auth.metrics.journey(state.journey, $0)
                     completion.finish(ctx, $0, submittedUser: state.username)
                 }
             }

@@ -86,6 +86,7 @@ final class EmbeddedJourneyServices: JourneyServices {
             switch r {
             case .failure(let e): done(.failure(e))
             case .success(let n) where n >= limit:
+                auth.metrics.lockouts.increment()
                 logger.warning("locked out after repeated failures", metadata: [
                     "locked": .string(String(subject.prefix { $0 != ":" })), "user": .string(who.user),
                     "source": .string(who.source), "failures": .stringConvertible(n),
@@ -107,7 +108,8 @@ final class EmbeddedJourneyServices: JourneyServices {
             done(.failure(DeliveryError("email is not configured")))
             return
         }
-        email(message, loop) { [logger] r in
+        email(message, loop) { [logger, metrics = auth.metrics] r in
+            if case .failure = r { metrics.emailsFailed.increment() } else { metrics.emailsSent.increment() }
             if case .failure(let e) = r {
                 logger.error("email delivery failed", metadata: ["error": .string(e.description)])
             }

@@ -106,6 +106,7 @@ struct JourneyCompletion {
     }
 
     private func approved(_ ctx: RequestContext, _ state: JourneyState, _ tx: TransactionRecord) {
+        auth.metrics.transactionsCompleted.increment()
         auth.logger.info("transaction approved", metadata: [
             "request_id": .string(ctx.requestId), "txid": .string(masked(tx.txid)),
             "user": .string(tx.subject), "journey": .string(tx.journey),

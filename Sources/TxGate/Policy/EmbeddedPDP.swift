@@ -9,8 +9,10 @@ final class EmbeddedPDP: PolicyDecisionPoint {
     let store: Store
     let clock: WallClock
     let logger: Logger
+    let metrics: GatewayMetrics
 
-    init(decider: PolicyDecider, store: Store, clock: WallClock, logger: Logger) {
+    init(decider: PolicyDecider, store: Store, clock: WallClock, logger: Logger, metrics: GatewayMetrics) {
+        self.metrics = metrics
         self.decider = decider
         self.store = store
         self.clock = clock
@@ -50,6 +52,7 @@ final class EmbeddedPDP: PolicyDecisionPoint {
         case .create(let record, let ttlMs):
             store.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: ttlMs, on: executor) { [self] r in
                 step(r, executor, done) { _ in
+                    metrics.transactionsCreated.increment()
                     logger.info("transaction created", metadata: [
                         "txid": .string(masked(record.txid)), "user": .string(record.subject), "journey": .string(record.journey),
                         "method": .string(record.method), "resource": .string(record.resource),
@@ -71,8 +74,10 @@ final class EmbeddedPDP: PolicyDecisionPoint {
 
     private func logConsume(_ txid: String, _ intent: PolicyDecider.Intent, _ take: ConditionalTake, nowMs: Int64) {
         if let why = decider.refusal(intent, take, nowMs: nowMs) {
+            metrics.transactionRefused(why)
             logger.info("transaction refused", metadata: ["txid": .string(masked(txid)), "reason": .string(why)])
         } else {
+            metrics.transactionsConsumed.increment()
             logger.info("transaction consumed", metadata: [
                 "txid": .string(masked(txid)), "user": .string(intent.binding.subject), "reason": "allowed once",
             ])

@@ -244,11 +244,12 @@ public struct GatewayConfig: Decodable, Sendable {
     /// Peers whose `X-Forwarded-For` names the client (a load balancer, nginx).
     public var trustedProxies = TrustedProxies()
     public var readiness = ReadinessConfig()
+    public var metrics = MetricsConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email",
-                              "trustedProxies", "readiness"]
+                              "trustedProxies", "readiness", "metrics"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -284,14 +285,9 @@ public struct GatewayConfig: Decodable, Sendable {
         cache = o.value("cache", default: cache)
         challenges = o.value("challenges", default: challenges)
         email = o.optional("email")
-        var ranges: [CIDR] = []
-        for (i, text) in o.value("trustedProxies", default: [String]()).enumerated() {
-            do { ranges.append(try CIDR(parsing: text)) } catch {
-                o.issues.add(o.path + [AnyKey("trustedProxies"), AnyKey(intValue: i)!], error.description)
-            }
-        }
-        trustedProxies = TrustedProxies(ranges)
+        trustedProxies = TrustedProxies(o.cidrs("trustedProxies") ?? [])
         readiness = o.value("readiness", default: readiness)
+        metrics = o.value("metrics", default: metrics)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.

@@ -117,6 +117,18 @@ struct StrictObject {
         optional(key, as: T.self) ?? fallback
     }
 
+    /// A list of addresses or CIDR ranges; each bad entry is an error naming its index.
+    func cidrs(_ key: String) -> [CIDR]? {
+        guard let list: [String] = optional(key) else { return nil }
+        var ranges: [CIDR] = []
+        for (i, text) in list.enumerated() {
+            do { ranges.append(try CIDR(parsing: text)) } catch {
+                issues.add(path + [AnyKey(key), AnyKey(intValue: i)!], error.description)
+            }
+        }
+        return ranges
+    }
+
     /// A whole number that must be at least `minimum` (an error names the key otherwise).
     func int(_ key: String, default fallback: Int, atLeast minimum: Int) -> Int {
         let n = value(key, default: fallback)

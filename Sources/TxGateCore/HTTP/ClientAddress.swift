@@ -128,6 +128,17 @@ public struct CIDR: Equatable, Sendable, CustomStringConvertible {
     }
 
     public var description: String { "\(address)/\(prefixLength)" }
+
+    /// 127.0.0.0/8 and ::1.
+    public static let loopback: [CIDR] = [try! CIDR(parsing: "127.0.0.0/8"), try! CIDR(parsing: "::1")]
+}
+
+extension [CIDR] {
+    /// Whether `address` (as a socket gives it) is in one of the ranges.
+    public func contains(address: String) -> Bool {
+        guard let ip = IPAddress(address) else { return false }
+        return contains { $0.contains(ip) }
+    }
 }
 
 /// The proxies whose `X-Forwarded-For` is believed (`trustedProxies`), and the walk that finds

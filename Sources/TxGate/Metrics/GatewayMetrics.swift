@@ -1,0 +1,180 @@
+import CoreMetrics
+import EventHTTP
+import class Prometheus.PrometheusCollectorRegistry
+import struct Prometheus.PrometheusMetricsFactory
+import TxGateCore
+
+/// The gateway's metrics: swift-metrics handles over one Prometheus registry, served at
+/// `/-/metrics`. Every handle whose labels are known at start-up is made here, once; label
+/// values come only from fixed sets or from the configuration (policy and journey names),
+/// never from a request (no users, tokens or TxIds), so the series stay bounded.
+// @unchecked Sendable: every stored property is immutable, and swift-metrics' handles over
+// the Prometheus backend are thread-safe (atomics and locks inside).
+final class GatewayMetrics: @unchecked Sendable {
+    let registry: PrometheusCollectorRegistry
+    let factory: PrometheusMetricsFactory
+    let allowFrom: [CIDR]
+
+    /// Label values for `policy`: the configured names, then "none" (no policy applied).
+    let policyNames: [String]
+    static let methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "other"]
+    static let statusClasses = ["1xx", "2xx", "3xx", "4xx", "5xx"]
+
+    let decisionAllow: Counter
+    let decisionDeny: Counter
+    /// By advice type; an advice not in the list counts as "other".
+    private let decisionChallenge: [String: Counter]
+
+    let transactionsCreated: Counter
+    let transactionsCompleted: Counter
+    let transactionsConsumed: Counter
+    private let transactionsRefused: [String: Counter]
+
+    private let journeys: [String: (started: Counter, succeeded: Counter, failed: Counter)]
+    let lockouts: Counter
+    let emailsSent: Counter
+    let emailsFailed: Counter
+
+    private let storeTimers: [StoreOperation: Timer]
+    private let storeFailures: [StoreOperation: Counter]
+
+    let upstreamLatency: Timer
+    let upstreamConnectFailures: Counter
+    let upstreamReused: Counter
+    let upstreamNew: Counter
+    let clientConnections: Meter
+
+    /// The refusal reasons a consumed retry can get (`TransactionRecord.mismatch` and an absent record).
+    static let refusalReasons = ["unknown", "expired", "not_completed", "another_subject", "another_realm",
+                                 "another_resource", "body_differs", "other"]
+
+    init(config: GatewayConfig) {
+        registry = PrometheusCollectorRegistry()
+        var f = PrometheusMetricsFactory(registry: registry)
+        // Latencies from a fraction of a millisecond (SQLite, a local upstream) to seconds.
+        f.defaultDurationHistogramBuckets = [
+            .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+            .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+            .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
+        ]
+        factory = f
+        allowFrom = config.metrics.allowFrom
+        policyNames = (config.policies ?? []).map(\.name) + ["none"]
+
+        func counter(_ name: String, _ dims: [(String, String)] = []) -> Counter {
+            Counter(label: name, dimensions: dims, factory: f)
+        }
+        decisionAllow = counter("txgate_decisions_total", [("outcome", "allow"), ("advice", "none")])
+        decisionDeny = counter("txgate_decisions_total", [("outcome", "deny"), ("advice", "none")])
+        let adviceTypes = [Advices.transaction, Advices.authenticateToService, Advices.authLevel, Advices.authenticateToRealm,
+                           Advices.authScheme, "other"]
+        decisionChallenge = Dictionary(uniqueKeysWithValues: adviceTypes.map {
+            ($0, counter("txgate_decisions_total", [("outcome", "challenge"), ("advice", $0)]))
+        })
+
+        transactionsCreated = counter("txgate_transactions_created_total")
+        transactionsCompleted = counter("txgate_transactions_completed_total")
+        transactionsConsumed = counter("txgate_transactions_consumed_total")
+        transactionsRefused = Dictionary(uniqueKeysWithValues: Self.refusalReasons.map {
+            ($0, counter("txgate_transactions_refused_total", [("reason", $0)]))
+        })
+
+        journeys = Dictionary(uniqueKeysWithValues: config.journeys.keys.map { name in
+            (name, (counter("txgate_journeys_started_total", [("journey", name)]),
+                    counter("txgate_journeys_succeeded_total", [("journey", name)]),
+                    counter("txgate_journeys_failed_total", [("journey", name)])))
+        })
+        lockouts = counter("txgate_lockouts_total")
+        emailsSent = counter("txgate_emails_sent_total")
+        emailsFailed = counter("txgate_emails_failed_total")
+
+        storeTimers = Dictionary(uniqueKeysWithValues: StoreOperation.allCases.map {
+            ($0, Timer(label: "txgate_store_operation_duration_seconds", dimensions: [("operation", $0.rawValue)], factory: f))
+        })
+        storeFailures = Dictionary(uniqueKeysWithValues: StoreOperation.allCases.map {
+            ($0, counter("txgate_store_operation_failures_total", [("operation", $0.rawValue)]))
+        })
+
+        upstreamLatency = Timer(label: "txgate_upstream_response_duration_seconds", dimensions: [], factory: f)
+        upstreamConnectFailures = counter("txgate_upstream_connect_failures_total")
+        upstreamReused = counter("txgate_upstream_requests_total", [("connection", "reused")])
+        upstreamNew = counter("txgate_upstream_requests_total", [("connection", "new")])
+        clientConnections = Meter(label: "txgate_client_connections", dimensions: [], factory: f)
+    }
+
+    /// A request counter for one label combination (`RequestMetrics` caches them per worker).
+    func requestCounter(policy: Int, method: Int, statusClass: Int) -> Counter {
+        Counter(label: "txgate_requests_total",
+                dimensions: [("policy", policyNames[policy]), ("method", Self.methods[method]),
+                             ("status", Self.statusClasses[statusClass])],
+                factory: factory)
+    }
+
+    func decided(_ d: Decision, method: String) {
+        if let advice = d.advices.entries.first {
+            (decisionChallenge[advice.name] ?? decisionChallenge["other"]!).increment()
+        } else if d.allows(method) {
+            decisionAllow.increment()
+        } else {
+            decisionDeny.increment()
+        }
+    }
+
+    /// A consumed retry refused, by `PolicyDecider.refusal`'s reason, mapped to a fixed label.
+    func transactionRefused(_ reason: String) {
+        let label: String
+        switch reason {
+        case "unknown, expired or consumed": label = "unknown"
+        case "expired": label = "expired"
+        case "not completed": label = "not_completed"
+        case "another subject": label = "another_subject"
+        case "another realm": label = "another_realm"
+        case "another resource or method": label = "another_resource"
+        case "the bound body fields differ": label = "body_differs"
+        default: label = "other"
+        }
+        transactionsRefused[label]!.increment()
+    }
+
+    func journeyStarted(_ name: String) { journeys[name]?.started.increment() }
+
+    func journeyEnded(_ name: String, succeeded: Bool) {
+        guard let j = journeys[name] else { return }
+        (succeeded ? j.succeeded : j.failed).increment()
+    }
+
+    func storeOperation(_ op: StoreOperation, nanos: UInt64, failed: Bool) {
+        storeTimers[op]!.recordNanoseconds(Int64(truncatingIfNeeded: nanos))
+        if failed { storeFailures[op]!.increment() }
+    }
+
+    func upstreamFailed(_ f: UpstreamFailure) {
+        switch f {
+        case .connectFailed, .connectTimeout: upstreamConnectFailures.increment()
+        default: break
+        }
+    }
+
+    /// Prometheus' text exposition format.
+    func exposition() -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(16 * 1024)
+        registry.emit(into: &out)
+        return out
+    }
+}
+
+enum StoreOperation: String, CaseIterable, Sendable {
+    case create, put, get, touch, delete, take, increment, compareAndSwap = "compare_and_swap", takeIf = "take_if", ping
+}
+
+extension GatewayMetrics {
+    /// A journey step's outcome: a success or a failure ends the journey; a next step does not.
+    func journey(_ name: String, _ result: JourneyResult) {
+        switch result {
+        case .success: journeyEnded(name, succeeded: true)
+        case .failure, .rejected, .timedOut: journeyEnded(name, succeeded: false)
+        case .step, .unavailable: break
+        }
+    }
+}

@@ -1,0 +1,28 @@
+import EventHTTP
+import HTTPCore
+import TxGateCore
+
+/// `/-/metrics`: the Prometheus text format, to peers in `metrics.allowFrom` only (the
+/// connection's own address; by default loopback). Everything else goes on to the other
+/// gateway endpoints and the proxy.
+struct MetricsEndpointPhase: RequestPhase {
+    static let path = "/-/metrics"
+    static let contentType = "text/plain; version=0.0.4; charset=utf-8"
+    let metrics: GatewayMetrics
+
+    func handle(_ ctx: RequestContext) {
+        guard ctx.path == Self.path else { ctx.proceed(); return }
+        guard metrics.allowFrom.contains(address: ctx.exchange.remoteIP) else {
+            ctx.fail(.forbidden("metrics are not served to this address (see metrics.allowFrom)"))
+            return
+        }
+        guard ctx.head.method == "GET" || ctx.head.method == "HEAD" else {
+            ctx.fail(.methodNotAllowed("\(ctx.head.method) is not allowed on \(Self.path); use GET"))
+            return
+        }
+        var h = HTTPHeaders()
+        h.add("Content-Type", Self.contentType)
+        h.add("Cache-Control", "no-store")
+        ctx.respond(status: 200, headers: h, body: metrics.exposition())
+    }
+}

@@ -1,0 +1,61 @@
+import CoreMetrics
+import EventHTTP
+import TxGateCore
+
+/// One worker's request counters: `txgate_requests_total` by policy, method and status
+/// class, plus the upstream's latency. Confined to the worker's loop, so the handle cache
+/// needs no lock: each label combination is resolved once, then a request costs an array
+/// index and an atomic add (the plain proxy's budget is a few percent of its CPU).
+final class RequestMetrics {
+    let metrics: GatewayMetrics
+    private let policies: PolicySet
+    private var counters: [Counter?]
+    private let methodCount = GatewayMetrics.methods.count
+    private let classCount = GatewayMetrics.statusClasses.count
+
+    init(_ metrics: GatewayMetrics, policies: PolicySet) {
+        self.metrics = metrics
+        self.policies = policies
+        counters = Array(repeating: nil, count: metrics.policyNames.count * methodCount * classCount)
+    }
+
+    /// The request is over: count it (called once, from `RequestContext.finish`).
+    func finished(_ ctx: RequestContext) {
+        let ex = ctx.exchange
+        let method = Self.methodIndex(ex.head.method)
+        let status = ex.responseStarted ? ex.status : 499
+        let statusClass = min(4, max(0, status / 100 - 1))
+        let policy = policyIndex(ctx)
+        let i = (policy * methodCount + method) * classCount + statusClass
+        if let c = counters[i] {
+            c.increment()
+        } else {
+            let c = metrics.requestCounter(policy: policy, method: method, statusClass: statusClass)
+            counters[i] = c
+            c.increment()
+        }
+        // Every decision a request got (from the cache or the PDP), by what it said.
+        if let d = ctx.decision { metrics.decided(d, method: ex.head.method) }
+        if let u = ctx.upstreamNanos { metrics.upstreamLatency.recordNanoseconds(Int64(truncatingIfNeeded: u)) }
+    }
+
+    /// The policy that applied (the last index, "none", when none did or there are no policies).
+    private func policyIndex(_ ctx: RequestContext) -> Int {
+        let none = metrics.policyNames.count - 1
+        guard none > 0, !ctx.path.isEmpty else { return none }
+        return policies.policies.firstIndex { $0.applies(path: ctx.path[...], method: ctx.head.method) } ?? none
+    }
+
+    static func methodIndex(_ m: String) -> Int {
+        switch m {
+        case "GET": return 0
+        case "HEAD": return 1
+        case "POST": return 2
+        case "PUT": return 3
+        case "DELETE": return 4
+        case "PATCH": return 5
+        case "OPTIONS": return 6
+        default: return 7
+        }
+    }
+}
