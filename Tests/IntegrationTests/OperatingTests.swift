@@ -27,12 +27,12 @@ import TestSupport
         let g = try bed.startGateway(upstream: bank.url, config: ["readiness": ["intervalMs": 200]])
 
         let ready = try Self.waitReady(g, 200)
-        #expect(ready.bodyText == #"{"status":"ready","workers":1,"upstream":"up"}"#)
+        #expect(ready.bodyText == #"{"status":"ready","version":"\#(TxGateVersion.current)","workers":1,"upstream":"up"}"#)
         #expect(ready.header("Content-Type") == "application/json")
 
         bank.process.kill()
         let down = try Self.waitReady(g, 503)
-        #expect(down.bodyText == #"{"status":"not ready","workers":1,"upstream":"down"}"#)
+        #expect(down.bodyText == #"{"status":"not ready","version":"\#(TxGateVersion.current)","workers":1,"upstream":"down"}"#)
         // Liveness is not readiness: the process is fine, so /-/health says so.
         #expect(try g.fetch("GET", "/-/health").status == 200)
         #expect(g.logLines().contains { $0["msg"] as? String == "readiness: the upstream refuses connections" })
@@ -40,7 +40,7 @@ import TestSupport
         // The upstream comes back on the same port: ready again, by itself.
         let again = try bed.spawn(try BinaryLocator.demoBank, ["--listen", "127.0.0.1:\(bank.port)"], name: "demo-bank")
         try again.waitForPort(bank.port)
-        #expect(try Self.waitReady(g, 200).bodyText == #"{"status":"ready","workers":1,"upstream":"up"}"#)
+        #expect(try Self.waitReady(g, 200).bodyText == #"{"status":"ready","version":"\#(TxGateVersion.current)","workers":1,"upstream":"up"}"#)
         #expect(g.logLines().contains { $0["msg"] as? String == "readiness: ready again" })
         #expect(try g.fetch("POST", "/-/ready").status == 405)
     }
@@ -55,11 +55,11 @@ import TestSupport
             "readiness": ["intervalMs": 200],
             "store": ["type": "redis", "url": redis.url, "timeoutMs": 500],
         ]))
-        #expect(try Self.waitReady(g, 200).bodyText == #"{"status":"ready","workers":1,"upstream":"up","store":"up"}"#)
+        #expect(try Self.waitReady(g, 200).bodyText == #"{"status":"ready","version":"\#(TxGateVersion.current)","workers":1,"upstream":"up","store":"up"}"#)
         redis.kill()
-        #expect(try Self.waitReady(g, 503).bodyText == #"{"status":"not ready","workers":1,"upstream":"up","store":"down"}"#)
+        #expect(try Self.waitReady(g, 503).bodyText == #"{"status":"not ready","version":"\#(TxGateVersion.current)","workers":1,"upstream":"up","store":"down"}"#)
         try redis.start()
-        #expect(try Self.waitReady(g, 200, timeout: 15).bodyText == #"{"status":"ready","workers":1,"upstream":"up","store":"up"}"#)
+        #expect(try Self.waitReady(g, 200, timeout: 15).bodyText == #"{"status":"ready","version":"\#(TxGateVersion.current)","workers":1,"upstream":"up","store":"up"}"#)
     }
 
     static func accessLines(_ g: GatewayInstance) -> [[String: Any]] {
