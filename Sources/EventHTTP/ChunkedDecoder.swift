@@ -3,15 +3,18 @@ import HTTPCore
 
 /// Incremental decoder for `Transfer-Encoding: chunked`. It moves chunk data from the input
 /// evbuffer to the output evbuffer without copying, and drops extensions and trailers.
-struct ChunkedDecoder {
+/// Public only for the fuzz target (Fuzz/Sources/fuzz-chunked).
+public struct ChunkedDecoder {
     private enum State { case size, data(Int), dataEnd, trailer, done }
     private var state = State.size
     static let maxLine = 4096
 
-    var isDone: Bool { if case .done = state { return true } else { return false } }
+    public init() {}
+
+    public var isDone: Bool { if case .done = state { return true } else { return false } }
 
     /// Consumes what it can. Returns true when the terminating chunk and trailers are read.
-    mutating func decode(from input: OpaquePointer, into output: OpaquePointer) throws(HTTPParseError) -> Bool {
+    public mutating func decode(from input: OpaquePointer, into output: OpaquePointer) throws(HTTPParseError) -> Bool {
         while true {
             switch state {
             case .size:
