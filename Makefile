@@ -1,9 +1,11 @@
 # TxGate: `make run` starts the demo, `make test` runs the whole suite. Both install what is missing.
 SHELL := /bin/bash
 GATEWAY_CONFIG ?= gateway.json
+# `make fuzz`: each libFuzzer target (Fuzz/) runs this long, two at a time (FUZZ_PARALLEL).
+FUZZ_SECONDS ?= 60
 DEMO_LISTEN ?= 127.0.0.1:9000
 
-.PHONY: deps build run test bench clean
+.PHONY: deps build run test fuzz fuzz-smoke bench clean
 
 deps:
 	@bash scripts/install-deps.sh
@@ -17,6 +19,16 @@ run: build
 test: deps
 	swift build --build-tests
 	TXGATE_BIN_DIR="$$(swift build --show-bin-path)" swift test --skip-build
+
+# libFuzzer targets in their own package (Fuzz/Package.swift); fails if any target crashes.
+fuzz:
+	@bash scripts/install-deps.sh --build
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# What CI runs: every target for 20 s.
+fuzz-smoke:
+	@bash scripts/install-deps.sh --build
+	bash scripts/fuzz.sh 20
 
 bench:
 	@bash scripts/install-deps.sh --bench
