@@ -17,7 +17,11 @@ flags=(-c "$config" -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library
 
 start=$(date +%s)
 # ld.gold warns once per exported ASan symbol; those lines say nothing.
-if ! swift build --package-path Fuzz "${flags[@]}" 2>&1 | grep -v "ld.gold: warning: Cannot export local symbol"; then :; fi
+mkdir -p .build
+swift build --package-path Fuzz "${flags[@]}" >.build/fuzz-build.log 2>&1
+status=$?
+grep -v "ld.gold: warning: Cannot export local symbol" .build/fuzz-build.log | tail -40
+[ "$status" -eq 0 ] || { echo "fuzz: build failed (full log .build/fuzz-build.log)" >&2; exit 2; }
 bin="$(swift build --package-path Fuzz "${flags[@]}" --show-bin-path)"
 for t in "${targets[@]}"; do
   [ -x "$bin/fuzz-$t" ] || { echo "fuzz: build failed (no $bin/fuzz-$t)" >&2; exit 2; }
@@ -50,7 +54,7 @@ for t in "${targets[@]}"; do
   execs=$(grep -o 'stat::average_exec_per_sec: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   runs=$(grep -o 'stat::number_of_executed_units: *[0-9]*' "$log" | grep -o '[0-9]*$' | tail -1)
   cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')
-  corpus=$(ls ".build/fuzz-corpus/$t" | wc -l)
+  corpus=$(grep -o 'corp: [0-9]*' "$log" | tail -1 | grep -o '[0-9]*')   # libFuzzer's, after reduction
   result=ok; [ "$rc" -ne 0 ] && { result="FAILED($rc)"; failed=1; }
   printf '%-14s %8s %10s %8s %8s  %s\n' "$t" "$result" "${execs:-?}" "${cov:-?}" "$corpus" "${runs:-?}"
 done
