@@ -1,8 +1,11 @@
-# TxGate: `make run` starts the demo, `make test` runs the whole suite. Both install what is missing:
-# `make run` only what building and running need, `make test` also the test set.
-# `make install` (PREFIX=/usr/local, DESTDIR honoured) puts txgate and demo-bank in $(PREFIX)/bin.
+# TxGate: `make run` starts the demo, `make test` runs the whole suite (and each fuzz target for
+# 20 s). Both install what is missing: `make run` only what building and running need, `make
+# test` also the test set. `make install` (PREFIX=/usr/local, DESTDIR honoured) puts txgate and
+# demo-bank in $(PREFIX)/bin.
 SHELL := /bin/bash
 GATEWAY_CONFIG ?= gateway.json
+# `make fuzz`: each libFuzzer target (Fuzz/) runs this long, two at a time (FUZZ_PARALLEL).
+FUZZ_SECONDS ?= 60
 DEMO_LISTEN ?= 127.0.0.1:9000
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
@@ -11,7 +14,7 @@ BINDIR ?= $(PREFIX)/bin
 TXGATE_COMMIT ?= $(shell git describe --always --dirty --abbrev=12 --exclude '*' 2>/dev/null || echo unknown)
 export TXGATE_COMMIT
 
-.PHONY: deps test-deps build run install uninstall test bench clean
+.PHONY: deps test-deps build run install uninstall test fuzz fuzz-smoke bench clean
 
 deps:
 	@bash scripts/install-deps.sh --build
@@ -41,6 +44,17 @@ uninstall:
 test: test-deps
 	swift build --build-tests
 	TXGATE_BIN_DIR="$$(swift build --show-bin-path)" swift test --skip-build
+	bash scripts/fuzz.sh 20
+
+# libFuzzer targets in their own package (Fuzz/Package.swift); fails if any target crashes.
+fuzz:
+	@bash scripts/install-deps.sh --build
+	bash scripts/fuzz.sh $(FUZZ_SECONDS)
+
+# Every target for 20 s: the last step of `make test` (about 2.5 min from a clean Fuzz/.build on 2 cores).
+fuzz-smoke:
+	@bash scripts/install-deps.sh --build
+	bash scripts/fuzz.sh 20
 
 bench:
 	@bash scripts/install-deps.sh --bench

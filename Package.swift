@@ -16,6 +16,11 @@ let package = Package(
     products: [
         .executable(name: "txgate", targets: ["txgate"]),
         .executable(name: "demo-bank", targets: ["demo-bank"]),
+        // Libraries for the fuzz package (Fuzz/Package.swift), which depends on this one by path.
+        .library(name: "HTTPCore", targets: ["HTTPCore"]),
+        .library(name: "EventHTTP", targets: ["EventHTTP"]),
+        .library(name: "TxGateCrypto", targets: ["TxGateCrypto"]),
+        .library(name: "TxGateCore", targets: ["TxGateCore"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),

@@ -3,23 +3,34 @@ import HTTPCore
 
 /// Incremental decoder for `Transfer-Encoding: chunked`. It moves chunk data from the input
 /// evbuffer to the output evbuffer without copying, and drops extensions and trailers.
-struct ChunkedDecoder {
+/// Public only for the fuzz target (Fuzz/Sources/fuzz-chunked).
+public struct ChunkedDecoder {
     private enum State { case size, data(Int), dataEnd, trailer, done }
     private var state = State.size
     static let maxLine = 4096
 
-    var isDone: Bool { if case .done = state { return true } else { return false } }
+    public init() {}
+
+    public var isDone: Bool { if case .done = state { return true } else { return false } }
 
     /// Consumes what it can. Returns true when the terminating chunk and trailers are read.
-    mutating func decode(from input: OpaquePointer, into output: OpaquePointer) throws(HTTPParseError) -> Bool {
+    public mutating func decode(from input: OpaquePointer, into output: OpaquePointer) throws(HTTPParseError) -> Bool {
         while true {
             switch state {
             case .size:
                 guard let line = try readLine(input) else { return false }
-                let hex = line.split(separator: ";", maxSplits: 1).first.map { $0.trimmingOWS() } ?? ""
-                guard !hex.isEmpty, hex.utf8.count <= 15, let n = Int(hex, radix: 16), n >= 0 else {
-                    throw HTTPParseError(400, "malformed chunk size")
+                // chunk-size = 1*HEXDIG (RFC 9112 §7.1), read as bytes. Found by fuzzing (Fuzz/README.md):
+                // the Character-wise split read `;5` as size 5 and missed a `;` followed by a combining
+                // mark, and Int(_:radix:) took `+5` and `-0`.
+                var n = 0, digits = 0, afterDigits = false
+                for c in line.utf8 {
+                    if c == UInt8(ascii: ";") { break }
+                    if c == 0x20 || c == 0x09 { afterDigits = digits > 0; continue }
+                    guard !afterDigits, digits < 15, let d = hexValue(c) else { throw HTTPParseError(400, "malformed chunk size") }
+                    n = n << 4 | d
+                    digits += 1
                 }
+                guard digits > 0 else { throw HTTPParseError(400, "malformed chunk size") }
                 state = n == 0 ? .trailer : .data(n)
             case .data(let remaining):
                 let available = evbuffer_get_length(input)
@@ -52,6 +63,15 @@ struct ChunkedDecoder {
         var bytes = [UInt8](repeating: 0, count: eol + 2)
         _ = bytes.withUnsafeMutableBytes { evbuffer_remove(input, $0.baseAddress, eol + 2) }
         return String(decoding: bytes[0..<eol], as: UTF8.self)
+    }
+}
+
+private func hexValue(_ c: UInt8) -> Int? {
+    switch c {
+    case 0x30...0x39: return Int(c - 0x30)
+    case 0x41...0x46: return Int(c - 0x41 + 10)
+    case 0x61...0x66: return Int(c - 0x61 + 10)
+    default: return nil
     }
 }
 

@@ -91,11 +91,19 @@ public enum HTTPParser {
         guard let line = lines.next(), line.count >= 12 else { throw HTTPParseError(502, "malformed status line") }
         let minor = try parseVersion(line[line.startIndex..<line.startIndex + 8])
         let codeBytes = line[line.startIndex + 9..<line.startIndex + 12]
-        guard line[line.startIndex + 8] == 0x20, codeBytes.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) else {
+        // SP after the code when anything follows it, and a reason phrase of HTAB, SP, VCHAR and
+        // obs-text only (RFC 9112 §4): it is forwarded to the client. Found by fuzzing (Fuzz/README.md):
+        // a bare CR or LF in the reason reached the client's status line.
+        guard line[line.startIndex + 8] == 0x20, codeBytes.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }),
+              line.count == 12 || line[line.startIndex + 12] == 0x20 else {
             throw HTTPParseError(502, "malformed status line")
         }
         let status = codeBytes.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-        let reason = line.count > 13 ? String(decoding: line[(line.startIndex + 13)...], as: UTF8.self) : ""
+        let reasonBytes = line[(line.startIndex + min(13, line.count))...]
+        guard reasonBytes.allSatisfy({ ($0 >= 0x20 || $0 == 0x09) && $0 != 0x7F }) else {
+            throw HTTPParseError(502, "invalid character in reason phrase")
+        }
+        let reason = String(decoding: reasonBytes, as: UTF8.self)
         let headers = try parseFields(&lines)
         return ResponseHead(status: status, reason: reason, versionMinor: minor, headers: headers)
     }

@@ -60,4 +60,22 @@ import Testing
         #expect(noReason.status == 204 && noReason.reason == "")
         #expect(throws: HTTPParseError.self) { try head("HTTP/1.1 2x0 OK\r\n\r\n") }
     }
+
+    /// Regression (Fuzz/README.md, fuzz-response-head): a bare CR or LF in the reason phrase was
+    /// accepted and forwarded to the client's status line; so was a status line with no SP after the code.
+    @Test func rejectsControlCharactersInTheReasonPhrase() throws {
+        func head(_ bytes: [UInt8]) throws -> ResponseHead {
+            try bytes.withUnsafeBytes { try HTTPParser.parseResponseHead($0) }
+        }
+        // The input the fuzzer saved.
+        let found = Array("HTTP/1.1 204 No Cone\rttn\nConnection: close\r\n\r\n".utf8)
+        #expect(throws: HTTPParseError(502, "invalid character in reason phrase")) { try head(found) }
+        for bad in ["HTTP/1.1 200 O\nK\r\n\r\n", "HTTP/1.1 200 O\u{0}K\r\n\r\n", "HTTP/1.1 200 O\u{7F}K\r\n\r\n"] {
+            #expect(throws: HTTPParseError.self) { try head(Array(bad.utf8)) }
+        }
+        #expect(throws: HTTPParseError(502, "malformed status line")) { try head(Array("HTTP/1.1 200XOK\r\n\r\n".utf8)) }
+        #expect(try head(Array("HTTP/1.1 200 OK\tfine \u{E9}\r\n\r\n".utf8)).reason == "OK\tfine \u{E9}")
+        #expect(try head(Array("HTTP/1.1 200 \r\n\r\n".utf8)).reason == "")
+        #expect(try head(Array("HTTP/1.1 200\r\n\r\n".utf8)).status == 200)
+    }
 }

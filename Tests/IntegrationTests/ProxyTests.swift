@@ -110,6 +110,30 @@ struct ProxyTests {
         #expect(!echo.hasHeader("Transfer-Encoding"), "upstream saw:\n\(echo)")
     }
 
+    /// Regression (Fuzz/README.md, fuzz-chunked): chunk-size is 1*HEXDIG. The decoder read `;5`
+    /// (the fuzzer's `;;eA6789`) as a size, took `+5` and `-0`, and refused a size whose extension
+    /// began with a combining mark (the fuzzer's `0;\u{6DC}t=1`).
+    @Test("a chunk size that is not 1*HEXDIG is refused; extensions are skipped byte-wise")
+    func chunkSizeIsStrict() throws {
+        let bed = try Testbed.current
+        let (gateway, _) = try bed.startGatewayWithBank()
+        func post(_ body: String) throws -> HTTPResponse {
+            let client = try gateway.connect()
+            try client.sendRequest("POST", "/echo", headers: [("Transfer-Encoding", "chunked"),
+                                                               ("Content-Type", "application/octet-stream")])
+            try client.send(body)
+            return try client.readResponse()
+        }
+        for bad in [";;eA6789\r\nhello\r\n0\r\n\r\n", ";5\r\nhello\r\n0\r\n\r\n", "+5\r\nhello\r\n0\r\n\r\n",
+                    "5\r\nhello\r\n-0\r\n\r\n", "5 5\r\nhello\r\n0\r\n\r\n"] {
+            let r = try post(bad)
+            #expect(r.status == 400, "\(bad.debugDescription): \(r)")
+        }
+        let r = try post("5;\u{6DC}t=1\r\nhello\r\n0;\u{6DC}t=1\r\n\r\n")
+        #expect(r.status == 200, "\(r)")
+        #expect(try EchoedRequest(r).body == Array("hello".utf8))
+    }
+
     @Test("a chunked upstream response reaches the client intact")
     func chunkedResponseIsRelayed() throws {
         let bed = try Testbed.current

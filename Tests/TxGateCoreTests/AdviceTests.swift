@@ -123,4 +123,23 @@ import Testing
         #expect(RetryParameters.strip("/a?x=1").target == "/a?x=1")
         #expect(RetryParameters.strip("/a").txid == nil)
     }
+
+    /// Regression (Fuzz/README.md, fuzz-advice): names and values that start with a combining mark
+    /// (or hold invalid UTF-8) merged with the `"` or `>` before them in Character-wise searches, so
+    /// the advices' own XML did not parse back to them.
+    @Test func xmlRoundTripsNamesAndValuesStartingWithACombiningMark() throws {
+        let a = Advices([("\u{301}name", ["\u{301}v", "&\u{301}", "<\u{301}", "x\u{5B0}"]), ("\u{5B0}", [])])
+        #expect(Advices.parse(xmlOrBase64: a.xml) == a)
+        #expect(Advices.parse(xmlOrBase64: Data(a.xml.utf8).base64EncodedString()
+            .replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")) == a)
+
+        // The input the fuzzer saved: after its mode byte, NUL-separated name and values, 0x01 between entries.
+        let found = try #require(Data(base64Encoded: "AlRyYW5zgwIAAAAAAABhY25Db25kaXRpb5ZBZHZpY2UAdIPSzv6+0IvW1tbW1tbW1tbW1tbW1tbW1tbW1tbW1tbW1tbW1trW1tbW1tbW1tbX1tbW1tbW1tbW1tbW1tbW1ouLi4uLi4uLi4uLi4uLi4uLi4uLi4uLi4uLi4uLi4sBAAAti4uLi4uLi4uLi4uLi4uLi4uLi4uLi4uLi4uLi4uLi4sui4uLi4uLi4uLi4uLi4uLi4uLi4uLi4uLi4uLi4uLi4uL1tbW1tbW1tbW1tbW1tbW1tbW1tbW1tbW1tbW1tbW1tbW1tbW1tbW1tbW1tbWPSJBdXRoU2NrPtaXTL8cLK1ofAAAaXRgaW9uQWR2gWljZQAwACsvKy/DqQ=="))
+        let entries = Array(found.dropFirst()).split(separator: 0x01, omittingEmptySubsequences: false).map { group in
+            let parts = group.split(separator: 0x00, omittingEmptySubsequences: false).map { String(decoding: $0, as: UTF8.self) }
+            return (parts[0], Array(parts.dropFirst()))
+        }
+        let fromFuzzer = Advices(entries)
+        #expect(Advices.parse(xmlOrBase64: fromFuzzer.xml) == fromFuzzer)
+    }
 }

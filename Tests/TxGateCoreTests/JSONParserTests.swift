@@ -73,4 +73,19 @@ import TxGateCore
             #expect(JSONValue.parse(Array(v.canonical.utf8)) == v, "\(v.canonical)")
         }
     }
+
+    /// Regression (Fuzz/README.md, fuzz-json): a JSON Pointer was split and unescaped by Character,
+    /// so `~0` or `/` followed by a combining mark (U+0FAE, U+0301) was not seen.
+    @Test func pointersWithCombiningMarks() throws {
+        // The input the fuzzer saved.
+        let v = try #require(JSONValue.parse(Array(#" {"e~\u0fae~": {"": 3}} "#.utf8)))
+        #expect(v.at(pointer: "/e~0\u{FAE}~0") == JSONValue.parse(Array(#"{"": 3}"#.utf8)))
+        #expect(v.at(pointer: "/e~0\u{FAE}~0/")?.intValue == 3)
+        let w = try #require(JSONValue.parse(Array(#"{"\u0301a": {"\u0301": [1, 2]}, "~1": 4, "/": 5}"#.utf8)))
+        #expect(w.at(pointer: "/\u{301}a/\u{301}/1")?.intValue == 2)
+        #expect(w.at(pointer: "/~01")?.intValue == 4)
+        #expect(w.at(pointer: "/~1")?.intValue == 5)
+        #expect(w.at(pointer: "") == w)
+        #expect(w.at(pointer: "x") == nil)
+    }
 }

@@ -103,9 +103,11 @@ public enum JSONValue: Equatable, Sendable, Codable {
 
     /// The value at a JSON Pointer (RFC 6901), e.g. `/amount`.
     public func at(pointer: String) -> JSONValue? {
-        guard pointer.hasPrefix("/") else { return pointer.isEmpty ? self : nil }
+        // Unicode scalars, not Characters: found by fuzzing (Fuzz/README.md), a `/` or `~0` followed
+        // by a combining mark is one Character, and the key it names was missed.
+        guard pointer.unicodeScalars.first == "/" else { return pointer.isEmpty ? self : nil }
         var v = self
-        for raw in pointer.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
+        for raw in pointer.unicodeScalars.dropFirst().split(separator: "/", omittingEmptySubsequences: false) {
             let token = Self.unescapePointerToken(raw)
             switch v {
             case .object(let o): guard let n = o[token] else { return nil }; v = n
@@ -118,8 +120,24 @@ public enum JSONValue: Equatable, Sendable, Codable {
 
     /// A JSON Pointer reference token as the key it names: `~1` is `/`, then `~0` is `~`.
     static func unescapePointerToken(_ raw: Substring) -> String {
+        unescapePointerToken(raw.unicodeScalars)
+    }
+
+    static func unescapePointerToken(_ raw: Substring.UnicodeScalarView) -> String {
         guard raw.contains("~") else { return String(raw) }
-        return raw.replacingOccurrences(of: "~1", with: "/").replacingOccurrences(of: "~0", with: "~")
+        var out = String.UnicodeScalarView()
+        var i = raw.startIndex
+        while i != raw.endIndex {
+            let c = raw[i]
+            i = raw.index(after: i)
+            if c == "~", i != raw.endIndex, raw[i] == "0" || raw[i] == "1" {
+                out.append(raw[i] == "0" ? "~" : "/")
+                i = raw.index(after: i)
+            } else {
+                out.append(c)
+            }
+        }
+        return String(out)
     }
 
     /// How a value reads in a prompt: strings bare, everything else as JSON. A number shows its

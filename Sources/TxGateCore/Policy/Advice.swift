@@ -37,51 +37,74 @@ public struct Advices: Equatable, Sendable {
 
     /// Reads advice XML, URL-decoded or as unpadded base64url of the XML (both occur).
     public static func parse(xmlOrBase64 input: String) -> Advices? {
-        if input.hasPrefix("<") { return parse(xml: input) }
+        if input.utf8.first == UInt8(ascii: "<") { return parse(xml: input) }
         var b64 = input.replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
         while b64.count % 4 != 0 { b64 += "=" }
         guard let data = Data(base64Encoded: b64), let xml = String(data: data, encoding: .utf8) else { return nil }
         return parse(xml: xml)
     }
 
-    /// Clients find `<Attribute name="...">` and `<Value>` with patterns, and so does this.
+    /// Clients find `<Attribute name="...">` and `<Value>` with patterns, and so does this, on the
+    /// UTF-8 bytes. Found by fuzzing (Fuzz/README.md): String searches compare Characters, and a
+    /// value or name starting with a combining mark merges with the `>` or `"` before it, so the
+    /// advices' own XML did not parse back to them.
     static func parse(xml: String) -> Advices? {
-        guard xml.hasPrefix("<Advices>"), xml.hasSuffix("</Advices>") else { return nil }
-        var entries: [(String, [String])] = []
-        for pair in xml.components(separatedBy: "<AttributeValuePair>").dropFirst() {
-            guard let nameStart = pair.range(of: "<Attribute name=\""),
-                  let nameEnd = pair.range(of: "\"", range: nameStart.upperBound..<pair.endIndex) else { return nil }
-            let name = xmlUnescape(String(pair[nameStart.upperBound..<nameEnd.lowerBound]))
-            var values: [String] = []
-            var rest = pair[nameEnd.upperBound...]
-            while let v = rest.range(of: "<Value>"), let e = rest.range(of: "</Value>", range: v.upperBound..<rest.endIndex) {
-                values.append(xmlUnescape(String(rest[v.upperBound..<e.lowerBound])))
-                rest = rest[e.upperBound...]
+        let b = Array(xml.utf8)
+        guard b.starts(with: "<Advices>".utf8), b.count >= 19, b[(b.count - 10)...].elementsEqual("</Advices>".utf8) else { return nil }
+        func find(_ pattern: String, in slice: ArraySlice<UInt8>, from start: Int) -> Int? {
+            let p = Array(pattern.utf8)
+            var i = start
+            while i + p.count <= slice.endIndex {
+                if slice[i..<(i + p.count)].elementsEqual(p) { return i }
+                i += 1
             }
-            entries.append((name, values))
+            return nil
+        }
+        func text(_ s: ArraySlice<UInt8>) -> String { xmlUnescape(String(decoding: s, as: UTF8.self)) }
+        let separator = "<AttributeValuePair>"
+        var pairs: [ArraySlice<UInt8>] = []
+        var at = 0
+        while let next = find(separator, in: b[...], from: at) {
+            if at > 0 { pairs.append(b[at..<next]) }
+            at = next + separator.utf8.count
+        }
+        if at > 0 { pairs.append(b[at...]) }
+        var entries: [(String, [String])] = []
+        for pair in pairs {
+            let opening = "<Attribute name=\""
+            guard let nameStart = find(opening, in: pair, from: pair.startIndex).map({ $0 + opening.utf8.count }),
+                  let nameEnd = find("\"", in: pair, from: nameStart) else { return nil }
+            var values: [String] = []
+            var rest = nameEnd + 1
+            while let v = find("<Value>", in: pair, from: rest), let e = find("</Value>", in: pair, from: v + 7) {
+                values.append(text(pair[(v + 7)..<e]))
+                rest = e + 8
+            }
+            entries.append((text(pair[nameStart..<nameEnd]), values))
         }
         return entries.isEmpty ? nil : Advices(entries)
     }
 }
 
-/// The four entities MarkupText.escape writes, in one pass (anything else stays as written).
+/// The four entities MarkupText.escape writes, in one pass over the bytes (anything else stays as written).
 func xmlUnescape(_ s: String) -> String {
     guard s.utf8.contains(UInt8(ascii: "&")) else { return s }
-    let entities: [(String, Character)] = [("&quot;", "\""), ("&lt;", "<"), ("&gt;", ">"), ("&amp;", "&")]
-    var out = ""
-    var rest = Substring(s)
-    while let amp = rest.firstIndex(of: "&") {
-        out += rest[..<amp]
-        rest = rest[amp...]
-        if let (entity, ch) = entities.first(where: { rest.hasPrefix($0.0) }) {
-            out.append(ch)
-            rest = rest.dropFirst(entity.count)
+    let entities: [([UInt8], UInt8)] = [(Array("&quot;".utf8), 0x22), (Array("&lt;".utf8), 0x3C),
+                                        (Array("&gt;".utf8), 0x3E), (Array("&amp;".utf8), 0x26)]
+    let b = Array(s.utf8)
+    var out: [UInt8] = []
+    out.reserveCapacity(b.count)
+    var i = 0
+    while i < b.count {
+        if b[i] == UInt8(ascii: "&"), let (entity, c) = entities.first(where: { b[i...].starts(with: $0.0) }) {
+            out.append(c)
+            i += entity.count
         } else {
-            out.append("&")
-            rest = rest.dropFirst()
+            out.append(b[i])
+            i += 1
         }
     }
-    return out + rest
+    return String(decoding: out, as: UTF8.self)
 }
 
 /// The three ways to tell a client that step-up is needed (WIRE.md §3 and §7).

@@ -1,0 +1,58 @@
+// JSON parser (JSONValue.parse). Invariants: a parsed value's canonical text parses back to an
+// equal value, canonical text is a fixed point, and every JSON Pointer the value has resolves.
+import TxGateCore
+
+func require(_ ok: Bool, _ what: @autoclosure () -> String) { if !ok { fatalError("invariant: " + what()) } }
+
+func pointers(_ v: JSONValue, _ prefix: String, _ out: inout [(String, JSONValue)], budget: inout Int) {
+    guard budget > 0 else { return }
+    budget -= 1
+    out.append((prefix, v))
+    switch v {
+    case .array(let a): for (i, e) in a.enumerated() { pointers(e, prefix + "/\(i)", &out, budget: &budget) }
+    case .object(let o):
+        for (k, e) in o {
+            let token = k.replacingOccurrencesOfTilde()
+            pointers(e, prefix + "/" + token, &out, budget: &budget)
+        }
+    default: break
+    }
+}
+
+extension String {
+    func replacingOccurrencesOfTilde() -> String {
+        var s = ""
+        for ch in self.unicodeScalars {
+            if ch == "~" { s += "~0" } else if ch == "/" { s += "~1" } else { s.unicodeScalars.append(ch) }
+        }
+        return s
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let bytes = Array(UnsafeBufferPointer(start: data, count: size))
+    guard let value = JSONValue.parse(bytes) else { return 0 }
+    let canonical = value.canonical
+    guard let again = JSONValue.parse(Array(canonical.utf8)) else {
+        fatalError("invariant: canonical text does not parse: \(canonical.debugDescription)")
+    }
+    require(again == value, "canonical text parses to another value: \(canonical.debugDescription)")
+    require(again.canonical == canonical, "canonical text is not a fixed point")
+    var all: [(String, JSONValue)] = []
+    var budget = 256
+    pointers(value, "", &all, budget: &budget)
+    for (p, v) in all { require(value.at(pointer: p) == v, "pointer \(p.debugDescription) does not resolve") }
+    return 0
+}
+
+// SwiftPM links an executable target with `main` renamed to `fuzz_json_main`; hand it to libFuzzer's driver.
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+                         _ test: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
+
+@_cdecl("fuzz_json_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc, argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv, fuzzJSON)
+}

@@ -1,0 +1,66 @@
+// Path normalization (PathNormalizer.normalize). Invariants: a normalized path is a fixed point,
+// starts with `/`, has no empty, `.` or `..` segment, no raw byte outside the path characters,
+// every `%` starts an upper-case escape that is not an unreserved character, and `keep` agrees
+// with `reject` whenever `reject` accepts.
+import TxGateCore
+
+func require(_ ok: Bool, _ what: @autoclosure () -> String) { if !ok { fatalError("invariant: " + what()) } }
+
+func isUnreserved(_ c: UInt8) -> Bool {
+    (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x2E || c == 0x5F || c == 0x7E
+}
+
+func check(_ p: String, _ action: EncodedSlashAction, input: String) {
+    let b = Array(p.utf8)
+    require(b.first == 0x2F, "not absolute: \(p.debugDescription)")
+    require(PathNormalizer.normalize(Substring(p), encodedSlash: action) == .path(p),
+            "not a fixed point: \(input.debugDescription) -> \(p.debugDescription)")
+    let segments = p.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+    for (i, s) in segments.enumerated() {
+        require(s != "." && s != "..", "dot segment in \(p.debugDescription)")
+        require(!s.isEmpty || i == segments.count - 1, "empty segment in \(p.debugDescription)")
+    }
+    var i = 0
+    while i < b.count {
+        let c = b[i]
+        require(c > 0x20 && c < 0x7F && c != 0x5C, "raw byte \(c) in \(p.debugDescription)")
+        if c == 0x25 {
+            require(i + 2 < b.count, "short escape in \(p.debugDescription)")
+            let hex = Array("0123456789ABCDEF".utf8)
+            guard let hi = hex.firstIndex(of: b[i + 1]), let lo = hex.firstIndex(of: b[i + 2]) else {
+                fatalError("invariant: escape not upper-case hex in \(p.debugDescription)")
+            }
+            let decoded = UInt8(hi << 4 | lo)
+            require(!isUnreserved(decoded), "escaped unreserved character in \(p.debugDescription)")
+            require(decoded != 0 && decoded != 0x5C && (decoded != 0x2F || action == .keep), "forbidden escape in \(p.debugDescription)")
+            i += 3
+        } else {
+            i += 1
+        }
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzPath(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let input = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
+    let rejecting = PathNormalizer.normalize(Substring(input), encodedSlash: .reject)
+    let keeping = PathNormalizer.normalize(Substring(input), encodedSlash: .keep)
+    if case .path(let p) = rejecting {
+        check(p, .reject, input: input)
+        require(keeping == rejecting, "keep and reject disagree on \(input.debugDescription)")
+    }
+    if case .path(let p) = keeping { check(p, .keep, input: input) }
+    if case .rejected(let r) = keeping { _ = r.description; require(r != .encodedSlash, "keep rejected %2F") }
+    return 0
+}
+
+// SwiftPM links an executable target with `main` renamed to `fuzz_path_main`; hand it to libFuzzer's driver.
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+                         _ test: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
+
+@_cdecl("fuzz_path_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc, argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv, fuzzPath)
+}

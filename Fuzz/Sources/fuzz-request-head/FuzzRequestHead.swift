@@ -1,0 +1,55 @@
+// Request head parser: HTTPParser.parseRequestHead and requestFraming.
+// Invariants: what is accepted is well-formed (token method, visible-ASCII target, token field
+// names, field values without CTLs or surrounding whitespace), and writing the parsed head back
+// out and parsing it again gives the same head.
+import HTTPCore
+
+func require(_ ok: Bool, _ what: @autoclosure () -> String) { if !ok { fatalError("invariant: " + what()) } }
+
+func isToken(_ c: UInt8) -> Bool {
+    switch c {
+    case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+    default: return Array("!#$%&'*+-.^_`|~".utf8).contains(c)
+    }
+}
+
+func checkField(_ f: HTTPHeaders.Field) {
+    require(!f.name.isEmpty && f.name.utf8.allSatisfy(isToken), "field name \(f.name.debugDescription)")
+    require(f.value.utf8.allSatisfy { ($0 >= 0x20 || $0 == 0x09) && $0 != 0x7F }, "CTL in value \(f.value.debugDescription)")
+    require(f.value.utf8.first != 0x20 && f.value.utf8.first != 0x09 && f.value.utf8.last != 0x20 && f.value.utf8.last != 0x09,
+            "untrimmed value \(f.value.debugDescription)")
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzRequestHead(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let input = UnsafeRawBufferPointer(start: data, count: size)
+    guard let head = try? HTTPParser.parseRequestHead(input) else { return 0 }
+    _ = try? HTTPParser.requestFraming(head)
+    _ = head.path
+    _ = head.wantsKeepAlive
+    require(!head.method.isEmpty && head.method.utf8.allSatisfy(isToken), "method \(head.method.debugDescription)")
+    require(!head.target.isEmpty && head.target.utf8.allSatisfy { $0 > 0x20 && $0 < 0x7F }, "target \(head.target.debugDescription)")
+    require(head.versionMinor == 0 || head.versionMinor == 1, "version \(head.versionMinor)")
+    for f in head.headers { checkField(f) }
+
+    var w = HeadWriter()
+    w.write(head.method); w.write(" "); w.write(head.target); w.write(" HTTP/1."); w.write(head.versionMinor); w.writeCRLF()
+    w.writeFields(head.headers)
+    w.writeCRLF()
+    let again = w.bytes.withUnsafeBytes { try? HTTPParser.parseRequestHead($0) }
+    require(again != nil, "the written head does not parse")
+    require(again!.method == head.method && again!.target == head.target && again!.versionMinor == head.versionMinor
+            && again!.headers == head.headers, "round trip changed the head")
+    return 0
+}
+
+// SwiftPM links an executable target with `main` renamed to `fuzz_request_head_main`; hand it to libFuzzer's driver.
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+                         _ test: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
+
+@_cdecl("fuzz_request_head_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc, argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv, fuzzRequestHead)
+}

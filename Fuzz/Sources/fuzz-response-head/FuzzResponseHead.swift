@@ -1,0 +1,57 @@
+// Response head parser: HTTPParser.parseResponseHead and responseFraming.
+// Invariants: status is three digits, the status line has SP after the code when longer than
+// `HTTP/1.x NNN`, the reason phrase has no CTL but HTAB (RFC 9112 §4: it is forwarded to the
+// client), fields are well-formed, and writing the head back out parses to the same head.
+import HTTPCore
+
+func require(_ ok: Bool, _ what: @autoclosure () -> String) { if !ok { fatalError("invariant: " + what()) } }
+
+func isToken(_ c: UInt8) -> Bool {
+    switch c {
+    case 0x30...0x39, 0x41...0x5A, 0x61...0x7A: return true
+    default: return Array("!#$%&'*+-.^_`|~".utf8).contains(c)
+    }
+}
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzResponseHead(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
+    let input = UnsafeRawBufferPointer(start: data, count: size)
+    guard let head = try? HTTPParser.parseResponseHead(input) else { return 0 }
+    for m in ["GET", "HEAD", "POST"] { _ = try? HTTPParser.responseFraming(head, requestMethod: m) }
+    _ = head.allowsKeepAlive
+    require((0...999).contains(head.status), "status \(head.status)")
+    require(head.versionMinor == 0 || head.versionMinor == 1, "version \(head.versionMinor)")
+    var lineLength = 0
+    while lineLength + 1 < size, !(input[lineLength] == 0x0D && input[lineLength + 1] == 0x0A) { lineLength += 1 }
+    if lineLength > 12 { require(input[12] == 0x20, "no SP after the status code") }
+    require(head.reason.utf8.allSatisfy { ($0 >= 0x20 || $0 == 0x09) && $0 != 0x7F }, "CTL in reason \(head.reason.debugDescription)")
+    for f in head.headers {
+        require(!f.name.isEmpty && f.name.utf8.allSatisfy(isToken), "field name \(f.name.debugDescription)")
+        require(f.value.utf8.allSatisfy { ($0 >= 0x20 || $0 == 0x09) && $0 != 0x7F }, "CTL in value \(f.value.debugDescription)")
+    }
+
+    var w = HeadWriter()
+    w.write("HTTP/1."); w.write(head.versionMinor); w.write(" ")
+    let code = String(head.status)
+    w.write(String(repeating: "0", count: 3 - code.count) + code)
+    if !head.reason.isEmpty { w.write(" "); w.write(head.reason) }
+    w.writeCRLF()
+    w.writeFields(head.headers)
+    w.writeCRLF()
+    let again = w.bytes.withUnsafeBytes { try? HTTPParser.parseResponseHead($0) }
+    require(again != nil, "the written head does not parse")
+    require(again!.status == head.status && again!.reason == head.reason && again!.versionMinor == head.versionMinor
+            && again!.headers == head.headers, "round trip changed the head")
+    return 0
+}
+
+// SwiftPM links an executable target with `main` renamed to `fuzz_response_head_main`; hand it to libFuzzer's driver.
+@_silgen_name("LLVMFuzzerRunDriver")
+func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
+                         _ test: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
+
+@_cdecl("fuzz_response_head_main")
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
+    var argc = argc, argv = argv
+    return LLVMFuzzerRunDriver(&argc, &argv, fuzzResponseHead)
+}
