@@ -12,6 +12,14 @@ class BufferEventHandler {
 /// The one place where libevent's bufferevent callbacks come back into Swift, for server and
 /// upstream connections alike.
 enum BufferEvent {
+    /// Stops and frees a bufferevent, once: `bev` is nil afterwards.
+    static func free(_ bev: inout OpaquePointer?) {
+        guard let b = bev else { return }
+        bufferevent_disable(b, Int16(EV_READ | EV_WRITE))
+        bufferevent_free(b)
+        bev = nil
+    }
+
     /// A plain socket bufferevent, or a TLS one on `ssl` (which it then owns), for `fd` (-1 to
     /// connect later). Nil when libevent cannot allocate it.
     static func make(loop: EventLoop, fd: Int32, ssl: OpaquePointer?, state: bufferevent_ssl_state) -> OpaquePointer? {

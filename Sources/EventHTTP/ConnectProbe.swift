@@ -63,11 +63,7 @@ final class ConnectAttempt: BufferEventHandler {
         self.done = nil
         timer?.cancel()
         timer = nil
-        if let bev {
-            bufferevent_disable(bev, Int16(EV_READ | EV_WRITE))
-            bufferevent_free(bev)
-            self.bev = nil
-        }
+        BufferEvent.free(&bev)
         done(result)
         let r = retainedSelf
         retainedSelf = nil

@@ -194,11 +194,7 @@ final class UpstreamConnection: BufferEventHandler {
         state = .closed
         connectTimer?.cancel()
         connectTimer = nil
-        if let bev {
-            bufferevent_disable(bev, Int16(EV_READ | EV_WRITE))
-            bufferevent_free(bev)
-            self.bev = nil
-        }
+        BufferEvent.free(&bev)
         let r = retainedSelf
         retainedSelf = nil
         r?.release()

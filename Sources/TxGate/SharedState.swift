@@ -78,22 +78,11 @@ final class SharedState: Sendable {
         workerCount = config.workers
         listenAddress = try SocketAddress(host: config.listen.host, port: config.listen.port)
         let u = config.upstream
-        let upstreamTLS = u.url.isTLS ? try TLSContext.client(caFile: u.caFile) : nil
-        do {
-            upstream = UpstreamEndpoint(address: try SocketAddress(host: u.url.host, port: u.url.port), tls: upstreamTLS,
-                                        tlsHost: u.url.host, connectTimeoutMs: u.connectTimeoutMs,
-                                        responseTimeoutMs: u.responseTimeoutMs, maxIdle: u.keepAlive)
-        } catch {
-            throw SocketError("upstream.url: \(error)")
-        }
-        upstreamAuthority = u.url.authority
-        upstreamBasePath = u.url.basePath
-        upstreamDescription = u.url.description
-        let l = config.limits
-        limits = ServerLimits(maxHeaderBytes: l.maxHeaderBytes, maxBodyBytes: l.maxBodyBytes, headerTimeoutMs: l.headerTimeoutMs,
-                              bodyTimeoutMs: l.bodyTimeoutMs, minBodyRate: l.minBodyRate,
-                              maxConnectionsPerClient: l.maxConnectionsPerClient)
-        clientConnections = l.maxConnectionsPerClient > 0 ? ClientConnectionTable(limit: l.maxConnectionsPerClient) : nil
+        upstream = try Self.upstreamEndpoint(u)
+        (upstreamAuthority, upstreamBasePath, upstreamDescription) = (u.url.authority, u.url.basePath, u.url.description)
+        limits = Self.serverLimits(config.limits)
+        let perClient = config.limits.maxConnectionsPerClient
+        clientConnections = perClient > 0 ? ClientConnectionTable(limit: perClient) : nil
         // The authentication service and its store exist when there are journeys to run.
         if config.journeys.isEmpty {
             (store, auth, signingKey) = (nil, nil, nil)
@@ -104,6 +93,21 @@ final class SharedState: Sendable {
         }
         pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger, metrics: metrics)
         for warning in config.warnings() { logger.warning("\(warning)") }
+    }
+
+    private static func upstreamEndpoint(_ u: UpstreamConfig) throws -> UpstreamEndpoint {
+        let tls = u.url.isTLS ? try TLSContext.client(caFile: u.caFile) : nil
+        do {
+            return UpstreamEndpoint(address: try SocketAddress(host: u.url.host, port: u.url.port), tls: tls, tlsHost: u.url.host,
+                                    connectTimeoutMs: u.connectTimeoutMs, responseTimeoutMs: u.responseTimeoutMs, maxIdle: u.keepAlive)
+        } catch {
+            throw SocketError("upstream.url: \(error)")
+        }
+    }
+
+    private static func serverLimits(_ l: LimitsConfig) -> ServerLimits {
+        ServerLimits(maxHeaderBytes: l.maxHeaderBytes, maxBodyBytes: l.maxBodyBytes, headerTimeoutMs: l.headerTimeoutMs,
+                     bodyTimeoutMs: l.bodyTimeoutMs, minBodyRate: l.minBodyRate, maxConnectionsPerClient: l.maxConnectionsPerClient)
     }
 
     private static func pdp(_ config: GatewayConfig, policies: PolicySet, store: Store?, auth: AuthService?, clock: WallClock,

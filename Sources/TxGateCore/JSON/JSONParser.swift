@@ -169,37 +169,7 @@ struct JSONParser {
                 }
                 return s
             case UInt8(ascii: "\\"):
-                let escape = i
-                i += 1
-                guard i < bytes.count else { return failString("unterminated string (expected '\"' before the end of input)", at: quote) }
-                let e = bytes[i]
-                i += 1
-                switch e {
-                case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
-                case UInt8(ascii: "b"): out.append(0x08)
-                case UInt8(ascii: "f"): out.append(0x0C)
-                case UInt8(ascii: "n"): out.append(0x0A)
-                case UInt8(ascii: "r"): out.append(0x0D)
-                case UInt8(ascii: "t"): out.append(0x09)
-                case UInt8(ascii: "u"):
-                    guard var scalar = hex4() else { return failString("expected 4 hex digits after \\u", at: escape) }
-                    if (0xD800...0xDBFF).contains(scalar) {
-                        guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else {
-                            return failString("a lone surrogate \\u escape (expected its low half after it)", at: escape)
-                        }
-                        i += 2
-                        guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else {
-                            return failString("a lone surrogate \\u escape (expected its low half after it)", at: escape)
-                        }
-                        scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
-                    } else if (0xDC00...0xDFFF).contains(scalar) {
-                        return failString("a lone surrogate \\u escape", at: escape)
-                    }
-                    guard let u = Unicode.Scalar(scalar) else { return failString("an invalid \\u escape", at: escape) }
-                    out.append(contentsOf: UTF8.encode(u)!)
-                default:
-                    return failString("an invalid escape (expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)", at: escape)
-                }
+                guard unescape(into: &out, quote: quote) else { return nil }
             default:
                 if b < 0x20 { return failString(controlCharacter(b)) }
                 out.append(b)
@@ -207,6 +177,58 @@ struct JSONParser {
             }
         }
         return failString("unterminated string (expected '\"' before the end of input)", at: quote)
+    }
+
+    /// The escape at `i` (a backslash) appended to `out` as UTF-8; false once it failed.
+    private mutating func unescape(into out: inout [UInt8], quote: Int) -> Bool {
+        let escape = i
+        i += 1
+        guard i < bytes.count else { return failed("unterminated string (expected '\"' before the end of input)", at: quote) }
+        let e = bytes[i]
+        i += 1
+        switch e {
+        case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"): out.append(e)
+        case UInt8(ascii: "b"): out.append(0x08)
+        case UInt8(ascii: "f"): out.append(0x0C)
+        case UInt8(ascii: "n"): out.append(0x0A)
+        case UInt8(ascii: "r"): out.append(0x0D)
+        case UInt8(ascii: "t"): out.append(0x09)
+        case UInt8(ascii: "u"):
+            guard let u = unicodeEscape(at: escape) else { return false }
+            out.append(contentsOf: UTF8.encode(u)!)
+        default:
+            return failed("an invalid escape (expected one of \\\" \\\\ \\/ \\b \\f \\n \\r \\t \\uXXXX)", at: escape)
+        }
+        return true
+    }
+
+    /// The scalar of a `\uXXXX` escape (with its low half, for a surrogate pair) after `\u`.
+    private mutating func unicodeEscape(at escape: Int) -> Unicode.Scalar? {
+        guard var scalar = hex4() else { return failScalar("expected 4 hex digits after \\u", at: escape) }
+        if (0xD800...0xDBFF).contains(scalar) {
+            guard i + 1 < bytes.count, bytes[i] == UInt8(ascii: "\\"), bytes[i + 1] == UInt8(ascii: "u") else {
+                return failScalar("a lone surrogate \\u escape (expected its low half after it)", at: escape)
+            }
+            i += 2
+            guard let low = hex4(), (0xDC00...0xDFFF).contains(low) else {
+                return failScalar("a lone surrogate \\u escape (expected its low half after it)", at: escape)
+            }
+            scalar = 0x10000 + ((scalar - 0xD800) << 10) + (low - 0xDC00)
+        } else if (0xDC00...0xDFFF).contains(scalar) {
+            return failScalar("a lone surrogate \\u escape", at: escape)
+        }
+        guard let u = Unicode.Scalar(scalar) else { return failScalar("an invalid \\u escape", at: escape) }
+        return u
+    }
+
+    private mutating func failScalar(_ message: String, at position: Int) -> Unicode.Scalar? {
+        _ = fail(message, at: position)
+        return nil
+    }
+
+    private mutating func failed(_ message: String, at position: Int) -> Bool {
+        _ = fail(message, at: position)
+        return false
     }
 
     private func controlCharacter(_ b: UInt8) -> String {
