@@ -11,7 +11,7 @@ let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingL
 let rootID = root.lastPathComponent.lowercased()
 
 func fuzzTarget(_ name: String, _ deps: [String]) -> Target {
-    .executableTarget(name: name, dependencies: deps.map { .product(name: $0, package: rootID) },
+    .executableTarget(name: name, dependencies: ["FuzzSupport"] + deps.map { .product(name: $0, package: rootID) },
                       swiftSettings: [.swiftLanguageMode(.v6)])
 }
 
@@ -20,6 +20,7 @@ let package = Package(
     platforms: [.macOS(.v13)],
     dependencies: [.package(path: root.path)],
     targets: [
+        .target(name: "FuzzSupport", swiftSettings: [.swiftLanguageMode(.v6)]),
         fuzzTarget("fuzz-request-head", ["HTTPCore"]),
         fuzzTarget("fuzz-response-head", ["HTTPCore"]),
         fuzzTarget("fuzz-chunked", ["EventHTTP", "HTTPCore"]),

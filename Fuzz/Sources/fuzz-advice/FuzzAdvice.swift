@@ -9,6 +9,7 @@
 import Foundation
 import TxGateCore
 import TxGateCrypto
+import FuzzSupport
 
 func require(_ ok: Bool, _ what: @autoclosure () -> String) { if !ok { fatalError("invariant: " + what()) } }
 
@@ -82,13 +83,5 @@ public func fuzzAdvice(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     return 0
 }
 
-// SwiftPM links an executable target with `main` renamed to `fuzz_advice_main`; hand it to libFuzzer's driver.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-                         _ test: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
-
 @_cdecl("fuzz_advice_main")
-public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc, argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv, fuzzAdvice)
-}
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt { runFuzzer(argc, argv, fuzzAdvice) }

@@ -2,6 +2,7 @@
 // unreserved ones escaped, space as `+`) parses back to the same fields; and the parser agrees
 // with PercentEncoding on each name and value.
 import TxGateCore
+import FuzzSupport
 
 func require(_ ok: Bool, _ what: @autoclosure () -> String) { if !ok { fatalError("invariant: " + what()) } }
 
@@ -39,13 +40,5 @@ public func fuzzForm(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     return 0
 }
 
-// SwiftPM links an executable target with `main` renamed to `fuzz_form_main`; hand it to libFuzzer's driver.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-                         _ test: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
-
 @_cdecl("fuzz_form_main")
-public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc, argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv, fuzzForm)
-}
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt { runFuzzer(argc, argv, fuzzForm) }

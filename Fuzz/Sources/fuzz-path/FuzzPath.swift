@@ -3,6 +3,7 @@
 // every `%` starts an upper-case escape that is not an unreserved character, and `keep` agrees
 // with `reject` whenever `reject` accepts.
 import TxGateCore
+import FuzzSupport
 
 func require(_ ok: Bool, _ what: @autoclosure () -> String) { if !ok { fatalError("invariant: " + what()) } }
 
@@ -54,13 +55,5 @@ public func fuzzPath(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     return 0
 }
 
-// SwiftPM links an executable target with `main` renamed to `fuzz_path_main`; hand it to libFuzzer's driver.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-                         _ test: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
-
 @_cdecl("fuzz_path_main")
-public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc, argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv, fuzzPath)
-}
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt { runFuzzer(argc, argv, fuzzPath) }

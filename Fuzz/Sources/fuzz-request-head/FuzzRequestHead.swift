@@ -3,6 +3,7 @@
 // names, field values without CTLs or surrounding whitespace), and writing the parsed head back
 // out and parsing it again gives the same head.
 import HTTPCore
+import FuzzSupport
 
 func require(_ ok: Bool, _ what: @autoclosure () -> String) { if !ok { fatalError("invariant: " + what()) } }
 
@@ -43,13 +44,5 @@ public func fuzzRequestHead(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     return 0
 }
 
-// SwiftPM links an executable target with `main` renamed to `fuzz_request_head_main`; hand it to libFuzzer's driver.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-                         _ test: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
-
 @_cdecl("fuzz_request_head_main")
-public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc, argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv, fuzzRequestHead)
-}
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt { runFuzzer(argc, argv, fuzzRequestHead) }

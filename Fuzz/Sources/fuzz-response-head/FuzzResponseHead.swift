@@ -3,6 +3,7 @@
 // `HTTP/1.x NNN`, the reason phrase has no CTL but HTAB (RFC 9112 §4: it is forwarded to the
 // client), fields are well-formed, and writing the head back out parses to the same head.
 import HTTPCore
+import FuzzSupport
 
 func require(_ ok: Bool, _ what: @autoclosure () -> String) { if !ok { fatalError("invariant: " + what()) } }
 
@@ -45,13 +46,5 @@ public func fuzzResponseHead(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt 
     return 0
 }
 
-// SwiftPM links an executable target with `main` renamed to `fuzz_response_head_main`; hand it to libFuzzer's driver.
-@_silgen_name("LLVMFuzzerRunDriver")
-func LLVMFuzzerRunDriver(_ argc: UnsafeMutablePointer<CInt>, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?>,
-                         _ test: @convention(c) (UnsafePointer<UInt8>, Int) -> CInt) -> CInt
-
 @_cdecl("fuzz_response_head_main")
-public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt {
-    var argc = argc, argv = argv
-    return LLVMFuzzerRunDriver(&argc, &argv, fuzzResponseHead)
-}
+public func fuzzMain(_ argc: CInt, _ argv: UnsafeMutablePointer<UnsafeMutablePointer<CChar>?>?) -> CInt { runFuzzer(argc, argv, fuzzResponseHead) }
