@@ -36,6 +36,8 @@ final class RequestContext {
     /// Time from sending upstream to the response head, when the request was proxied.
     var upstreamNanos: UInt64?
     private(set) var finished = false
+    /// The applicable policy's index, once looked up (`policyIndex`).
+    private var applicable: Int??
 
     init(exchange: ServerExchange, requestId: String, pipeline: Pipeline) {
         self.exchange = exchange
@@ -49,6 +51,20 @@ final class RequestContext {
     }
 
     var head: RequestHead { exchange.head }
+
+    /// The index in the pipeline's policies of the one that applies to the normalized path and
+    /// the method (nil: none, or the path is not normalized yet), looked up once per request:
+    /// the phases, the access log and the metrics all ask.
+    var policyIndex: Int? {
+        if let a = applicable { return a }
+        guard !path.isEmpty else { return nil }
+        let i = pipeline.policies.applicableIndex(path: path[...], method: head.method)
+        applicable = .some(i)
+        return i
+    }
+
+    /// The policy that applies (`policyIndex`).
+    var policy: Policy? { policyIndex.map { pipeline.policies.policies[$0] } }
 
     /// Hands the request to the next phase.
     func proceed() {

@@ -10,12 +10,10 @@ struct DecidePhase: RequestPhase {
     let cache: DecisionCache
     let clock: WallClock
     let publicURL: String
-    /// For the access log: the name of the policy that applies.
-    let policies: PolicySet
 
     func handle(_ ctx: RequestContext) {
         let exchange = ctx.exchange
-        ctx.policyName = policies.applicable(path: ctx.path[...], method: ctx.head.method)?.name
+        ctx.policyName = ctx.policy?.name
         let q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.head.method,
                               subject: ctx.subject, txid: ctx.txid, body: { exchange.body.bytes },
                               contentType: Self.contentType(ctx.head.headers))
