@@ -65,8 +65,8 @@ enum BankPages {
     }
 
     static func receipt(_ t: TransferOrder, sequence: Int, balance: Decimal) -> String {
-        layout("Transfer executed", """
-            <p class="ok">Transfer executed</p>
+        layout("Receipt", """
+            <p class="ok">&#10003; Transfer executed</p>
             <dl id="receipt">
             <dt>Amount</dt><dd id="r-amount">\(MarkupText.escape(money(t.amount))) \(MarkupText.escape(t.currency))</dd>
             <dt>Payee</dt><dd id="r-payee">\(MarkupText.escape(t.payee))</dd>

@@ -52,7 +52,7 @@ final class Bank {
     private var timers: [ObjectIdentifier: LoopTimer] = [:]
     /// Executed transfers, in order: a transfer's sequence number is its place here (from 1).
     private var transfers: [TransferOrder] = []
-    static let openingBalance = Decimal(string: "1520.75")!
+    static let openingBalance = Decimal(string: "4820.75")!
 
     init(loop: EventLoop) { self.loop = loop }
 

@@ -4,8 +4,9 @@ import Foundation
 
 /// `loginPage`: how the gateway's login page looks and where a login with no `goto` lands.
 public struct LoginPageConfig: Decodable, Sendable {
-    /// The page's heading and title: the site's name, so that people know where they sign in.
-    public var title = "Sign in"
+    /// The site's name, above the heading and in the page's title, so that people know where
+    /// they sign in; none by default.
+    public var title: String?
     /// An SVG or PNG shown above the heading, embedded in the page (no external asset).
     public var logoFile: String?
     /// `#rgb` or `#rrggbb`: buttons, links and the approval's amounts.
@@ -21,7 +22,7 @@ public struct LoginPageConfig: Decodable, Sendable {
 
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, known: ["title", "logoFile", "accentColor", "supportText", "defaultGoto", "approvalTitle"])
-        title = o.value("title", default: title)
+        title = o.optional("title")
         logoFile = o.optional("logoFile")
         accentColor = o.value("accentColor", default: accentColor)
         supportText = o.optional("supportText")
@@ -34,7 +35,7 @@ public struct LoginPageConfig: Decodable, Sendable {
         if let logoFile, !(logoFile.hasSuffix(".svg") || logoFile.hasSuffix(".png")) {
             o.invalid("logoFile", "'\(logoFile)' must be an .svg or .png file")
         }
-        for (key, text) in [("title", title), ("approvalTitle", approvalTitle)] where text.isEmpty || text.count > 80 {
+        for (key, text) in [("title", title ?? "-"), ("approvalTitle", approvalTitle)] where text.isEmpty || text.count > 80 {
             o.invalid(key, "must be 1 to 80 characters")
         }
     }
