@@ -9,13 +9,13 @@ struct ChallengePhase: RequestPhase {
     private let amURI: String
     private let bearerForm: String
     /// The journey a transaction challenge asks for, for RFC 9470's `acr_values`.
-    private let transactionJourney: (Substring, String) -> String?
+    private let policies: PolicySet
 
-    init(publicURL: String, bearerForm: String, transactionJourney: @escaping (Substring, String) -> String?) {
+    init(publicURL: String, bearerForm: String, policies: PolicySet) {
         self.publicURL = publicURL
         amURI = publicURL + "/am/"
         self.bearerForm = bearerForm
-        self.transactionJourney = transactionJourney
+        self.policies = policies
     }
 
     func handle(_ ctx: RequestContext) {
@@ -55,9 +55,10 @@ struct ChallengePhase: RequestPhase {
         }
         let txid = advices[Advices.transaction]?.first
         // acr_values names the journey that satisfies the advice ("/:NAME" → NAME).
-        let acr = txid != nil ? transactionJourney(ctx.path[...], ctx.head.method) ?? ""
+        let acr = txid != nil ? policies.transactionJourney(path: ctx.path[...], method: ctx.head.method) ?? ""
             : advices[Advices.authenticateToService]?.first.map { String($0.split(separator: ":").last ?? "") } ?? ""
-        h.add("WWW-Authenticate", Challenge.bearerStepUp(acr: acr, txid: txid))
+        let maxAge = txid == nil ? policies.stepUpMaxAge(path: ctx.path[...], method: ctx.head.method) : nil
+        h.add("WWW-Authenticate", Challenge.bearerStepUp(acr: acr, txid: txid, maxAge: maxAge))
         if bearerForm == "both" { h.add("WWW-Authenticate", ssoAdvice(advices)) }
     }
 

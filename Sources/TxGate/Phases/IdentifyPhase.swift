@@ -2,17 +2,33 @@ import EventHTTP
 import HTTPCore
 import TxGateCore
 
-/// Who is asking: the session named by `Authorization: Bearer`, the token header or the
-/// cookie. Skipped when the policy that applies does not need a subject, so that open routes
-/// keep working when the store is down.
+/// Who is asking: an access token the gateway issued (`Authorization: Bearer` JWT), else the
+/// session named by `Authorization: Bearer`, the token header or the cookie. Skipped when the
+/// policy that applies does not need a subject, so that open routes keep working when the store
+/// is down.
 struct IdentifyPhase: RequestPhase {
     let pdp: PolicyDecisionPoint
     let identifier: SubjectIdentifier
+    /// Verifies bearer access tokens; nil without the OAuth 2.0 provider.
+    var accessTokens: OAuthProvider?
 
     func handle(_ ctx: RequestContext) {
         ctx.bearer = Self.bearerToken(ctx.head.headers)
         guard pdp.needsSubject(path: ctx.path[...], method: ctx.head.method) else { ctx.proceed(); return }
-        identifier.identify(token: ctx.bearer ?? identifier.sessionToken(in: ctx.head.headers)) { r in
+        var sessionToken = ctx.bearer ?? identifier.sessionToken(in: ctx.head.headers)
+        if let bearer = ctx.bearer, let provider = accessTokens, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2 {
+            // A valid access token wins; one that does not verify never hides a valid session cookie.
+            if let v = try? provider.verifyAccessToken(bearer, now: identifier.clock.now) {
+                ctx.subject = provider.subject(v, token: bearer)
+                ctx.accessToken = v
+                // The transaction the token was issued for is consumed like `_txid` (WIRE-EXTENSIONS §7).
+                if ctx.txid == nil, let txn = v.string("txn") { ctx.txid = txn }
+                ctx.proceed()
+                return
+            }
+            sessionToken = identifier.sessionToken(in: ctx.head.headers)
+        }
+        identifier.identify(token: sessionToken) { r in
             switch r {
             case .failure(let e):
                 ctx.fail(.storeUnavailable(e.description))

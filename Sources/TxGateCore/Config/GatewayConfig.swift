@@ -90,11 +90,14 @@ public struct GatewayConfig: Decodable, Sendable {
     public var trustedProxies = TrustedProxies()
     public var readiness = ReadinessConfig()
     public var metrics = MetricsConfig()
+    /// The OAuth 2.0 / OpenID Connect provider; nil: not served.
+    public var oauth2: OAuth2Config?
+    public var txnTokens = TxnTokenConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email",
-                              "trustedProxies", "readiness", "metrics"]
+                              "trustedProxies", "readiness", "metrics", "oauth2", "txnTokens"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -133,6 +136,8 @@ public struct GatewayConfig: Decodable, Sendable {
         trustedProxies = TrustedProxies(o.cidrs("trustedProxies") ?? [])
         readiness = o.value("readiness", default: readiness)
         metrics = o.value("metrics", default: metrics)
+        oauth2 = o.optional("oauth2")
+        txnTokens = o.value("txnTokens", default: txnTokens)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
@@ -260,6 +265,8 @@ public enum ConfigLoader {
         // Files the gateway creates: resolved, not required to exist.
         config.store.path = absolute(config.store.path, folder: folder)
         config.secrets.signingKeyFile = absolute(config.secrets.signingKeyFile, folder: folder)
+        config.secrets.tokenKeysFolder = absolute(config.secrets.tokenKeysFolder, folder: folder)
+        OAuthClientSecrets.read(&config, folder: folder, issues: issues)
     }
 
     static func absolute(_ p: String, folder: String) -> String {
@@ -307,7 +314,7 @@ public enum ConfigLoader {
             let journey: String
             switch p.requirement {
             case .none: continue
-            case .stepUp(let j): journey = j
+            case .stepUp(let j, _): journey = j
             case .transaction(let r): journey = r.journey
             }
             if config.journeys[journey] == nil {
@@ -320,6 +327,10 @@ public enum ConfigLoader {
         let emailNodes = config.journeys.values.joined().filter { ["EmailOTP", "EmailSuspend"].contains($0.type) }
         if let first = emailNodes.first, config.email == nil {
             issues.errors.append(ConfigError(path: first.path, message: "\(first.type) needs `email` (an outbox folder or smtp)"))
+        }
+        if (config.oauth2 != nil || config.txnTokens.enabled) && config.journeys.isEmpty {
+            issues.errors.append(ConfigError(path: config.oauth2 != nil ? "oauth2" : "txnTokens",
+                                             message: "needs the authentication service: add journeys (and users)"))
         }
         if !config.journeys.isEmpty && config.journeys[config.loginJourney] == nil {
             issues.errors.append(ConfigError(path: "loginJourney", message: "no journey named '\(config.loginJourney)'"))
