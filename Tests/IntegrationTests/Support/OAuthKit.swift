@@ -63,3 +63,29 @@ enum OAuthKit {
         return JWS.sign(claims, typ: "txntoken+jwt", kid: PublishedKey(key.publicKey).kid, key: key)
     }
 }
+
+extension OAuthKit {
+    static let verifier = "dBjftJeZ4CVP-mB92K27uhbUJU1p1r_wW1gFWFOEjXk"
+
+    /// An authorization code for the session `session` (authorize with PKCE), then the token
+    /// response, as an app would get them after the login page. `extra`: more authorize parameters.
+    static func tokens(_ g: GatewayInstance, session: String, extra: String = "") throws -> [String: Any] {
+        let challenge = PKCE.s256(verifier)
+        let authorize = try g.fetch("GET", issuerPath + "/authorize?client_id=app&response_type=code&scope=openid+profile"
+            + "&redirect_uri=\(Query.encode("http://127.0.0.1/callback"))&code_challenge=\(challenge)&code_challenge_method=S256" + extra,
+            headers: [("Cookie", "iPlanetDirectoryPro=\(session)")])
+        guard authorize.status == 302, let location = authorize.header("Location"),
+              let code = Query(target: location)["code"] else { throw HarnessError("no code from authorize:\n\(authorize)") }
+        let form = "grant_type=authorization_code&client_id=app&code=\(code)&code_verifier=\(verifier)"
+            + "&redirect_uri=\(Query.encode("http://127.0.0.1/callback"))"
+        let r = try g.fetch("POST", issuerPath + "/access_token", headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                            body: Array(form.utf8))
+        guard r.status == 200 else { throw HarnessError("token request failed:\n\(r)") }
+        return try r.json()
+    }
+
+    static func accessToken(_ g: GatewayInstance, session: String, extra: String = "") throws -> String {
+        guard let t = try tokens(g, session: session, extra: extra)["access_token"] as? String else { throw HarnessError("no access_token") }
+        return t
+    }
+}
