@@ -74,7 +74,8 @@ final class Worker: @unchecked Sendable {
             let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
             phases += [
                 RetryParametersPhase(),
-                IdentifyPhase(pdp: pdp, identifier: auth.identifier(on: loop), accessTokens: shared.oauth),
+                IdentifyPhase(pdp: pdp, identifier: auth.identifier(on: loop),
+                              accessTokens: shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) }),
                 ReadBodyPhase(.forBoundTransaction(shared.policies)),
                 DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL,
                             policies: shared.policies),

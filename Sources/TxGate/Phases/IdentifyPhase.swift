@@ -9,17 +9,17 @@ import TxGateCore
 struct IdentifyPhase: RequestPhase {
     let pdp: PolicyDecisionPoint
     let identifier: SubjectIdentifier
-    /// Verifies bearer access tokens; nil without the OAuth 2.0 provider.
-    var accessTokens: OAuthProvider?
+    /// Verifies bearer access tokens (and remembers them); nil without the OAuth 2.0 provider.
+    var accessTokens: AccessTokenCache?
 
     func handle(_ ctx: RequestContext) {
         ctx.bearer = Self.bearerToken(ctx.head.headers)
         guard pdp.needsSubject(path: ctx.path[...], method: ctx.head.method) else { ctx.proceed(); return }
         var sessionToken = ctx.bearer ?? identifier.sessionToken(in: ctx.head.headers)
-        if let bearer = ctx.bearer, let provider = accessTokens, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2 {
+        if let bearer = ctx.bearer, let tokens = accessTokens, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2 {
             // A valid access token wins; one that does not verify never hides a valid session cookie.
-            if let v = try? provider.verifyAccessToken(bearer, now: identifier.clock.now) {
-                ctx.subject = provider.subject(v, token: bearer)
+            if let v = tokens.verify(bearer, now: identifier.clock.now) {
+                ctx.subject = tokens.subject(v, token: bearer)
                 ctx.accessToken = v
                 // The transaction the token was issued for is consumed like `_txid` (WIRE-EXTENSIONS §7).
                 if ctx.txid == nil, let txn = v.string("txn") { ctx.txid = txn }
