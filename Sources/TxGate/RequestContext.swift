@@ -27,12 +27,22 @@ final class RequestContext {
     var bearer: String?
     /// The session the identify phase found.
     var subject: Subject?
+    /// The verified access token the subject came from, when it came from one.
+    var accessToken: JWS.Verified?
     /// What the policy decision point said.
     var decision: Decision?
     /// The name of the policy that applied to the request, when one did.
     var policyName: String?
     /// The headers sent upstream, once the upstream request filter has built them.
     var upstreamHeaders: HTTPHeaders?
+    /// A browser's parked request, taken back to be sent as it was (WIRE-EXTENSIONS §3b): its
+    /// method, content type, accept and body stand for those of the GET that brought the
+    /// browser back.
+    var replay: ParkedRequest? {
+        didSet { applicable = nil }  // the parked request's method decides which policy applies
+    }
+    /// Added to whatever answers the request, the gateway or the upstream (CORS headers).
+    var responseHeaders = HTTPHeaders()
     /// Time from sending upstream to the response head, when the request was proxied.
     var upstreamNanos: UInt64?
     private(set) var finished = false
@@ -58,13 +68,29 @@ final class RequestContext {
     var policyIndex: Int? {
         if let a = applicable { return a }
         guard !path.isEmpty else { return nil }
-        let i = pipeline.policies.applicableIndex(path: path[...], method: head.method)
+        let i = pipeline.policies.applicableIndex(path: path[...], method: method)
         applicable = .some(i)
         return i
     }
 
     /// The policy that applies (`policyIndex`).
     var policy: Policy? { policyIndex.map { pipeline.policies.policies[$0] } }
+
+    /// The method decided on and sent upstream: the parked request's, when one is replayed.
+    var method: String { replay?.method ?? exchange.head.method }
+
+    /// The body decided on (a copy): the parked request's, when one is replayed.
+    var bodyBytes: [UInt8] { replay?.body ?? exchange.body.bytes }
+
+    /// The Content-Type; several are joined, so that no media type parses and binding refuses it.
+    var contentType: String? {
+        if let replay { return replay.contentType }
+        var value: String?
+        for f in exchange.head.headers where asciiCaseInsensitiveEquals(f.name, "Content-Type") {
+            value = value.map { $0 + ", " + f.value } ?? f.value
+        }
+        return value
+    }
 
     /// Hands the request to the next phase.
     func proceed() {
@@ -76,6 +102,7 @@ final class RequestContext {
     func respond(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8]) {
         var h = headers
         h.add("X-Request-Id", requestId)
+        for f in responseHeaders { h.add(f.name, f.value) }
         exchange.respond(status: status, headers: h, body: body)
         finish()
     }

@@ -8,14 +8,18 @@ struct AuthEndpointsPhase: RequestPhase {
         let authenticate: AuthenticateEndpoint
         let sessions: SessionsEndpoint
         let policies: PoliciesEndpoint?
+        let loginPage: LoginPage
     }
     private let endpoints: Endpoints?
+    private let oauth: OAuthEndpoints?
 
-    init(auth: AuthService?, pdp: PolicyDecisionPoint?, policies: PolicySet, loop: EventLoop) {
+    init(auth: AuthService?, pdp: PolicyDecisionPoint?, policies: PolicySet, oauth: OAuthProvider?, loop: EventLoop) {
+        self.oauth = oauth.map { OAuthEndpoints(provider: $0, loop: loop) }
         endpoints = auth.map { auth in
             Endpoints(auth: auth, authenticate: AuthenticateEndpoint(auth: auth, loop: loop),
                       sessions: SessionsEndpoint(auth: auth, loop: loop),
-                      policies: pdp.map { PoliciesEndpoint(auth: auth, pdp: $0, policies: policies, loop: loop) })
+                      policies: pdp.map { PoliciesEndpoint(auth: auth, pdp: $0, policies: policies, loop: loop) },
+                      loginPage: LoginPage(auth: auth, loop: loop))
         }
     }
 
@@ -26,8 +30,13 @@ struct AuthEndpointsPhase: RequestPhase {
             ctx.fail(.notFound("the authentication service is not configured (no journeys in the configuration)"))
             return
         }
+        if path == "/am/oauth2" || path.hasPrefix("/am/oauth2/") {
+            guard let oauth else { ctx.fail(.notFound("the OAuth 2.0 provider is not configured (no oauth2 in the configuration)")); return }
+            oauth.handle(ctx)
+            return
+        }
         if path == "/am/XUI" || path == "/am/XUI/" || path == "/am/XUI/index.html" {
-            LoginPage.serve(ctx, gotoPolicy: endpoints.auth.gotoPolicy)
+            endpoints.loginPage.serve(ctx)
             return
         }
         guard path.hasPrefix("/am/json/"), let (realm, endpoint) = AuthService.route(path) else {
