@@ -21,6 +21,10 @@ final class RequestContext {
     /// The target sent upstream: the normalized path with the request's query, `_txid` and
     /// `_idtoken` removed.
     var target: String
+    /// The method decided on: the request's, or the original request's on `/-/authz`.
+    var method: String
+    /// Set on `/-/authz`: the proxy that asks about the original request (`ForwardAuthPhase`).
+    var forwardedBy: ForwardedRequest.Proxy?
     /// The TxId a retried request names (`_txid` or `X-TxID`).
     var txid: String?
     /// The `Authorization: Bearer` token, if any.
@@ -45,6 +49,7 @@ final class RequestContext {
         client = pipeline.trustedProxies.isEmpty ? TrustedProxies.Client(address: exchange.remoteIP, viaTrustedProxy: false)
             : pipeline.trustedProxies.client(peer: exchange.remoteIP, forwardedFor: exchange.head.headers.values("X-Forwarded-For"))
         target = exchange.head.target
+        method = exchange.head.method
         path = ""
     }
 

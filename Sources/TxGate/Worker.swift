@@ -64,6 +64,7 @@ final class Worker: @unchecked Sendable {
         let publicURL = config.effectivePublicURL.description
         var phases: [RequestPhase] = [
             CanonicalRequestPhase(encodedSlash: config.paths.encodedSlash),
+            ForwardAuthPhase(config: config.forwardAuth, encodedSlash: config.paths.encodedSlash),
             MetricsEndpointPhase(metrics: shared.metrics),
             GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, readiness: readiness,
                                   logger: shared.logger),
@@ -71,23 +72,36 @@ final class Worker: @unchecked Sendable {
             AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, loop: loop),
         ]
         if let pdp = shared.pdp, let auth = shared.auth {
-            let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
-            phases += [
-                RetryParametersPhase(),
-                IdentifyPhase(pdp: pdp, identifier: auth.identifier(on: loop)),
-                ReadBodyPhase(.forBoundTransaction(shared.policies)),
-                DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL,
-                            policies: shared.policies),
-                ChallengePhase(publicURL: publicURL, bearerForm: config.challenges.bearer,
-                               transactionJourney: { [policies = shared.policies] in policies.transactionJourney(path: $0, method: $1) }),
-            ]
+            phases += decisionPhases(shared, loop: loop, pdp: pdp, identifier: auth.identifier(on: loop), amURI: publicURL + "/am/")
+        } else if let remote = shared.remotePDP, let amURI = config.pdp.amURI {
+            let am = AMClient(config: config.pdp, endpoint: remote.endpoint, loop: loop, cookieName: config.session.cookieName,
+                              password: remote.agentPassword, logger: shared.logger)
+            phases += decisionPhases(shared, loop: loop, pdp: RemotePDP(am: am, loginJourney: config.loginJourney, logger: shared.logger),
+                                     identifier: RemoteSessions(am: am, cookieName: config.session.cookieName), amURI: amURI)
         }
         phases += [
+            ForwardAuthAnswerPhase(),
             UpstreamRequestFilter(upstreamAuthority: shared.upstreamAuthority, sessionCookieName: shared.auth?.config.session.cookieName),
             ReadBodyPhase(.always),
             ProxyPhase(pool: pool, basePath: shared.upstreamBasePath),
         ]
         return phases
+    }
+
+    /// Identify, decide, challenge: the same phases whichever PDP decides.
+    static func decisionPhases(_ shared: SharedState, loop: EventLoop, pdp: PolicyDecisionPoint, identifier: SubjectIdentifying,
+                               amURI: String) -> [RequestPhase] {
+        let config = shared.config
+        let publicURL = config.effectivePublicURL.description
+        let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
+        return [
+            RetryParametersPhase(),
+            IdentifyPhase(pdp: pdp, identifier: identifier),
+            ReadBodyPhase(.forBoundTransaction(shared.policies)),
+            DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL, policies: shared.policies),
+            ChallengePhase(publicURL: publicURL, amURI: amURI, bearerForm: config.challenges.bearer,
+                           transactionJourney: { [policies = shared.policies] in policies.transactionJourney(path: $0, method: $1) }),
+        ]
     }
 
     var boundPort: Int { server.boundPort }

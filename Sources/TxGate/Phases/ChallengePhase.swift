@@ -11,15 +11,16 @@ struct ChallengePhase: RequestPhase {
     /// The journey a transaction challenge asks for, for RFC 9470's `acr_values`.
     private let transactionJourney: (Substring, String) -> String?
 
-    init(publicURL: String, bearerForm: String, transactionJourney: @escaping (Substring, String) -> String?) {
+    /// `amURI`: where clients run journeys (this gateway's `/am/`, or the remote AM's public URL).
+    init(publicURL: String, amURI: String, bearerForm: String, transactionJourney: @escaping (Substring, String) -> String?) {
         self.publicURL = publicURL
-        amURI = publicURL + "/am/"
+        self.amURI = amURI
         self.bearerForm = bearerForm
         self.transactionJourney = transactionJourney
     }
 
     func handle(_ ctx: RequestContext) {
-        guard let advices = ctx.decision?.advices, !advices.isEmpty, ctx.decision?.allows(ctx.head.method) != true else {
+        guard let advices = ctx.decision?.advices, !advices.isEmpty, ctx.decision?.allows(ctx.method) != true else {
             ctx.proceed()
             return
         }
@@ -32,8 +33,9 @@ struct ChallengePhase: RequestPhase {
             bearerChallenge(ctx, advices, &h)
         } else {
             h.add("Location", loginRedirect(ctx, advices))
-            let body = ErrorBody.text(status: 307, message: "authentication required", members: #""advices":\#(advices.json)"#)
-            ctx.respondJSON(status: 307, body, headers: h)
+            let status = Self.browserStatus(ctx.forwardedBy)
+            let body = ErrorBody.text(status: status, message: "authentication required", members: #""advices":\#(advices.json)"#)
+            ctx.respondJSON(status: status, body, headers: h)
             return
         }
         let txid = advices[Advices.transaction]?.first
@@ -41,6 +43,16 @@ struct ChallengePhase: RequestPhase {
             : (txid != nil ? "this request needs its own approval" : "step-up authentication required")
         let members = #""advices":\#(advices.json),"am_uri":"\#(amURI)""#
         ctx.respondJSON(status: 401, ErrorBody.text(status: 401, message: message, members: members), headers: h)
+    }
+
+    /// 307 to the login page; on `/-/authz`, what the proxy can pass on (WIRE.md §10): Traefik a
+    /// 302, nginx a 401 with `Location` (its `error_page 401` makes the redirect).
+    static func browserStatus(_ proxy: ForwardedRequest.Proxy?) -> Int {
+        switch proxy {
+        case nil: return 307
+        case .traefik?: return 302
+        case .nginx?: return 401
+        }
     }
 
     private func ssoAdvice(_ advices: Advices) -> String {
@@ -55,7 +67,7 @@ struct ChallengePhase: RequestPhase {
         }
         let txid = advices[Advices.transaction]?.first
         // acr_values names the journey that satisfies the advice ("/:NAME" → NAME).
-        let acr = txid != nil ? transactionJourney(ctx.path[...], ctx.head.method) ?? ""
+        let acr = txid != nil ? transactionJourney(ctx.path[...], ctx.method) ?? ""
             : advices[Advices.authenticateToService]?.first.map { String($0.split(separator: ":").last ?? "") } ?? ""
         h.add("WWW-Authenticate", Challenge.bearerStepUp(acr: acr, txid: txid))
         if bearerForm == "both" { h.add("WWW-Authenticate", ssoAdvice(advices)) }

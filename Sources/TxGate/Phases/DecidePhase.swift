@@ -15,10 +15,11 @@ struct DecidePhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) {
         let exchange = ctx.exchange
-        ctx.policyName = policies.applicable(path: ctx.path[...], method: ctx.head.method)?.name
-        let q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.head.method,
+        ctx.policyName = policies.applicable(path: ctx.path[...], method: ctx.method)?.name
+        var q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.method,
                               subject: ctx.subject, txid: ctx.txid, body: { exchange.body.bytes },
                               contentType: Self.contentType(ctx.head.headers))
+        q.receivedNanos = exchange.startNanos
         decide(q) { r in
             switch r {
             case .failure(let e):
@@ -47,7 +48,7 @@ struct DecidePhase: RequestPhase {
     /// answered from the cache.
     private func decide(_ q: DecisionQuery, _ done: @escaping (Result<Decision, PDPError>) -> Void) {
         guard q.txid == nil else { pdp.evaluate(q, on: loop, done); return }
-        let subjectKey = q.subject.map { $0.uid + "|" + $0.journeys.joined(separator: ",") } ?? "-"
+        let subjectKey = q.subject.map { pdp.cacheKey(for: $0) } ?? "-"
         let key = DecisionCache.key(resource: q.resource, method: q.method, subject: subjectKey)
         let nowMs = clock.nowMs()
         if let d = cache.get(key, nowMs: nowMs) { done(.success(d)); return }

@@ -90,11 +90,13 @@ public struct GatewayConfig: Decodable, Sendable {
     public var trustedProxies = TrustedProxies()
     public var readiness = ReadinessConfig()
     public var metrics = MetricsConfig()
+    public var pdp = PDPConfig()
+    public var forwardAuth = ForwardAuthConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email",
-                              "trustedProxies", "readiness", "metrics"]
+                              "trustedProxies", "readiness", "metrics", "pdp", "forwardAuth"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -133,12 +135,14 @@ public struct GatewayConfig: Decodable, Sendable {
         trustedProxies = TrustedProxies(o.cidrs("trustedProxies") ?? [])
         readiness = o.value("readiness", default: readiness)
         metrics = o.value("metrics", default: metrics)
+        pdp = o.value("pdp", default: pdp)
+        forwardAuth = o.value("forwardAuth", default: forwardAuth)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
     public func warnings(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
         var out: [String] = []
-        if policies == nil {
+        if policies == nil && pdp.type == .embedded {
             out.append("no policies: the gateway runs as a plain proxy and forwards every request")
         }
         if store.type == "redis" && !journeys.isEmpty && environment["TXGATE_SIGNING_KEY"] == nil && !secrets.signingKeyFileGiven {
@@ -206,6 +210,7 @@ public enum ConfigLoader {
         resolvePaths(&config, folder: folder, issues: issues)
         loadUsers(&config, issues: issues)
         checkAuth(config, issues: issues)
+        checkPDP(&config, folder: folder, issues: issues)
         if !issues.errors.isEmpty { throw ConfigErrors(errors: issues.errors) }
         return config
     }
