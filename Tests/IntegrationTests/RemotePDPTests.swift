@@ -110,6 +110,53 @@ import TxGateCore
         #expect(try pair.a.fetch("GET", "/accounts", headers: headers).status != 200, "a session of the old B was allowed")
     }
 
+    // MARK: HTTPS to the AM, verified with pdp.caFile; txgate check
+
+    @Test func httpsToTheAMIsVerifiedWithCaFile() throws {
+        let bed = try Testbed.current
+        try bed.makeSelfSignedCertificate()
+        let pair = try TwoGateways.start(bed, tls: true)
+        // The user logs in at B over HTTPS (curl verifies B with the same CA).
+        let login = try bed.curl(["https://127.0.0.1:\(pair.b.port)/am/json/realms/root/authenticate"], extra: ["-X", "POST"])
+        let step = try login.transfers[0].json()
+        let body = try JSONSerialization.data(withJSONObject: Kit.answer(step, ["demo", Kit.password]))
+        let done = try bed.curl(["https://127.0.0.1:\(pair.b.port)/am/json/realms/root/authenticate"],
+                                extra: ["-X", "POST", "-H", "Content-Type: application/json", "--data-binary", String(decoding: body, as: UTF8.self)])
+        let token = try #require(try done.transfers[0].json()["tokenId"] as? String)
+        #expect(try eventually { try pair.a.fetch("GET", "/accounts", headers: [("iPlanetDirectoryPro", token)]).status == 200 })
+
+        // Without the CA, the AM's certificate is not trusted: fail closed, never an allow.
+        let c = try bed.startGateway(name: "gateway-c", directory: bed.dir.url.appendingPathComponent("a")) { port in
+            Testbed.gatewayConfig(port: port, upstream: pair.bank.url, overrides: [
+                "pdp": ["type": "am", "url": "https://127.0.0.1:\(pair.b.port)/am", "timeoutMs": 1_500,
+                        "agent": ["username": "gateway-agent", "passwordFile": "agent.pw"]],
+            ])
+        }
+        let untrusted = try c.fetch("GET", "/accounts", headers: [("iPlanetDirectoryPro", token)])
+        #expect(untrusted.status == 503, "\(untrusted)")
+    }
+
+    @Test func checkValidatesThePDPBlock() throws {
+        let bed = try Testbed.current
+        func check(_ pdp: [String: Any], _ extra: [String: Any] = [:]) throws -> CommandResult {
+            let config = Testbed.gatewayConfig(port: 8080, upstream: "http://127.0.0.1:9", overrides: extra.merging(["pdp": pdp]) { a, _ in a })
+            return try bed.check(configText: String(decoding: try JSONSerialization.data(withJSONObject: config), as: UTF8.self))
+        }
+        _ = try bed.dir.write("agent.pw", "pw")
+        let agent: [String: Any] = ["username": "gateway-agent", "passwordFile": "agent.pw"]
+        #expect(try check(["type": "am", "url": "http://127.0.0.1:1/am", "agent": agent]).status == 0)
+        let noURL = try check(["type": "am", "agent": agent])
+        #expect(noURL.status != 0 && noURL.description.contains("pdp.url"), "\(noURL)")
+        let noFile = try check(["type": "am", "url": "http://127.0.0.1:1/am", "agent": ["username": "a", "passwordFile": "missing.pw"]])
+        #expect(noFile.status != 0 && noFile.description.contains("pdp.agent.passwordFile"), "\(noFile)")
+        let badType = try check(["type": "opa"])
+        #expect(badType.status != 0 && badType.description.contains("pdp.type"), "\(badType)")
+        let withPolicies = try check(["type": "am", "url": "http://127.0.0.1:1/am", "agent": agent], Kit.config())
+        #expect(withPolicies.status != 0 && withPolicies.description.contains("remove policies"), "\(withPolicies)")
+        let badCA = try check(["type": "am", "url": "https://127.0.0.1:1/am", "caFile": "agent.pw", "agent": agent])
+        #expect(badCA.status != 0 && badCA.description.contains("pdp.caFile"), "\(badCA)")
+    }
+
     private func eventually(_ seconds: Double = 10, _ check: () throws -> Bool) throws -> Bool {
         let end = Date().addingTimeInterval(seconds)
         while Date() < end {
@@ -132,17 +179,19 @@ struct TwoGateways {
     let b: GatewayInstance
     let bank: DemoBankInstance
 
-    static func start(_ bed: Testbed, timeoutMs: Int = 2_000, cacheS: Int = 30, workers: Int = 2) throws -> TwoGateways {
+    /// `tls`: B serves HTTPS with the testbed's self-signed cert.pem, which A trusts as `pdp.caFile`.
+    static func start(_ bed: Testbed, timeoutMs: Int = 2_000, cacheS: Int = 30, workers: Int = 2, tls: Bool = false) throws -> TwoGateways {
         let bank = try bed.startDemoBank()
-        let b = try startB(bed, port: nil, upstream: bank.url)
+        let b = try startB(bed, port: nil, upstream: bank.url, tls: tls)
         let aDir = bed.dir.url.appendingPathComponent("a")
         try FileManager.default.createDirectory(at: aDir, withIntermediateDirectories: true)
         try Data(agentPassword.utf8).write(to: aDir.appendingPathComponent("agent.pw"))
         let a = try bed.startGateway(name: "gateway-a", directory: aDir) { port in
             Testbed.gatewayConfig(port: port, upstream: bank.url, overrides: [
                 "workers": workers,
-                "pdp": ["type": "am", "url": "http://127.0.0.1:\(b.port)/am", "timeoutMs": timeoutMs,
-                        "agent": ["username": "gateway-agent", "passwordFile": "agent.pw", "journey": "Login"]],
+                "pdp": ["type": "am", "url": "\(tls ? "https" : "http")://127.0.0.1:\(b.port)/am", "timeoutMs": timeoutMs,
+                        "agent": ["username": "gateway-agent", "passwordFile": "agent.pw", "journey": "Login"]]
+                    .merging(tls ? ["caFile": bed.dir.file("cert.pem").path] : [:]) { a, _ in a },
                 "cache": ["defaultTtlS": cacheS],
             ])
         }
@@ -151,7 +200,7 @@ struct TwoGateways {
 
     /// B: demo-bank's users and an agent, the Login and ConfirmTransaction journeys, and a
     /// transfer policy bound to the resource (its query carries the amount: AM sees no body).
-    static func startB(_ bed: Testbed, port: Int?, upstream: String) throws -> GatewayInstance {
+    static func startB(_ bed: Testbed, port: Int?, upstream: String, tls: Bool = false) throws -> GatewayInstance {
         let dir = bed.dir.url.appendingPathComponent("b")
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         var config = Kit.config()
@@ -164,6 +213,7 @@ struct TwoGateways {
         ]
         // A pending limit high enough that 49 refused retries are challenges, not 429s.
         config["security"] = ["policyEvaluators": ["gateway-agent"], "maxPendingTransactions": 200]
+        if tls { config["tls"] = ["certificate": bed.dir.file("cert.pem").path, "privateKey": bed.dir.file("key.pem").path] }
         return try bed.startGateway(name: "gateway-b", port: port, directory: dir) { Testbed.gatewayConfig(port: $0, upstream: upstream, overrides: config) }
     }
 

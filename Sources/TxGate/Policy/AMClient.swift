@@ -39,7 +39,12 @@ final class AMClient {
     /// The pool's endpoint for `pdp.url`: connect and response time bounded by `timeoutMs`.
     static func endpoint(_ config: PDPConfig) throws -> UpstreamEndpoint {
         guard let url = config.url else { throw SocketError("pdp.url is missing") }
-        let tls = url.isTLS ? try TLSContext.client(caFile: config.caFile) : nil
+        let tls: TLSContext?
+        do {
+            tls = url.isTLS ? try TLSContext.client(caFile: config.caFile) : nil
+        } catch {
+            throw SocketError("\(config.caFile == nil ? "pdp.url" : "pdp.caFile"): \(error)")
+        }
         do {
             return UpstreamEndpoint(address: try SocketAddress(host: url.host, port: url.port), tls: tls, tlsHost: url.host,
                                     connectTimeoutMs: config.timeoutMs,
