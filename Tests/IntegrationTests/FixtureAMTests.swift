@@ -1,5 +1,8 @@
 import Foundation
 import Testing
+#if canImport(Glibc)
+import Glibc
+#endif
 import TestSupport
 
 /// A gateway with `pdp.type: "am"` in front of a fixture AM (Tests/Fixtures/am/fixture_am.py)
@@ -20,18 +23,23 @@ import TestSupport
         return (try? JSONDecoder().decode(File.self, from: data).cases) ?? []
     }()
 
-    @Test func recordedAnswersDecideAndMalformedOnesFailClosed() throws {
+    /// The fixture AM (also the backend) on a free port, and a gateway asking it as its agent.
+    static func start(pdp extra: [String: Any]) throws -> (GatewayInstance, Int) {
         let bed = try Testbed.current
         let amPort = try Ports.free()
         let am = try bed.spawn(URL(fileURLWithPath: "/usr/bin/env"),
-                               ["python3", Self.folder.appendingPathComponent("fixture_am.py").path, "\(amPort)", "fixture-pw"],
+                               ["python3", folder.appendingPathComponent("fixture_am.py").path, "\(amPort)", "fixture-pw"],
                                name: "fixture-am")
         try am.waitForPort(amPort)
         _ = try bed.dir.write("agent.pw", "fixture-pw\n")
-        let g = try bed.startGateway(upstream: "http://127.0.0.1:\(amPort)", config: [
-            "pdp": ["type": "am", "url": "http://127.0.0.1:\(amPort)/am", "timeoutMs": 3_000,
-                    "agent": ["username": "gateway-agent", "passwordFile": "agent.pw"]],
-        ])
+        let pdp: [String: Any] = ["type": "am", "url": "http://127.0.0.1:\(amPort)/am",
+                                  "agent": ["username": "gateway-agent", "passwordFile": "agent.pw"]]
+        let g = try bed.startGateway(upstream: "http://127.0.0.1:\(amPort)", config: ["pdp": pdp.merging(extra) { _, b in b }])
+        return (g, amPort)
+    }
+
+    @Test func recordedAnswersDecideAndMalformedOnesFailClosed() throws {
+        let (g, amPort) = try Self.start(pdp: ["timeoutMs": 3_000])
         #expect(Self.cases.count >= 14)
         let headers = [("iPlanetDirectoryPro", "fixture-user-token"), ("x-authenticate-response", "header")]
         for c in Self.cases {
@@ -52,17 +60,7 @@ import TestSupport
     }
 
     @Test func severalAdvicesReachTheClientAsOneChallenge() throws {
-        let bed = try Testbed.current
-        let amPort = try Ports.free()
-        let am = try bed.spawn(URL(fileURLWithPath: "/usr/bin/env"),
-                               ["python3", Self.folder.appendingPathComponent("fixture_am.py").path, "\(amPort)", "fixture-pw"],
-                               name: "fixture-am")
-        try am.waitForPort(amPort)
-        _ = try bed.dir.write("agent.pw", "fixture-pw")
-        let g = try bed.startGateway(upstream: "http://127.0.0.1:\(amPort)", config: [
-            "pdp": ["type": "am", "url": "http://127.0.0.1:\(amPort)/am", "publicUrl": "https://am.example.com/am",
-                    "agent": ["username": "gateway-agent", "passwordFile": "agent.pw"]],
-        ])
+        let (g, _) = try Self.start(pdp: ["publicUrl": "https://am.example.com/am"])
         let r = try g.fetch("GET", "/case/am8-several-advices", headers: [("iPlanetDirectoryPro", "fixture-user-token"),
                                                                           ("x-authenticate-response", "header")])
         #expect(r.status == 401, "\(r)")
@@ -76,5 +74,29 @@ import TestSupport
         let browser = try g.fetch("GET", "/case/am8-several-advices", headers: [("Cookie", "iPlanetDirectoryPro=fixture-user-token")])
         #expect(browser.status == 307)
         #expect(browser.header("Location")?.hasPrefix("https://am.example.com/am/XUI/?goto=") == true, "\(browser.headerSummary)")
+    }
+
+    /// An OIDC bearer token goes to the AM as `subject.jwt` (the AM verifies it); the access log
+    /// names its `sub`.
+    @Test func bearerJWTIsAskedAsSubjectJWT() throws {
+        let (g, amPort) = try Self.start(pdp: [:])
+        let payload = Data(#"{"sub":"alice","iss":"https://idp.example.com"}"#.utf8).base64EncodedString()
+            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+        let jwt = "eyJhbGciOiJSUzI1NiJ9.\(payload).c2lnbmF0dXJl"
+        let r = try g.fetch("GET", "/case/am8-allow-with-attributes", headers: [("Authorization", "Bearer \(jwt)")])
+        #expect(r.status == 200, "\(r)")
+        let asked = try RawHTTPClient.fetch(port: amPort, "GET", "/-fixture/count/am8-allow-with-attributes")
+        let o = try JSONSerialization.jsonObject(with: Data(asked.body)) as? [String: Any]
+        #expect((o?["subject"] as? [String: Any])?["jwt"] as? String == jwt, "\(asked.bodyText)")
+        #expect((o?["subject"] as? [String: Any])?["ssoToken"] == nil)
+        #expect(try waitForLine(g), "the access log does not name the JWT's subject")
+    }
+
+    private func waitForLine(_ g: GatewayInstance) throws -> Bool {
+        for _ in 0..<50 {
+            if g.logLines().contains(where: { $0["user"] as? String == "alice" }) { return true }
+            usleep(100_000)
+        }
+        return false
     }
 }

@@ -30,8 +30,9 @@ final class RemotePDP: PolicyDecisionPoint, @unchecked Sendable {
         // No session: AM would judge the agent itself (its default subject), so the gateway
         // asks the user to log in first, as IG does.
         guard let subject = q.subject else { done(.success(PolicyDecider.treeAdvice(q, loginJourney))); return }
-        let body = AMWire.evaluateRequest(resource: q.resource, application: am.config.application, ssoToken: subject.token,
-                                          txid: q.txid)
+        let jwt = subject.attributes[RemoteSessions.jwtAttribute] != nil
+        let body = AMWire.evaluateRequest(resource: q.resource, application: am.config.application, ssoToken: jwt ? nil : subject.token,
+                                          jwt: jwt ? subject.token : nil, txid: q.txid)
         am.postAsAgent("/policies?_action=evaluate", body, deadline: AMClient.Deadline(from: q.receivedNanos ?? EventLoop.nowNanos(), ms: am.config.timeoutMs)) { [logger] r in
             switch r {
             case .failure(let e):
@@ -50,6 +51,8 @@ final class RemotePDP: PolicyDecisionPoint, @unchecked Sendable {
 /// `pdp.sessionCacheMs` so that the access log names the user without a round trip per
 /// request. A token the AM does not know is no subject (the AM decides what that means).
 final class RemoteSessions: SubjectIdentifying {
+    /// Marks a subject whose token is an OIDC JWT (sent as `subject.jwt`, not `ssoToken`).
+    static let jwtAttribute = "txgate.subject.jwt"
     private let am: AMClient
     private let cookieName: String
     private var cache: [String: (subject: Subject?, expires: UInt64)] = [:]
@@ -63,6 +66,11 @@ final class RemoteSessions: SubjectIdentifying {
 
     func identifySubject(token: String?, receivedNanos: UInt64, _ done: @escaping (Result<Subject?, RequestFailure>) -> Void) {
         guard let token else { done(.success(nil)); return }
+        // An OIDC token goes to the AM as `subject.jwt`, which verifies it: no session to validate.
+        if let sub = AMWire.unverifiedJWTSubject(token) {
+            done(.success(Subject(uid: sub, realm: "/", journeys: [], attributes: [Self.jwtAttribute: "true"], token: token)))
+            return
+        }
         let now = EventLoop.nowNanos()
         if let hit = cache[token], hit.expires > now { done(.success(hit.subject)); return }
         let body = #"{"tokenId":"\#(JSONText.escape(token))"}"#

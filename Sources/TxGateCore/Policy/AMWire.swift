@@ -1,3 +1,5 @@
+import TxGateCrypto
+
 /// What a remote AM (or another TxGate) says, read strictly (WIRE.md §1). Anything that is not
 /// exactly a decision in AM's shape is `malformed`: the gateway then fails closed, it never
 /// guesses an allow from a partial answer.
@@ -74,6 +76,16 @@ public enum AMWire {
             out.append((key, strings))
         }
         return .success(out)
+    }
+
+    /// The `sub` of a token shaped like a JWT (three base64url parts, a JSON payload), read
+    /// without verifying it: only to name the subject in the log; the AM verifies the token
+    /// (`subject.jwt`). nil for anything else (an SSO token).
+    public static func unverifiedJWTSubject(_ token: String) -> String? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let payload = Base64URL.decode(String(parts[1])),
+              let sub = JSONValue.parse(payload)?["sub"]?.stringValue, !sub.isEmpty else { return nil }
+        return sub
     }
 
     /// `sessions?_action=validate`: the user behind a live session, nil when AM says it is not valid.

@@ -19,6 +19,7 @@ AGENT_PASSWORD = sys.argv[2]
 AGENT_TOKEN = "fixture-agent-token"
 USER_TOKEN = "fixture-user-token"
 COUNTS = {}
+SUBJECTS = {}
 LOCK = threading.Lock()
 
 
@@ -47,8 +48,9 @@ class Handler(BaseHTTPRequestHandler):
     def do_GET(self):
         path = urlsplit(self.path).path
         if path.startswith("/-fixture/count/"):
+            name = path.rsplit("/", 1)[1]
             with LOCK:
-                self.answer(200, json.dumps({"count": COUNTS.get(path.rsplit("/", 1)[1], 0)}))
+                self.answer(200, json.dumps({"count": COUNTS.get(name, 0), "subject": SUBJECTS.get(name)}))
             return
         self.answer(200, json.dumps({"upstream": path, "user": self.headers.get("X-TxGate-User")}))
 
@@ -88,6 +90,7 @@ class Handler(BaseHTTPRequestHandler):
         name = urlsplit(resource).path.rsplit("/", 1)[1]
         with LOCK:
             COUNTS[name] = COUNTS.get(name, 0) + 1
+            SUBJECTS[name] = body.get("subject")
         case = CASES.get(name)
         if case is None:
             self.answer(404, json.dumps({"code": 404, "message": "no such case"}))
