@@ -68,16 +68,24 @@ final class Worker: @unchecked Sendable {
             MetricsEndpointPhase(metrics: shared.metrics),
             GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, readiness: readiness,
                                   logger: shared.logger),
+        ]
+        if !config.cors.allowedOrigins.isEmpty { phases.append(CORSPhase(cors: config.cors)) }
+        phases += [
             ReadBodyPhase(.forAuthEndpoints),
             AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, loop: loop),
         ]
         if let pdp = shared.pdp, let auth = shared.auth {
-            phases += decisionPhases(shared, loop: loop, pdp: pdp, identifier: auth.identifier(on: loop), amURI: publicURL + "/am/")
+            let parking = shared.store.map {
+                RequestParking(store: $0, loop: loop, maxBodyBytes: config.limits.maxParkedBodyBytes, policies: shared.policies,
+                               logger: shared.logger)
+            }
+            phases += decisionPhases(shared, loop: loop, pdp: pdp, identifier: auth.identifier(on: loop), amURI: publicURL + "/am/",
+                                     parking: parking)
         } else if let remote = shared.remotePDP, let amURI = config.pdp.amURI {
             let am = AMClient(config: config.pdp, endpoint: remote.endpoint, loop: loop, cookieName: config.session.cookieName,
                               password: remote.agentPassword, logger: shared.logger)
             phases += decisionPhases(shared, loop: loop, pdp: RemotePDP(am: am, loginJourney: config.loginJourney, logger: shared.logger),
-                                     identifier: RemoteSessions(am: am, cookieName: config.session.cookieName), amURI: amURI)
+                                     identifier: RemoteSessions(am: am, cookieName: config.session.cookieName), amURI: amURI, parking: nil)
         }
         phases += [
             ForwardAuthAnswerPhase(),
@@ -88,18 +96,19 @@ final class Worker: @unchecked Sendable {
         return phases
     }
 
-    /// Identify, decide, challenge: the same phases whichever PDP decides.
+    /// Identify, (replay), decide, challenge: the same phases whichever PDP decides. `parking`:
+    /// where browsers' requests wait for approval (only with a store of this gateway's own).
     static func decisionPhases(_ shared: SharedState, loop: EventLoop, pdp: PolicyDecisionPoint, identifier: SubjectIdentifying,
-                               amURI: String) -> [RequestPhase] {
+                               amURI: String, parking: RequestParking?) -> [RequestPhase] {
         let config = shared.config
         let publicURL = config.effectivePublicURL.description
         let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
-        return [
-            RetryParametersPhase(),
-            IdentifyPhase(pdp: pdp, identifier: identifier),
+        var phases: [RequestPhase] = [RetryParametersPhase(), IdentifyPhase(pdp: pdp, identifier: identifier)]
+        if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
+        return phases + [
             ReadBodyPhase(.forBoundTransaction(shared.policies)),
             DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL, policies: shared.policies),
-            ChallengePhase(publicURL: publicURL, amURI: amURI, bearerForm: config.challenges.bearer,
+            ChallengePhase(publicURL: publicURL, amURI: amURI, bearerForm: config.challenges.bearer, parking: parking,
                            transactionJourney: { [policies = shared.policies] in policies.transactionJourney(path: $0, method: $1) }),
         ]
     }

@@ -10,12 +10,16 @@ struct ChallengePhase: RequestPhase {
     private let bearerForm: String
     /// The journey a transaction challenge asks for, for RFC 9470's `acr_values`.
     private let transactionJourney: (Substring, String) -> String?
+    /// Where a browser's request waits for its approval (nil: the gateway has no store).
+    private let parking: RequestParking?
 
     /// `amURI`: where clients run journeys (this gateway's `/am/`, or the remote AM's public URL).
-    init(publicURL: String, amURI: String, bearerForm: String, transactionJourney: @escaping (Substring, String) -> String?) {
+    init(publicURL: String, amURI: String, bearerForm: String, parking: RequestParking?,
+         transactionJourney: @escaping (Substring, String) -> String?) {
         self.publicURL = publicURL
         self.amURI = amURI
         self.bearerForm = bearerForm
+        self.parking = parking
         self.transactionJourney = transactionJourney
     }
 
@@ -32,10 +36,7 @@ struct ChallengePhase: RequestPhase {
         } else if ctx.bearer != nil {
             bearerChallenge(ctx, advices, &h)
         } else {
-            h.add("Location", loginRedirect(ctx, advices))
-            let status = Self.browserStatus(ctx.forwardedBy)
-            let body = ErrorBody.text(status: status, message: "authentication required", members: #""advices":\#(advices.json)"#)
-            ctx.respondJSON(status: status, body, headers: h)
+            browserRedirect(ctx, advices, h)
             return
         }
         let txid = advices[Advices.transaction]?.first
@@ -45,13 +46,13 @@ struct ChallengePhase: RequestPhase {
         ctx.respondJSON(status: 401, ErrorBody.text(status: 401, message: message, members: members), headers: h)
     }
 
-    /// 307 to the login page; on `/-/authz`, what the proxy can pass on (WIRE.md §10): Traefik a
-    /// 302, nginx a 401 with `Location` (its `error_page 401` makes the redirect).
-    static func browserStatus(_ proxy: ForwardedRequest.Proxy?) -> Int {
+    /// On `/-/authz`, the login redirect the proxy can pass on (WIRE.md §10): Traefik a 302,
+    /// nginx a 401 with `Location` (its `error_page 401` makes the redirect). The proxy holds the
+    /// request: nothing is parked.
+    static func browserStatus(_ proxy: ForwardedRequest.Proxy) -> Int {
         switch proxy {
-        case nil: return 307
-        case .traefik?: return 302
-        case .nginx?: return 401
+        case .traefik: return 302
+        case .nginx: return 401
         }
     }
 
@@ -71,6 +72,25 @@ struct ChallengePhase: RequestPhase {
             : advices[Advices.authenticateToService]?.first.map { String($0.split(separator: ":").last ?? "") } ?? ""
         h.add("WWW-Authenticate", Challenge.bearerStepUp(acr: acr, txid: txid))
         if bearerForm == "both" { h.add("WWW-Authenticate", ssoAdvice(advices)) }
+    }
+
+    /// A browser goes to the login page (on `/-/authz`, `browserStatus`). A GET or HEAD is sent there with 307; any other method
+    /// with 303, so that the browser does not re-send its body to the login page, and a
+    /// transaction's request is parked first, to be replayed when the browser comes back
+    /// approved (WIRE-EXTENSIONS §3b).
+    private func browserRedirect(_ ctx: RequestContext, _ advices: Advices, _ headers: HTTPHeaders) {
+        var h = headers
+        h.add("Location", loginRedirect(ctx, advices))
+        let status = ctx.forwardedBy.map(Self.browserStatus) ?? (ParkedRequest.isParkable(method: ctx.method) ? 303 : 307)
+        let send = {
+            let body = ErrorBody.text(status: status, message: "authentication required", members: #""advices":\#(advices.json)"#)
+            ctx.respondJSON(status: status, body, headers: h)
+        }
+        if status == 303, let parking, let txid = advices[Advices.transaction]?.first {
+            parking.park(ctx, txid: txid, send)
+        } else {
+            send()
+        }
     }
 
     /// The login page, with `goto` back to the request (and its `_txid` for a transaction).

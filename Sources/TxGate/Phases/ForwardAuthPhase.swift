@@ -29,7 +29,7 @@ struct ForwardAuthPhase: RequestPhase {
         case .path(let path):
             ctx.path = path
             ctx.target = q.map { path + original.target[$0...] } ?? path
-            ctx.method = original.method
+            ctx.forwardedMethod = original.method
             ctx.forwardedBy = original.proxy
             ctx.proceed()
         }
