@@ -84,16 +84,17 @@ import TxGateCore
         #expect(try eventually { try pair.a.fetch("GET", "/accounts", headers: headers).status == 200 })
 
         // Hung (SIGSTOP): every request answers 503 within the timeout, none allowed.
-        pair.b.process.signal(SIGSTOP)
+        _ = Glibc.kill(pair.b.pid, SIGSTOP)
+        #expect(try eventually(2) { Self.processState(pair.b.pid) == "T" }, "B did not stop")
         for _ in 0..<3 {
             let started = Date()
             let r = try pair.a.fetch("GET", "/accounts", headers: headers)
             let ms = Date().timeIntervalSince(started) * 1000
-            #expect(r.status == 503, "B stopped:\n\(r)\n\(pair.a.process.stderrTail(12))")
+            #expect(r.status == 503, "B stopped (state \(Self.processState(pair.b.pid))):\n\(r)\nB: \(pair.b.process.stderrTail(5))")
             #expect(r.header("Content-Type") == "application/json")
             #expect(ms < 800 + 700, "503 after \(Int(ms)) ms")
         }
-        pair.b.process.signal(SIGCONT)
+        _ = Glibc.kill(pair.b.pid, SIGCONT)
         #expect(try eventually { try pair.a.fetch("GET", "/accounts", headers: headers).status == 200 }, "A did not heal after SIGCONT")
 
         // Killed: refused connections fail closed at once. A new B on the same port, with a new
@@ -155,6 +156,12 @@ import TxGateCore
         #expect(withPolicies.status != 0 && withPolicies.description.contains("remove policies"), "\(withPolicies)")
         let badCA = try check(["type": "am", "url": "https://127.0.0.1:1/am", "caFile": "agent.pw", "agent": agent])
         #expect(badCA.status != 0 && badCA.description.contains("pdp.caFile"), "\(badCA)")
+    }
+
+    /// The state letter of /proc/PID/stat ("T": stopped).
+    static func processState(_ pid: Int32) -> String {
+        let stat = (try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8)) ?? ""
+        return stat.range(of: ") ").map { String(stat[$0.upperBound...].prefix(1)) } ?? "?"
     }
 
     private func eventually(_ seconds: Double = 10, _ check: () throws -> Bool) throws -> Bool {
