@@ -15,6 +15,10 @@ public final class RawUpstream: @unchecked Sendable {
     private let lock = NSLock()
     private var clients: [Int32] = []
     private var stopped = false
+    private var heads: [String] = []
+
+    /// The request heads received so far (request line and header lines), in order.
+    public var receivedHeads: [String] { lock.withLock { heads } }
 
     public var url: String { "http://127.0.0.1:\(port)" }
 
@@ -86,6 +90,8 @@ public final class RawUpstream: @unchecked Sendable {
             if n <= 0 { return }
             pending += chunk[0..<n]
             while let end = Self.headEnd(pending) {
+                let head = String(decoding: pending[0..<end], as: UTF8.self)
+                lock.withLock { heads.append(head) }
                 pending.removeSubrange(0..<end)
                 let ok = response.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
                 if ok < 0 { return }
