@@ -67,18 +67,28 @@ final class Worker: @unchecked Sendable {
             MetricsEndpointPhase(metrics: shared.metrics),
             GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, readiness: readiness,
                                   logger: shared.logger),
+        ]
+        if !config.cors.allowedOrigins.isEmpty { phases.append(CORSPhase(cors: config.cors)) }
+        phases += [
             ReadBodyPhase(.forAuthEndpoints),
             AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, loop: loop),
         ]
         if let pdp = shared.pdp, let auth = shared.auth {
             let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
+            let parking = shared.store.map {
+                RequestParking(store: $0, loop: loop, maxBodyBytes: config.limits.maxParkedBodyBytes, policies: shared.policies,
+                               logger: shared.logger)
+            }
             phases += [
                 RetryParametersPhase(),
                 IdentifyPhase(pdp: pdp, identifier: auth.identifier(on: loop)),
+            ]
+            if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
+            phases += [
                 ReadBodyPhase(.forBoundTransaction(shared.policies)),
                 DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL,
                             policies: shared.policies),
-                ChallengePhase(publicURL: publicURL, bearerForm: config.challenges.bearer,
+                ChallengePhase(publicURL: publicURL, bearerForm: config.challenges.bearer, parking: parking,
                                transactionJourney: { [policies = shared.policies] in policies.transactionJourney(path: $0, method: $1) }),
             ]
         }

@@ -90,11 +90,13 @@ public struct GatewayConfig: Decodable, Sendable {
     public var trustedProxies = TrustedProxies()
     public var readiness = ReadinessConfig()
     public var metrics = MetricsConfig()
+    public var loginPage = LoginPageConfig()
+    public var cors = CORSConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email",
-                              "trustedProxies", "readiness", "metrics"]
+                              "trustedProxies", "readiness", "metrics", "loginPage", "cors"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -133,6 +135,8 @@ public struct GatewayConfig: Decodable, Sendable {
         trustedProxies = TrustedProxies(o.cidrs("trustedProxies") ?? [])
         readiness = o.value("readiness", default: readiness)
         metrics = o.value("metrics", default: metrics)
+        loginPage = o.value("loginPage", default: loginPage)
+        cors = o.value("cors", default: cors)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
@@ -250,6 +254,7 @@ public enum ConfigLoader {
         }
         if let ca = config.upstream.caFile { config.upstream.caFile = resolve(ca, "upstream.caFile") }
         if let u = config.usersFile { config.usersFile = resolve(u, "usersFile") }
+        if let l = config.loginPage.logoFile { config.loginPage.logoFile = resolve(l, "loginPage.logoFile") }
         if case .smtp(var smtp)? = config.email?.delivery {
             smtp.passwordFile = smtp.passwordFile.map { resolve($0, "email.smtp.passwordFile") }
             smtp.caFile = smtp.caFile.map { resolve($0, "email.smtp.caFile") }
@@ -320,6 +325,14 @@ public enum ConfigLoader {
         let emailNodes = config.journeys.values.joined().filter { ["EmailOTP", "EmailSuspend"].contains($0.type) }
         if let first = emailNodes.first, config.email == nil {
             issues.errors.append(ConfigError(path: first.path, message: "\(first.type) needs `email` (an outbox folder or smtp)"))
+        }
+        if GotoPolicy(origin: config.effectivePublicURL).validate(config.loginPage.defaultGoto) == nil {
+            issues.errors.append(ConfigError(path: "loginPage.defaultGoto",
+                                             message: "'\(config.loginPage.defaultGoto)' is not a path or a URL on the gateway's origin (\(config.effectivePublicURL.origin))"))
+        }
+        if config.session.sameSite == "None" && !config.effectivePublicURL.isTLS {
+            issues.errors.append(ConfigError(path: "session.sameSite",
+                                             message: "None needs a Secure cookie, so an https publicUrl (or tls); browsers drop a SameSite=None cookie that is not Secure"))
         }
         if !config.journeys.isEmpty && config.journeys[config.loginJourney] == nil {
             issues.errors.append(ConfigError(path: "loginJourney", message: "no journey named '\(config.loginJourney)'"))
