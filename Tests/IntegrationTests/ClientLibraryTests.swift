@@ -76,9 +76,10 @@ import TestSupport
         #expect(answers.seen.map(\.form) == [redirectForm ? .redirect : .ssoAdvice])
         #expect(answers.seen.first?.txid.map(Kit.isUUID) == true)
 
-        // Without a delegate, the challenge comes back to the caller as is.
+        // Without a delegate, the challenge comes back to the caller as is (a POST is sent to
+        // the login page with 303, WIRE.md §3b).
         let bare = try await client.send(Self.transferRequest(g), delegate: nil)
-        #expect(bare.status == (redirectForm ? 307 : 401))
+        #expect(bare.status == (redirectForm ? 303 : 401))
         #expect(bare.challenge?.txid != nil && bare.challenge?.txid != answers.seen.first?.txid)
 
         #expect(try await client.logout())
