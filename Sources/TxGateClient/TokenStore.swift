@@ -71,6 +71,7 @@ public struct FileTokenStore: TokenStore {
         encoder.outputFormatting = [.sortedKeys]
         let bytes = Array(try encoder.encode(session))
         let temporary = path + ".tmp\(getpid())"
+        unlink(temporary)  // a leftover of a crashed save; O_EXCL then refuses anything put back in its place
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_EXCL, 0o600)
         guard fd >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO, path: temporary) }
         defer { close(fd) }

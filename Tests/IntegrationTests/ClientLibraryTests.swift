@@ -57,29 +57,35 @@ import TestSupport
         return r
     }
 
-    @Test(arguments: [false, true])
-    func sendStepsUpThroughTheRedirectFormOrTheHeaderFormAndRetriesOnce(redirectForm: Bool) async throws {
+    /// The three forms a gateway steps up with: SSOADVICE (asked for with
+    /// `x-authenticate-response: header`), the redirect (retried here with X-TxID), and RFC 9470
+    /// for a request that carries its own `Authorization: Bearer`.
+    @Test(arguments: [StepUpChallenge.Form.ssoAdvice, .redirect, .bearer])
+    func sendStepsUpInEachFormAndRetriesOnce(form: StepUpChallenge.Form) async throws {
         let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let client = Self.client(Kit.publicURL(g)) {
-            $0.requestHeaderChallenges = !redirectForm
-            if redirectForm { $0.txidCarrier = .header }
+            $0.requestHeaderChallenges = form == .ssoAdvice
+            if form == .redirect { $0.txidCarrier = .header }
         }
         try await Self.login(client)
         #expect(try await client.validate())
+        var request = Self.transferRequest(g)
+        if form == .bearer { request.setValue("Bearer \(try #require(try client.currentToken()))", forHTTPHeaderField: "Authorization") }
         var codes = Kit.Codes()
         let answers = Answers(["One Time Password": codes.next(Kit.demoSecret)])
-        let r = try await client.send(Self.transferRequest(g), delegate: answers)
+        let r = try await client.send(request, delegate: answers)
         #expect(r.status == 201, "\(r.status) \(r.bodyText)")
         #expect(r.challenge == nil)
         #expect(answers.messages == ["Approve 100 EUR to Bob?"])
-        #expect(answers.seen.map(\.form) == [redirectForm ? .redirect : .ssoAdvice])
+        #expect(answers.seen.map(\.form) == [form])
         #expect(answers.seen.first?.txid.map(Kit.isUUID) == true)
 
         // Without a delegate, the challenge comes back to the caller as is (a POST is sent to
         // the login page with 303, WIRE.md §3b).
-        let bare = try await client.send(Self.transferRequest(g), delegate: nil)
-        #expect(bare.status == (redirectForm ? 303 : 401))
+        let bare = try await client.send(request, delegate: nil)
+        #expect(bare.status == (form == .redirect ? 303 : 401))
+        #expect(bare.challenge?.form == form)
         #expect(bare.challenge?.txid != nil && bare.challenge?.txid != answers.seen.first?.txid)
 
         #expect(try await client.logout())
