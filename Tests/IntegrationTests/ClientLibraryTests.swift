@@ -163,11 +163,16 @@ import TestSupport
         defer { server.stop() }
         // Pointed at the scripted server: a link for the gateway is another port, refused unsent.
         let elsewhere = Self.client(server.url)
-        await #expect(throws: TxGateClientError.self) { try await elsewhere.resume(resumeURI: "\(Kit.publicURL(g))/am/XUI/?suspendedId=abc") }
+        let foreign = "\(Kit.publicURL(g))/am/XUI/?suspendedId=abc"
+        await #expect(throws: TxGateClientError.invalidResumeURI("\(Kit.publicURL(g)) is not the configured server \(server.url)")) {
+            try await elsewhere.resume(resumeURI: foreign)
+        }
         await #expect(throws: TxGateClientError.invalidResumeURI("no suspendedId in \(server.url)/am/XUI/?realm=/")) {
             try await elsewhere.resume(resumeURI: "\(server.url)/am/XUI/?realm=/")
         }
         #expect(server.receivedRequests.isEmpty)
+        let authenticateCalls = g.logLines().filter { ($0["path"] as? String)?.hasSuffix("/authenticate") == true }
+        #expect(authenticateCalls.isEmpty, "\(authenticateCalls)")
 
         let client = Self.client(Kit.publicURL(g))
         do {
