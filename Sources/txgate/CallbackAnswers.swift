@@ -60,15 +60,17 @@ struct CallbackAnswers: StepUpDelegate {
 
 /// A line from the terminal (stdin), the prompt on stderr; without echo for secrets.
 func readTerminalLine(prompt: String, echo: Bool) -> String? {
-    FileHandle.standardError.write(Data(prompt.utf8))
     var saved = termios()
     let quiet = !echo && isatty(0) == 1
+    // Echo goes off before the prompt shows: what is typed (or pasted) as soon as it appears
+    // must not be echoed.
     if quiet {
         tcgetattr(0, &saved)
         var t = saved
         t.c_lflag &= ~tcflag_t(ECHO)
         tcsetattr(0, TCSANOW, &t)
     }
+    FileHandle.standardError.write(Data(prompt.utf8))
     let line = readLine(strippingNewline: true)
     if quiet {
         tcsetattr(0, TCSANOW, &saved)

@@ -111,6 +111,43 @@ import TestSupport
         #expect(twice.status == 2 && twice.stderr.contains("already used"), "a link works once:\n\(twice)")
     }
 
+    /// Runs `command` on a pseudo-terminal, typing each answer once its prompt appears; prints
+    /// everything the terminal showed, and exits with the command's status.
+    static let terminalDriver = #"""
+    import os, pty, sys, time
+    answers = [a.split("\t", 1) for a in sys.argv[1].split("\n") if a]
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.argv[2], sys.argv[2:])
+    seen, deadline = b"", time.time() + 20
+    while time.time() < deadline:
+        try:
+            chunk = os.read(fd, 4096)
+        except OSError:
+            break
+        if not chunk:
+            break
+        seen += chunk
+        while answers and seen.decode(errors="replace").rstrip().endswith(answers[0][0]):
+            os.write(fd, (answers.pop(0)[1] + "\n").encode())
+            seen += b"<typed>"
+    sys.stdout.write(seen.decode(errors="replace"))
+    sys.exit(os.waitstatus_to_exitcode(os.waitpid(pid, 0)[1]))
+    """#
+
+    @Test func onATerminalEachCallbackIsAskedForAndSecretsAreNotEchoed() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let driver = try bed.dir.write("terminal.py", Self.terminalDriver)
+        let answers = "User Name:\tdemo\nPassword:\t\(Kit.password)\n"
+        let r = try bed.runTool("python3", [driver.path, answers, try BinaryLocator.txgate.path,
+                                            "login", Kit.publicURL(g), "--session-file", Self.sessionFile(bed)])
+        #expect(r.status == 0, "\(r)")
+        #expect(r.stdout.contains("User Name: ") && r.stdout.contains("demo"), "\(r.stdout)")
+        #expect(r.stdout.contains("Password: ") && !r.stdout.contains(Kit.password), "the password was echoed:\n\(r.stdout)")
+        #expect(FileManager.default.fileExists(atPath: Self.sessionFile(bed)))
+    }
+
     @Test func usageErrorsExitTwoAndAnUnreachableServerThree() throws {
         let bed = try Testbed.current
         let port = try Ports.free()
