@@ -12,8 +12,8 @@ struct AccessLog {
     /// index of the first request field that sorts after it.
     private let fixed: [(key: String, json: String, slot: Int)]
     /// The request fields, in the order they are written.
-    static let fields = ["bytes", "client", "decision", "duration_ms", "method", "path", "peer", "policy", "request_id",
-                         "status", "upstream_ms", "user", "user_agent"]
+    static let fields = ["bytes", "client", "decision", "duration_ms", "method", "original", "path", "peer", "policy",
+                         "request_id", "status", "upstream_ms", "user", "user_agent"]
 
     init(logger: Logger) {
         let handler = logger.handler as? JSONLogHandler
@@ -38,18 +38,20 @@ struct AccessLog {
         out.begin(level: "info", label: label, message: "access")
         fixedBefore(0); out.field("bytes", ex.bodyBytesSent)
         fixedBefore(1); out.field("client", ctx.client.address)
-        fixedBefore(2); if let d = ctx.decision { out.field("decision", d.outcome(for: ex.head.method).rawValue) }
+        fixedBefore(2); if let d = ctx.decision { out.field("decision", d.outcome(for: ctx.method).rawValue) }
         fixedBefore(3); out.field("duration_ms", millisFromNanos: EventLoop.nowNanos() - ex.startNanos)
         fixedBefore(4); out.field("method", ex.head.method)
-        fixedBefore(5); out.field("path", String(ex.head.path))
-        fixedBefore(6); if ctx.client.viaTrustedProxy { out.field("peer", ex.remoteIP) }
-        fixedBefore(7); if let p = ctx.policyName { out.field("policy", p) }
-        fixedBefore(8); out.field("request_id", ctx.requestId)
-        fixedBefore(9); out.field("status", ex.responseStarted ? ex.status : 499)
-        fixedBefore(10); if let u = ctx.upstreamNanos { out.field("upstream_ms", millisFromNanos: u) }
-        fixedBefore(11); if let s = ctx.subject { out.field("user", s.uid) }
-        fixedBefore(12); if let ua = ex.head.headers.first("User-Agent") { out.field("user_agent", ua) }
-        fixedBefore(13)
+        // On `/-/authz`: the original request the proxy asks about.
+        fixedBefore(5); if ctx.forwardedBy != nil { out.field("original", ctx.method + " " + ctx.target) }
+        fixedBefore(6); out.field("path", String(ex.head.path))
+        fixedBefore(7); if ctx.client.viaTrustedProxy { out.field("peer", ex.remoteIP) }
+        fixedBefore(8); if let p = ctx.policyName { out.field("policy", p) }
+        fixedBefore(9); out.field("request_id", ctx.requestId)
+        fixedBefore(10); out.field("status", ex.responseStarted ? ex.status : 499)
+        fixedBefore(11); if let u = ctx.upstreamNanos { out.field("upstream_ms", millisFromNanos: u) }
+        fixedBefore(12); if let s = ctx.subject { out.field("user", s.uid) }
+        fixedBefore(13); if let ua = ex.head.headers.first("User-Agent") { out.field("user_agent", ua) }
+        fixedBefore(14)
         out.end()
     }
 }

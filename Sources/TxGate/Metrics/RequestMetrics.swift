@@ -33,7 +33,7 @@ final class RequestMetrics {
             c.increment()
         }
         // Every decision a request got (from the cache or the PDP), by what it said.
-        if let d = ctx.decision { metrics.decided(d, method: ex.head.method) }
+        if let d = ctx.decision { metrics.decided(d, method: ctx.method) }
         if let u = ctx.upstreamNanos { metrics.upstreamLatency.recordNanoseconds(Int64(truncatingIfNeeded: u)) }
     }
 
