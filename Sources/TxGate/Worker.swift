@@ -72,7 +72,7 @@ final class Worker: @unchecked Sendable {
         if !config.cors.allowedOrigins.isEmpty { phases.append(CORSPhase(cors: config.cors)) }
         phases += [
             ReadBodyPhase(.forAuthEndpoints),
-            AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, loop: loop),
+            AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, oauth: shared.oauth, loop: loop),
         ]
         if let pdp = shared.pdp, let auth = shared.auth {
             let parking = shared.store.map {
@@ -80,16 +80,20 @@ final class Worker: @unchecked Sendable {
                                logger: shared.logger)
             }
             phases += decisionPhases(shared, loop: loop, pdp: pdp, identifier: auth.identifier(on: loop), amURI: publicURL + "/am/",
-                                     parking: parking)
+                                     parking: parking, accessTokens: shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) })
         } else if let remote = shared.remotePDP, let amURI = config.pdp.amURI {
             let am = AMClient(config: config.pdp, endpoint: remote.endpoint, loop: loop, cookieName: config.session.cookieName,
                               password: remote.agentPassword, logger: shared.logger)
             phases += decisionPhases(shared, loop: loop, pdp: RemotePDP(am: am, loginJourney: config.loginJourney, logger: shared.logger),
-                                     identifier: RemoteSessions(am: am, cookieName: config.session.cookieName), amURI: amURI, parking: nil)
+                                     identifier: RemoteSessions(am: am, cookieName: config.session.cookieName, clock: shared.clock),
+                                     amURI: amURI, parking: nil, accessTokens: nil)
         }
         phases += [
             ForwardAuthAnswerPhase(),
             UpstreamRequestFilter(upstreamAuthority: shared.upstreamAuthority, sessionCookieName: shared.auth?.config.session.cookieName),
+        ]
+        if let issuer = shared.txnTokens { phases.append(TxnTokenPhase(issuer: issuer)) }
+        phases += [
             ReadBodyPhase(.always),
             ProxyPhase(pool: pool, basePath: shared.upstreamBasePath),
         ]
@@ -97,19 +101,20 @@ final class Worker: @unchecked Sendable {
     }
 
     /// Identify, (replay), decide, challenge: the same phases whichever PDP decides. `parking`:
-    /// where browsers' requests wait for approval (only with a store of this gateway's own).
+    /// where browsers' requests wait for approval (only with a store of this gateway's own);
+    /// `accessTokens`: with this gateway's OAuth 2.0 provider.
     static func decisionPhases(_ shared: SharedState, loop: EventLoop, pdp: PolicyDecisionPoint, identifier: SubjectIdentifying,
-                               amURI: String, parking: RequestParking?) -> [RequestPhase] {
+                               amURI: String, parking: RequestParking?, accessTokens: AccessTokenCache?) -> [RequestPhase] {
         let config = shared.config
         let publicURL = config.effectivePublicURL.description
         let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
-        var phases: [RequestPhase] = [RetryParametersPhase(), IdentifyPhase(pdp: pdp, identifier: identifier)]
+        var phases: [RequestPhase] = [RetryParametersPhase(), IdentifyPhase(pdp: pdp, identifier: identifier, accessTokens: accessTokens)]
         if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
         return phases + [
             ReadBodyPhase(.forBoundTransaction(shared.policies)),
             DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL, policies: shared.policies),
-            ChallengePhase(publicURL: publicURL, amURI: amURI, bearerForm: config.challenges.bearer, parking: parking,
-                           transactionJourney: { [policies = shared.policies] in policies.transactionJourney(path: $0, method: $1) }),
+            ChallengePhase(publicURL: publicURL, amURI: amURI, bearerForm: config.challenges.bearer, policies: shared.policies,
+                           parking: parking),
         ]
     }
 
