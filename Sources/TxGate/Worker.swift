@@ -85,8 +85,7 @@ final class Worker: @unchecked Sendable {
             let am = AMClient(config: config.pdp, endpoint: remote.endpoint, loop: loop, cookieName: config.session.cookieName,
                               password: remote.agentPassword, logger: shared.logger)
             phases += decisionPhases(shared, loop: loop, pdp: RemotePDP(am: am, loginJourney: config.loginJourney, logger: shared.logger),
-                                     identifier: RemoteSessions(am: am, cookieName: config.session.cookieName, clock: shared.clock),
-                                     amURI: amURI, parking: nil, accessTokens: nil)
+                                     identifier: RemoteSessions(am: am, cookieName: config.session.cookieName), amURI: amURI, parking: nil)
         }
         phases += [
             ForwardAuthAnswerPhase(),
@@ -101,14 +100,16 @@ final class Worker: @unchecked Sendable {
     }
 
     /// Identify, (replay), decide, challenge: the same phases whichever PDP decides. `parking`:
-    /// where browsers' requests wait for approval (only with a store of this gateway's own);
-    /// `accessTokens`: with this gateway's OAuth 2.0 provider.
+    /// where browsers' requests wait for approval (only with a store of this gateway's own).
     static func decisionPhases(_ shared: SharedState, loop: EventLoop, pdp: PolicyDecisionPoint, identifier: SubjectIdentifying,
-                               amURI: String, parking: RequestParking?, accessTokens: AccessTokenCache?) -> [RequestPhase] {
+                               amURI: String, parking: RequestParking?, accessTokens: AccessTokenCache? = nil) -> [RequestPhase] {
         let config = shared.config
         let publicURL = config.effectivePublicURL.description
         let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
-        var phases: [RequestPhase] = [RetryParametersPhase(), IdentifyPhase(pdp: pdp, identifier: identifier, accessTokens: accessTokens)]
+        var phases: [RequestPhase] = [
+            RetryParametersPhase(),
+            IdentifyPhase(pdp: pdp, identifier: identifier, accessTokens: accessTokens, clock: shared.clock),
+        ]
         if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
         return phases + [
             ReadBodyPhase(.forBoundTransaction(shared.policies)),

@@ -10,7 +10,8 @@ struct IdentifyPhase: RequestPhase {
     let pdp: PolicyDecisionPoint
     let identifier: SubjectIdentifying
     /// Verifies bearer access tokens (and remembers them); nil without the OAuth 2.0 provider.
-    var accessTokens: AccessTokenCache?
+    var accessTokens: AccessTokenCache? = nil
+    var clock = WallClock.system
 
     func handle(_ ctx: RequestContext) {
         ctx.bearer = Self.bearerToken(ctx.head.headers)
@@ -20,7 +21,7 @@ struct IdentifyPhase: RequestPhase {
         }
         // A valid access token wins; one that does not verify never hides a valid session cookie.
         if let bearer = ctx.bearer, let tokens = accessTokens, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2,
-           let v = tokens.verify(bearer, now: identifier.clock.now) {
+           let v = tokens.verify(bearer, now: clock.now) {
             ctx.subject = tokens.subject(v, token: bearer)
             ctx.accessToken = v
             // The transaction the token was issued for is consumed like `_txid` (WIRE-EXTENSIONS §7).
@@ -68,8 +69,6 @@ struct IdentifyPhase: RequestPhase {
 
 /// Where the subject behind a token comes from: this gateway's sessions, or the remote AM's.
 protocol SubjectIdentifying {
-    /// The time access tokens are checked against.
-    var clock: WallClock { get }
     /// The session token a request carries (token header or cookie).
     func sessionToken(in headers: HTTPHeaders) -> String?
     /// The subject for `token`; nil for no token or no live session. `receivedNanos`: when the

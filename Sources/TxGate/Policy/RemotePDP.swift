@@ -53,14 +53,12 @@ final class RemotePDP: PolicyDecisionPoint, @unchecked Sendable {
 final class RemoteSessions: SubjectIdentifying {
     /// Marks a subject whose token is an OIDC JWT (sent as `subject.jwt`, not `ssoToken`).
     static let jwtAttribute = "txgate.subject.jwt"
-    let clock: WallClock
     private let am: AMClient
     private let cookieName: String
     private var cache: [String: (subject: Subject?, expires: UInt64)] = [:]
 
-    init(am: AMClient, cookieName: String, clock: WallClock) {
+    init(am: AMClient, cookieName: String) {
         self.am = am
-        self.clock = clock
         self.cookieName = cookieName
     }
 

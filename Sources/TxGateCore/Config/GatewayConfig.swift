@@ -92,17 +92,17 @@ public struct GatewayConfig: Decodable, Sendable {
     public var metrics = MetricsConfig()
     public var loginPage = LoginPageConfig()
     public var cors = CORSConfig()
-    public var pdp = PDPConfig()
-    public var forwardAuth = ForwardAuthConfig()
     /// The OAuth 2.0 / OpenID Connect provider; nil: not served.
     public var oauth2: OAuth2Config?
     public var txnTokens = TxnTokenConfig()
+    public var pdp = PDPConfig()
+    public var forwardAuth = ForwardAuthConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email",
-                              "trustedProxies", "readiness", "metrics", "loginPage", "cors", "oauth2", "txnTokens", "pdp",
-                              "forwardAuth"]
+                              "trustedProxies", "readiness", "metrics", "loginPage", "cors", "oauth2", "txnTokens",
+                              "pdp", "forwardAuth"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -143,10 +143,10 @@ public struct GatewayConfig: Decodable, Sendable {
         metrics = o.value("metrics", default: metrics)
         loginPage = o.value("loginPage", default: loginPage)
         cors = o.value("cors", default: cors)
-        pdp = o.value("pdp", default: pdp)
-        forwardAuth = o.value("forwardAuth", default: forwardAuth)
         oauth2 = o.optional("oauth2")
         txnTokens = o.value("txnTokens", default: txnTokens)
+        pdp = o.value("pdp", default: pdp)
+        forwardAuth = o.value("forwardAuth", default: forwardAuth)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
