@@ -21,6 +21,7 @@ let package = Package(
         .library(name: "EventHTTP", targets: ["EventHTTP"]),
         .library(name: "TxGateCrypto", targets: ["TxGateCrypto"]),
         .library(name: "TxGateCore", targets: ["TxGateCore"]),
+        .library(name: "TxGateWire", targets: ["TxGateWire"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -44,9 +45,12 @@ let package = Package(
         .target(name: "TxGateCrypto", dependencies: ["COpenSSL"]),
         // The git commit of the build, as a C string (C macros carry values; Swift defines do not).
         .target(name: "CTxGateBuildInfo", cSettings: [.define("TXGATE_COMMIT", to: "\"\(buildCommit)\"")]),
+        // The wire codecs both sides use (advices, callbacks, JSON, query and text escaping): pure
+        // Swift on Foundation, no OpenSSL, so that the client library can share them.
+        .target(name: "TxGateWire"),
         // Pure domain logic: configuration, header rules, error bodies. No I/O.
         .target(name: "TxGateCore", dependencies: [
-            "HTTPCore", "TxGateCrypto", "CTxGateBuildInfo", .product(name: "Logging", package: "swift-log"),
+            "TxGateWire", "HTTPCore", "TxGateCrypto", "CTxGateBuildInfo", .product(name: "Logging", package: "swift-log"),
         ]),
         // The embedded default store: the Store protocol on one SQLite file.
         .target(name: "TxGateStore", dependencies: ["TxGateCore", "CSQLite"]),

@@ -12,6 +12,8 @@ enum RequestFailure: Error, Equatable {
     case notFound(String)
     case methodNotAllowed(String)
     case unsupportedMediaType(String)
+    /// 413: a body the gateway would have to keep (a parked browser request) is too large.
+    case payloadTooLarge(String)
     case tooManyTransactions(Int)
     /// The store cannot be reached; the reason goes to the log, not to the client.
     case storeUnavailable(String)
@@ -34,6 +36,7 @@ enum RequestFailure: Error, Equatable {
         case .notFound: return 404
         case .methodNotAllowed: return 405
         case .unsupportedMediaType: return 415
+        case .payloadTooLarge: return 413
         case .tooManyTransactions: return 429
         case .storeUnavailable: return 503
         case .upstream(let f): return f.status
@@ -45,7 +48,7 @@ enum RequestFailure: Error, Equatable {
     var message: String {
         switch self {
         case .badRequest(let m), .forbidden(let m), .notFound(let m), .methodNotAllowed(let m), .unsupportedMediaType(let m),
-             .internalError(let m):
+             .payloadTooLarge(let m), .internalError(let m):
             return m
         case .tooManyTransactions(let n):
             return "more than \(n) transactions are waiting for approval; approve or let them expire first"

@@ -67,19 +67,29 @@ final class Worker: @unchecked Sendable {
             MetricsEndpointPhase(metrics: shared.metrics),
             GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, readiness: readiness,
                                   logger: shared.logger),
+        ]
+        if !config.cors.allowedOrigins.isEmpty { phases.append(CORSPhase(cors: config.cors)) }
+        phases += [
             ReadBodyPhase(.forAuthEndpoints),
             AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, oauth: shared.oauth, loop: loop),
         ]
         if let pdp = shared.pdp, let auth = shared.auth {
             let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
+            let parking = shared.store.map {
+                RequestParking(store: $0, loop: loop, maxBodyBytes: config.limits.maxParkedBodyBytes, policies: shared.policies,
+                               logger: shared.logger)
+            }
             phases += [
                 RetryParametersPhase(),
                 IdentifyPhase(pdp: pdp, identifier: auth.identifier(on: loop),
                               accessTokens: shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) }),
+            ]
+            if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
+            phases += [
                 ReadBodyPhase(.forBoundTransaction(shared.policies)),
                 DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL,
                             policies: shared.policies),
-                ChallengePhase(publicURL: publicURL, bearerForm: config.challenges.bearer, policies: shared.policies),
+                ChallengePhase(publicURL: publicURL, bearerForm: config.challenges.bearer, parking: parking, policies: shared.policies),
             ]
         }
         phases += [

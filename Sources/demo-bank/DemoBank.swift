@@ -13,7 +13,8 @@ struct DemoBank: ParsableCommand {
         commandName: "demo-bank",
         abstract: "A demo banking backend (and test origin) for TxGate.",
         discussion: """
-            GET /health, GET /accounts, POST /transfer {amount, currency, payee}, ANY /echo (what arrived), \
+            GET / (home page: balance and a transfer form), GET /receipt?seq=N, GET /health, GET /accounts, \
+            POST /transfer (JSON {amount, currency, payee}, or the home page's form), ANY /echo (what arrived), \
             GET /slow?ms=N, GET /stream?chunks=N&size=B (chunked), GET /hop (hop-by-hop response headers), \
             GET /conn (which client connection this is).
             """)
@@ -62,7 +63,9 @@ struct DemoBank: ParsableCommand {
 final class Bank {
     let loop: EventLoop
     private var timers: [ObjectIdentifier: LoopTimer] = [:]
-    private var transferCount = 0
+    /// Executed transfers, in order: a transfer's sequence number is its place here (from 1).
+    private var transfers: [TransferOrder] = []
+    static let openingBalance = Decimal(string: "4820.75")!
     /// With `--txn-token-jwks`: what a transfer must carry.
     var txnTokens: TxnTokenCheck?
 
@@ -74,9 +77,13 @@ final class Bank {
         switch (ex.head.method, path) {
         case ("GET", "/health"):
             json(ex, 200, ["status": "ok"])
+        case ("GET", "/"), ("GET", "/transfer"):
+            page(ex, 200, BankPages.home(balance: balance, transfers: transfers.count))
+        case ("GET", "/receipt"):
+            receipt(ex, query)
         case ("GET", "/accounts"):
             json(ex, 200, ["accounts": [
-                ["id": "acc-001", "name": "Everyday", "currency": "EUR", "balance": 1520.75],
+                ["id": "acc-001", "name": "Everyday", "currency": "EUR", "balance": NSDecimalNumber(decimal: balance)],
                 ["id": "acc-002", "name": "Savings", "currency": "EUR", "balance": 10250.00],
             ]])
         case ("POST", "/transfer"):
@@ -122,28 +129,51 @@ final class Bank {
         }
     }
 
+    /// A transfer from a JSON body (201 with the executed transfer) or from the home page's
+    /// form (303 to its receipt, so that reloading the receipt never sends the form again).
     private func transfer(_ ex: ServerExchange) {
-        let body = ex.body.bytes
-        guard let obj = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
-            error(ex, 400, "the body must be a JSON object {amount, currency, payee}")
+        let isForm = ex.head.headers.first("Content-Type").flatMap(MediaType.init)?.isForm ?? false
+        let parsed = isForm ? TransferOrder.fromForm(ex.body.bytes) : TransferOrder.fromJSON(ex.body.bytes)
+        let order: TransferOrder
+        switch parsed {
+        case .failure(let why):
+            if isForm { page(ex, 400, BankPages.refused(why.message)) } else { error(ex, 400, why.message) }
+            return
+        case .success(let o):
+            order = o
+        }
+        transfers.append(order)
+        let sequence = transfers.count
+        if isForm {
+            var h = HTTPHeaders()
+            h.add("Location", "/receipt?seq=\(sequence)")
+            ex.respond(status: 303, headers: h, body: [])
             return
         }
-        for field in ["amount", "currency", "payee"] where obj[field] == nil || obj[field] is NSNull {
-            error(ex, 400, "missing field '\(field)'")
-            return
-        }
-        guard let amount = obj["amount"] as? NSNumber, !(obj["amount"] is Bool), amount.doubleValue > 0 else {
-            error(ex, 400, "'amount' must be a positive number")
-            return
-        }
-        guard let currency = obj["currency"] as? String, let payee = obj["payee"] as? String else {
-            error(ex, 400, "'currency' and 'payee' must be strings")
-            return
-        }
-        transferCount += 1
         json(ex, 201, ["id": "tx-" + UUID().uuidString.lowercased(), "status": "executed",
-                       "amount": amount, "currency": currency, "payee": payee,
-                       "sequence": transferCount])
+                       "amount": order.amountNumber, "currency": order.currency, "payee": order.payee,
+                       "sequence": sequence])
+    }
+
+    private func receipt(_ ex: ServerExchange, _ query: [String: String]) {
+        guard let n = Int(query["seq"] ?? ""), n >= 1, n <= transfers.count else {
+            page(ex, 404, BankPages.refused("There is no transfer with this number."))
+            return
+        }
+        page(ex, 200, BankPages.receipt(transfers[n - 1], sequence: n, balance: balance))
+    }
+
+    /// The everyday account's balance after the transfers made (in EUR, the demo's only currency).
+    private var balance: Decimal {
+        transfers.reduce(Self.openingBalance) { $0 - ($1.currency == "EUR" ? $1.amount : 0) }
+    }
+
+    private func page(_ ex: ServerExchange, _ status: Int, _ html: String) {
+        var h = HTTPHeaders()
+        h.add("Content-Type", "text/html; charset=utf-8")
+        h.add("Cache-Control", "no-store")
+        h.add("Content-Security-Policy", BankPages.csp)
+        ex.respond(status: status, headers: h, body: Array(html.utf8))
     }
 
     private func echo(_ ex: ServerExchange) {

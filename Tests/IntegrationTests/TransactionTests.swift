@@ -87,7 +87,7 @@ import TestSupport
         }
     }
 
-    // MARK: 3. The browser form: 307 to the login page with the advice XML
+    // MARK: 3. The browser form: 303 (a POST) to the login page with the advice XML
 
     @Test func browserRedirectCarriesGotoAndExactAdviceXMLAndBase64urlCompletes() throws {
         let bed = try Testbed.current
@@ -99,7 +99,9 @@ import TestSupport
 
         let r = try g.fetch("POST", "/transfer?ref=inv-42", headers: [cookie, ("Content-Type", "application/json")],
                             body: Kit.transferBody)
-        #expect(r.status == 307, "browser first try:\n\(r)")
+        // 303, not 307: the browser must not re-send its body to the login page (the request is
+        // parked instead, ParkedRequestTests).
+        #expect(r.status == 303, "browser first try:\n\(r)")
         let location = try #require(r.header("Location"), "no Location on:\n\(r)")
         let prefix = pub + "/am/XUI/?"
         #expect(location.hasPrefix(prefix), "Location: \(location)")
@@ -132,7 +134,8 @@ import TestSupport
         let done = try Kit.post(g, Kit.authPath, Kit.answer(step, [codes.next(Kit.demoSecret)]), headers: [cookie])
         #expect(done.status == 200, "\(done)")
 
-        // The browser then follows goto, which already carries _txid.
+        // A client that re-sends its request itself to goto (which already carries _txid) is
+        // allowed too.
         let gotoURL = try #require(q["goto"])
         let target = String(gotoURL.dropFirst(pub.count))
         let retry = try g.fetch("POST", target, headers: [cookie, ("Content-Type", "application/json")], body: Kit.transferBody)

@@ -15,6 +15,8 @@ final class AuthService: Sendable {
     let users: [String: UserRecord]
     let verifier = PasswordVerifier()
     let gotoPolicy: GotoPolicy
+    /// The login page, branded, with its logo read once.
+    let loginPageView: LoginPageView
     let publicURL: String
     /// Delivers emails for the email nodes; nil when `email` is not configured.
     let emailDelivery: EmailDelivery?
@@ -41,6 +43,8 @@ final class AuthService: Sendable {
         sessions = SessionManager(store: store, config: config.session, secureCookie: publicURL.isTLS)
         gotoPolicy = GotoPolicy(origin: publicURL)
         self.publicURL = publicURL.description
+        let logo = config.loginPage.logoFile.flatMap { FileManager.default.contents(atPath: $0) }.map { [UInt8]($0) }
+        loginPageView = LoginPageView(config: config.loginPage, logo: logo)
     }
 
     var now: Int { clock.now }

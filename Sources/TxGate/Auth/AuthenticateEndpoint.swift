@@ -23,7 +23,8 @@ final class AuthenticateEndpoint {
     private var engine: JourneyEngine { auth.engine }
 
     func handle(_ ctx: RequestContext, realm: String) {
-        if let refusal = Self.crossSiteRefusal(ctx.head.headers, body: ctx.exchange.body.bytes, gotoPolicy: auth.gotoPolicy) {
+        if let refusal = Self.crossSiteRefusal(ctx.head.headers, body: ctx.exchange.body.bytes, gotoPolicy: auth.gotoPolicy,
+                                             cors: auth.config.cors) {
             ctx.fail(refusal)
             return
         }
@@ -44,10 +45,10 @@ final class AuthenticateEndpoint {
     /// Login CSRF: a form on another site can post `text/plain`, a form or multipart without
     /// a preflight, and the answer would set the session cookie. So a body must be JSON (which
     /// a cross-site page cannot send without CORS), and a browser's `Origin` must be the
-    /// gateway's own. An empty body with no Content-Type stays accepted: the Android SDK starts
+    /// gateway's own or one that `cors` allows. An empty body with no Content-Type stays accepted: the Android SDK starts
     /// every journey that way.
-    static func crossSiteRefusal(_ headers: HTTPHeaders, body: [UInt8], gotoPolicy: GotoPolicy) -> RequestFailure? {
-        if let origin = headers.first("Origin"), !gotoPolicy.origin.isSameOrigin(origin) {
+    static func crossSiteRefusal(_ headers: HTTPHeaders, body: [UInt8], gotoPolicy: GotoPolicy, cors: CORSConfig) -> RequestFailure? {
+        if let origin = headers.first("Origin"), !gotoPolicy.origin.isSameOrigin(origin), !cors.allows(origin) {
             return .forbidden("requests from the origin '\(origin)' may not authenticate here")
         }
         guard !isBlank(body) else { return nil }

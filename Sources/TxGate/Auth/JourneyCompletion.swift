@@ -47,7 +47,7 @@ struct JourneyCompletion {
 
     /// AM's success answer: the session's token, where to go next, the realm.
     private func success(_ ctx: RequestContext, token: String, _ state: JourneyState, headers: HTTPHeaders = HTTPHeaders()) {
-        let successUrl = state.shared["goto"] ?? "/"
+        let successUrl = state.shared["goto"] ?? auth.config.loginPage.defaultGoto
         ctx.respondJSON(status: 200, #"{"tokenId":"\#(JSONText.escape(token))","successUrl":"\#(JSONText.escape(successUrl))","realm":"\#(JSONText.escape(state.realm))"}"#,
                         headers: headers)
     }

@@ -141,11 +141,11 @@ final class SessionManager: Sendable {
     }
 
     func setCookie(_ token: String) -> String {
-        "\(config.cookieName)=\(token); Path=/; HttpOnly; SameSite=Lax" + (secureCookie ? "; Secure" : "")
+        "\(config.cookieName)=\(token); Path=/; HttpOnly; SameSite=\(config.sameSite)" + (secureCookie ? "; Secure" : "")
     }
 
     func clearCookie() -> String {
-        "\(config.cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=Lax" + (secureCookie ? "; Secure" : "")
+        "\(config.cookieName)=; Path=/; Max-Age=0; HttpOnly; SameSite=\(config.sameSite)" + (secureCookie ? "; Secure" : "")
     }
 }
 

@@ -8,6 +8,7 @@ struct AuthEndpointsPhase: RequestPhase {
         let authenticate: AuthenticateEndpoint
         let sessions: SessionsEndpoint
         let policies: PoliciesEndpoint?
+        let loginPage: LoginPage
     }
     private let endpoints: Endpoints?
     private let oauth: OAuthEndpoints?
@@ -17,7 +18,8 @@ struct AuthEndpointsPhase: RequestPhase {
         endpoints = auth.map { auth in
             Endpoints(auth: auth, authenticate: AuthenticateEndpoint(auth: auth, loop: loop),
                       sessions: SessionsEndpoint(auth: auth, loop: loop),
-                      policies: pdp.map { PoliciesEndpoint(auth: auth, pdp: $0, policies: policies, loop: loop) })
+                      policies: pdp.map { PoliciesEndpoint(auth: auth, pdp: $0, policies: policies, loop: loop) },
+                      loginPage: LoginPage(auth: auth, loop: loop))
         }
     }
 
@@ -34,7 +36,7 @@ struct AuthEndpointsPhase: RequestPhase {
             return
         }
         if path == "/am/XUI" || path == "/am/XUI/" || path == "/am/XUI/index.html" {
-            LoginPage.serve(ctx, gotoPolicy: endpoints.auth.gotoPolicy)
+            endpoints.loginPage.serve(ctx)
             return
         }
         guard path.hasPrefix("/am/json/"), let (realm, endpoint) = AuthService.route(path) else {

@@ -8,18 +8,21 @@ struct ChallengePhase: RequestPhase {
     private let publicURL: String
     private let amURI: String
     private let bearerForm: String
-    /// The journey a transaction challenge asks for, for RFC 9470's `acr_values`.
+    /// The policies, for RFC 9470's `acr_values` (a transaction's journey) and `max_age`.
     private let policies: PolicySet
+    /// Where a browser's request waits for its approval (nil: the gateway has no store).
+    private let parking: RequestParking?
 
-    init(publicURL: String, bearerForm: String, policies: PolicySet) {
+    init(publicURL: String, bearerForm: String, parking: RequestParking?, policies: PolicySet) {
         self.publicURL = publicURL
         amURI = publicURL + "/am/"
         self.bearerForm = bearerForm
+        self.parking = parking
         self.policies = policies
     }
 
     func handle(_ ctx: RequestContext) {
-        guard let advices = ctx.decision?.advices, !advices.isEmpty, ctx.decision?.allows(ctx.head.method) != true else {
+        guard let advices = ctx.decision?.advices, !advices.isEmpty, ctx.decision?.allows(ctx.method) != true else {
             ctx.proceed()
             return
         }
@@ -31,9 +34,7 @@ struct ChallengePhase: RequestPhase {
         } else if ctx.bearer != nil {
             bearerChallenge(ctx, advices, &h)
         } else {
-            h.add("Location", loginRedirect(ctx, advices))
-            let body = ErrorBody.text(status: 307, message: "authentication required", members: #""advices":\#(advices.json)"#)
-            ctx.respondJSON(status: 307, body, headers: h)
+            browserRedirect(ctx, advices, h)
             return
         }
         let txid = advices[Advices.transaction]?.first
@@ -55,11 +56,30 @@ struct ChallengePhase: RequestPhase {
         }
         let txid = advices[Advices.transaction]?.first
         // acr_values names the journey that satisfies the advice ("/:NAME" → NAME).
-        let acr = txid != nil ? policies.transactionJourney(path: ctx.path[...], method: ctx.head.method) ?? ""
+        let acr = txid != nil ? policies.transactionJourney(path: ctx.path[...], method: ctx.method) ?? ""
             : advices[Advices.authenticateToService]?.first.map { String($0.split(separator: ":").last ?? "") } ?? ""
-        let maxAge = txid == nil ? policies.stepUpMaxAge(path: ctx.path[...], method: ctx.head.method) : nil
+        let maxAge = txid == nil ? policies.stepUpMaxAge(path: ctx.path[...], method: ctx.method) : nil
         h.add("WWW-Authenticate", Challenge.bearerStepUp(acr: acr, txid: txid, maxAge: maxAge))
         if bearerForm == "both" { h.add("WWW-Authenticate", ssoAdvice(advices)) }
+    }
+
+    /// A browser goes to the login page. A GET or HEAD is sent there with 307; any other method
+    /// with 303, so that the browser does not re-send its body to the login page, and a
+    /// transaction's request is parked first, to be replayed when the browser comes back
+    /// approved (WIRE-EXTENSIONS §3b).
+    private func browserRedirect(_ ctx: RequestContext, _ advices: Advices, _ headers: HTTPHeaders) {
+        var h = headers
+        h.add("Location", loginRedirect(ctx, advices))
+        let status = ParkedRequest.isParkable(method: ctx.method) ? 303 : 307
+        let send = {
+            let body = ErrorBody.text(status: status, message: "authentication required", members: #""advices":\#(advices.json)"#)
+            ctx.respondJSON(status: status, body, headers: h)
+        }
+        if status == 303, let parking, let txid = advices[Advices.transaction]?.first {
+            parking.park(ctx, txid: txid, send)
+        } else {
+            send()
+        }
     }
 
     /// The login page, with `goto` back to the request (and its `_txid` for a transaction).

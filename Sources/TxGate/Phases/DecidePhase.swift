@@ -14,11 +14,9 @@ struct DecidePhase: RequestPhase {
     let policies: PolicySet
 
     func handle(_ ctx: RequestContext) {
-        let exchange = ctx.exchange
-        ctx.policyName = policies.applicable(path: ctx.path[...], method: ctx.head.method)?.name
-        let q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.head.method,
-                              subject: ctx.subject, txid: ctx.txid, body: { exchange.body.bytes },
-                              contentType: Self.contentType(ctx.head.headers))
+        ctx.policyName = policies.applicable(path: ctx.path[...], method: ctx.method)?.name
+        let q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.method,
+                              subject: ctx.subject, txid: ctx.txid, body: { ctx.bodyBytes }, contentType: ctx.contentType)
         decide(q) { r in
             switch r {
             case .failure(let e):
@@ -32,15 +30,6 @@ struct DecidePhase: RequestPhase {
                 }
             }
         }
-    }
-
-    /// The Content-Type; several are joined, so that no media type parses and binding refuses it.
-    static func contentType(_ headers: HTTPHeaders) -> String? {
-        var value: String?
-        for f in headers where asciiCaseInsensitiveEquals(f.name, "Content-Type") {
-            value = value.map { $0 + ", " + f.value } ?? f.value
-        }
-        return value
     }
 
     /// A decision from the cache, or from the PDP. Requests that name a transaction are never

@@ -4,8 +4,8 @@ import TxGateCore
 
 /// Who is asking: an access token the gateway issued (`Authorization: Bearer` JWT), else the
 /// session named by `Authorization: Bearer`, the token header or the cookie. Skipped when the
-/// policy that applies does not need a subject, so that open routes keep working when the store
-/// is down.
+/// policy that applies does not need a subject (and the request is not a browser coming back to
+/// a parked request), so that open routes keep working when the store is down.
 struct IdentifyPhase: RequestPhase {
     let pdp: PolicyDecisionPoint
     let identifier: SubjectIdentifier
@@ -14,27 +14,45 @@ struct IdentifyPhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) {
         ctx.bearer = Self.bearerToken(ctx.head.headers)
-        guard pdp.needsSubject(path: ctx.path[...], method: ctx.head.method) else { ctx.proceed(); return }
-        var sessionToken = ctx.bearer ?? identifier.sessionToken(in: ctx.head.headers)
-        if let bearer = ctx.bearer, let tokens = accessTokens, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2 {
-            // A valid access token wins; one that does not verify never hides a valid session cookie.
-            if let v = tokens.verify(bearer, now: identifier.clock.now) {
-                ctx.subject = tokens.subject(v, token: bearer)
-                ctx.accessToken = v
-                // The transaction the token was issued for is consumed like `_txid` (WIRE-EXTENSIONS §7).
-                if ctx.txid == nil, let txn = v.string("txn") { ctx.txid = txn }
-                ctx.proceed()
-                return
-            }
-            sessionToken = identifier.sessionToken(in: ctx.head.headers)
+        guard pdp.needsSubject(path: ctx.path[...], method: ctx.head.method) || RequestParking.mayReplay(ctx) else {
+            ctx.proceed()
+            return
         }
-        identifier.identify(token: sessionToken) { r in
+        // A valid access token wins; one that does not verify is treated like any other
+        // unrecognized bearer below: it never hides a valid session cookie.
+        if let bearer = ctx.bearer, let tokens = accessTokens, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2,
+           let v = tokens.verify(bearer, now: identifier.clock.now) {
+            ctx.subject = tokens.subject(v, token: bearer)
+            ctx.accessToken = v
+            // The transaction the token was issued for is consumed like `_txid` (WIRE-EXTENSIONS §7).
+            if ctx.txid == nil, let txn = v.string("txn") { ctx.txid = txn }
+            ctx.proceed()
+            return
+        }
+        identifyBearerThenSession(ctx) { r in
             switch r {
             case .failure(let e):
                 ctx.fail(.storeUnavailable(e.description))
             case .success(let subject):
                 ctx.subject = subject
                 ctx.proceed()
+            }
+        }
+    }
+
+    /// A bearer token that identifies someone wins. One that does not (another issuer's token,
+    /// an expired one: the SDKs send theirs whenever they hold OAuth tokens) does not hide the
+    /// session cookie or token header: the request is then the session's, and is no longer
+    /// treated as a bearer client (`ctx.bearer` cleared). With neither, `ctx.bearer` stays, so
+    /// a bearer client is told its token is not valid.
+    private func identifyBearerThenSession(_ ctx: RequestContext, _ done: @escaping (StoreResult<Subject?>) -> Void) {
+        let session = identifier.sessionToken(in: ctx.head.headers)
+        guard let bearer = ctx.bearer, bearer != session else { identifier.identify(token: session, done); return }
+        identifier.identify(token: bearer) { [identifier] r in
+            guard case .success(nil) = r, session != nil else { done(r); return }
+            identifier.identify(token: session) { r in
+                if case .success(_?) = r { ctx.bearer = nil }
+                done(r)
             }
         }
     }

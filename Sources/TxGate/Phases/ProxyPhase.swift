@@ -36,13 +36,19 @@ final class ProxiedRequest: UpstreamResponseHandler {
         ex.onAbort = { self.clientGone() }
         ex.onWritable = { self.clientDrained() }
         sentAt = EventLoop.nowNanos()
-        call = pool.send(UpstreamRequest(method: ex.head.method, target: target, headers: headers, body: ex.body),
-                                    handler: self)
+        // A replayed parked request goes with its own method and body.
+        let body = ctx.replay.map { Body($0.body) } ?? ex.body
+        call = pool.send(UpstreamRequest(method: ctx.method, target: target, headers: headers, body: body), handler: self)
     }
 
     func upstreamResponseHead(_ head: ResponseHead, framing: BodyFraming) {
         ctx.upstreamNanos = EventLoop.nowNanos() - sentAt
-        let headers = ProxyHeaders.clientResponse(head.headers, requestId: ctx.requestId, keepContentLength: framing == .none)
+        var headers = ProxyHeaders.clientResponse(head.headers, requestId: ctx.requestId, keepContentLength: framing == .none)
+        for f in ctx.responseHeaders {
+            // The gateway's CORS answer replaces the upstream's own.
+            if f.name.hasPrefix("Access-Control-") { headers.remove(f.name) }
+            headers.add(f.name, f.value)
+        }
         let out: ResponseFraming
         switch framing {
         case .none: out = .none

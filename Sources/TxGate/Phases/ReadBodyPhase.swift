@@ -36,7 +36,7 @@ final class ReadBodyPhase: RequestPhase {
             return ctx.path == "/am" || ctx.path.hasPrefix("/am/")
         case .forBoundTransaction(let policies):
             guard ctx.subject != nil,
-                  case .transaction(let rule)? = policies.applicable(path: ctx.path[...], method: ctx.head.method)?.requirement
+                  case .transaction(let rule)? = policies.applicable(path: ctx.path[...], method: ctx.method)?.requirement
             else { return false }
             return rule.bindWholeBody || !rule.bindFields.isEmpty
         }

@@ -17,6 +17,13 @@ struct UpstreamRequestFilter: RequestPhase {
         if let sessionCookieName {
             ProxyHeaders.removeGatewayCredentials(&headers, cookieName: sessionCookieName, bearerToken: ctx.subject?.token)
         }
+        if let parked = ctx.replay {
+            // The parked request's own representation headers, not the GET's that brought the browser back.
+            headers.remove("Content-Type")
+            headers.remove("Accept")
+            if let type = parked.contentType { headers.add("Content-Type", type) }
+            if let accept = parked.accept { headers.add("Accept", accept) }
+        }
         ctx.upstreamHeaders = headers
         ctx.proceed()
     }

@@ -27,11 +27,19 @@ public struct SessionConfig: Decodable, Sendable {
     public var cookieName = "iPlanetDirectoryPro"
     public var idleTimeoutS = 1_800
     public var maxLifetimeS = 28_800
+    /// The cookie's `SameSite`: `Lax`, `Strict`, or `None` (for a single-page app on another
+    /// site that sends the cookie; needs https, since browsers keep such a cookie only if Secure).
+    public var sameSite = "Lax"
+    public static let sameSiteValues = ["Lax", "Strict", "None"]
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["cookieName", "idleTimeoutS", "maxLifetimeS"])
+        let o = try StrictObject(decoder, known: ["cookieName", "idleTimeoutS", "maxLifetimeS", "sameSite"])
+        sameSite = o.value("sameSite", default: sameSite)
+        if !Self.sameSiteValues.contains(sameSite) {
+            o.invalid("sameSite", "'\(sameSite)' is not one of \(Self.sameSiteValues.joined(separator: ", "))")
+        }
         cookieName = o.value("cookieName", default: cookieName)
         idleTimeoutS = o.int("idleTimeoutS", default: idleTimeoutS, atLeast: 1)
         maxLifetimeS = o.value("maxLifetimeS", default: maxLifetimeS)

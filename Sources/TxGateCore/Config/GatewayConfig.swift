@@ -90,6 +90,8 @@ public struct GatewayConfig: Decodable, Sendable {
     public var trustedProxies = TrustedProxies()
     public var readiness = ReadinessConfig()
     public var metrics = MetricsConfig()
+    public var loginPage = LoginPageConfig()
+    public var cors = CORSConfig()
     /// The OAuth 2.0 / OpenID Connect provider; nil: not served.
     public var oauth2: OAuth2Config?
     public var txnTokens = TxnTokenConfig()
@@ -97,7 +99,8 @@ public struct GatewayConfig: Decodable, Sendable {
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email",
-                              "trustedProxies", "readiness", "metrics", "oauth2", "txnTokens"]
+                              "trustedProxies", "readiness", "metrics", "loginPage", "cors",
+                              "oauth2", "txnTokens"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -136,6 +139,8 @@ public struct GatewayConfig: Decodable, Sendable {
         trustedProxies = TrustedProxies(o.cidrs("trustedProxies") ?? [])
         readiness = o.value("readiness", default: readiness)
         metrics = o.value("metrics", default: metrics)
+        loginPage = o.value("loginPage", default: loginPage)
+        cors = o.value("cors", default: cors)
         oauth2 = o.optional("oauth2")
         txnTokens = o.value("txnTokens", default: txnTokens)
     }
@@ -255,6 +260,7 @@ public enum ConfigLoader {
         }
         if let ca = config.upstream.caFile { config.upstream.caFile = resolve(ca, "upstream.caFile") }
         if let u = config.usersFile { config.usersFile = resolve(u, "usersFile") }
+        if let l = config.loginPage.logoFile { config.loginPage.logoFile = resolve(l, "loginPage.logoFile") }
         if case .smtp(var smtp)? = config.email?.delivery {
             smtp.passwordFile = smtp.passwordFile.map { resolve($0, "email.smtp.passwordFile") }
             smtp.caFile = smtp.caFile.map { resolve($0, "email.smtp.caFile") }
@@ -327,6 +333,14 @@ public enum ConfigLoader {
         let emailNodes = config.journeys.values.joined().filter { ["EmailOTP", "EmailSuspend"].contains($0.type) }
         if let first = emailNodes.first, config.email == nil {
             issues.errors.append(ConfigError(path: first.path, message: "\(first.type) needs `email` (an outbox folder or smtp)"))
+        }
+        if GotoPolicy(origin: config.effectivePublicURL).validate(config.loginPage.defaultGoto) == nil {
+            issues.errors.append(ConfigError(path: "loginPage.defaultGoto",
+                                             message: "'\(config.loginPage.defaultGoto)' is not a path or a URL on the gateway's origin (\(config.effectivePublicURL.origin))"))
+        }
+        if config.session.sameSite == "None" && !config.effectivePublicURL.isTLS {
+            issues.errors.append(ConfigError(path: "session.sameSite",
+                                             message: "None needs a Secure cookie, so an https publicUrl (or tls); browsers drop a SameSite=None cookie that is not Secure"))
         }
         if (config.oauth2 != nil || config.txnTokens.enabled) && config.journeys.isEmpty {
             issues.errors.append(ConfigError(path: config.oauth2 != nil ? "oauth2" : "txnTokens",

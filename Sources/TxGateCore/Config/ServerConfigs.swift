@@ -39,12 +39,15 @@ public struct LimitsConfig: Decodable, Sendable {
     public var minBodyRate = 1024
     /// Connections one client address may hold open at once, across all workers; 0: no limit.
     public var maxConnectionsPerClient = 256
+    /// The largest body of a browser request kept while its user approves it (WIRE-EXTENSIONS
+    /// §3b); a larger one is refused with 413.
+    public var maxParkedBodyBytes = 64 << 10
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, known: ["maxHeaderBytes", "maxBodyBytes", "headerTimeoutMs", "bodyTimeoutMs",
-                                                  "minBodyRate", "maxConnectionsPerClient"])
+                                                  "minBodyRate", "maxConnectionsPerClient", "maxParkedBodyBytes"])
         maxHeaderBytes = o.int("maxHeaderBytes", default: maxHeaderBytes, atLeast: 512)
         maxBodyBytes = o.int("maxBodyBytes", default: maxBodyBytes, atLeast: 0)
         headerTimeoutMs = o.int("headerTimeoutMs", default: headerTimeoutMs, atLeast: 100)
@@ -52,6 +55,7 @@ public struct LimitsConfig: Decodable, Sendable {
         minBodyRate = o.int("minBodyRate", default: minBodyRate, atLeast: 0)
         // 0: no limit.
         maxConnectionsPerClient = o.int("maxConnectionsPerClient", default: maxConnectionsPerClient, atLeast: 0)
+        maxParkedBodyBytes = o.int("maxParkedBodyBytes", default: maxParkedBodyBytes, atLeast: 0)
     }
 }
 

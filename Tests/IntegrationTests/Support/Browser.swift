@@ -39,6 +39,12 @@ enum BrowserStep: Sendable, CustomStringConvertible {
     case snapshot(_ name: String)
     /// Navigates the same browser (same cookies) to another URL.
     case open(_ url: String)
+    case reload
+    /// Saves a PNG of the page as it is now.
+    case screenshot(_ file: URL)
+    /// Waits for a file matching `glob` whose text matches `pattern`, and types the pattern's
+    /// first group into the element (a code from an email in an outbox folder).
+    case fillFromFile(_ css: String, glob: String, pattern: String)
 
     var json: [String: Any] {
         func with(_ base: [String: Any], _ timeout: Double?) -> [String: Any] {
@@ -60,6 +66,9 @@ enum BrowserStep: Sendable, CustomStringConvertible {
         case let .pause(s): return ["pause": s]
         case let .snapshot(name): return ["snapshot": name]
         case let .open(url): return ["open": url]
+        case .reload: return ["reload": true]
+        case let .screenshot(file): return ["screenshot": file.path]
+        case let .fillFromFile(css, glob, pattern): return ["fill_from_file": css, "glob": glob, "pattern": pattern]
         }
     }
 

@@ -17,6 +17,12 @@ Steps (JSON objects; on the command line the short form in brackets):
     {"pause": SECONDS}                  let the page run (at most 10 s)             [pause:SECONDS]
     {"snapshot": NAME}                  record URL, text, navigation, document.cookie [snapshot:NAME]
     {"open": URL}                       navigate the same browser to another URL    [open:URL]
+    {"reload": true}                    reload the current page                     [reload:]
+    {"screenshot": PATH}                save a PNG of the page as it is now         [screenshot:PATH]
+    {"fill_from_file": CSS, "glob": G, "pattern": RE}
+                                        wait for a file matching the glob G (newest first) whose
+                                        text matches the regex RE, and type its first group into CSS
+                                        (a code from an email in an outbox folder)
 A wait step may carry "timeout" (seconds; default --step-timeout).
 
 Output, on stdout, one JSON object (also on failure):
@@ -120,9 +126,10 @@ SHORT = {
     "fill": "fill", "click": "click", "wait-element": "wait_element", "wait-gone": "wait_gone",
     "wait-path": "wait_path", "wait-url": "wait_url_contains", "wait-text": "wait_text",
     "wait-text-in": "wait_text_in", "pause": "pause", "snapshot": "snapshot", "open": "open",
+    "reload": "reload", "screenshot": "screenshot",
 }
 KINDS = ("fill", "click", "wait_element", "wait_gone", "wait_path", "wait_url_contains", "wait_text",
-         "pause", "snapshot", "open")
+         "pause", "snapshot", "open", "reload", "screenshot", "fill_from_file")
 
 
 def parse_short(s):
@@ -151,6 +158,8 @@ def check_step(step):
     kinds = [k for k in KINDS if k in step]
     if len(kinds) != 1:
         raise ValueError("step %s must have exactly one of %s" % (json.dumps(step), ", ".join(KINDS)))
+    if kinds[0] == "fill_from_file" and not (isinstance(step.get("glob"), str) and isinstance(step.get("pattern"), str)):
+        raise ValueError("step %s: fill_from_file needs \"glob\" and \"pattern\"" % json.dumps(step))
     if kinds[0] == "fill" and not isinstance(step.get("value"), str):
         raise ValueError("step %s: fill needs a string \"value\"" % json.dumps(step))
     return kinds[0]
@@ -342,6 +351,16 @@ def main(argv):
             arg = step[kind]
             if kind == "open":
                 open_url(arg)
+            elif kind == "reload":
+                driver.refresh()
+            elif kind == "screenshot":
+                driver.save_screenshot(arg)
+            elif kind == "fill_from_file":
+                found = wait(step, lambda: _from_file(step["glob"], step["pattern"]),
+                             "no file %s matching %r" % (step["glob"], step["pattern"]))
+                el = wait(step, lambda: _visible(driver, By, arg), "no visible element %s to fill" % arg)
+                el.clear()
+                el.send_keys(found)
             elif kind == "fill":
                 el = wait(step, lambda: _visible(driver, By, arg), "no visible element %s to fill" % arg)
                 el.clear()
@@ -433,6 +452,21 @@ def _visible(driver, By, css):
                 return el
         except Exception:  # went stale while we looked
             continue
+    return False
+
+
+def _from_file(pattern, regex):
+    """The first group of `regex` in the newest file matching the glob `pattern`, or False."""
+    import glob
+    import re
+    for path in sorted(glob.glob(pattern), key=os.path.getmtime, reverse=True):
+        try:
+            with open(path, errors="replace") as f:
+                m = re.search(regex, f.read())
+        except OSError:
+            continue
+        if m:
+            return m.group(1)
     return False
 
 

@@ -30,7 +30,7 @@ public enum PercentEncoding {
 }
 
 /// The value of one ASCII hex digit, either case.
-func hexDigitValue(_ b: UInt8) -> UInt8? {
+package func hexDigitValue(_ b: UInt8) -> UInt8? {
     switch b {
     case UInt8(ascii: "0")...UInt8(ascii: "9"): return b - UInt8(ascii: "0")
     case UInt8(ascii: "a")...UInt8(ascii: "f"): return b - UInt8(ascii: "a") + 10

@@ -87,7 +87,7 @@ public struct Advices: Equatable, Sendable {
 }
 
 /// The four entities MarkupText.escape writes, in one pass over the bytes (anything else stays as written).
-func xmlUnescape(_ s: String) -> String {
+package func xmlUnescape(_ s: String) -> String {
     guard s.utf8.contains(UInt8(ascii: "&")) else { return s }
     let entities: [([UInt8], UInt8)] = [(Array("&quot;".utf8), 0x22), (Array("&lt;".utf8), 0x3C),
                                         (Array("&gt;".utf8), 0x3E), (Array("&amp;".utf8), 0x26)]
@@ -182,7 +182,7 @@ struct AdviceRealigner {
                 let raw = Array(json[i..<min(i + len, json.count)])
                 let scalar = String(decoding: raw, as: UTF8.self).unicodeScalars.first.map(\.value) ?? 0
                 let escaped = scalar <= 0xFFFF
-                    ? Array(("\\u" + String(scalar, radix: 16).leftPadded(to: 4)).utf8) : nil
+                    ? Array(("\\u" + zeroPadded(String(scalar, radix: 16), to: 4)).utf8) : nil
                 units.append(.char(raw: raw, escaped: escaped))
                 i += len
                 continue
@@ -238,4 +238,8 @@ struct AdviceRealigner {
         }
         return go(0, [])
     }
+}
+
+private func zeroPadded(_ s: String, to n: Int) -> String {
+    s.count >= n ? s : String(repeating: "0", count: n - s.count) + s
 }

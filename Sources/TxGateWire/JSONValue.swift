@@ -119,11 +119,11 @@ public enum JSONValue: Equatable, Sendable, Codable {
     }
 
     /// A JSON Pointer reference token as the key it names: `~1` is `/`, then `~0` is `~`.
-    static func unescapePointerToken(_ raw: Substring) -> String {
+    package static func unescapePointerToken(_ raw: Substring) -> String {
         unescapePointerToken(raw.unicodeScalars)
     }
 
-    static func unescapePointerToken(_ raw: Substring.UnicodeScalarView) -> String {
+    package static func unescapePointerToken(_ raw: Substring.UnicodeScalarView) -> String {
         guard raw.contains("~") else { return String(raw) }
         var out = String.UnicodeScalarView()
         var i = raw.startIndex

@@ -19,7 +19,7 @@ public struct Query: Sendable {
 
     /// `+` is a space and `%XX` a byte. A malformed escape, or escapes that do not make UTF-8,
     /// leave the `%` sequences as they are (only `+` decoded).
-    static func decode(_ s: Substring) -> String {
+    package static func decode(_ s: Substring) -> String {
         guard s.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "%") }) else { return String(s) }
         return PercentEncoding.decode(s, plusIsSpace: true)
             ?? String(decoding: s.utf8.map { $0 == UInt8(ascii: "+") ? 0x20 : $0 }, as: UTF8.self)

@@ -1,0 +1,134 @@
+import EventHTTP
+import HTTPCore
+import Logging
+import TxGateCore
+
+/// Keeps a browser's transactional request in the store while its user approves it, and
+/// gives it back once (WIRE-EXTENSIONS.md §3b). The challenge phase parks; the replay phase
+/// takes back.
+struct RequestParking {
+    let store: Store
+    let loop: EventLoop
+    /// `limits.maxParkedBodyBytes`.
+    let maxBodyBytes: Int
+    let policies: PolicySet
+    let logger: Logger
+
+    /// Whether the request comes from a browser that would be sent to the login page: it
+    /// neither asks for the challenge in a header (SDKs) nor carries a bearer token.
+    static func isBrowser(_ ctx: RequestContext) -> Bool {
+        guard ctx.bearer == nil else { return false }
+        return !(ctx.head.headers.first("x-authenticate-response").map { asciiCaseInsensitiveEquals($0, "header") } ?? false)
+    }
+
+    /// Whether `ctx` may be a browser coming back from an approval to a parked request: the
+    /// identify phase then looks the session up even where no policy needs one for a GET.
+    static func mayReplay(_ ctx: RequestContext) -> Bool {
+        ctx.head.method == "GET" && ctx.txid.map(PolicyDecider.isTxId) == true && isBrowser(ctx)
+    }
+
+    /// Parks the request under `txid` for its subject, expiring with the transaction; `done`
+    /// runs once it is stored. Refuses a body over the limit (413), before buffering it when
+    /// its length is announced.
+    func park(_ ctx: RequestContext, txid: String, _ done: @escaping () -> Void) {
+        guard let subject = ctx.subject else { done(); return }
+        if ctx.replay == nil, let n = ctx.head.headers.first("Content-Length").flatMap({ Int($0) }),
+           let why = ParkedRequest.tooLarge(bodyBytes: n, limit: maxBodyBytes) {
+            ctx.fail(.payloadTooLarge(why))
+            return
+        }
+        ctx.exchange.whenBodyComplete { [self] complete in
+            // Not complete: the server answered the body's error (or the client left).
+            guard complete else { ctx.finish(); return }
+            let body = ctx.bodyBytes
+            if let why = ParkedRequest.tooLarge(bodyBytes: body.count, limit: maxBodyBytes) {
+                ctx.fail(.payloadTooLarge(why))
+                return
+            }
+            let parked = ParkedRequest(txid: txid, subject: subject.uid, method: ctx.method, target: ctx.target,
+                                       contentType: ctx.contentType, accept: ctx.replay?.accept ?? ctx.head.headers.first("Accept"),
+                                       body: body)
+            store.put(ParkedRequest.key(txid), value: parked.encoded, ttlMs: ttlMs(ctx), on: loop) { [logger] r in
+                if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)); return }
+                logger.info("request parked", metadata: [
+                    "request_id": .string(ctx.requestId), "txid": .string(masked(txid)), "user": .string(subject.uid),
+                    "method": .string(parked.method), "bytes": .stringConvertible(body.count),
+                ])
+                done()
+            }
+        }
+    }
+
+    /// What a visit with `_txid` found.
+    enum TakeBack {
+        /// This user's request for this target, now removed from the store: of concurrent
+        /// visits, exactly one gets it.
+        case taken(ParkedRequest)
+        /// Nothing parked (never, replayed already, or expired).
+        case none
+        /// Parked by another user (or for another target): left where it is.
+        case notYours
+    }
+
+    /// Takes back the request parked under the request's `_txid`, if it is this user's and
+    /// for this target.
+    func takeBack(_ ctx: RequestContext, _ done: @escaping (StoreResult<TakeBack>) -> Void) {
+        guard let txid = ctx.txid, let subject = ctx.subject else { done(.success(.none)); return }
+        let claim = ParkedRequest.claim(subject: subject.uid, target: ctx.target)
+        store.takeIf(ParkedRequest.key(txid), fields: claim, on: loop) { [logger] r in
+            switch r {
+            case .failure(let e):
+                done(.failure(e))
+            case .success(.taken(let bytes)):
+                done(.success(ParkedRequest.decode(bytes).map(TakeBack.taken) ?? .none))
+            case .success(.kept):
+                logger.info("parked request refused", metadata: [
+                    "request_id": .string(ctx.requestId), "txid": .string(masked(txid)), "user": .string(subject.uid),
+                    "reason": "another user's, or another target",
+                ])
+                done(.success(.notYours))
+            case .success(.absent):
+                done(.success(.none))
+            }
+        }
+    }
+
+    /// The transaction's lifetime (its policy's `ttlS`; AM's default 180 s without one).
+    private func ttlMs(_ ctx: RequestContext) -> Int {
+        if case .transaction(let rule)? = policies.applicable(path: ctx.path[...], method: ctx.method)?.requirement {
+            return rule.ttlS * 1000
+        }
+        return 180_000
+    }
+}
+
+/// A browser back from approving a parked request (`GET <target>?_txid=X` with its session):
+/// the parked request takes the GET's place, and the decision consumes the transaction for it
+/// as for any retry. Another user's session is refused and sent to sign in (as the user whose
+/// request it is); every other request passes through untouched.
+struct ReplayPhase: RequestPhase {
+    let parking: RequestParking
+    let publicURL: String
+
+    func handle(_ ctx: RequestContext) {
+        guard RequestParking.mayReplay(ctx), ctx.subject != nil else { ctx.proceed(); return }
+        parking.takeBack(ctx) { r in
+            switch r {
+            case .failure(let e):
+                ctx.fail(.storeUnavailable(e.description))
+            case .success(.taken(let parked)):
+                ctx.replay = parked
+                ctx.proceed()
+            case .success(.none):
+                ctx.proceed()
+            case .success(.notYours):
+                var h = HTTPHeaders()
+                h.add("Cache-Control", "no-store")
+                let back = Challenge.addingQuery(publicURL + ctx.target, "_txid", ctx.txid ?? "")
+                h.add("Location", "\(publicURL)/am/XUI/?goto=\(Query.encode(back))")
+                let message = "this approval link is for a request another user sent; sign in as that user to continue"
+                ctx.respondJSON(status: 307, ErrorBody.text(status: 307, message: message), headers: h)
+            }
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import TxGateCrypto
+
+/// The login page's HTML, branded (`loginPage`), with the approval of a transaction shown as
+/// its own step: a heading and one labelled row per bound field, in large type. Everything is
+/// in the page (the logo as a data: URI): no external asset.
+public struct LoginPageView: Sendable {
+    public let config: LoginPageConfig
+    /// `data:<type>;base64,...` of the logo, when one is configured.
+    public let logoDataURI: String?
+
+    public init(config: LoginPageConfig, logo: [UInt8]?) {
+        self.config = config
+        logoDataURI = logo.flatMap { bytes in config.logoMediaType.map { "data:\($0);base64," + Base64.encode(bytes) } }
+    }
+
+    /// What the user approves, as the page shows it.
+    public struct Approval: Equatable, Sendable {
+        public var rows: [(label: String, value: String)]
+        /// The journey's sentence for the same thing (the rule's `display`), which the page
+        /// does not repeat under the rows.
+        public var display: String?
+
+        public static func == (a: Approval, b: Approval) -> Bool {
+            a.display == b.display && a.rows.map(\.label) == b.rows.map(\.label) && a.rows.map(\.value) == b.rows.map(\.value)
+        }
+
+        /// The record's bound fields, labelled after their pointers (`/amount` → "Amount",
+        /// `/payee/name` → "Payee name"), in the order the rule's `display` names them, then
+        /// the others by pointer.
+        public init(_ record: TransactionRecord) {
+            display = record.display
+            let template = record.display ?? ""
+            func position(_ pointer: String) -> Int {
+                let name = String(pointer.dropFirst())
+                for form in ["{\(name)}", "{\(pointer)}"] {
+                    if let r = template.range(of: form) { return template.distance(from: template.startIndex, to: r.lowerBound) }
+                }
+                return Int.max
+            }
+            let pointers = record.bound.keys.sorted { (position($0), $0) < (position($1), $1) }
+            rows = pointers.map { (Self.label($0), record.bound[$0]?.displayText ?? "") }
+        }
+
+        static func label(_ pointer: String) -> String {
+            let words = pointer.split(separator: "/").map { JSONValue.unescapePointerToken($0) }.joined(separator: " ")
+            return words.prefix(1).uppercased() + words.dropFirst()
+        }
+    }
+
+    /// The page: `message` as an error in place of the form (no script), or the script that
+    /// runs the journey, with `approval` shown above it.
+    public func html(message: String?, approval: Approval?, script: String?) -> String {
+        let e = MarkupText.escape
+        let heading = approval == nil ? "Sign in" : config.approvalTitle
+        let brand = (logoDataURI.map { "<img class=\"logo\" src=\"\($0)\" alt=\"\">" } ?? "")
+            + (config.title.map { "<span>\(e($0))</span>" } ?? "")
+        return """
+        <!doctype html>
+        <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+        <title>\(e(heading))\(config.title.map { " – " + e($0) } ?? "")</title>
+        <style>\(Self.style(accent: config.accentColor))</style></head>
+        <body><main>\(brand.isEmpty ? "" : "<div class=\"brand\">\(brand)</div>")<h1 id="heading">\(e(heading))</h1>
+        \(approval.map(rows) ?? "")<div id="status" role="alert">\(message.map { "<p class=\"msg error\">\(e($0))</p>" } ?? "")</div>
+        <form id="step" autocomplete="off" novalidate></form>\(config.supportText.map { "<p class=\"support\">\(e($0))</p>" } ?? "")</main>
+        \(script.map { "<script>\($0)</script>" } ?? "")
+        </body></html>
+        """
+    }
+
+    private func rows(_ a: Approval) -> String {
+        let e = MarkupText.escape
+        return "<dl id=\"approval\" data-display=\"\(e(a.display ?? ""))\">"
+            + a.rows.map { "<div class=\"row\"><dt>\(e($0.label))</dt><dd>\(e($0.value))</dd></div>" }.joined() + "</dl>\n"
+    }
+
+    static func style(accent: String) -> String {
+        """
+        body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:#f4f5f7;margin:0;display:flex;min-height:100vh;align-items:center;justify-content:center;color:#1f2933}
+        main{background:#fff;padding:2rem 2.25rem;border-radius:10px;box-shadow:0 2px 14px rgba(0,0,0,.08);width:min(380px,90vw);border-top:4px solid \(accent)}
+        .brand{display:flex;align-items:center;gap:.6rem;font-weight:600;color:\(accent);margin:0 0 1rem;overflow-wrap:anywhere}.logo{height:32px;width:auto}
+        h1{font-size:1.3rem;margin:0 0 1.1rem}
+        dl#approval{margin:0 0 1rem;padding:.9rem 1rem;border-radius:8px;background:#f7f9fb;border:1px solid #e4e7eb}
+        .row{display:flex;justify-content:space-between;align-items:baseline;gap:1rem;padding:.35rem 0}.row+.row{border-top:1px solid #e4e7eb}
+        dt{color:#52606d;font-size:.9rem}dd{margin:0;font-size:1.35rem;font-weight:600;text-align:right;overflow-wrap:anywhere}
+        label{display:block;font-size:.85rem;margin:.9rem 0 .3rem;color:#52606d}
+        input[type=text],input[type=password],select{width:100%;box-sizing:border-box;padding:.6rem .7rem;border:1px solid #cbd2d9;border-radius:6px;font-size:1rem}
+        input.code{font-size:1.4rem;letter-spacing:.3em;text-align:center}
+        button{margin-top:1.25rem;width:100%;padding:.7rem;border:0;border-radius:6px;background:\(accent);color:#fff;font-size:1rem;cursor:pointer}
+        button.secondary{background:#e4e7eb;color:#1f2933}
+        .msg{padding:.7rem .8rem;border-radius:6px;margin:.6rem 0;background:#eef2ff;overflow-wrap:anywhere}
+        .msg.warning{background:#fff7e6}.msg.error{background:#fdecea;color:#8a1c1c}
+        .support{margin:1.4rem 0 0;font-size:.8rem;color:#7b8794;text-align:center}
+        """
+    }
+}

@@ -1,0 +1,226 @@
+import Foundation
+import Testing
+import TxGateCore
+import TxGateCrypto
+import TestSupport
+
+/// A person in a real browser (headless Chromium, browser/drive.py) through txgate and
+/// demo-bank: signs in, sends a transfer from demo-bank's form, approves it on the branded
+/// login page, and lands on demo-bank's receipt; the transfer is executed once (demo-bank's
+/// sequence number says so), whatever is reloaded. Screenshots of the login, approval and
+/// receipt pages go to `.build/test-output/browser/` (or `$TXGATE_TEST_OUTPUT`).
+@Suite(.serialized, .testbed, .enabled(if: Browser.isInstalled, Comment(rawValue: Browser.notInstalled)))
+struct BrowserApprovalTests {
+    static let password = "Ch4ngeMe!"
+    static let hash = PasswordHash.hash(password)
+    static let secret = "JBSWY3DPEHPK3PXP"
+    static let logo = ##"<svg xmlns="http://www.w3.org/2000/svg" width="32" height="32"><rect width="32" height="32" rx="7" fill="#0f766e"/><text x="16" y="22" font-size="16" text-anchor="middle" fill="#fff" font-family="sans-serif">DB</text></svg>"##
+
+    /// demo-bank's demo configuration (gateway.json's policies and branding), with the
+    /// transfer approved by `approval` (a journey name) and a logo file.
+    static func config(_ baseURL: String, bed: Testbed, approval: String) throws -> [String: Any] {
+        let logoFile = try bed.dir.write("logo.svg", logo)
+        return [
+            "publicUrl": baseURL,
+            "users": [["username": "demo", "passwordHash": hash, "email": "demo@example.com", "totpSecret": secret]],
+            "loginJourney": "Login",
+            "journeys": [
+                "Login": [["type": "UsernamePassword"]],
+                "ConfirmTransaction": [["type": "TOTP", "prompt": "One Time Password"]],
+                "EmailConfirm": [["type": "EmailOTP", "ttlS": 300]],
+                "MagicLink": [["type": "UsernameOnly"], ["type": "EmailSuspend", "suspendTtlS": 300]],
+            ],
+            "email": ["outbox": bed.dir.url.appendingPathComponent("outbox").path],
+            "loginPage": ["title": "Demo Bank", "accentColor": "#0f766e", "logoFile": logoFile.path, "defaultGoto": "/",
+                          "approvalTitle": "Approve this transfer",
+                          "supportText": "Demo Bank will never ask for your password by email or phone."],
+            "policies": [
+                ["name": "home", "resources": ["/", "/receipt", "/transfer"], "actions": ["GET"], "subjects": "authenticated"],
+                ["name": "transfer", "resources": ["/transfer"], "actions": ["POST"], "subjects": "authenticated",
+                 "transaction": ["journey": approval, "ttlS": 180, "bind": ["body": ["/amount", "/currency", "/payee"]],
+                                 "display": "Approve {amount} {currency} to {payee}?"]],
+            ],
+        ]
+    }
+
+    /// Where this run's screenshots go (kept after the test).
+    static func outputFolder(_ test: String) throws -> URL {
+        let base = ProcessInfo.processInfo.environment["TXGATE_TEST_OUTPUT"].map { URL(fileURLWithPath: $0) }
+            ?? BinaryLocator.packageRoot.appendingPathComponent(".build/test-output")
+        let url = base.appendingPathComponent("browser/\(test)", isDirectory: true)
+        try FileManager.default.createDirectory(at: url, withIntermediateDirectories: true)
+        return url
+    }
+
+    /// Signs in on the login page a protected page sent the browser to, then sends 2500 EUR to
+    /// Mallory Ltd from demo-bank's form and waits for the approval step.
+    static func signInAndSendTransfer(_ out: URL) -> [BrowserStep] {
+        [
+            .waitForElement("#cb1"),
+            .snapshot("login"), .screenshot(out.appendingPathComponent("1-login.png")),
+            .fill("#cb0", "demo"), .fill("#cb1", password), .click("#submit"),
+            .waitForPath("/"), .waitForText("Everyday account"), .snapshot("home"),
+            .fill("#amount", "2500"), .fill("#payee", "Mallory Ltd"), .click("#send"),
+            .waitForElement("#approval"), .waitForElement(#"input.code[autocomplete="one-time-code"][inputmode="numeric"]"#),
+            .snapshot("approval"), .screenshot(out.appendingPathComponent("2-approval.png")),
+        ]
+    }
+
+    /// The receipt, reloaded, then the home page: one transfer, whatever was reloaded.
+    static func receiptOnce(_ g: GatewayInstance, _ out: URL) -> [BrowserStep] {
+        [
+            .waitForPath("/receipt"), .waitForText("Transfer executed"),
+            .snapshot("receipt"), .screenshot(out.appendingPathComponent("3-receipt.png")),
+            .reload, .waitForText("Transfer executed"), .snapshot("reloaded"),
+            .open(g.baseURL + "/"), .waitForText("1 transfer made"), .snapshot("after"),
+        ]
+    }
+
+    /// What every approval run must show: the branded pages, the rows, the one execution.
+    static func expectApprovedOnce(_ run: BrowserRun, _ g: GatewayInstance) throws {
+        #expect(run.ok, "\(run)")
+        let login = try #require(run.snapshots["login"], "\(run)")
+        #expect(login.text.contains("Demo Bank") && login.text.contains("Sign in"), "\(login.text)")
+        let approval = try #require(run.snapshots["approval"], "\(run)")
+        for text in ["Approve this transfer", "Amount", "2500", "Currency", "EUR", "Payee", "Mallory Ltd", "Demo Bank"] {
+            #expect(approval.text.contains(text), "approval page lacks '\(text)': \(approval.text)")
+        }
+        #expect(!approval.text.contains("Approve 2500 EUR to Mallory Ltd?"), "the sentence repeats the rows: \(approval.text)")
+        for name in ["receipt", "reloaded"] {
+            let r = try #require(run.snapshots[name], "\(run)")
+            #expect(r.text.contains("Mallory Ltd") && r.text.contains("2500.00 EUR"), "\(name): \(r.text)")
+            #expect(r.text.range(of: #"Transfer number\s+1\b"#, options: .regularExpression) != nil, "\(name): \(r.text)")
+        }
+        #expect(run.snapshots["after"]?.text.contains("1 transfer made") == true, "\(run)")
+        // The form's POST was parked (303 to the login page), the approved GET replayed it, and
+        // demo-bank's answer (303 to its receipt) came back as it was.
+        #expect(run.network.contains { $0.status == 303 && $0.url == g.baseURL + "/transfer" && $0.location?.contains("/am/XUI/?goto=") == true },
+                "\(run)")
+        let replay = try #require(run.network.first { $0.url.hasPrefix(g.baseURL + "/transfer?_txid=") }, "\(run)")
+        #expect(replay.status == 303 && replay.location == "/receipt?seq=1", "\(replay)")
+        #expect(run.scriptErrors.isEmpty, "\(run.scriptErrors)")
+
+        // The approval URL again, with the session: nothing parked any more, no second transfer.
+        let cookie = try #require(run.cookie("iPlanetDirectoryPro"), "\(run)")
+        let again = try g.fetch("GET", String(replay.url.dropFirst(g.baseURL.count)),
+                                headers: [("Cookie", "iPlanetDirectoryPro=\(cookie.value)")])
+        #expect(again.status == 200 && again.bodyText.contains("1 transfer made"), "\(again)")
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aTransferSentFromTheFormIsApprovedWithTOTPAndExecutedOnce() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank { try! Self.config($0, bed: bed, approval: "ConfirmTransaction") }
+        let out = try Self.outputFolder("totp")
+        let code = TOTP(secret: Base32.decode(Self.secret)!).code(at: Int(Date().timeIntervalSince1970) + 5)
+        let run = try bed.runBrowser(g.baseURL + "/", Self.signInAndSendTransfer(out) + [
+            // A wrong code first: said in words, and the approval can start again.
+            .fill("#cb1", "000000"), .click("#submit"), .waitForText("That code was not accepted"),
+            .snapshot("wrong"), .screenshot(out.appendingPathComponent("2b-wrong-code.png")),
+            .click("form#step button"), .waitForElement("input.code"),
+            .fill("#cb1", code), .click("#submit"),
+        ] + Self.receiptOnce(g, out), timeout: 90)
+        try Self.expectApprovedOnce(run, g)
+        let wrong = run.snapshots["wrong"]?.text ?? ""
+        #expect(wrong.contains("Nothing was approved") && wrong.contains("Approve this transfer"), "\(wrong)")
+        let approval = run.snapshots["approval"]
+        #expect(approval?.text.contains("One Time Password") == true, "\(approval?.text ?? "")")
+        #expect(!g.process.stderr.contains(code) && !g.process.stderr.contains(Self.password))
+    }
+
+    @Test(.timeLimit(.minutes(2)))
+    func aTransferApprovedWithAnEmailedCodeIsExecutedOnce() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank { try! Self.config($0, bed: bed, approval: "EmailConfirm") }
+        let out = try Self.outputFolder("email-otp")
+        let outbox = bed.dir.url.appendingPathComponent("outbox").path
+        let run = try bed.runBrowser(g.baseURL + "/", Self.signInAndSendTransfer(out) + [
+            .fillFromFile("#cb1", glob: outbox + "/*.eml", pattern: #"Your one-time code is ([0-9]{6})\."#),
+            .click("#submit"),
+        ] + Self.receiptOnce(g, out), timeout: 90)
+        try Self.expectApprovedOnce(run, g)
+    }
+
+    /// A magic link asked for in one browser and opened in another (a second profile: no
+    /// cookie of the first): the second browser is signed in and lands on `defaultGoto`, demo-bank's
+    /// home page. The same link again says, in words, that it is used up.
+    @Test(.timeLimit(.minutes(2)))
+    func aMagicLinkOpenedInASecondBrowserLandsOnTheHomePage() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank { try! Self.config($0, bed: bed, approval: "ConfirmTransaction") }
+        let out = try Self.outputFolder("magic-link")
+        let asked = try bed.runBrowser(g.baseURL + "/am/XUI/?authIndexType=service&authIndexValue=MagicLink", [
+            .fill("#cb0", "demo"), .click("#submit"), .waitForText("An email has been sent"), .snapshot("sent"),
+        ])
+        #expect(asked.ok, "\(asked)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: bed.dir.url.appendingPathComponent("outbox").path)
+        let email = try ReceivedEmail(file: bed.dir.url.appendingPathComponent("outbox/" + (files.sorted().last ?? "")))
+        let link = try #require(email.magicLink()?.link, "\(email)")
+
+        let opened = try bed.runBrowser(link, [
+            .waitForPath("/"), .waitForText("Everyday account"), .snapshot("home"),
+            .screenshot(out.appendingPathComponent("1-home-after-link.png")),
+            .open(link), .waitForText("has expired or has already been used"), .snapshot("used"),
+            .screenshot(out.appendingPathComponent("2-link-used.png")),
+        ])
+        #expect(opened.ok, "\(opened)")
+        #expect(opened.cookie("iPlanetDirectoryPro") != nil, "\(opened)")
+        #expect(asked.cookie("iPlanetDirectoryPro") == nil, "the first browser was signed in: \(asked)")
+        let used = try #require(opened.snapshots["used"], "\(opened)")
+        #expect(!used.text.contains("SuspendedAuthSessionException"), "\(used.text)")
+        #expect(used.text.contains("Sign in again"), "\(used.text)")
+        #expect(opened.scriptErrors.isEmpty, "\(opened.scriptErrors)")
+    }
+
+    /// The JS SDK's read of the challenge, from a page on another origin (a static page served
+    /// by python's http.server on its own port): a listed origin's script reads
+    /// `WWW-Authenticate` from the gateway's 401 after the preflight; an origin not listed
+    /// cannot read the answer at all.
+    @Test(.timeLimit(.minutes(2)))
+    func aScriptOnAListedOriginReadsTheChallengeHeader() throws {
+        let bed = try Testbed.current
+        let python = try #require(BinaryLocator.onPath("python3"), "python3 is not installed")
+        try FileManager.default.createDirectory(at: bed.dir.url.appendingPathComponent("site"), withIntermediateDirectories: true)
+        try bed.dir.write("site/sdk.html", Self.sdkPage)
+        var origins: [String] = []
+        for _ in 0..<2 {
+            let port = try Ports.free()
+            let server = try bed.spawn(python, ["-m", "http.server", String(port), "--bind", "127.0.0.1", "--directory",
+                                                bed.dir.url.appendingPathComponent("site").path], name: "http.server")
+            try server.waitForPort(port)
+            origins.append("http://127.0.0.1:\(port)")
+        }
+        let (g, _) = try bed.startGatewayWithBank { base in
+            var c = try! Self.config(base, bed: bed, approval: "ConfirmTransaction")
+            c["cors"] = ["allowedOrigins": [origins[0]], "allowCredentials": true]
+            return c
+        }
+        for (n, origin) in origins.enumerated() {
+            let run = try bed.runBrowser("\(origin)/sdk.html?gw=\(Query.encode(g.baseURL))", [
+                .waitForText("done", in: "#state"), .snapshot("page"),
+            ])
+            #expect(run.ok, "\(run)")
+            let text = run.snapshots["page"]?.text ?? ""
+            if n == 0 {
+                #expect(text.contains("status 401"), "\(text)")
+                #expect(text.contains(#"SSOADVICE realm="/",advices=""#) && text.contains("am_uri="), "\(text)")
+            } else {
+                #expect(text.contains("blocked") && !text.contains("SSOADVICE"), "an origin not listed read the answer: \(text)")
+            }
+        }
+    }
+
+    /// What the JS SDK does on a protected call: `x-authenticate-response: header` (which needs a
+    /// preflight), then read the 401's `WWW-Authenticate`.
+    static let sdkPage = """
+        <!doctype html><html><body><p id="out">...</p><p id="state">running</p><script>
+        var gw = new URLSearchParams(location.search).get("gw");
+        function show(t) { document.getElementById("out").textContent = t; document.getElementById("state").textContent = "done"; }
+        fetch(gw + "/transfer", {method: "POST", credentials: "include",
+          headers: {"x-authenticate-response": "header", "Content-Type": "application/json"},
+          body: JSON.stringify({amount: 1, currency: "EUR", payee: "Bob"})})
+          .then(function (r) { show("status " + r.status + " " + r.headers.get("WWW-Authenticate")); },
+                function (e) { show("blocked: " + e); });
+        </script></body></html>
+        """
+}

@@ -1,0 +1,131 @@
+import Foundation
+import Testing
+import TxGateCore
+import TestSupport
+
+/// What a single-page app on another origin, and a browser holding both a session cookie and
+/// an SDK's bearer token, see on the wire: CORS preflights answered by the gateway for `/am/`
+/// and proxied routes, `WWW-Authenticate` exposed to listed origins only, `session.sameSite`,
+/// `loginPage.defaultGoto`, and a bearer token that identifies no one not hiding the cookie.
+@Suite(.testbed) struct CrossOriginTests {
+    typealias Kit = TransactionKit
+    static let app = "http://app.example.test:3000"
+    static var cors: [String: Any] { ["cors": ["allowedOrigins": [app], "allowCredentials": true, "maxAgeS": 120]] }
+
+    static func preflight(_ g: GatewayInstance, _ target: String, origin: String, method: String = "POST") throws -> HTTPResponse {
+        try g.fetch("OPTIONS", target, headers: [
+            ("Origin", origin), ("Access-Control-Request-Method", method),
+            ("Access-Control-Request-Headers", "content-type, x-authenticate-response, accept-api-version"),
+        ])
+    }
+
+    @Test func preflightsFromAListedOriginAreAnsweredByTheGateway() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(Self.cors))
+        for target in ["/echo", "/transfer", "/am/json/realms/root/authenticate"] {
+            let r = try Self.preflight(g, target, origin: Self.app)
+            #expect(r.status == 204, "\(target):\n\(r)")
+            #expect(r.header("Access-Control-Allow-Origin") == Self.app, "\(r)")
+            #expect(r.header("Access-Control-Allow-Credentials") == "true", "\(r)")
+            #expect(r.header("Access-Control-Allow-Methods") == "POST", "\(r)")
+            #expect(r.header("Access-Control-Allow-Headers") == "content-type, x-authenticate-response, accept-api-version", "\(r)")
+            #expect(r.header("Access-Control-Max-Age") == "120", "\(r)")
+            #expect(r.header("Vary") == "Origin", "\(r)")
+            #expect(r.body.isEmpty, "\(target): the preflight reached demo-bank's /echo? \(r)")
+        }
+    }
+
+    @Test func aPreflightFromAnOriginNotListedIsRefused() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(Self.cors))
+        for origin in ["http://evil.example.test:3000", "http://app.example.test:3001", "https://app.example.test:3000", "null"] {
+            let r = try Self.preflight(g, "/transfer", origin: origin)
+            #expect(r.status == 403, "\(origin):\n\(r)")
+            #expect(r.header("Access-Control-Allow-Origin") == nil, "\(r)")
+            #expect((try? r.json()["message"] as? String)??.contains("cors.allowedOrigins") == true, "\(r)")
+        }
+        // Without a cors section, there is no CORS answer at all.
+        let (plain, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let r = try Self.preflight(plain, "/transfer", origin: Self.app)
+        #expect(r.header("Access-Control-Allow-Origin") == nil, "\(r)")
+    }
+
+    @Test func aListedOriginReadsTheChallengeAndMayAuthenticate() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(Self.cors))
+        let token = try Kit.login(g)
+
+        let challenged = try g.fetch("POST", "/transfer", headers: Kit.apiHeaders(token) + [("Origin", Self.app)], body: Kit.transferBody)
+        #expect(challenged.status == 401, "\(challenged)")
+        #expect(challenged.header("Access-Control-Allow-Origin") == Self.app)
+        #expect(challenged.header("Access-Control-Allow-Credentials") == "true")
+        let exposed = challenged.header("Access-Control-Expose-Headers")?.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }
+        #expect(exposed?.contains("WWW-Authenticate") == true, "\(challenged)")
+
+        // A proxied answer gets the gateway's CORS headers too.
+        let proxied = try g.fetch("GET", "/accounts", headers: [("iPlanetDirectoryPro", token), ("Origin", Self.app)])
+        #expect(proxied.status == 200 && proxied.header("Access-Control-Allow-Origin") == Self.app, "\(proxied)")
+
+        // The authentication API: a listed origin may start a journey, any other is refused (login CSRF).
+        let start = try Kit.post(g, Kit.authPath, nil, headers: [("Origin", Self.app)])
+        #expect(start.status == 200 && start.header("Access-Control-Allow-Origin") == Self.app, "\(start)")
+        let evil = try Kit.post(g, Kit.authPath, nil, headers: [("Origin", "http://evil.example.test")])
+        #expect(evil.status == 403 && evil.header("Access-Control-Allow-Origin") == nil, "\(evil)")
+        let unlisted = try g.fetch("POST", "/transfer", headers: Kit.apiHeaders(token) + [("Origin", "http://evil.example.test")],
+                                   body: Kit.transferBody)
+        #expect(unlisted.header("Access-Control-Allow-Origin") == nil && unlisted.header("Access-Control-Expose-Headers") == nil)
+    }
+
+    @Test func sameSiteIsConfigurableAndNoneNeedsHTTPS() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["session": ["sameSite": "Strict"]]))
+        let start = try Kit.post(g, Kit.authPath, nil)
+        let done = try Kit.post(g, Kit.authPath, Kit.answer(try start.json(), ["demo", Kit.password]))
+        let cookie = try #require(done.header("Set-Cookie"), "\(done)")
+        #expect(cookie.contains("; SameSite=Strict") && cookie.contains("HttpOnly"), "\(cookie)")
+
+        let none = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:9"}, "session": {"sameSite": "None"}}"#)
+        #expect(none.status != 0 && none.stderr.contains("session.sameSite") && none.stderr.contains("Secure"), "\(none)")
+        let bad = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:9"}, "session": {"sameSite": "lax"}}"#)
+        #expect(bad.status != 0 && bad.stderr.contains("'lax' is not one of Lax, Strict, None"), "\(bad)")
+        let https = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:9"}, "publicUrl": "https://gw.example.com", "session": {"sameSite": "None"}}"#)
+        #expect(https.status == 0, "\(https)")
+    }
+
+    @Test func aLoginWithNoGotoLandsOnDefaultGoto() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["loginPage": ["defaultGoto": "/accounts"]]))
+        let start = try Kit.post(g, Kit.authPath, nil)
+        let done = try Kit.post(g, Kit.authPath, Kit.answer(try start.json(), ["demo", Kit.password]))
+        #expect(try done.json()["successUrl"] as? String == "/accounts", "\(done)")
+
+        let off = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:9"}, "loginPage": {"defaultGoto": "https://evil.example.com/"}}"#)
+        #expect(off.status != 0 && off.stderr.contains("loginPage.defaultGoto"), "\(off)")
+    }
+
+    /// The SDKs add `Authorization: Bearer` whenever they hold OAuth tokens: one the gateway
+    /// cannot validate must not hide the session cookie; one it can wins over the cookie.
+    @Test func aBearerThatIdentifiesNoOneDoesNotHideTheSessionCookie() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let demo = try Kit.login(g)
+        let other = try Kit.login(g, user: "other")
+
+        let withCookie = try g.fetch("GET", "/accounts", headers: [
+            ("Authorization", "Bearer eyJhbGciOiJSUzI1NiJ9.not-ours.sig"), ("Cookie", "iPlanetDirectoryPro=\(demo)"),
+        ])
+        #expect(withCookie.status == 200, "an unknown bearer hid the session cookie:\n\(withCookie)")
+
+        let bearerWins = try g.fetch("GET", "/accounts", headers: [
+            ("Authorization", "Bearer \(other)"), ("Cookie", "iPlanetDirectoryPro=\(demo)"), ("X-Request-Id", "bearer-wins-1"),
+        ])
+        #expect(bearerWins.status == 200, "\(bearerWins)")
+        let line = g.logLines().first { $0["request_id"] as? String == "bearer-wins-1" && $0["log"] as? String == "access" }
+        #expect(line?["user"] as? String == "other", "the valid bearer must win: \(String(describing: line))")
+
+        // Alone, an unknown bearer is still told so (RFC 6750), never served.
+        let alone = try g.fetch("GET", "/accounts", headers: [("Authorization", "Bearer not-ours")])
+        #expect(alone.status == 401, "\(alone)")
+        #expect(alone.header("WWW-Authenticate")?.contains(#"error="invalid_token""#) == true, "\(alone)")
+    }
+}

@@ -1,0 +1,212 @@
+import Foundation
+import Testing
+import TxGateCore
+import TestSupport
+
+/// A browser's POST that needs approval (WIRE-EXTENSIONS.md §3b): parked under its TxId with a
+/// 303 to the login page, replayed once when the approved browser comes back with
+/// `GET <url>?_txid=X`. Judged on the wire, with demo-bank's transfer sequence as the count of
+/// executions.
+@Suite(.testbed) struct ParkedRequestTests {
+    typealias Kit = TransactionKit
+
+    /// A browser's request: the session in its cookie, no `x-authenticate-response`.
+    static func browserHeaders(_ token: String, _ extra: [(String, String)] = []) -> [(String, String)] {
+        [("Cookie", "iPlanetDirectoryPro=\(token)"), ("Accept", "text/html")] + extra
+    }
+
+    static let jsonType = [("Content-Type", "application/json")]
+
+    /// The TxId and the `goto` of a 303 to the login page; throws on anything else.
+    static func parked(_ r: HTTPResponse) throws -> (txid: String, goto: String) {
+        guard r.status == 303, let location = r.header("Location") else { throw HarnessError("not a 303:\n\(r)") }
+        let q = Query(target: location)
+        guard location.contains("/am/XUI/?"), q["authIndexType"] == "composite_advice",
+              let goto = q["goto"], let txid = Query(target: goto)["_txid"], Kit.isUUID(txid),
+              q["authIndexValue"] == Kit.adviceXML(txid) else {
+            throw HarnessError("the 303 does not send the browser to approve one transaction:\n\(r)")
+        }
+        return (txid, goto)
+    }
+
+    /// The target of `goto` (the path and query, on this gateway).
+    static func target(_ goto: String) -> String {
+        let afterScheme = goto.range(of: "://").map { goto[$0.upperBound...] } ?? goto[...]
+        return afterScheme.firstIndex(of: "/").map { String(afterScheme[$0...]) } ?? "/"
+    }
+
+    /// demo-bank's transfer count: the sequence of one more JSON transfer, approved through the gateway, minus one.
+    static func transfersSoFar(_ g: GatewayInstance, token: String, codes: inout Kit.Codes) throws -> Int {
+        let txid = try Kit.approvedTransfer(g, token: token, codes: &codes)
+        let r = try Kit.transfer(g, token: token, body: Kit.transferBody, query: "?_txid=\(txid)")
+        guard r.status == 201, let n = (try r.json()["sequence"] as? NSNumber)?.intValue else {
+            throw HarnessError("the counting transfer was not executed:\n\(r)")
+        }
+        return n - 1
+    }
+
+    // MARK: 1. Park, approve, replay once
+
+    @Test func aBrowsersPostIsParkedApprovedAndReplayedExactlyOnce() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let token = try Kit.login(g)
+        var codes = Kit.Codes()
+
+        let first = try g.fetch("POST", "/transfer?from=acc-001", headers: Self.browserHeaders(token, Self.jsonType),
+                                body: Kit.transferBody)
+        let (txid, goto) = try Self.parked(first)
+        #expect(goto == "\(Kit.publicURL(g))/transfer?from=acc-001&_txid=\(txid)", "\(first)")
+        #expect(first.header("Cache-Control") == "no-store")
+        #expect(!first.bodyText.contains("executed"))
+
+        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+
+        // Back from the login page: the GET is the parked POST, sent as it was.
+        let replay = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(token))
+        #expect(replay.status == 201, "the replay:\n\(replay)")
+        let executed = try replay.json()
+        #expect(executed["status"] as? String == "executed", "\(replay)")
+        #expect(executed["payee"] as? String == "Bob")
+        #expect((executed["sequence"] as? NSNumber)?.intValue == 1, "\(replay)")
+
+        // The same URL again: nothing is parked any more, the GET is only a GET (no policy
+        // allows GET /transfer here), and nothing is executed.
+        let again = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(token))
+        #expect(again.status == 403, "the second visit:\n\(again)")
+        #expect(!again.bodyText.contains("executed"))
+        #expect(try Self.transfersSoFar(g, token: token, codes: &codes) == 1)
+        let log = g.process.stderr
+        #expect(log.contains("request parked") && log.contains("transaction consumed"))
+        #expect(!log.contains(txid), "a full TxId in the log")
+    }
+
+    /// What the backend gets on the replay: the parked method, content type, accept and body,
+    /// without `_txid`, and without the GET's own representation headers.
+    @Test func theReplayIsTheParkedRequestExactly() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let token = try Kit.login(g)
+        var codes = Kit.Codes()
+        let body = Array("note=caf%C3%A9+au+lait&amount=12.50".utf8)
+        let form = [("Content-Type", "application/x-www-form-urlencoded")]
+
+        let (txid, goto) = try Self.parked(try g.fetch("POST", "/echo", headers: Self.browserHeaders(token, form), body: body))
+        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        let replay = try g.fetch("GET", Self.target(goto), headers: [("Cookie", "iPlanetDirectoryPro=\(token)"),
+                                                                      ("Accept", "application/json"), ("Content-Type", "text/plain")])
+        #expect(replay.status == 200, "\(replay)")
+        let echoed = try EchoedRequest(replay)
+        #expect(echoed.method == "POST")
+        #expect(echoed.uri == "/echo")
+        #expect(echoed.header("Content-Type") == "application/x-www-form-urlencoded", "\(echoed.headers)")
+        #expect(echoed.headers.filter { $0.name.lowercased() == "content-type" }.count == 1, "\(echoed.headers)")
+        #expect(echoed.header("Accept") == "text/html", "the parked request's Accept: \(echoed.headers)")
+        #expect(echoed.body == body)
+        #expect(echoed.header("Cookie") == nil, "the session cookie reached the backend")
+    }
+
+    // MARK: 2. Bounds
+
+    @Test func aBodyOverMaxParkedBodyBytesIs413AndNeverParked() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["limits": ["maxParkedBodyBytes": 100]]))
+        let token = try Kit.login(g)
+        let big = Array(#"{"amount":100,"currency":"EUR","payee":"Bob","memo":"\#(String(repeating: "x", count: 120))"}"#.utf8)
+
+        let r = try g.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType), body: big)
+        #expect(r.status == 413, "\(r)")
+        let message = try r.json()["message"] as? String ?? ""
+        #expect(message.contains("\(big.count) bytes") && message.contains("limits.maxParkedBodyBytes"), "\(message)")
+        #expect(r.header("Location") == nil)
+
+        // At the bound it is parked; an SDK (which keeps its own body) is not bounded by it.
+        let fits = Array(#"{"amount":100,"currency":"EUR","payee":"Bob"}"#.utf8)
+        #expect(try g.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType), body: fits).status == 303)
+        #expect(try Kit.transfer(g, token: token, body: big).status == 401)
+        #expect(g.process.stderr.components(separatedBy: "request parked").count == 2, "one request parked")
+    }
+
+    // MARK: 3. Another user, expiry, concurrency
+
+    @Test func anotherUsersSessionCannotReplayAndIsSentToSignIn() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let demo = try Kit.login(g)
+        let other = try Kit.login(g, user: "other")
+        var codes = Kit.Codes()
+        let (txid, goto) = try Self.parked(try g.fetch("POST", "/transfer", headers: Self.browserHeaders(demo, Self.jsonType),
+                                                       body: Kit.transferBody))
+        try Kit.approve(g, txid: txid, token: demo, code: codes.next(Kit.demoSecret))
+
+        // Refused: a new challenge, to sign in as the user whose request it is; not executed.
+        let stolen = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(other))
+        #expect(stolen.status == 307, "\(stolen)")
+        #expect(stolen.header("Location") == "\(Kit.publicURL(g))/am/XUI/?goto=\(Query.encode(goto))", "\(stolen)")
+        #expect(!stolen.bodyText.contains("executed") && !stolen.bodyText.contains("Bob"), "\(stolen)")
+
+        // The request is still parked for its own user, whose replay executes it, once.
+        let replay = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(demo))
+        #expect(replay.status == 201, "\(replay)")
+        #expect((try replay.json()["sequence"] as? NSNumber)?.intValue == 1)
+        #expect(g.process.stderr.contains("parked request refused"))
+    }
+
+    @Test func aParkedRequestExpiresWithItsTransaction() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(transferTtlS: 2))
+        let token = try Kit.login(g)
+        var codes = Kit.Codes()
+        let (txid, goto) = try Self.parked(try g.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType),
+                                                       body: Kit.transferBody))
+        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+        Thread.sleep(forTimeInterval: 2.5)
+
+        let late = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(token))
+        #expect(late.status == 403, "an expired parked request is gone:\n\(late)")
+        #expect(!late.bodyText.contains("executed"))
+        #expect(try Self.transfersSoFar(g, token: token, codes: &codes) == 0)
+    }
+
+    @Test func concurrentReplaysExecuteExactlyOnce() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let token = try Kit.login(g)
+        var codes = Kit.Codes()
+        let (txid, goto) = try Self.parked(try g.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType),
+                                                       body: Kit.transferBody))
+        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+
+        let target = Self.target(goto), headers = Self.browserHeaders(token), port = g.port
+        let results = try Cluster.race(20, timeout: 10) { _ in (port, "GET", target, headers, []) }
+        let statuses = results.map { (try? $0.get())?.status ?? 0 }
+        #expect(statuses.filter { $0 == 201 }.count == 1, "\(statuses)")
+        #expect(statuses.filter { $0 != 201 }.allSatisfy { $0 == 403 }, "\(statuses)")
+        #expect(try Self.transfersSoFar(g, token: token, codes: &codes) == 1)
+    }
+
+    // MARK: 4. Redis: parked on one instance, replayed on another
+
+    @Test(.timeLimit(.minutes(1)))
+    func aRequestParkedOnOneInstanceIsReplayedOnceOnAnother() throws {
+        let bed = try Testbed.current
+        let cluster = try Cluster(bed: bed, instances: 2) { _ in Kit.config() }
+        let (a, b) = (cluster[0], cluster[1])
+        var codes = Kit.Codes()
+        let token = try Cluster.login(start: a, finish: b)
+
+        let (txid, goto) = try Self.parked(try a.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType),
+                                                       body: Kit.transferBody))
+        #expect(goto.hasPrefix(cluster.publicUrl + "/transfer?_txid="), "\(goto)")
+        try Kit.approve(b, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+
+        let replay = try b.fetch("GET", Self.target(goto), headers: Self.browserHeaders(token))
+        #expect(replay.status == 201, "the replay on B:\n\(replay)")
+        #expect((try replay.json()["sequence"] as? NSNumber)?.intValue == 1, "\(replay)")
+        for g in [a, b] {
+            let again = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(token))
+            #expect(again.status == 403, "\(again)")
+        }
+        #expect(try Self.transfersSoFar(a, token: token, codes: &codes) == 1)
+    }
+}

@@ -1,0 +1,60 @@
+import Foundation
+import Testing
+import TxGateCore
+
+@Suite struct LoginPageViewTests {
+    func record(bound: [String: JSONValue], display: String?) -> TransactionRecord {
+        TransactionRecord(txid: "7b8bfd4c-60fe-4271-928d-d09b94496f84", realm: "/", resource: "http://gw/transfer", method: "POST",
+                          subject: "demo", journey: "ConfirmTransaction", bodyDigest: nil, bound: bound, display: display, expires: 0)
+    }
+
+    @Test func approvalRowsFollowTheDisplayOrderWithLabelsFromThePointers() {
+        let r = record(bound: ["/payee": .string("Mallory Ltd"), "/amount": .string("2500"), "/currency": .string("EUR"),
+                               "/memo/text": .string("rent")],
+                       display: "Approve {amount} {currency} to {/payee}?")
+        let a = LoginPageView.Approval(r)
+        #expect(a.rows.map(\.label) == ["Amount", "Currency", "Payee", "Memo text"])
+        #expect(a.rows.map(\.value) == ["2500", "EUR", "Mallory Ltd", "rent"])
+        #expect(a.display == "Approve {amount} {currency} to {/payee}?")
+    }
+
+    @Test func everythingShownIsEscapedAndThePageHasNoExternalAsset() {
+        var config = LoginPageConfig()
+        config.title = "<Bank & Co>"
+        config.supportText = "Call \"us\""
+        config.logoFile = "/etc/logo.svg"
+        let view = LoginPageView(config: config, logo: Array("<svg/>".utf8))
+        let r = record(bound: ["/payee": .string("<script>alert(1)</script>")], display: "Pay {payee}?")
+        let html = view.html(message: nil, approval: LoginPageView.Approval(r), script: nil)
+        #expect(html.contains("&lt;Bank &amp; Co&gt;") && html.contains("Call &quot;us&quot;"))
+        #expect(html.contains("&lt;script&gt;alert(1)&lt;/script&gt;") && !html.contains("<script>"))
+        #expect(html.contains("data-display=\"Pay {payee}?\""))
+        #expect(html.contains("src=\"data:image/svg+xml;base64,"))
+        #expect(html.contains("<h1 id=\"heading\">Approve this request</h1>"))
+        #expect(!html.contains("http://") && !html.contains("https://"), "an external asset")
+        let plain = LoginPageView(config: LoginPageConfig(), logo: nil).html(message: "No <b>", approval: nil, script: nil)
+        #expect(plain.contains("<h1 id=\"heading\">Sign in</h1>") && plain.contains("No &lt;b&gt;") && !plain.contains("class=\"brand\""))
+    }
+
+    /// The errors of a whole configuration holding `section`.
+    func errors(_ section: String) -> [String] {
+        let json = #"{"upstream": {"url": "http://127.0.0.1:9"}, "\#(section)}"#
+        do {
+            _ = try ConfigLoader.decode(Data(json.utf8), folder: "/tmp")
+            return []
+        } catch {
+            return error.errors.map(\.description)
+        }
+    }
+
+    @Test func brandingAndCORSSettingsAreChecked() {
+        #expect(errors(##"loginPage": {"accentColor": "#0f766e"}"##).isEmpty)
+        #expect(errors(#"loginPage": {"accentColor": "red;}body{display:none"}"#).first?.contains("loginPage.accentColor") == true)
+        #expect(errors(#"loginPage": {"logoFile": "logo.gif"}"#).first?.contains(".svg or .png") == true)
+        #expect(errors(#"cors": {"allowedOrigins": ["https://app.example.com", "http://127.0.0.1:3000"]}"#).isEmpty)
+        for bad in ["*", "https://app.example.com/", "https://app.example.com/x", "HTTPS://APP.example.com", "app.example.com"] {
+            let e = errors(#"cors": {"allowedOrigins": ["\#(bad)"]}"#)
+            #expect(e.first?.contains("is not an origin") == true, "\(bad): \(e)")
+        }
+    }
+}
