@@ -31,6 +31,11 @@ public enum ConfigCheck {
         if config.upstream.url.isTLS {
             check(config.upstream.caFile == nil ? "upstream.url" : "upstream.caFile") { _ = try TLSContext.client(caFile: config.upstream.caFile) }
         }
+        for (i, issuer) in config.bearer.issuers.enumerated() {
+            let u = issuer.jwksUri
+            check("bearer.issuers[\(i)].jwksUri") { _ = try SocketAddress(host: u.host, port: u.port) }
+            if u.isTLS { check("bearer.issuers[\(i)].caFile") { _ = try TLSContext.client(caFile: issuer.caFile) } }
+        }
         // The authentication service exists when there are journeys: its key, store and email.
         if !config.journeys.isEmpty {
             if let e = SigningKey.problem(file: config.secrets.signingKeyFile, environment: environment) { errors.append(e) }

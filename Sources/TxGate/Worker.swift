@@ -82,7 +82,11 @@ final class Worker: @unchecked Sendable {
             phases += [
                 RetryParametersPhase(),
                 IdentifyPhase(pdp: pdp, identifier: auth.identifier(on: loop),
-                              accessTokens: shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) }),
+                              accessTokens: shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) },
+                              // Its addresses and TLS files were checked with the configuration (ConfigCheck).
+                              externalIssuers: config.bearer.issuers.isEmpty ? nil
+                                  : try? ExternalIssuers(config: config.bearer, loop: loop, clock: shared.clock, users: auth.users,
+                                                         logger: shared.logger)),
             ]
             if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
             phases += [

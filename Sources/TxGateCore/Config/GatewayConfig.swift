@@ -95,12 +95,14 @@ public struct GatewayConfig: Decodable, Sendable {
     /// The OAuth 2.0 / OpenID Connect provider; nil: not served.
     public var oauth2: OAuth2Config?
     public var txnTokens = TxnTokenConfig()
+    /// Other OpenID providers whose access tokens are subjects.
+    public var bearer = BearerConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email",
                               "trustedProxies", "readiness", "metrics", "loginPage", "cors",
-                              "oauth2", "txnTokens"]
+                              "oauth2", "txnTokens", "bearer"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -143,6 +145,7 @@ public struct GatewayConfig: Decodable, Sendable {
         cors = o.value("cors", default: cors)
         oauth2 = o.optional("oauth2")
         txnTokens = o.value("txnTokens", default: txnTokens)
+        bearer = o.value("bearer", default: bearer)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
@@ -260,6 +263,9 @@ public enum ConfigLoader {
         }
         if let ca = config.upstream.caFile { config.upstream.caFile = resolve(ca, "upstream.caFile") }
         if let u = config.usersFile { config.usersFile = resolve(u, "usersFile") }
+        for (i, issuer) in config.bearer.issuers.enumerated() {
+            config.bearer.issuers[i].caFile = issuer.caFile.map { resolve($0, "bearer.issuers[\(i)].caFile") }
+        }
         if let l = config.loginPage.logoFile { config.loginPage.logoFile = resolve(l, "loginPage.logoFile") }
         if case .smtp(var smtp)? = config.email?.delivery {
             smtp.passwordFile = smtp.passwordFile.map { resolve($0, "email.smtp.passwordFile") }
