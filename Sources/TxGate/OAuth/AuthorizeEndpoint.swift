@@ -46,7 +46,7 @@ struct AuthorizeEndpoint {
             let advices = Advices([(Advices.transaction, [txid])])
             redirect(ctx, Challenge.loginRedirect(loginPage: loginPage, goto: back, realm: realm, advices: advices))
         case .issue(let acr, let authTime, let txn):
-            guard let uid else { return }
+            guard let uid else { ctx.fail(.internalError("a code without a session")); return }
             let grant = AuthorizationGrant(clientId: r.clientId, redirectUri: r.redirectUri, codeChallenge: r.codeChallenge, uid: uid,
                                            realm: realm, scope: r.scope, nonce: r.nonce, acr: acr, authTime: authTime, txn: txn)
             issue(ctx, grant, state: r.state)
