@@ -105,7 +105,10 @@ import TestSupport
             try RawHTTPClient.fetch(port: bank.port, "POST", "/transfer",
                                     headers: [("Content-Type", "application/json")] + (token.map { [("Txn-Token", $0)] } ?? []), body: body)
         }
-        #expect(try transfer(Kit.txnToken(key: key, bound: bound)).status == 201)
+        let valid = Kit.txnToken(key: key, bound: bound)
+        #expect(try transfer(valid).status == 201)
+        let replayed = try transfer(valid)
+        #expect(replayed.status == 403 && replayed.bodyText.contains("already used"), "a Txn-Token works once: \(replayed)")
         let missing = try transfer(nil)
         #expect(missing.status == 401 && missing.bodyText.contains("needs a Txn-Token"), "\(missing)")
         let expired = try transfer(Kit.txnToken(key: key, bound: bound, exp: Int(Date().timeIntervalSince1970) - 5))
