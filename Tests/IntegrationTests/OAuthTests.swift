@@ -66,6 +66,8 @@ import TestSupport
         #expect(end["status"] as? Int == 302 && end["location"] as? String == "http://127.0.0.1/bye?state=s1", "\(end)")
         #expect((r["afterLogout"] as? [String: Any])?["location"].map { "\($0)".hasPrefix(base + "/am/XUI/") } == true,
                 "the session must be gone after end session")
+        #expect(r["refreshAfterLogout"] as? String == "invalid_grant", "ending the session revokes its refresh families")
+        #expect(r["userinfoAfterLogout"] as? Int == 401)
     }
 
     /// 401 RFC 9470 with txid → authorize with acr_values and txid → approve → token with `txn`
