@@ -36,6 +36,11 @@ public enum ConfigCheck {
             check("bearer.issuers[\(i)].jwksUri") { _ = try SocketAddress(host: u.host, port: u.port) }
             if u.isTLS { check("bearer.issuers[\(i)].caFile") { _ = try TLSContext.client(caFile: issuer.caFile) } }
         }
+        // A remote PDP: its address resolves, its CA bundle loads (the password file is read by
+        // the loader).
+        if config.pdp.type == .am, config.pdp.url != nil {
+            check("pdp.url") { _ = try AMClient.endpoint(config.pdp) }
+        }
         // The authentication service exists when there are journeys: its key, store and email.
         if !config.journeys.isEmpty {
             if let e = SigningKey.problem(file: config.secrets.signingKeyFile, environment: environment) { errors.append(e) }
@@ -64,7 +69,7 @@ public enum ConfigCheck {
     /// SMTP errors name their key themselves: `tls.privateKey: does not match tls.certificate`).
     static func configError(_ error: Error, path: String) -> ConfigError {
         let text = "\(error)"
-        for key in ["tls.certificate", "tls.privateKey", "upstream.caFile", "email.smtp.passwordFile", path] where text.hasPrefix(key + ": ") {
+        for key in ["tls.certificate", "tls.privateKey", "upstream.caFile", "email.smtp.passwordFile", "pdp.url", "pdp.caFile", path] where text.hasPrefix(key + ": ") {
             return ConfigError(path: key, message: String(text.dropFirst(key.count + 2)))
         }
         return ConfigError(path: path, message: text)
