@@ -66,7 +66,10 @@ import TestSupport
             try g.fetch("GET", "/accounts", headers: [("Authorization", "Bearer \(token)")]).status
         }
         #expect(try status(Self.es256(ec, kid: "ec1", claims: good)) == 200)
-        #expect(g.logLines().contains { $0["path"] as? String == "/accounts" && $0["user"] as? String == "demo" })
+        // The access line is written as the response ends: wait for it.
+        #expect(Timing.poll(timeout: 5, interval: 0.05) {
+            g.logLines().contains { $0["path"] as? String == "/accounts" && $0["user"] as? String == "demo" }
+        })
         let rsaClaims: [String: Any] = ["iss": Self.issuer, "aud": ["txgate-api", "other"], "sub": "demo", "exp": now + 300]
         #expect(try status(Self.rs256(bed, rsa, kid: "rsa1", claims: rsaClaims)) == 200)
 
