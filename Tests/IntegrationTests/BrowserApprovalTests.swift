@@ -29,6 +29,7 @@ struct BrowserApprovalTests {
                 "ConfirmTransaction": [["type": "TOTP", "prompt": "One Time Password"]],
                 "EmailConfirm": [["type": "EmailOTP", "ttlS": 300]],
                 "MagicLink": [["type": "UsernameOnly"], ["type": "EmailSuspend", "suspendTtlS": 300]],
+                "MagicApprove": [["type": "EmailSuspend", "suspendTtlS": 300]],
             ],
             "email": ["outbox": bed.dir.url.appendingPathComponent("outbox").path],
             "loginPage": ["title": "Demo Bank", "accentColor": "#0f766e", "logoFile": logoFile.path, "defaultGoto": "/",
@@ -139,6 +140,44 @@ struct BrowserApprovalTests {
             .click("#submit"),
         ] + Self.receiptOnce(g, out), timeout: 90)
         try Self.expectApprovedOnce(run, g)
+    }
+
+    /// A transfer approved by a link opened in a second browser (another profile: none of the
+    /// first one's cookies): the link approves; the second browser, signed in as the same user,
+    /// is where the parked transfer is executed, once.
+    @Test(.timeLimit(.minutes(2)))
+    func aTransferApprovedByALinkInASecondBrowserIsExecutedOnceThere() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank { try! Self.config($0, bed: bed, approval: "MagicApprove") }
+        let out = try Self.outputFolder("magic-link-approval")
+        let first = try bed.runBrowser(g.baseURL + "/", [
+            .waitForElement("#cb1"), .fill("#cb0", "demo"), .fill("#cb1", Self.password), .click("#submit"),
+            .waitForText("Everyday account"),
+            .fill("#amount", "75.50"), .fill("#payee", "Alice"), .click("#send"),
+            .waitForElement("#approval"), .waitForText("An email has been sent"), .snapshot("waiting"),
+            .screenshot(out.appendingPathComponent("1-approval-waiting-for-link.png")),
+        ])
+        #expect(first.ok, "\(first)")
+        let waiting = first.snapshots["waiting"]?.text ?? ""
+        #expect(waiting.contains("Approve this transfer") && waiting.contains("75.50") && waiting.contains("Alice"), "\(waiting)")
+        let folder = bed.dir.url.appendingPathComponent("outbox")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        let link = try #require(try ReceivedEmail(file: folder.appendingPathComponent(files.last ?? "")).magicLink()?.link)
+
+        let second = try bed.runBrowser(link, [
+            .waitForElement("#cb1"), .snapshot("signin"),
+            .fill("#cb0", "demo"), .fill("#cb1", Self.password), .click("#submit"),
+            .waitForPath("/receipt"), .waitForText("Transfer executed"), .snapshot("receipt"),
+            .screenshot(out.appendingPathComponent("2-receipt-in-second-browser.png")),
+            .reload, .open(g.baseURL + "/"), .waitForText("1 transfer made"),
+        ], timeout: 60)
+        #expect(second.ok, "\(second)")
+        let receipt = second.snapshots["receipt"]?.text ?? ""
+        #expect(receipt.contains("Alice") && receipt.contains("75.50 EUR"), "\(receipt)")
+        #expect(receipt.range(of: #"Transfer number\s+1\b"#, options: .regularExpression) != nil, "\(receipt)")
+        // The link approved (no session in that browser yet), then the parked transfer's URL sent it to sign in.
+        #expect(second.network.contains { $0.url.hasPrefix(g.baseURL + "/transfer?_txid=") && $0.status == 307 }, "\(second)")
+        #expect(second.scriptErrors.isEmpty, "\(second.scriptErrors)")
     }
 
     /// A magic link asked for in one browser and opened in another (a second profile: no

@@ -152,6 +152,28 @@ import TestSupport
         #expect(g.process.stderr.contains("parked request refused"))
     }
 
+    /// The approval done elsewhere (a link opened in another browser): this browser comes back
+    /// with no session, signs in, and keeps `_txid` all the way, so the request is replayed then.
+    @Test func aBrowserWithNoSessionSignsInFirstAndKeepsTheTxId() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["policies": Kit.config()["policies"] as! [[String: Any]] + [
+            ["name": "transfer-page", "resources": ["/transfer"], "actions": ["GET"], "subjects": "authenticated"],
+        ]]))
+        let token = try Kit.login(g)
+        var codes = Kit.Codes()
+        let (txid, goto) = try Self.parked(try g.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType),
+                                                       body: Kit.transferBody))
+        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
+
+        let signIn = try g.fetch("GET", Self.target(goto), headers: [("Accept", "text/html")])
+        #expect(signIn.status == 307, "\(signIn)")
+        #expect(signIn.header("Location") == "\(Kit.publicURL(g))/am/XUI/?goto=\(Query.encode(goto))", "\(signIn)")
+        let later = try Kit.login(g)
+        let replay = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(later))
+        #expect(replay.status == 201, "another session of the same user replays it:\n\(replay)")
+        #expect((try replay.json()["sequence"] as? NSNumber)?.intValue == 1)
+    }
+
     @Test func aParkedRequestExpiresWithItsTransaction() throws {
         let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config(transferTtlS: 2))
