@@ -81,7 +81,7 @@ let package = Package(
         .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"]),
         .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore", "TestSupport"]),
         .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore", "TestSupport"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"], exclude: ["browser"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"], exclude: ["browser", "oauth"]),
         .testTarget(name: "TxGateStoreTests", dependencies: ["TxGateStore", "TxGateCore", "TestSupport"]),
         .testTarget(name: "TxGateRedisTests", dependencies: ["TxGateRedis", "EventHTTP", "TxGateCore", "TestSupport"]),
         .testTarget(name: "TxGateEmailTests", dependencies: ["TxGateEmail", "TxGateCore", "TestSupport"]),

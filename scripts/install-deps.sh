@@ -7,7 +7,8 @@
 #   scripts/install-deps.sh --runtime  only what the built binaries need at run time (the image's final stage)
 #   scripts/install-deps.sh --bench    everything, plus nginx and wrk (`make bench`)
 # The test set also has the browser tests' headless Chromium (Debian's chromium + chromium-driver)
-# and the Python package selenium (from PyPI with pip, only if `python3 -c 'import selenium'` fails).
+# and the Python packages selenium and authlib (from PyPI with pip, only those `python3` cannot
+# import): authlib is the real OAuth 2.0 / OpenID Connect client of the provider's tests.
 # python3-aiosmtpd is the real SMTP server the email tests (Tests/TxGateEmailTests) deliver to.
 # redis-server is the real Redis the store and cluster tests start on free loopback ports.
 set -euo pipefail
@@ -18,7 +19,7 @@ test=(openssl curl oathtool chromium chromium-driver python3 python3-pip python3
 bench=(nginx-light wrk)
 
 want=()
-python_test=0   # 1: also install the test set's Python packages (selenium)
+python_test=0   # 1: also install the test set's Python packages (selenium, authlib)
 case "${1:-}" in
   --runtime) want=("${runtime[@]}") ;;
   --build)   want=("${runtime[@]}" "${build[@]}") ;;
@@ -41,19 +42,22 @@ if [ ${#missing[@]} -gt 0 ]; then
   $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# selenium drives chromium in the browser tests (Tests/IntegrationTests/browser/drive.py), with
-# the same `python3` the tests find on PATH. Debian's own python3 is "externally managed"
-# (PEP 668): only there is --break-system-packages needed.
+# selenium drives chromium in the browser tests (Tests/IntegrationTests/browser/drive.py) and
+# authlib is the OAuth client of Tests/IntegrationTests/oauth/client.py, both with the same
+# `python3` the tests find on PATH. Debian's own python3 is "externally managed" (PEP 668): only
+# there is --break-system-packages needed.
 [ "$python_test" -eq 1 ] || exit 0
-python3 -c 'import selenium' 2>/dev/null && exit 0
-echo "install-deps: installing selenium (pip)" >&2
+pypi=()
+for m in selenium authlib; do python3 -c "import $m" 2>/dev/null || pypi+=("$m"); done
+[ ${#pypi[@]} -gt 0 ] || exit 0
+echo "install-deps: installing ${pypi[*]} (pip)" >&2
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore
-if ! pip_out=$(python3 -m pip install --quiet selenium 2>&1); then
+if ! pip_out=$(python3 -m pip install --quiet "${pypi[@]}" 2>&1); then
   if grep -q externally-managed <<<"$pip_out"; then
-    python3 -m pip install --quiet --break-system-packages selenium
+    python3 -m pip install --quiet --break-system-packages "${pypi[@]}"
   else
     echo "$pip_out" >&2
     exit 1
   fi
 fi
-python3 -c 'import selenium'
+python3 -c 'import selenium, authlib'

@@ -8,6 +8,9 @@
 #include <openssl/hmac.h>
 #include <openssl/kdf.h>
 #include <openssl/crypto.h>
+#include <openssl/pem.h>
+#include <openssl/ec.h>
+#include <openssl/x509.h>
 
 /* Function-like macros in OpenSSL's headers are invisible to Swift; these wrap them. */
 static inline long txg_SSL_set_tlsext_host_name(SSL *ssl, const char *name) {

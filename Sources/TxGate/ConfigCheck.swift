@@ -47,6 +47,10 @@ public enum ConfigCheck {
             case nil:
                 break
             }
+            let keys = config.secrets.tokenKeysFolder
+            if config.oauth2 != nil || config.txnTokens.enabled, let why = FileCreation.folderProblem(keys) {
+                errors.append(ConfigError(path: TokenKeys.folderKey, message: "cannot create keys in '\(keys)': \(why)"))
+            }
         }
         return errors
     }

@@ -27,6 +27,8 @@ final class RequestContext {
     var bearer: String?
     /// The session the identify phase found.
     var subject: Subject?
+    /// The verified access token the subject came from, when it came from one.
+    var accessToken: JWS.Verified?
     /// What the policy decision point said.
     var decision: Decision?
     /// The name of the policy that applied to the request, when one did.

@@ -37,6 +37,12 @@ final class SharedState: Sendable {
     let policies: PolicySet
     let pdp: PolicyDecisionPoint?
     let metrics: GatewayMetrics
+    /// The ES256 keys of issued tokens (with `oauth2` or `txnTokens`), kept across reloads.
+    let tokenKeys: TokenKeys?
+    /// The OAuth 2.0 / OpenID Connect provider (`oauth2`).
+    let oauth: OAuthProvider?
+    /// Transaction Tokens to the backend (`txnTokens.enabled`).
+    let txnTokens: TxnTokenIssuer?
 
     /// `previous`: the running state, on a reload. Its store, signing key, listener and upstream
     /// are kept (`ConfigReload.effective` has already put their settings back into `config`);
@@ -72,6 +78,7 @@ final class SharedState: Sendable {
                 throw ReloadRefused("journeys: the authentication service (and its store) can only be turned on by a restart")
             }
             pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger, metrics: metrics)
+            (tokenKeys, oauth, txnTokens) = try Self.tokens(config, auth: auth, keys: previous.tokenKeys, clock: clock, logger: logger)
             for warning in config.warnings() { logger.warning("\(warning)") }
             return
         }
@@ -92,7 +99,28 @@ final class SharedState: Sendable {
             auth = try Self.authService(config, store: store, key: key, clock: clock, logger: logger, metrics: metrics)
         }
         pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger, metrics: metrics)
+        (tokenKeys, oauth, txnTokens) = try Self.tokens(config, auth: auth, keys: nil, clock: clock, logger: logger)
         for warning in config.warnings() { logger.warning("\(warning)") }
+    }
+
+    /// The token keys (loaded once, or kept from the running state), the provider and the Transaction Token issuer.
+    private static func tokens(_ config: GatewayConfig, auth: AuthService?, keys kept: TokenKeys?, clock: WallClock,
+                               logger: Logger) throws -> (TokenKeys?, OAuthProvider?, TxnTokenIssuer?) {
+        guard let auth, config.oauth2 != nil || config.txnTokens.enabled else { return (kept, nil, nil) }
+        var keys = kept
+        if keys == nil {
+            let (loaded, created) = try TokenKeys.load(folder: config.secrets.tokenKeysFolder, now: clock.now)
+            logger.info("token signing keys", metadata: [
+                "folder": .string(config.secrets.tokenKeysFolder), "kid": .string(loaded.signingKid),
+                "published": .stringConvertible(loaded.published.count), "created": .stringConvertible(created),
+            ])
+            keys = loaded
+        }
+        guard let keys else { return (nil, nil, nil) }
+        let oauth = config.oauth2.map { OAuthProvider(config: $0, auth: auth, keys: keys) }
+        let issuer = auth.publicURL + "/am/oauth2/realms/root"
+        let txn = config.txnTokens.enabled ? TxnTokenIssuer(config: config.txnTokens, keys: keys, issuer: issuer, clock: clock) : nil
+        return (keys, oauth, txn)
     }
 
     private static func upstreamEndpoint(_ u: UpstreamConfig) throws -> UpstreamEndpoint {

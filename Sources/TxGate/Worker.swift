@@ -71,7 +71,7 @@ final class Worker: @unchecked Sendable {
         if !config.cors.allowedOrigins.isEmpty { phases.append(CORSPhase(cors: config.cors)) }
         phases += [
             ReadBodyPhase(.forAuthEndpoints),
-            AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, loop: loop),
+            AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, oauth: shared.oauth, loop: loop),
         ]
         if let pdp = shared.pdp, let auth = shared.auth {
             let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
@@ -81,19 +81,23 @@ final class Worker: @unchecked Sendable {
             }
             phases += [
                 RetryParametersPhase(),
-                IdentifyPhase(pdp: pdp, identifier: auth.identifier(on: loop)),
+                IdentifyPhase(pdp: pdp, identifier: auth.identifier(on: loop),
+                              accessTokens: shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) }),
             ]
             if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
             phases += [
                 ReadBodyPhase(.forBoundTransaction(shared.policies)),
                 DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL,
                             policies: shared.policies),
-                ChallengePhase(publicURL: publicURL, bearerForm: config.challenges.bearer, parking: parking,
-                               transactionJourney: { [policies = shared.policies] in policies.transactionJourney(path: $0, method: $1) }),
+                ChallengePhase(publicURL: publicURL, bearerForm: config.challenges.bearer, policies: shared.policies,
+                               parking: parking),
             ]
         }
         phases += [
             UpstreamRequestFilter(upstreamAuthority: shared.upstreamAuthority, sessionCookieName: shared.auth?.config.session.cookieName),
+        ]
+        if let issuer = shared.txnTokens { phases.append(TxnTokenPhase(issuer: issuer)) }
+        phases += [
             ReadBodyPhase(.always),
             ProxyPhase(pool: pool, basePath: shared.upstreamBasePath),
         ]

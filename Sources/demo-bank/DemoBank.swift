@@ -22,12 +22,25 @@ struct DemoBank: ParsableCommand {
     @Option(help: ArgumentHelp("Listen on HOST:PORT.", valueName: "host:port"))
     var listen: String = "127.0.0.1:9000"
 
+    @Option(help: ArgumentHelp("Refuse transfers without a valid Transaction Token (Txn-Token) signed by a key of this JWK Set "
+                               + "and approving exactly the body.", valueName: "url"))
+    var txnTokenJwks: String?
+
+    @Option(help: ArgumentHelp("The aud a Transaction Token must name.", valueName: "audience"))
+    var txnTokenAudience: String = "demo-bank"
+
     func run() throws {
         guard let hp = HostPort(parsing: listen) else {
             throw ValidationError("--listen: '\(listen)' is not HOST:PORT")
         }
+        var jwks: HTTPURL?
+        if let u = txnTokenJwks {
+            guard let url = HTTPURL(parsing: u), !url.isTLS else { throw ValidationError("--txn-token-jwks: '\(u)' is not an http:// URL") }
+            jwks = url
+        }
         let loop = EventLoop()
         let bank = Bank(loop: loop)
+        bank.txnTokens = jwks.map { TxnTokenCheck(loop: loop, url: $0, audience: txnTokenAudience) }
         let server: HTTPServer
         do {
             let address = try SocketAddress(host: hp.host, port: hp.port)
@@ -53,6 +66,8 @@ final class Bank {
     /// Executed transfers, in order: a transfer's sequence number is its place here (from 1).
     private var transfers: [TransferOrder] = []
     static let openingBalance = Decimal(string: "4820.75")!
+    /// With `--txn-token-jwks`: what a transfer must carry.
+    var txnTokens: TxnTokenCheck?
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -72,7 +87,10 @@ final class Bank {
                 ["id": "acc-002", "name": "Savings", "currency": "EUR", "balance": 10250.00],
             ]])
         case ("POST", "/transfer"):
-            transfer(ex)
+            guard let txnTokens else { transfer(ex); return }
+            txnTokens.check(ex, body: ex.body.bytes) { [self] refusal in
+                if let (status, message) = refusal { error(ex, status, message) } else { transfer(ex) }
+            }
         case (_, "/echo"):
             echo(ex)
         case ("GET", "/slow"):

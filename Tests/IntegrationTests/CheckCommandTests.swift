@@ -265,3 +265,38 @@ struct CheckCommandTests {
         #expect(r.stderr.contains("policies[2].name: duplicate policy name 'p'"), "\(r)")
     }
 }
+
+/// The OAuth 2.0 provider's and the Transaction Tokens' settings, checked before anything starts.
+@Suite("txgate check: oauth2 and txnTokens", .testbed)
+struct OAuthConfigCheckTests {
+    static let auth = #""users": [], "journeys": {"Login": [{"type": "UsernamePassword"}]}"#
+
+    @Test("a client that is neither public nor has a secret, or both, and a txnTokens without audience, are named")
+    func clientAndTxnTokenErrors() throws {
+        let r = try Testbed.current.check(configText: """
+            {"upstream": {"url": "http://127.0.0.1:1"}, \(Self.auth),
+             "oauth2": {"clients": [{"clientId": "a", "redirectUris": ["https://a.example/cb"]},
+                                    {"clientId": "b", "public": true, "clientSecretFile": "s", "redirectUris": ["https://b.example/cb"]},
+                                    {"clientId": "c", "public": true, "redirectUris": ["not a uri"]}]},
+             "txnTokens": {"enabled": true}}
+            """)
+        #expect(r.status == 1, "\(r)")
+        #expect(r.stderr.contains("oauth2.clients[0].public"), "\(r)")
+        #expect(r.stderr.contains("oauth2.clients[1].clientSecretFile: a public client has no secret"), "\(r)")
+        #expect(r.stderr.contains("oauth2.clients[2].redirectUris: 'not a uri'"), "\(r)")
+        #expect(r.stderr.contains("txnTokens.audience"), "\(r)")
+    }
+
+    @Test("oauth2 needs the authentication service; a confidential client's secret file must be readable")
+    func needsJourneysAndSecret() throws {
+        let bare = try Testbed.current.check(configText: """
+            {"upstream": {"url": "http://127.0.0.1:1"}, "oauth2": {"clients": []}}
+            """)
+        #expect(bare.status == 1 && bare.stderr.contains("oauth2: needs the authentication service"), "\(bare)")
+        let secret = try Testbed.current.check(configText: """
+            {"upstream": {"url": "http://127.0.0.1:1"}, \(Self.auth),
+             "oauth2": {"clients": [{"clientId": "api", "clientSecretFile": "missing.secret", "redirectUris": ["https://a.example/cb"]}]}}
+            """)
+        #expect(secret.status == 1 && secret.stderr.contains("oauth2.clients[0].clientSecretFile: cannot read"), "\(secret)")
+    }
+}

@@ -133,3 +133,41 @@ import Testing
         #expect(done?.approvalRefusal(by: "alice", realm: "/", now: 0) == .gone)
     }
 }
+
+/// `stepUp.maxAgeS`: the journey must have been completed recently enough (a session's last
+/// journey, a token's `auth_time`); and a consumed transaction comes back with the allow.
+@Suite struct StepUpMaxAgeTests {
+    static let policies = PolicySet([
+        Policy(name: "fresh", resources: [ResourcePattern("/fresh")!], actions: ["GET"], subjects: .authenticated,
+               requirement: .stepUp(journey: "Strong", maxAgeS: 60)),
+    ])
+    let decider = PolicyDecider(policies: policies, loginJourney: "Login", maxPending: 2)
+    static let now: Int64 = 1_800_000_000_000
+
+    func allows(_ authTime: Int?, journeys: [String] = ["Login", "Strong"]) -> Bool {
+        let s = Subject(uid: "alice", realm: "/", journeys: journeys, attributes: [:], token: "t", authTime: authTime)
+        let q = DecisionQuery(realm: "/", path: "/fresh", resource: "https://gw/fresh", method: "GET", subject: s)
+        guard case .decided(let d) = decider.decide(q, nowMs: Self.now) else { return false }
+        return d.allows("GET")
+    }
+
+    @Test func aStaleOrMissingAuthenticationTimeIsAStepUp() {
+        let now = Int(Self.now / 1000)
+        #expect(allows(now - 60))
+        #expect(!allows(now - 61))
+        #expect(!allows(nil), "without an authentication time, maxAgeS cannot be met")
+        #expect(!allows(now, journeys: ["Login"]))
+    }
+
+    @Test func theConsumedRecordComesBackWithTheOneShotAllow() throws {
+        let rule = TransactionRule(journey: "Confirm", bindFields: ["/amount"])
+        let binding = TransactionBinding(realm: "/", resource: "https://gw/t", method: "POST", subject: "alice", rule: rule,
+                                         body: Array(#"{"amount":5}"#.utf8), contentType: "application/json")
+        let record = TransactionRecord(txid: "3f2b8c1e-0000-4000-8000-000000000001", state: .completed, realm: "/", resource: "https://gw/t",
+                                       method: "POST", subject: "alice", journey: "Confirm", bodyDigest: binding.bodyDigest,
+                                       bound: binding.bound, display: nil, expires: 2_000_000_000)
+        let plan = decider.afterConsume(PolicyDecider.Intent(rule: rule, binding: binding), .taken(record.encoded), nowMs: Self.now)
+        guard case .decided(let d) = plan else { Issue.record("\(plan)"); return }
+        #expect(d.allows("POST") && d.consumed == record && d.consumed?.bound["/amount"] == 5)
+    }
+}

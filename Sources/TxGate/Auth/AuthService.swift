@@ -97,7 +97,8 @@ struct SubjectIdentifier {
         guard let token else { done(.success(nil)); return }
         sessions.lookup(token, now: clock.now, on: loop) { [users] r in
             done(r.map { s in
-                s.map { Subject(uid: $0.uid, realm: $0.realm, journeys: $0.journeys, attributes: users[$0.uid]?.attributes ?? [:], token: token) }
+                s.map { Subject(uid: $0.uid, realm: $0.realm, journeys: $0.journeys, attributes: users[$0.uid]?.attributes ?? [:],
+                                token: token, authTime: $0.lastAuthentication) }
             })
         }
     }

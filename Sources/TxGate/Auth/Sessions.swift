@@ -14,12 +14,18 @@ struct Session: Equatable {
     var touched: Int
     /// Journeys this session has completed (for step-up policies).
     var journeys: [String]
+    /// When the user last completed a journey in this session (unix seconds): the OIDC
+    /// `auth_time`, and what a policy's or a client's `max_age` is measured from.
+    var authTime: Int?
+
+    var lastAuthentication: Int { authTime ?? created }
 
     /// Canonical JSON, as the store keeps it.
     var encoded: [UInt8] {
         Array(JSONValue.object([
             "uid": .string(uid), "realm": .string(realm), "created": .number(Double(created)),
             "touched": .number(Double(touched)), "journeys": .array(journeys.map { .string($0) }),
+            "authTime": authTime.map { .number($0) } ?? .null,
         ]).canonical.utf8)
     }
 
@@ -29,7 +35,7 @@ struct Session: Equatable {
               let touched = o["touched"]?.intValue, let journeys = o["journeys"]?.arrayValue else { return nil }
         let names = journeys.compactMap(\.stringValue)
         guard names.count == journeys.count else { return nil }
-        return Session(uid: uid, realm: realm, created: created, touched: touched, journeys: names)
+        return Session(uid: uid, realm: realm, created: created, touched: touched, journeys: names, authTime: o["authTime"]?.intValue)
     }
 }
 
@@ -122,6 +128,7 @@ final class SessionManager: Sendable {
                 }
                 if !s.journeys.contains(journey) { s.journeys.append(journey) }
                 s.touched = now
+                s.authTime = now
                 let value = s.encoded
                 let remaining = max(1, min(config.idleTimeoutS, s.created + config.maxLifetimeS - now))
                 store.compareAndSwap(key, expected: bytes, new: value, ttlMs: remaining * 1000, on: loop, done)

@@ -11,8 +11,10 @@ struct AuthEndpointsPhase: RequestPhase {
         let loginPage: LoginPage
     }
     private let endpoints: Endpoints?
+    private let oauth: OAuthEndpoints?
 
-    init(auth: AuthService?, pdp: PolicyDecisionPoint?, policies: PolicySet, loop: EventLoop) {
+    init(auth: AuthService?, pdp: PolicyDecisionPoint?, policies: PolicySet, oauth: OAuthProvider?, loop: EventLoop) {
+        self.oauth = oauth.map { OAuthEndpoints(provider: $0, loop: loop) }
         endpoints = auth.map { auth in
             Endpoints(auth: auth, authenticate: AuthenticateEndpoint(auth: auth, loop: loop),
                       sessions: SessionsEndpoint(auth: auth, loop: loop),
@@ -26,6 +28,11 @@ struct AuthEndpointsPhase: RequestPhase {
         guard path == "/am" || path.hasPrefix("/am/") else { ctx.proceed(); return }
         guard let endpoints else {
             ctx.fail(.notFound("the authentication service is not configured (no journeys in the configuration)"))
+            return
+        }
+        if path == "/am/oauth2" || path.hasPrefix("/am/oauth2/") {
+            guard let oauth else { ctx.fail(.notFound("the OAuth 2.0 provider is not configured (no oauth2 in the configuration)")); return }
+            oauth.handle(ctx)
             return
         }
         if path == "/am/XUI" || path == "/am/XUI/" || path == "/am/XUI/index.html" {

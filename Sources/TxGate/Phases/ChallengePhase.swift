@@ -9,16 +9,16 @@ struct ChallengePhase: RequestPhase {
     private let amURI: String
     private let bearerForm: String
     /// The journey a transaction challenge asks for, for RFC 9470's `acr_values`.
-    private let transactionJourney: (Substring, String) -> String?
+    private let policies: PolicySet
     /// Where a browser's request waits for its approval (nil: the gateway has no store).
     private let parking: RequestParking?
 
-    init(publicURL: String, bearerForm: String, parking: RequestParking?, transactionJourney: @escaping (Substring, String) -> String?) {
+    init(publicURL: String, bearerForm: String, policies: PolicySet, parking: RequestParking?) {
         self.publicURL = publicURL
         amURI = publicURL + "/am/"
         self.bearerForm = bearerForm
+        self.policies = policies
         self.parking = parking
-        self.transactionJourney = transactionJourney
     }
 
     func handle(_ ctx: RequestContext) {
@@ -56,9 +56,10 @@ struct ChallengePhase: RequestPhase {
         }
         let txid = advices[Advices.transaction]?.first
         // acr_values names the journey that satisfies the advice ("/:NAME" → NAME).
-        let acr = txid != nil ? transactionJourney(ctx.path[...], ctx.method) ?? ""
+        let acr = txid != nil ? policies.transactionJourney(path: ctx.path[...], method: ctx.method) ?? ""
             : advices[Advices.authenticateToService]?.first.map { String($0.split(separator: ":").last ?? "") } ?? ""
-        h.add("WWW-Authenticate", Challenge.bearerStepUp(acr: acr, txid: txid))
+        let maxAge = txid == nil ? policies.stepUpMaxAge(path: ctx.path[...], method: ctx.method) : nil
+        h.add("WWW-Authenticate", Challenge.bearerStepUp(acr: acr, txid: txid, maxAge: maxAge))
         if bearerForm == "both" { h.add("WWW-Authenticate", ssoAdvice(advices)) }
     }
 

@@ -2,17 +2,29 @@ import EventHTTP
 import HTTPCore
 import TxGateCore
 
-/// Who is asking: the session named by `Authorization: Bearer`, the token header or the
-/// cookie. Skipped when the policy that applies does not need a subject (and the request is
-/// not a browser coming back to a parked request), so that open routes keep working when the
-/// store is down.
+/// Who is asking: an access token the gateway issued (`Authorization: Bearer` JWT), else the
+/// session named by `Authorization: Bearer`, the token header or the cookie. Skipped when the
+/// policy that applies does not need a subject (and the request is not a browser coming back to
+/// a parked request), so that open routes keep working when the store is down.
 struct IdentifyPhase: RequestPhase {
     let pdp: PolicyDecisionPoint
     let identifier: SubjectIdentifier
+    /// Verifies bearer access tokens (and remembers them); nil without the OAuth 2.0 provider.
+    var accessTokens: AccessTokenCache?
 
     func handle(_ ctx: RequestContext) {
         ctx.bearer = Self.bearerToken(ctx.head.headers)
         guard pdp.needsSubject(path: ctx.path[...], method: ctx.head.method) || RequestParking.mayReplay(ctx) else {
+            ctx.proceed()
+            return
+        }
+        // A valid access token wins; one that does not verify never hides a valid session cookie.
+        if let bearer = ctx.bearer, let tokens = accessTokens, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2,
+           let v = tokens.verify(bearer, now: identifier.clock.now) {
+            ctx.subject = tokens.subject(v, token: bearer)
+            ctx.accessToken = v
+            // The transaction the token was issued for is consumed like `_txid` (WIRE-EXTENSIONS §7).
+            if ctx.txid == nil, let txn = v.string("txn") { ctx.txid = txn }
             ctx.proceed()
             return
         }

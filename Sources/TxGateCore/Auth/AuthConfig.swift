@@ -90,13 +90,17 @@ public struct SecretsConfig: Decodable, Sendable {
     public var signingKeyFile = "var/signing.key"
     /// Whether the file was named in the configuration (not the default).
     public var signingKeyFileGiven = false
+    /// ES256 keys of the tokens the gateway signs (OAuth 2.0, Transaction Tokens): PEM files
+    /// (0600), the newest signs, every one is published; created on first start.
+    public var tokenKeysFolder = "var/token-keys"
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["signingKeyFile"])
+        let o = try StrictObject(decoder, known: ["signingKeyFile", "tokenKeysFolder"])
         signingKeyFile = o.value("signingKeyFile", default: signingKeyFile)
         signingKeyFileGiven = o.has("signingKeyFile")
+        tokenKeysFolder = o.value("tokenKeysFolder", default: tokenKeysFolder)
     }
 }
 

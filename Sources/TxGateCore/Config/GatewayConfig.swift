@@ -92,11 +92,14 @@ public struct GatewayConfig: Decodable, Sendable {
     public var metrics = MetricsConfig()
     public var loginPage = LoginPageConfig()
     public var cors = CORSConfig()
+    /// The OAuth 2.0 / OpenID Connect provider; nil: not served.
+    public var oauth2: OAuth2Config?
+    public var txnTokens = TxnTokenConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email",
-                              "trustedProxies", "readiness", "metrics", "loginPage", "cors"]
+                              "trustedProxies", "readiness", "metrics", "loginPage", "cors", "oauth2", "txnTokens"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -137,6 +140,8 @@ public struct GatewayConfig: Decodable, Sendable {
         metrics = o.value("metrics", default: metrics)
         loginPage = o.value("loginPage", default: loginPage)
         cors = o.value("cors", default: cors)
+        oauth2 = o.optional("oauth2")
+        txnTokens = o.value("txnTokens", default: txnTokens)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
@@ -265,6 +270,8 @@ public enum ConfigLoader {
         // Files the gateway creates: resolved, not required to exist.
         config.store.path = absolute(config.store.path, folder: folder)
         config.secrets.signingKeyFile = absolute(config.secrets.signingKeyFile, folder: folder)
+        config.secrets.tokenKeysFolder = absolute(config.secrets.tokenKeysFolder, folder: folder)
+        OAuthClientSecrets.read(&config, folder: folder, issues: issues)
     }
 
     static func absolute(_ p: String, folder: String) -> String {
@@ -312,7 +319,7 @@ public enum ConfigLoader {
             let journey: String
             switch p.requirement {
             case .none: continue
-            case .stepUp(let j): journey = j
+            case .stepUp(let j, _): journey = j
             case .transaction(let r): journey = r.journey
             }
             if config.journeys[journey] == nil {
@@ -333,6 +340,10 @@ public enum ConfigLoader {
         if config.session.sameSite == "None" && !config.effectivePublicURL.isTLS {
             issues.errors.append(ConfigError(path: "session.sameSite",
                                              message: "None needs a Secure cookie, so an https publicUrl (or tls); browsers drop a SameSite=None cookie that is not Secure"))
+        }
+        if (config.oauth2 != nil || config.txnTokens.enabled) && config.journeys.isEmpty {
+            issues.errors.append(ConfigError(path: config.oauth2 != nil ? "oauth2" : "txnTokens",
+                                             message: "needs the authentication service: add journeys (and users)"))
         }
         if !config.journeys.isEmpty && config.journeys[config.loginJourney] == nil {
             issues.errors.append(ConfigError(path: "loginJourney", message: "no journey named '\(config.loginJourney)'"))

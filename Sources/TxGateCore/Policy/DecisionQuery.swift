@@ -5,15 +5,19 @@ public struct Subject: Equatable, Sendable {
     /// Journeys the session has completed (for step-up policies).
     public var journeys: [String]
     public var attributes: [String: String]
-    /// The session token, to answer a completed journey with the same session.
+    /// The session token (or the bearer access token), to answer a completed journey with the same session.
     public var token: String
+    /// When the subject last authenticated (unix seconds): a session's last journey, a token's
+    /// `auth_time`; a step-up policy's `maxAgeS` counts from it.
+    public var authTime: Int?
 
-    public init(uid: String, realm: String, journeys: [String], attributes: [String: String], token: String) {
+    public init(uid: String, realm: String, journeys: [String], attributes: [String: String], token: String, authTime: Int? = nil) {
         self.uid = uid
         self.realm = realm
         self.journeys = journeys
         self.attributes = attributes
         self.token = token
+        self.authTime = authTime
     }
 
     /// Whether `entry` (a username or an `attribute=value` pair) names this subject.

@@ -11,8 +11,8 @@ public enum SubjectRule: Equatable, Sendable {
 /// What a request must prove on top of the subject rule.
 public enum Requirement: Equatable, Sendable {
     case none
-    /// The session must have completed this journey.
-    case stepUp(journey: String)
+    /// The session (or token) must have completed this journey, within `maxAgeS` seconds when set.
+    case stepUp(journey: String, maxAgeS: Int? = nil)
     /// Every access needs its own completed transaction.
     case transaction(TransactionRule)
 }
@@ -126,7 +126,7 @@ public struct PolicyConfig: Decodable, Sendable {
         var requirement = Requirement.none
         if o.has("transaction") && o.has("stepUp") { o.invalid("stepUp", "a policy has either transaction or stepUp, not both") }
         if let t: TransactionConfig = o.optional("transaction") { requirement = .transaction(t.rule) }
-        if let s: StepUpConfig = o.optional("stepUp") { requirement = .stepUp(journey: s.journey) }
+        if let s: StepUpConfig = o.optional("stepUp") { requirement = .stepUp(journey: s.journey, maxAgeS: s.maxAgeS) }
         if requirement != .none && subjects == .anyone {
             o.invalid("subjects", "a policy with transaction or stepUp needs an authenticated subject")
         }
@@ -136,9 +136,12 @@ public struct PolicyConfig: Decodable, Sendable {
 
 struct StepUpConfig: Decodable {
     var journey: String
+    var maxAgeS: Int?
     init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["journey"])
+        let o = try StrictObject(decoder, known: ["journey", "maxAgeS"])
         journey = o.required("journey") ?? ""
+        maxAgeS = o.optional("maxAgeS")
+        if let m = maxAgeS, m < 0 { o.invalid("maxAgeS", "must be 0 or more seconds") }
     }
 }
 
@@ -194,14 +197,18 @@ public struct Decision: Equatable, Sendable {
     public var advices: Advices
     /// Absolute expiry in epoch milliseconds; nil means "use the default cache time".
     public var ttl: Int64?
+    /// The transaction this one-shot allow consumed (what the user approved, for the
+    /// Transaction Token); not part of AM's format.
+    public var consumed: TransactionRecord?
 
     public init(resource: String, actions: [String: Bool] = [:], attributes: [String: [String]] = [:],
-                advices: Advices = Advices([]), ttl: Int64? = nil) {
+                advices: Advices = Advices([]), ttl: Int64? = nil, consumed: TransactionRecord? = nil) {
         self.resource = resource
         self.actions = actions
         self.attributes = attributes
         self.advices = advices
         self.ttl = ttl
+        self.consumed = consumed
     }
 
     public func allows(_ method: String) -> Bool { actions[method] == true }

@@ -50,8 +50,9 @@ public struct PolicyDecider: Sendable {
         switch policy.requirement {
         case .none:
             return .decided(allow)
-        case .stepUp(let journey):
-            return .decided(subject.journeys.contains(journey) ? allow : Self.treeAdvice(q, journey))
+        case .stepUp(let journey, let maxAgeS):
+            let recent = maxAgeS.map { max in subject.authTime.map { Int(nowMs / 1000) - $0 <= max } ?? false } ?? true
+            return .decided(subject.journeys.contains(journey) && recent ? allow : Self.treeAdvice(q, journey))
         case .transaction(let rule):
             let binding = Self.binding(q, subject: subject, rule: rule)
             switch binding.bodyOutcome {
@@ -67,9 +68,10 @@ public struct PolicyDecider: Sendable {
 
     /// After `Store.takeIf`: a taken record allows this one request; anything else needs a new transaction.
     public func afterConsume(_ intent: Intent, _ take: ConditionalTake, nowMs: Int64) -> Plan {
-        guard case .taken = take else { return .countPending(intent) }
+        guard case .taken(let bytes) = take else { return .countPending(intent) }
         // A one-shot allow must never be cached: its ttl has already passed.
-        return .decided(Decision(resource: intent.binding.resource, actions: [intent.binding.method: true], ttl: nowMs - 1))
+        return .decided(Decision(resource: intent.binding.resource, actions: [intent.binding.method: true], ttl: nowMs - 1,
+                                 consumed: TransactionRecord.decode(bytes)))
     }
 
     /// Why a retry did not consume its transaction (for the log), or nil if it did.

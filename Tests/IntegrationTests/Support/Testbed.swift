@@ -90,13 +90,13 @@ final class Testbed: @unchecked Sendable {
         return p
     }
 
-    /// Starts demo-bank on a free port and waits until it accepts connections.
-    func startDemoBank() throws -> DemoBankInstance {
+    /// Starts demo-bank on a free port (or `port`) with `arguments`, and waits until it accepts connections.
+    func startDemoBank(port fixed: Int? = nil, arguments: [String] = []) throws -> DemoBankInstance {
         let binary = try BinaryLocator.demoBank
         var lastError: Error?
-        for _ in 0..<3 {
-            let port = try Ports.free()
-            let p = try spawn(binary, ["--listen", "127.0.0.1:\(port)"], name: "demo-bank")
+        for _ in 0..<(fixed == nil ? 3 : 1) {
+            let port = try fixed ?? Ports.free()
+            let p = try spawn(binary, ["--listen", "127.0.0.1:\(port)"] + arguments, name: "demo-bank")
             do {
                 try p.waitForPort(port)
                 return DemoBankInstance(process: p, port: port)

@@ -1,0 +1,109 @@
+import EventHTTP
+import HTTPCore
+import TxGateCore
+import TxGateCrypto
+
+/// `authorize` (RFC 6749 §4.1 with PKCE, OIDC Core §3.1.2): on the browser's SSO session,
+/// sends the user through the login page when needed (a login, a step-up journey named by
+/// `acr_values`, or a transaction's approval named by `txid`) and comes back; then issues a
+/// single-use code that lives 60 s. Consent is implicit for registered clients.
+struct AuthorizeEndpoint {
+    let provider: OAuthProvider
+    let loop: EventLoop
+
+    private var auth: AuthService { provider.auth }
+
+    func handle(_ ctx: RequestContext, realm: String) {
+        let query = Query(target: ctx.head.target)
+        let request: AuthorizationRequest
+        switch AuthorizationRequest.parse(query, config: provider.config, journeys: Set(auth.config.journeys.keys)) {
+        case .success(let r): request = r
+        case .failure(.toUser(let e)): OAuthProvider.refuse(ctx, e); return
+        case .failure(.toClient(let uri, let e, let state)): redirect(ctx, AuthorizationRequest.errorRedirect(uri, e, state: state)); return
+        }
+        session(ctx) { session in
+            transaction(ctx, request.txid) { tx in
+                let step = AuthorizeStep.next(request, session: session, transaction: tx, realm: realm,
+                                              loginJourney: auth.config.loginJourney, now: auth.now)
+                perform(ctx, step, request, realm: realm, uid: session?.uid, query: query)
+            }
+        }
+    }
+
+    private func perform(_ ctx: RequestContext, _ step: AuthorizeStep, _ r: AuthorizationRequest, realm: String, uid: String?,
+                         query: Query) {
+        let back = returnURL(ctx.path, query)
+        let loginPage = provider.publicURL + "/am/XUI/"
+        switch step {
+        case .refuse(let e):
+            redirect(ctx, AuthorizationRequest.errorRedirect(r.redirectUri, e, state: r.state))
+        case .authenticate(nil):
+            redirect(ctx, loginPage + "?goto=" + Query.encode(back) + "&realm=" + Query.encode(realm))
+        case .authenticate(let journey?):
+            let advices = Advices([(Advices.authenticateToService, ["\(realm):\(journey)"])])
+            redirect(ctx, Challenge.loginRedirect(loginPage: loginPage, goto: back, realm: realm, advices: advices))
+        case .approve(let txid):
+            let advices = Advices([(Advices.transaction, [txid])])
+            redirect(ctx, Challenge.loginRedirect(loginPage: loginPage, goto: back, realm: realm, advices: advices))
+        case .issue(let acr, let authTime, let txn):
+            guard let uid else { return }
+            let grant = AuthorizationGrant(clientId: r.clientId, redirectUri: r.redirectUri, codeChallenge: r.codeChallenge, uid: uid,
+                                           realm: realm, scope: r.scope, nonce: r.nonce, acr: acr, authTime: authTime, txn: txn)
+            issue(ctx, grant, state: r.state)
+        }
+    }
+
+    private func issue(_ ctx: RequestContext, _ grant: AuthorizationGrant, state: String?) {
+        let code = Base64URL.encode(Crypto.randomBytes(32))
+        auth.store.create(AuthorizationGrant.key(code), value: grant.encoded, ttlMs: AuthorizationGrant.ttlS * 1000, on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(false): ctx.fail(.internalError("authorization code collision"))
+            case .success(true):
+                auth.logger.info("authorization code issued", metadata: [
+                    "request_id": .string(ctx.requestId), "client_id": .string(grant.clientId), "user": .string(grant.uid),
+                    "acr": .string(grant.acr), "txid": .string(grant.txn.map(masked) ?? "-"),
+                ])
+                var params = [("code", code)]
+                if let state { params.append(("state", state)) }
+                params.append(("iss", provider.issuer(grant.realm)))
+                redirect(ctx, AuthorizationRequest.redirect(grant.redirectUri, params))
+            }
+        }
+    }
+
+    /// The authorize URL to come back to after the login page: `prompt` and `max_age` are
+    /// dropped, since they have just been satisfied (kept, they would send the user round again).
+    private func returnURL(_ path: String, _ query: Query) -> String {
+        let kept = query.pairs.filter { $0.name != "prompt" && $0.name != "max_age" }
+        return provider.publicURL + path + "?" + kept.map { "\(Query.encode($0.name))=\(Query.encode($0.value))" }
+            .joined(separator: "&")
+    }
+
+    private func session(_ ctx: RequestContext, _ then: @escaping (AuthorizeStep.Session?) -> Void) {
+        guard let token = auth.sessions.token(in: ctx.head.headers) else { then(nil); return }
+        auth.sessions.lookup(token, now: auth.now, on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(let s):
+                then(s.map { AuthorizeStep.Session(uid: $0.uid, realm: $0.realm, journeys: $0.journeys, authTime: $0.lastAuthentication) })
+            }
+        }
+    }
+
+    private func transaction(_ ctx: RequestContext, _ txid: String?, _ then: @escaping (TransactionRecord?) -> Void) {
+        guard let txid else { then(nil); return }
+        auth.store.get(TransactionRecord.key(txid), on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(let bytes): then(bytes.flatMap(TransactionRecord.decode))
+            }
+        }
+    }
+
+    private func redirect(_ ctx: RequestContext, _ location: String) {
+        var h = OAuthProvider.noStore()
+        h.add("Location", location)
+        ctx.respond(status: 302, headers: h, body: [])
+    }
+}

@@ -1,0 +1,131 @@
+import EventHTTP
+import HTTPCore
+import TxGateCore
+
+/// What can be asked about or done with an issued token: `userinfo` (OIDC Core §5.3),
+/// `token/revoke` (RFC 7009), `introspect` (RFC 7662) and `connect/endSession` (OIDC
+/// RP-Initiated Logout). An access token counts as revoked once its refresh family (`sid`) is.
+struct TokenInfoEndpoints {
+    let provider: OAuthProvider
+    let loop: EventLoop
+
+    private var store: Store { provider.auth.store }
+
+    func userinfo(_ ctx: RequestContext) {
+        guard let token = IdentifyPhase.bearerToken(ctx.head.headers) else {
+            invalidToken(ctx, "send the access token as Authorization: Bearer")
+            return
+        }
+        liveAccessToken(ctx, token) { v in
+            guard let v, let uid = v.string("sub") else { invalidToken(ctx, "the access token is not valid"); return }
+            let scope = (v.string("scope") ?? "").split(separator: " ").map(String.init)
+            let claims = TokenClaims.userClaims(uid: uid, attributes: provider.userAttributes(uid), scope: scope)
+            ctx.respondJSON(status: 200, JSONValue.object(claims).canonical, headers: OAuthProvider.noStore())
+        }
+    }
+
+    /// RFC 7009: the token's family is revoked; an unknown token is not an error (200 either way).
+    func revoke(_ ctx: RequestContext, form: [String: String]) {
+        guard case .success(let client) = provider.authenticateClient(form, ctx.head.headers) else {
+            OAuthProvider.refuse(ctx, .invalidClient("client authentication failed"))
+            return
+        }
+        guard let token = form["token"] else { OAuthProvider.refuse(ctx, .invalidRequest("token is required")); return }
+        family(of: token, client: client) { family in
+            guard let family else { ctx.respondJSON(status: 200, "{}", headers: OAuthProvider.noStore()); return }
+            store.delete(RefreshRecord.familyKey(family), on: loop) { r in
+                if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)); return }
+                provider.auth.logger.info("token revoked", metadata: ["request_id": .string(ctx.requestId),
+                                                                      "client_id": .string(client.clientId)])
+                ctx.respondJSON(status: 200, "{}", headers: OAuthProvider.noStore())
+            }
+        }
+    }
+
+    /// RFC 7662, for registered clients (a backend registers as one).
+    func introspect(_ ctx: RequestContext, form: [String: String]) {
+        guard case .success = provider.authenticateClient(form, ctx.head.headers) else {
+            OAuthProvider.refuse(ctx, .invalidClient("client authentication failed"))
+            return
+        }
+        guard let token = form["token"] else { OAuthProvider.refuse(ctx, .invalidRequest("token is required")); return }
+        liveAccessToken(ctx, token) { v in
+            guard let v else { ctx.respondJSON(status: 200, #"{"active":false}"#, headers: OAuthProvider.noStore()); return }
+            var out: [String: JSONValue] = ["active": true, "token_type": "Bearer"]
+            for name in ["scope", "client_id", "sub", "exp", "iat", "iss", "aud", "acr", "auth_time", "jti", "txn"] {
+                if let value = v.claims[name] { out[name] = value }
+            }
+            ctx.respondJSON(status: 200, JSONValue.object(out).canonical, headers: OAuthProvider.noStore())
+        }
+    }
+
+    /// Ends the browser's session; redirects to `post_logout_redirect_uri` only when it is
+    /// registered for the client the `id_token_hint` was issued to.
+    func endSession(_ ctx: RequestContext) {
+        let q = Query(target: ctx.head.target)
+        var client: OAuthClient?
+        if let hint = q["id_token_hint"] {
+            // An expired ID token still names who logs out (RP-Initiated Logout §2): exp is not checked.
+            guard let v = try? JWS.verify(hint, typ: nil, now: 0, keys: provider.keys.key), let aud = v.string("aud") else {
+                OAuthProvider.refuse(ctx, .invalidRequest("id_token_hint is not an ID token this provider issued"))
+                return
+            }
+            client = provider.config.client(aud)
+        }
+        var target: String?
+        if let uri = q["post_logout_redirect_uri"] {
+            guard let client, client.postLogoutRedirectUris.contains(uri) else {
+                OAuthProvider.refuse(ctx, .invalidRequest("post_logout_redirect_uri is not registered (and needs an id_token_hint)"))
+                return
+            }
+            target = q["state"].map { AuthorizationRequest.redirect(uri, [("state", $0)]) } ?? uri
+        }
+        let sessions = provider.auth.sessions
+        let done = {
+            var h = OAuthProvider.noStore()
+            h.add("Set-Cookie", sessions.clearCookie())
+            if let target {
+                h.add("Location", target)
+                ctx.respond(status: 302, headers: h, body: [])
+            } else {
+                ctx.respondJSON(status: 200, #"{"loggedOut":true}"#, headers: h)
+            }
+        }
+        guard let token = sessions.token(in: ctx.head.headers) else { done(); return }
+        sessions.delete(token, on: loop) { r in
+            if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)); return }
+            provider.auth.logger.info("session ended (OIDC end session)", metadata: ["request_id": .string(ctx.requestId)])
+            done()
+        }
+    }
+
+    /// A verified access token whose family has not been revoked, else nil.
+    private func liveAccessToken(_ ctx: RequestContext, _ token: String, _ then: @escaping (JWS.Verified?) -> Void) {
+        guard let v = try? provider.verifyAccessToken(token, now: provider.auth.now) else { then(nil); return }
+        guard let family = v.string("sid") else { then(v); return }
+        store.get(RefreshRecord.familyKey(family), on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(let alive): then(alive == nil ? nil : v)
+            }
+        }
+    }
+
+    /// The refresh family of a refresh token or an access token issued to `client`, else nil.
+    private func family(of token: String, client: OAuthClient, _ then: @escaping (String?) -> Void) {
+        if let v = try? provider.verifyAccessToken(token, now: provider.auth.now) {
+            then(v.string("client_id") == client.clientId ? v.string("sid") : nil)
+            return
+        }
+        store.get(RefreshRecord.key(token), on: loop) { r in
+            let record = (try? r.get())?.flatMap(RefreshRecord.decode)
+            then(record?.clientId == client.clientId ? record?.family : nil)
+        }
+    }
+
+    private func invalidToken(_ ctx: RequestContext, _ description: String) {
+        var h = OAuthProvider.noStore()
+        h.add("WWW-Authenticate", #"Bearer error="invalid_token", error_description="\#(description)""#)
+        ctx.respondJSON(status: 401, OAuthError("invalid_token", description, status: 401).json, headers: h)
+    }
+}

@@ -1,0 +1,124 @@
+import TxGateCrypto
+
+/// Why an ES256 token is refused.
+public enum JWSError: Error, Equatable, Sendable {
+    /// Not three unpadded base64url parts, a header that is not `alg: ES256` with a `kid` (no
+    /// `crit`), another `typ` than expected, or claims that are not a JSON object.
+    case malformed(String)
+    /// No published key has this `kid`.
+    case unknownKey(String)
+    case badSignature
+    /// `exp` missing or not after now.
+    case expired
+    /// The claims do not fit: issuer, audience, not yet valid.
+    case invalidClaims(String)
+
+    public var description: String {
+        switch self {
+        case .malformed(let why): return "malformed token: \(why)"
+        case .unknownKey(let kid): return "no published key has kid '\(kid)'"
+        case .badSignature: return "the signature does not verify"
+        case .expired: return "the token has expired"
+        case .invalidClaims(let why): return why
+        }
+    }
+}
+
+/// A P-256 key as a JWK (RFC 7517), named by its RFC 7638 thumbprint.
+public struct PublishedKey: Sendable {
+    public let kid: String
+    public let key: ECPublicKey
+
+    public init(_ key: ECPublicKey) {
+        self.key = key
+        kid = Self.thumbprint(key)
+    }
+
+    public init(kid: String, key: ECPublicKey) {
+        self.kid = kid
+        self.key = key
+    }
+
+    /// RFC 7638: SHA-256 of the required members in lexicographic order, base64url.
+    public static func thumbprint(_ key: ECPublicKey) -> String {
+        let json = #"{"crv":"P-256","kty":"EC","x":"\#(Base64URL.encode(key.x))","y":"\#(Base64URL.encode(key.y))"}"#
+        return Base64URL.encode(Crypto.sha256(Array(json.utf8)))
+    }
+
+    public var jwk: JSONValue {
+        .object(["kty": "EC", "crv": "P-256", "use": "sig", "alg": "ES256", "kid": .string(kid),
+                 "x": .string(Base64URL.encode(key.x)), "y": .string(Base64URL.encode(key.y))])
+    }
+
+    /// `{"keys":[...]}`
+    public static func jwkSet(_ keys: [PublishedKey]) -> String {
+        JSONValue.object(["keys": .array(keys.map(\.jwk))]).canonical
+    }
+
+    /// The P-256 signing keys of a JWK Set (others are skipped); nil if it is not a JWK Set.
+    public static func parseSet(_ bytes: [UInt8]) -> [PublishedKey]? {
+        guard case .array(let keys)? = JSONValue.parse(bytes)?["keys"] else { return nil }
+        return keys.compactMap { k in
+            guard k["kty"]?.stringValue == "EC", k["crv"]?.stringValue == "P-256",
+                  k["use"].map({ $0.stringValue == "sig" }) ?? true,
+                  let x = k["x"]?.stringValue.flatMap(Base64URL.decode), let y = k["y"]?.stringValue.flatMap(Base64URL.decode),
+                  let key = ECPublicKey(x: x, y: y) else { return nil }
+            return PublishedKey(kid: k["kid"]?.stringValue ?? thumbprint(key), key: key)
+        }
+    }
+}
+
+/// ES256 JSON Web Tokens in compact serialisation (RFC 7515, RFC 7519): the gateway's access,
+/// ID and transaction tokens.
+public enum JWS {
+    /// Signs `claims` (encoded canonically) with a header naming `typ` and the key's `kid`.
+    public static func sign(_ claims: [String: JSONValue], typ: String, kid: String, key: ECSigningKey) -> String {
+        let header = JSONValue.object(["alg": "ES256", "kid": .string(kid), "typ": .string(typ)]).canonical
+        let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(JSONValue.object(claims).canonical.utf8))
+        return input + "." + Base64URL.encode(key.sign(Array(input.utf8)))
+    }
+
+    /// A token that verified: its header and claims.
+    public struct Verified: Sendable {
+        public var header: [String: JSONValue]
+        public var claims: [String: JSONValue]
+        public func string(_ name: String) -> String? { claims[name]?.stringValue }
+        public func int(_ name: String) -> Int? { claims[name]?.intValue }
+    }
+
+    /// Checks the structure, that `alg` is ES256 (nothing else, never `none`), the `typ` when
+    /// `typ` is given (case-insensitively, with or without `application/`), the signature with the
+    /// key `keys` names by `kid`, and that `exp` is after `now`. The signature is checked before
+    /// the claims are read.
+    public static func verify(_ token: String, typ: String?, now: Int, keys: (String) -> ECPublicKey?) throws(JWSError) -> Verified {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, !token.utf8.contains(UInt8(ascii: "=")), !parts.contains(where: \.isEmpty),
+              let headerBytes = Base64URL.decode(String(parts[0])),
+              case .object(let header)? = JSONValue.parse(headerBytes),
+              let signature = Base64URL.decode(String(parts[2]))
+        else { throw .malformed("not a JWS in compact form") }
+        guard header["alg"] == .string("ES256"), header["crit"] == nil else { throw .malformed("alg must be ES256") }
+        if let typ {
+            let given = header["typ"]?.stringValue?.lowercased() ?? ""
+            guard given == typ || given == "application/" + typ else { throw .malformed("typ must be \(typ)") }
+        }
+        guard let kid = header["kid"]?.stringValue else { throw .malformed("no kid") }
+        guard let key = keys(kid) else { throw .unknownKey(kid) }
+        let input = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
+        guard key.verify(signature: signature, data: input) else { throw .badSignature }
+        guard let claimBytes = Base64URL.decode(String(parts[1])), case .object(let claims)? = JSONValue.parse(claimBytes) else {
+            throw .malformed("the claims are not a JSON object")
+        }
+        guard let exp = claims["exp"]?.numberValue?.doubleValue, exp > Double(now) else { throw .expired }
+        if let nbf = claims["nbf"]?.numberValue?.doubleValue, nbf > Double(now) { throw .invalidClaims("not valid yet (nbf)") }
+        return Verified(header: header, claims: claims)
+    }
+
+    /// The claims without checking anything (to read `kid`/`iss` and pick the keys to verify with).
+    public static func unverifiedParts(_ token: String) -> (header: [String: JSONValue], claims: [String: JSONValue])? {
+        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count == 3, let h = Base64URL.decode(String(parts[0])), case .object(let header)? = JSONValue.parse(h),
+              let c = Base64URL.decode(String(parts[1])), case .object(let claims)? = JSONValue.parse(c) else { return nil }
+        return (header, claims)
+    }
+}

@@ -1,0 +1,110 @@
+import Foundation
+
+/// `oauth2` in gateway.json: the OAuth 2.0 / OpenID Connect provider under `/am/oauth2/`.
+public struct OAuth2Config: Decodable, Sendable {
+    public var clients: [OAuthClient] = []
+    public var accessTokenTtlS = 300
+    public var idTokenTtlS = 300
+    public var refreshTokenTtlS = 86_400
+    /// `aud` of access tokens: the APIs the gateway protects (default: its public URL).
+    public var audience: String?
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["clients", "accessTokenTtlS", "idTokenTtlS", "refreshTokenTtlS", "audience"])
+        clients = o.value("clients", default: clients)
+        accessTokenTtlS = o.int("accessTokenTtlS", default: accessTokenTtlS, atLeast: 1)
+        idTokenTtlS = o.int("idTokenTtlS", default: idTokenTtlS, atLeast: 1)
+        refreshTokenTtlS = o.int("refreshTokenTtlS", default: refreshTokenTtlS, atLeast: 1)
+        audience = o.optional("audience")
+        var seen = Set<String>()
+        for c in clients where !seen.insert(c.clientId).inserted { o.invalid("clients", "duplicate clientId '\(c.clientId)'") }
+    }
+
+    public func client(_ id: String) -> OAuthClient? { clients.first { $0.clientId == id } }
+}
+
+/// One registered client (`oauth2.clients[]`). Public clients must use PKCE; confidential ones
+/// authenticate with the secret read from `clientSecretFile` (PKCE is still required).
+public struct OAuthClient: Decodable, Sendable {
+    public var clientId: String
+    /// Compared exactly (no prefix, no wildcard).
+    public var redirectUris: [String]
+    public var postLogoutRedirectUris: [String] = []
+    public var scopes: [String]
+    public var isPublic: Bool
+    public var clientSecretFile: String?
+    /// Filled from `clientSecretFile` when the configuration is loaded.
+    public var clientSecret: String?
+
+    public init(clientId: String, redirectUris: [String], scopes: [String], isPublic: Bool = true) {
+        self.clientId = clientId
+        self.redirectUris = redirectUris
+        self.scopes = scopes
+        self.isPublic = isPublic
+    }
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["clientId", "redirectUris", "postLogoutRedirectUris", "scopes", "public",
+                                                  "clientSecretFile"])
+        clientId = o.required("clientId") ?? ""
+        redirectUris = o.required("redirectUris") ?? []
+        postLogoutRedirectUris = o.value("postLogoutRedirectUris", default: postLogoutRedirectUris)
+        scopes = o.value("scopes", default: ["openid"])
+        isPublic = o.value("public", default: false)
+        clientSecretFile = o.optional("clientSecretFile")
+        if isPublic && clientSecretFile != nil { o.invalid("clientSecretFile", "a public client has no secret") }
+        if !isPublic && clientSecretFile == nil { o.invalid("public", "set public: true (PKCE only) or give a clientSecretFile") }
+        if redirectUris.isEmpty && o.has("redirectUris") { o.invalid("redirectUris", "list at least one redirect URI") }
+        for u in redirectUris + postLogoutRedirectUris {
+            guard let c = URLComponents(string: u), c.scheme != nil, c.fragment == nil else {
+                o.invalid("redirectUris", "'\(u)' is not an absolute URI without a fragment")
+                continue
+            }
+        }
+    }
+}
+
+/// `txnTokens`: a signed Transaction Token (`Txn-Token`) on requests sent upstream.
+public struct TxnTokenConfig: Decodable, Sendable {
+    public var enabled = false
+    /// `aud`: the backend's trust domain.
+    public var audience = ""
+    public var ttlS = 60
+    /// false: only for requests that consumed a transaction.
+    public var forAll = false
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["enabled", "audience", "ttlS", "forAll"])
+        enabled = o.value("enabled", default: enabled)
+        audience = o.value("audience", default: audience)
+        ttlS = o.int("ttlS", default: ttlS, atLeast: 1)
+        if ttlS > 300 { o.invalid("ttlS", "a transaction token is short-lived: at most 300 s") }
+        forAll = o.value("forAll", default: forAll)
+        if enabled && audience.isEmpty { o.invalid("audience", "name the backend's trust domain (the tokens' aud)") }
+    }
+}
+
+/// Reads each confidential client's `clientSecretFile` (relative to the configuration's folder).
+enum OAuthClientSecrets {
+    static func read(_ config: inout GatewayConfig, folder: String, issues: ConfigIssues) {
+        guard var oauth = config.oauth2 else { return }
+        for (i, c) in oauth.clients.enumerated() {
+            guard let file = c.clientSecretFile else { continue }
+            let path = ConfigLoader.absolute(file, folder: folder)
+            let secret = FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            guard let secret, secret.utf8.count >= 16 else {
+                issues.errors.append(ConfigError(path: "oauth2.clients[\(i)].clientSecretFile",
+                                                 message: "cannot read '\(path)', or it holds fewer than 16 characters"))
+                continue
+            }
+            oauth.clients[i].clientSecretFile = path
+            oauth.clients[i].clientSecret = secret
+        }
+        config.oauth2 = oauth
+    }
+}

@@ -1,0 +1,162 @@
+import Foundation
+import Testing
+import TxGateCore
+import TxGateCrypto
+import TestSupport
+
+/// The OAuth 2.0 / OpenID Connect provider driven by a real client library (authlib, from
+/// PyPI), bearer clients completing a transaction through `authorize?txid=`, and Transaction
+/// Tokens that demo-bank verifies (WIRE-EXTENSIONS.md §7, §9).
+@Suite(.testbed) struct OAuthTests {
+    typealias Kit = OAuthKit
+
+    /// Discovery, code + PKCE (after the login page), ID token checked against the JWK Set,
+    /// userinfo, refresh rotation, revoke, introspect, end session; and each refusal.
+    @Test(.timeLimit(.minutes(2))) func authlibDrivesTheProviderAndEveryRefusalHolds() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let base = "http://127.0.0.1:\(g.port)"
+        let r = try Kit.runClient(bed, g, scenario: "provider")
+
+        let disc = try #require(r["discovery"] as? [String: Any])
+        #expect(disc["issuer"] as? String == base + Kit.issuerPath)
+        #expect(disc["code_challenge_methods_supported"] as? [String] == ["S256"])
+        #expect(disc["id_token_signing_alg_values_supported"] as? [String] == ["ES256"])
+        let keys = try #require((r["jwks"] as? [String: Any])?["keys"] as? [[String: Any]])
+        #expect(keys.count == 1 && keys[0]["kty"] as? String == "EC" && keys[0]["crv"] as? String == "P-256", "\(keys)")
+        #expect(keys.allSatisfy { $0["d"] == nil }, "a private key part is published")
+
+        // Without a session, authorize sends the user to the login page and back.
+        let noSession = try #require(r["noSession"] as? [String: Any])
+        #expect(noSession["status"] as? Int == 302)
+        #expect((noSession["location"] as? String)?.hasPrefix(base + "/am/XUI/?goto=" + Query.encode(base + Kit.issuerPath + "/authorize?")) == true,
+                "\(noSession)")
+        let code = try #require(r["codeRedirect"] as? [String: Any])
+        #expect((code["location"] as? String)?.hasPrefix("http://127.0.0.1/callback?code=") == true, "\(code)")
+        #expect((code["location"] as? String)?.contains("&state=") == true)
+
+        let id = try #require(r["idToken"] as? [String: Any])
+        #expect(id["sub"] as? String == "demo" && id["acr"] as? String == "Login" && id["alg"] as? String == "ES256", "\(id)")
+        #expect(id["email"] as? String == "demo@example.com")
+        let at = try #require(r["accessToken"] as? [String: Any])
+        #expect(at["typ"] as? String == "at+jwt" && at["kid"] as? String == keys[0]["kid"] as? String, "\(at)")
+        for claim in ["iss", "sub", "aud", "exp", "iat", "jti", "client_id", "scope", "acr", "auth_time"] {
+            #expect(at[claim] != nil, "RFC 9068 claim \(claim) missing: \(at)")
+        }
+        #expect(at["aud"] as? String == base && at["client_id"] as? String == "app")
+        #expect((r["userinfo"] as? [String: Any])?["email"] as? String == "demo@example.com", "\(r["userinfo"] ?? "")")
+
+        #expect(r["refreshRotated"] as? Bool == true)
+        #expect(r["reusedRefresh"] as? String == "invalid_grant")
+        #expect(r["familyAfterReuse"] as? String == "invalid_grant", "reuse must revoke the successor too")
+        #expect(r["wrongVerifier"] as? String == "invalid_grant")
+        #expect(r["codeAfterWrongVerifier"] as? String == "invalid_grant", "a code is spent by a failed redemption")
+        #expect(r["reusedCode"] as? String == "invalid_grant")
+        let unregistered = try #require(r["unregisteredRedirect"] as? [String: Any])
+        #expect(unregistered["status"] as? Int == 400 && unregistered["location"] is NSNull, "\(unregistered)")
+        #expect((unregistered["body"] as? [String: Any])?["error"] as? String == "invalid_request")
+
+        #expect((r["introspectBefore"] as? [String: Any])?["active"] as? Bool == true)
+        #expect(r["revokeStatus"] as? Int == 200)
+        #expect((r["introspectAfter"] as? [String: Any])?["active"] as? Bool == false)
+        #expect(r["refreshAfterRevoke"] as? String == "invalid_grant")
+        #expect(r["userinfoAfterRevoke"] as? Int == 401)
+        #expect(r["endSessionUnregistered"] as? Int == 400)
+        let end = try #require(r["endSession"] as? [String: Any])
+        #expect(end["status"] as? Int == 302 && end["location"] as? String == "http://127.0.0.1/bye?state=s1", "\(end)")
+        #expect((r["afterLogout"] as? [String: Any])?["location"].map { "\($0)".hasPrefix(base + "/am/XUI/") } == true,
+                "the session must be gone after end session")
+    }
+
+    /// 401 RFC 9470 with txid → authorize with acr_values and txid → approve → token with `txn`
+    /// → retry → 201 (demo-bank verifying the Transaction Token); the same token again → a new challenge.
+    @Test(.timeLimit(.minutes(2))) func aBearerClientCompletesATransferThroughAuthorizeWithTheTxid() throws {
+        let bed = try Testbed.current
+        let (g, _) = try startWithVerifyingBank(bed)
+        var codes = TransactionKit.Codes()
+        let r = try Kit.runClient(bed, g, scenario: "transfer", code: codes.next(TransactionKit.demoSecret))
+
+        let first = try #require(r["first"] as? [String: Any])
+        #expect(first["status"] as? Int == 401)
+        let txid = try #require(r["txid"] as? String)
+        #expect(first["challenge"] as? String == #"Bearer error="insufficient_user_authentication", error_description="A different authentication level is required", acr_values="ConfirmTransaction", txid="\#(txid)""#)
+        let approval = try #require((r["approvalRedirect"] as? [String: Any])?["location"] as? String)
+        #expect(approval.contains("authIndexType=composite_advice"), "\(approval)")
+        #expect(r["shown"] as? [String] == ["Approve 100 EUR to Bob?"])
+        #expect(r["approved"] as? Int == 200)
+        #expect(r["txn"] as? String == txid)
+        let retry = try #require(r["retry"] as? [String: Any])
+        #expect(retry["status"] as? Int == 201, "\(retry)")
+        #expect((retry["body"] as? [String: Any])?["status"] as? String == "executed")
+        let again = try #require(r["again"] as? [String: Any])
+        #expect(again["status"] as? Int == 401)
+        let challenge = try #require(again["challenge"] as? String)
+        #expect(challenge.contains("txid=") && !challenge.contains(txid), "the consumed TxId must not come back: \(challenge)")
+    }
+
+    /// demo-bank with --txn-token-jwks runs a transfer only with a Txn-Token from the gateway's
+    /// keys, in time, for its audience, approving exactly this body.
+    @Test func demoBankRefusesMissingExpiredForeignAndOtherAmountTokens() throws {
+        let bed = try Testbed.current
+        let (_, bank) = try startWithVerifyingBank(bed)
+        let key = try Kit.gatewayKey(bed)
+        let bound: [String: JSONValue] = ["/amount": 100, "/currency": "EUR", "/payee": "Bob"]
+        func transfer(_ token: String?, body: [UInt8] = TransactionKit.transferBody) throws -> HTTPResponse {
+            try RawHTTPClient.fetch(port: bank.port, "POST", "/transfer",
+                                    headers: [("Content-Type", "application/json")] + (token.map { [("Txn-Token", $0)] } ?? []), body: body)
+        }
+        #expect(try transfer(Kit.txnToken(key: key, bound: bound)).status == 201)
+        let missing = try transfer(nil)
+        #expect(missing.status == 401 && missing.bodyText.contains("needs a Txn-Token"), "\(missing)")
+        let expired = try transfer(Kit.txnToken(key: key, bound: bound, exp: Int(Date().timeIntervalSince1970) - 5))
+        #expect(expired.status == 401 && expired.bodyText.contains("expired"), "\(expired)")
+        let foreign = try transfer(Kit.txnToken(key: try #require(ECSigningKey.generate()), bound: bound))
+        #expect(foreign.status == 401, "\(foreign)")
+        let otherAudience = try transfer(Kit.txnToken(key: key, bound: bound, audience: "another-bank"))
+        #expect(otherAudience.status == 401, "\(otherAudience)")
+        let otherAmount = try transfer(Kit.txnToken(key: key, bound: bound), body: Array(#"{"amount":1000,"currency":"EUR","payee":"Bob"}"#.utf8))
+        #expect(otherAmount.status == 403 && otherAmount.bodyText.contains("/amount"), "\(otherAmount)")
+    }
+
+    /// The gateway sends a Txn-Token for a consumed transaction (and for every allowed request
+    /// with forAll), and never forwards one the client sent.
+    @Test func theGatewaySignsTxnTokensAndDropsClientSentOnes() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config([
+            "txnTokens": ["enabled": true, "audience": "demo-bank", "forAll": true],
+            "policies": [["name": "echo-get", "resources": ["/echo"], "actions": ["GET"], "subjects": "authenticated"]],
+        ]))
+        let token = try TransactionKit.login(g)
+        let echoed = try g.fetch("GET", "/echo", headers: [("iPlanetDirectoryPro", token), ("Txn-Token", "forged.by.client")])
+        #expect(echoed.status == 200, "\(echoed)")
+        let headers = try #require(try echoed.json()["headers"] as? [[String: String]])
+        let values = headers.filter { $0["name"]?.lowercased() == "txn-token" }.compactMap { $0["value"] }
+        #expect(values.count == 1 && values.first != "forged.by.client", "\(values)")
+        let jwt = try #require(values.first)
+        #expect(Kit.header(jwt)["typ"] as? String == "txntoken+jwt" && Kit.header(jwt)["alg"] as? String == "ES256")
+        let claims = Kit.claims(jwt)
+        #expect(claims["sub"] as? String == "demo" && claims["aud"] as? String == "demo-bank", "\(claims)")
+        #expect(claims["txn"] as? String == echoed.header("X-Request-Id"), "without a transaction, txn is the request id: \(claims)")
+        let exp = try #require(claims["exp"] as? Int), iat = try #require(claims["iat"] as? Int)
+        #expect(exp - iat == 60)
+        #expect((claims["rctx"] as? [String: Any])?["req_ip"] as? String == "127.0.0.1")
+        // It verifies with the published keys.
+        let jwks = try g.fetch("GET", Kit.issuerPath + "/connect/jwk_uri")
+        let keys = try #require(PublishedKey.parseSet(jwks.body))
+        #expect(throws: Never.self) {
+            try JWS.verify(jwt, typ: "txntoken+jwt", now: Int(Date().timeIntervalSince1970), keys: { kid in keys.first { $0.kid == kid }?.key })
+        }
+    }
+
+    /// demo-bank verifying Transaction Tokens from the gateway's JWK Set; the gateway sends them
+    /// for consumed transactions.
+    private func startWithVerifyingBank(_ bed: Testbed) throws -> (GatewayInstance, DemoBankInstance) {
+        let bankPort = try Ports.free()
+        let g = try bed.startGateway(upstream: "http://127.0.0.1:\(bankPort)",
+                                     config: Kit.config(["txnTokens": ["enabled": true, "audience": "demo-bank"]]))
+        let bank = try bed.startDemoBank(port: bankPort, arguments: [
+            "--txn-token-jwks", "http://127.0.0.1:\(g.port)\(Kit.issuerPath)/connect/jwk_uri",
+        ])
+        return (g, bank)
+    }
+}
