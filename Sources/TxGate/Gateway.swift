@@ -22,6 +22,11 @@ public final class Gateway {
         // txgate already there: a bind without it fails first if anyone listens (before the
         // store is opened or anything else is touched).
         try probeListenAddress(SocketAddress(host: config.listen.host, port: config.listen.port))
+        // The port accepts connections from here on, but SIGHUP is only watched once `run`
+        // starts the main loop; its default action would kill the process (a reload sent as
+        // soon as the port answers). Held pending until then; threads started meanwhile
+        // inherit the mask, so only the main thread ever takes it.
+        Self.holdSIGHUP(true)
         shared = try SharedState(config: config, logger: logger)
         var ws: [Worker] = []
         for i in 0..<config.workers {
@@ -85,10 +90,18 @@ public final class Gateway {
         signals.append(SignalWatcher(loop: main, signal: SIGHUP) { [unowned self] _ in
             if !stopping { self.reload() }
         })
+        Self.holdSIGHUP(false)
         main.run()
         withExtendedLifetime((signals, deadline)) {}
         exited.wait()
         logger.info("txgate stopped")
     }
-}
 
+    /// Blocks (or unblocks) SIGHUP on the calling thread.
+    static func holdSIGHUP(_ hold: Bool) {
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGHUP)
+        pthread_sigmask(hold ? SIG_BLOCK : SIG_UNBLOCK, &set, nil)
+    }
+}
