@@ -22,6 +22,8 @@ let package = Package(
         .library(name: "TxGateCrypto", targets: ["TxGateCrypto"]),
         .library(name: "TxGateCore", targets: ["TxGateCore"]),
         .library(name: "TxGateWire", targets: ["TxGateWire"]),
+        // The client: journeys, resume, step-up and retry over URLSession (README "Client").
+        .library(name: "TxGateClient", targets: ["TxGateClient"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -48,6 +50,8 @@ let package = Package(
         // The wire codecs both sides use (advices, callbacks, JSON, query and text escaping): pure
         // Swift on Foundation, no OpenSSL, so that the client library can share them.
         .target(name: "TxGateWire"),
+        // The client library: Foundation's URLSession and the wire codecs, nothing of the server.
+        .target(name: "TxGateClient", dependencies: ["TxGateWire"]),
         // Pure domain logic: configuration, header rules, error bodies. No I/O.
         .target(name: "TxGateCore", dependencies: [
             "TxGateWire", "HTTPCore", "TxGateCrypto", "CTxGateBuildInfo", .product(name: "Logging", package: "swift-log"),
@@ -68,7 +72,7 @@ let package = Package(
             .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .executableTarget(name: "txgate", dependencies: [
-            "TxGate", "TxGateCore", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "TxGate", "TxGateCore", "TxGateClient", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "demo-bank", dependencies: [
@@ -79,9 +83,10 @@ let package = Package(
         // client, redis-server and SMTP sinks, a test executor, polling.
         .target(name: "TestSupport", dependencies: ["TxGateCore"], path: "Tests/TestSupport"),
         .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"]),
+        .testTarget(name: "TxGateClientTests", dependencies: ["TxGateClient", "TxGateWire"]),
         .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore", "TestSupport"]),
         .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore", "TestSupport"]),
-        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"], exclude: ["browser", "oauth"]),
+        .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateClient", "TxGateCrypto", "TestSupport"], exclude: ["browser", "oauth"]),
         .testTarget(name: "TxGateStoreTests", dependencies: ["TxGateStore", "TxGateCore", "TestSupport"]),
         .testTarget(name: "TxGateRedisTests", dependencies: ["TxGateRedis", "EventHTTP", "TxGateCore", "TestSupport"]),
         .testTarget(name: "TxGateEmailTests", dependencies: ["TxGateEmail", "TxGateCore", "TestSupport"]),

@@ -14,8 +14,25 @@ struct TxGateCommand: ParsableCommand {
             named in the configuration file (gateway.json). See README.md for the configuration keys.
             """,
         version: "txgate \(TxGateVersion.description)",
-        subcommands: [Serve.self, Check.self, HashPassword.self],
+        subcommands: [Serve.self, Check.self, HashPassword.self, Login.self, Request.self, Resume.self, Logout.self],
         defaultSubcommand: nil)
+
+    /// As ArgumentParser's, except that a usage error of a client command exits 2 (as its
+    /// journey errors do), not 64.
+    static func main() {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        do {
+            var command = try parseAsRoot(arguments)
+            try command.run()
+        } catch {
+            let clientCommands: Set<String> = ["login", "request", "resume", "logout"]
+            if exitCode(for: error) == .validationFailure, let first = arguments.first, clientCommands.contains(first) {
+                printError(fullMessage(for: error))
+                Foundation.exit(2)
+            }
+            exit(withError: error)
+        }
+    }
 }
 
 struct ConfigOptions: ParsableArguments {
@@ -103,20 +120,7 @@ struct HashPassword: ParsableCommand {
         discussion: "The hash is scrypt (N=2^15, r=8, p=1) with a random salt. From a terminal, the password is not echoed.")
 
     func run() throws {
-        let tty = isatty(0) == 1
-        var saved = termios()
-        if tty {
-            FileHandle.standardError.write("Password: ".data(using: .utf8)!)
-            tcgetattr(0, &saved)
-            var quiet = saved
-            quiet.c_lflag &= ~tcflag_t(ECHO)
-            tcsetattr(0, TCSANOW, &quiet)
-        }
-        let line = readLine(strippingNewline: true)
-        if tty {
-            tcsetattr(0, TCSANOW, &saved)
-            FileHandle.standardError.write("\n".data(using: .utf8)!)
-        }
+        let line = readTerminalLine(prompt: isatty(0) == 1 ? "Password: " : "", echo: false)
         guard let password = line, !password.isEmpty else {
             printError("hash-password: no password on stdin")
             throw ExitCode(1)

@@ -10,16 +10,28 @@ import Glibc
 public final class RawUpstream: @unchecked Sendable {
     // @unchecked: `response` and `port` are immutable; the descriptors are guarded by `lock`.
     public let port: Int
-    private let response: [UInt8]
+    /// The answers in order: request n gets `responses[n]` (the last one once they run out).
+    private let responses: [[UInt8]]
     private let listener: Int32
     private let lock = NSLock()
     private var clients: [Int32] = []
     private var stopped = false
+    private var heads: [String] = []
+
+    /// The requests received so far (request line, header lines, body), in order.
+    public var receivedRequests: [String] { lock.withLock { heads } }
 
     public var url: String { "http://127.0.0.1:\(port)" }
 
-    public init(response: [UInt8]) throws {
-        self.response = response
+    public convenience init(response: [UInt8]) throws {
+        try self.init(responses: [response])
+    }
+
+    /// A scripted server: the n-th request (counted across connections) gets `responses[n]`.
+    /// A request's `Content-Length` body is read and recorded with its head.
+    public init(responses: [[UInt8]]) throws {
+        precondition(!responses.isEmpty)
+        self.responses = responses
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard listener >= 0 else { throw HarnessError("socket(): \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
@@ -77,7 +89,7 @@ public final class RawUpstream: @unchecked Sendable {
         }
     }
 
-    /// Reads request heads and answers each with `response`.
+    /// Reads requests (head, then a `Content-Length` body) and answers each with its response.
     private func serve(_ fd: Int32) {
         var pending: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16_384)
@@ -86,11 +98,26 @@ public final class RawUpstream: @unchecked Sendable {
             if n <= 0 { return }
             pending += chunk[0..<n]
             while let end = Self.headEnd(pending) {
-                pending.removeSubrange(0..<end)
+                let head = String(decoding: pending[0..<end], as: UTF8.self)
+                let length = Self.contentLength(head)
+                guard pending.count >= end + length else { break }
+                let request = String(decoding: pending[0..<(end + length)], as: UTF8.self)
+                pending.removeSubrange(0..<(end + length))
+                let response = lock.withLock {
+                    heads.append(request)
+                    return responses[min(heads.count - 1, responses.count - 1)]
+                }
                 let ok = response.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }
                 if ok < 0 { return }
             }
         }
+    }
+
+    private static func contentLength(_ head: String) -> Int {
+        for line in head.split(separator: "\r\n") where line.lowercased().hasPrefix("content-length:") {
+            return Int(line.dropFirst(15).trimmingCharacters(in: .whitespaces)) ?? 0
+        }
+        return 0
     }
 
     private static func headEnd(_ b: [UInt8]) -> Int? {

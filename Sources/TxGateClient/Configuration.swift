@@ -1,0 +1,79 @@
+import Foundation
+import TxGateWire
+
+/// Where the client talks to, and how it names things on the wire.
+public struct ClientConfiguration: Sendable {
+    /// How a retried request names its approved transaction (WIRE.md §3c).
+    public enum TxIdCarrier: Sendable {
+        /// `?_txid=TXID` added to the URL (what the SDKs send to IG and TxGate).
+        case query
+        /// `X-TxID: TXID` (what the JS SDK sends to non-IG resources).
+        case header
+    }
+
+    /// The gateway (or AM's host): scheme, host and port. Journeys, resume URIs and the session
+    /// token are only ever for this origin.
+    public var serverURL: URL
+    /// The path of the authentication service under `serverURL` (`/am` for TxGate; `/am` or
+    /// `/openam` for AM).
+    public var amPath: String
+    /// The realm journeys run in (`/`, or `/sub`).
+    public var realm: String
+    /// The header (and cookie) that carries the session token.
+    public var sessionHeader: String
+    /// The journey `login` runs when no other is named.
+    public var loginJourney: String
+    public var txidCarrier: TxIdCarrier
+    /// Ask for the 401 SSOADVICE form (`x-authenticate-response: header`) rather than a redirect.
+    public var requestHeaderChallenges: Bool
+    /// `Accept-API-Version` on the authentication calls.
+    public var acceptAPIVersion: String
+    public var timeout: TimeInterval
+
+    public init(serverURL: URL, amPath: String = "/am", realm: String = "/", sessionHeader: String = "iPlanetDirectoryPro",
+                loginJourney: String = "Login", txidCarrier: TxIdCarrier = .query, requestHeaderChallenges: Bool = true,
+                acceptAPIVersion: String = "resource=2.0, protocol=1.0", timeout: TimeInterval = 30) {
+        self.serverURL = serverURL
+        self.amPath = amPath
+        self.realm = realm
+        self.sessionHeader = sessionHeader
+        self.loginJourney = loginJourney
+        self.txidCarrier = txidCarrier
+        self.requestHeaderChallenges = requestHeaderChallenges
+        self.acceptAPIVersion = acceptAPIVersion
+        self.timeout = timeout
+    }
+
+    /// `{server}{amPath}/json/realms/root[/realms/SUB]/<endpoint>`.
+    func amURL(_ endpoint: String, query: [(String, String)] = []) -> URL {
+        var path = amPath.hasSuffix("/") ? String(amPath.dropLast()) : amPath
+        path += "/json/realms/root"
+        for part in realm.split(separator: "/") { path += "/realms/" + Query.encode(String(part)) }
+        var text = Origin(serverURL).text + path + "/" + endpoint
+        if !query.isEmpty { text += "?" + query.map { "\($0.0)=\(Query.encode($0.1))" }.joined(separator: "&") }
+        return URL(string: text)!
+    }
+
+    /// Whether `url` is on the configured server (same scheme, host and port).
+    public func isOwnOrigin(_ url: URL) -> Bool { Origin(url) == Origin(serverURL) }
+}
+
+/// Scheme, host and port, with the scheme's default port filled in.
+struct Origin: Equatable {
+    let scheme: String
+    let host: String
+    let port: Int
+
+    init(_ url: URL) {
+        let c = URLComponents(url: url, resolvingAgainstBaseURL: true)
+        scheme = (c?.scheme ?? "").lowercased()
+        host = (c?.host ?? "").lowercased()
+        port = c?.port ?? (scheme == "https" ? 443 : scheme == "http" ? 80 : -1)
+    }
+
+    var text: String {
+        let defaultPort = (scheme == "https" && port == 443) || (scheme == "http" && port == 80)
+        let h = host.contains(":") ? "[\(host)]" : host
+        return "\(scheme)://\(h)" + (defaultPort ? "" : ":\(port)")
+    }
+}
