@@ -22,11 +22,6 @@ public final class Gateway {
         // txgate already there: a bind without it fails first if anyone listens (before the
         // store is opened or anything else is touched).
         try probeListenAddress(SocketAddress(host: config.listen.host, port: config.listen.port))
-        // The port accepts connections from here on, but SIGHUP is only watched once `run`
-        // starts the main loop; its default action would kill the process (a reload sent as
-        // soon as the port answers). Held pending until then; threads started meanwhile
-        // inherit the mask, so only the main thread ever takes it.
-        Self.holdSIGHUP(true)
         shared = try SharedState(config: config, logger: logger)
         var ws: [Worker] = []
         for i in 0..<config.workers {
@@ -43,20 +38,6 @@ public final class Gateway {
         let logger = shared.logger
         let config = shared.config
         let exited = DispatchGroup()
-        for w in workers {
-            exited.enter()
-            w.start { exited.leave() }
-            logger.info("listening", metadata: [
-                "address": .string("\(config.listen.host):\(w.boundPort)"), "worker": .stringConvertible(w.index),
-                "tls": .stringConvertible(config.tls != nil),
-            ])
-        }
-        logger.info("txgate started", metadata: [
-            "version": .string(TxGateVersion.current), "commit": .string(TxGateVersion.commit),
-            "upstream": .string(shared.upstreamDescription), "workers": .stringConvertible(workers.count),
-            "public_url": .string(config.effectivePublicURL.description),
-        ])
-
         let main = EventLoop()
         var stopping = false
         var deadline: LoopTimer?
@@ -90,18 +71,25 @@ public final class Gateway {
         signals.append(SignalWatcher(loop: main, signal: SIGHUP) { [unowned self] _ in
             if !stopping { self.reload() }
         })
-        Self.holdSIGHUP(false)
+        // The signals are watched before the workers start and "txgate started" is logged.
+        for w in workers {
+            exited.enter()
+            w.start { exited.leave() }
+            logger.info("listening", metadata: [
+                "address": .string("\(config.listen.host):\(w.boundPort)"), "worker": .stringConvertible(w.index),
+                "tls": .stringConvertible(config.tls != nil),
+            ])
+        }
+        logger.info("txgate started", metadata: [
+            "version": .string(TxGateVersion.current), "commit": .string(TxGateVersion.commit),
+            "upstream": .string(shared.upstreamDescription), "workers": .stringConvertible(workers.count),
+            "public_url": .string(config.effectivePublicURL.description),
+        ])
+
         main.run()
         withExtendedLifetime((signals, deadline)) {}
         exited.wait()
         logger.info("txgate stopped")
     }
-
-    /// Blocks (or unblocks) SIGHUP on the calling thread.
-    static func holdSIGHUP(_ hold: Bool) {
-        var set = sigset_t()
-        sigemptyset(&set)
-        sigaddset(&set, SIGHUP)
-        pthread_sigmask(hold ? SIG_BLOCK : SIG_UNBLOCK, &set, nil)
-    }
 }
+
