@@ -43,7 +43,7 @@ final class RequestContext {
     var policyName: String?
     /// The headers sent upstream, once the upstream request filter has built them.
     var upstreamHeaders: HTTPHeaders?
-    /// A browser's parked request, taken back to be sent as it was (WIRE-EXTENSIONS §3b): its
+    /// A browser's parked request, found again to be sent as it was (WIRE-EXTENSIONS §3b): its
     /// method, content type, accept and body stand for those of the GET that brought the
     /// browser back.
     var replay: ParkedRequest? {

@@ -29,6 +29,7 @@ struct BrowserApprovalTests {
                 "ConfirmTransaction": [["type": "TOTP", "prompt": "One Time Password"]],
                 "EmailConfirm": [["type": "EmailOTP", "ttlS": 300]],
                 "MagicLink": [["type": "UsernameOnly"], ["type": "EmailSuspend", "suspendTtlS": 300]],
+                "MagicApprove": [["type": "EmailSuspend", "suspendTtlS": 300]],
             ],
             "email": ["outbox": bed.dir.url.appendingPathComponent("outbox").path],
             "loginPage": ["title": "Demo Bank", "accentColor": "#0f766e", "logoFile": logoFile.path, "defaultGoto": "/",
@@ -100,11 +101,13 @@ struct BrowserApprovalTests {
         #expect(replay.status == 303 && replay.location == "/receipt?seq=1", "\(replay)")
         #expect(run.scriptErrors.isEmpty, "\(run.scriptErrors)")
 
-        // The approval URL again, with the session: nothing parked any more, no second transfer.
+        // The approval URL again, with the session: a new approval is asked for, no second transfer.
         let cookie = try #require(run.cookie("iPlanetDirectoryPro"), "\(run)")
-        let again = try g.fetch("GET", String(replay.url.dropFirst(g.baseURL.count)),
-                                headers: [("Cookie", "iPlanetDirectoryPro=\(cookie.value)")])
-        #expect(again.status == 200 && again.bodyText.contains("1 transfer made"), "\(again)")
+        let session = [("Cookie", "iPlanetDirectoryPro=\(cookie.value)")]
+        let again = try g.fetch("GET", String(replay.url.dropFirst(g.baseURL.count)), headers: session)
+        #expect(again.status == 303 && again.header("Location")?.contains("authIndexType=composite_advice") == true, "\(again)")
+        let home = try g.fetch("GET", "/", headers: session)
+        #expect(home.bodyText.contains("1 transfer made"), "\(home)")
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -139,6 +142,44 @@ struct BrowserApprovalTests {
             .click("#submit"),
         ] + Self.receiptOnce(g, out), timeout: 90)
         try Self.expectApprovedOnce(run, g)
+    }
+
+    /// A transfer approved by a link opened in a second browser (another profile: none of the
+    /// first one's cookies): the link approves; the second browser, signed in as the same user,
+    /// is where the parked transfer is executed, once.
+    @Test(.timeLimit(.minutes(2)))
+    func aTransferApprovedByALinkInASecondBrowserIsExecutedOnceThere() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank { try! Self.config($0, bed: bed, approval: "MagicApprove") }
+        let out = try Self.outputFolder("magic-link-approval")
+        let first = try bed.runBrowser(g.baseURL + "/", [
+            .waitForElement("#cb1"), .fill("#cb0", "demo"), .fill("#cb1", Self.password), .click("#submit"),
+            .waitForText("Everyday account"),
+            .fill("#amount", "75.50"), .fill("#payee", "Alice"), .click("#send"),
+            .waitForElement("#approval"), .waitForText("An email has been sent"), .snapshot("waiting"),
+            .screenshot(out.appendingPathComponent("1-approval-waiting-for-link.png")),
+        ])
+        #expect(first.ok, "\(first)")
+        let waiting = first.snapshots["waiting"]?.text ?? ""
+        #expect(waiting.contains("Approve this transfer") && waiting.contains("75.50") && waiting.contains("Alice"), "\(waiting)")
+        let folder = bed.dir.url.appendingPathComponent("outbox")
+        let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        let link = try #require(try ReceivedEmail(file: folder.appendingPathComponent(files.last ?? "")).magicLink()?.link)
+
+        let second = try bed.runBrowser(link, [
+            .waitForElement("#cb1"), .snapshot("signin"),
+            .fill("#cb0", "demo"), .fill("#cb1", Self.password), .click("#submit"),
+            .waitForPath("/receipt"), .waitForText("Transfer executed"), .snapshot("receipt"),
+            .screenshot(out.appendingPathComponent("2-receipt-in-second-browser.png")),
+            .reload, .open(g.baseURL + "/"), .waitForText("1 transfer made"),
+        ], timeout: 60)
+        #expect(second.ok, "\(second)")
+        let receipt = second.snapshots["receipt"]?.text ?? ""
+        #expect(receipt.contains("Alice") && receipt.contains("75.50 EUR"), "\(receipt)")
+        #expect(receipt.range(of: #"Transfer number\s+1\b"#, options: .regularExpression) != nil, "\(receipt)")
+        // The link approved (no session in that browser yet), then the parked transfer's URL sent it to sign in.
+        #expect(second.network.contains { $0.url.hasPrefix(g.baseURL + "/transfer?_txid=") && $0.status == 307 }, "\(second)")
+        #expect(second.scriptErrors.isEmpty, "\(second.scriptErrors)")
     }
 
     /// A magic link asked for in one browser and opened in another (a second profile: no

@@ -132,4 +132,36 @@ import TestSupport
         #expect(alone.status == 401, "\(alone)")
         #expect(alone.header("WWW-Authenticate")?.contains(#"error="invalid_token""#) == true, "\(alone)")
     }
+
+    /// The approval page shows the bound fields only to the session that must approve them,
+    /// under a CSP that still allows nothing but its own script (and a data: logo).
+    @Test func theApprovalRowsAreShownOnlyToTheirUserUnderTheStrictCSP() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["loginPage": ["title": "Demo Bank", "approvalTitle": "Approve this transfer"]]))
+        let demo = try Kit.login(g)
+        let other = try Kit.login(g, user: "other")
+        let body = Array(#"{"amount":2500,"currency":"EUR","payee":"<b>Mallory</b> Ltd"}"#.utf8)
+        let txid = try Kit.challengeTxid(try Kit.transfer(g, token: demo, body: body))
+        let page = "/am/XUI/?goto=%2Ftransfer&authIndexType=composite_advice&authIndexValue=\(Query.encode(Kit.adviceXML(txid)))"
+
+        let mine = try g.fetch("GET", page, headers: [("Cookie", "iPlanetDirectoryPro=\(demo)")])
+        #expect(mine.status == 200, "\(mine)")
+        for text in ["<h1 id=\"heading\">Approve this transfer</h1>", "<dt>Amount</dt><dd>2500</dd>", "<dt>Currency</dt><dd>EUR</dd>",
+                     "<dt>Payee</dt><dd>&lt;b&gt;Mallory&lt;/b&gt; Ltd</dd>", "<span>Demo Bank</span>"] {
+            #expect(mine.bodyText.contains(text), "\(text) not in:\n\(mine.bodyText.prefix(3000))")
+        }
+        let csp = try #require(mine.header("Content-Security-Policy"))
+        #expect(csp.hasPrefix("default-src 'none'; script-src 'sha256-") && csp.contains("img-src data:;"), "\(csp)")
+        #expect(!csp.contains("unsafe-eval") && !csp.contains("http") && !csp.contains("*"), "\(csp)")
+        #expect(mine.bodyText.components(separatedBy: "<script").count == 2, "one inline script, no other")
+        #expect(!mine.bodyText.contains("src=\"http") && !mine.bodyText.contains("href=\"http"), "an external asset")
+
+        for headers in [[("Cookie", "iPlanetDirectoryPro=\(other)")], []] {
+            let theirs = try g.fetch("GET", page, headers: headers)
+            #expect(theirs.status == 200, "\(theirs)")
+            #expect(!theirs.bodyText.contains("Mallory") && !theirs.bodyText.contains("2500"), "another user saw the approval")
+            #expect(theirs.bodyText.contains("<h1 id=\"heading\">Sign in</h1>"))
+        }
+    }
 }
+

@@ -16,6 +16,8 @@ import TxGateCore
         #expect(a.rows.map(\.label) == ["Amount", "Currency", "Payee", "Memo text"])
         #expect(a.rows.map(\.value) == ["2500", "EUR", "Mallory Ltd", "rent"])
         #expect(a.display == "Approve {amount} {currency} to {/payee}?")
+        let labelled = LoginPageView.Approval(r, labels: ["/payee": "To", "/memo/text": "Reference"])
+        #expect(labelled.rows.map(\.label) == ["Amount", "Currency", "To", "Reference"])
     }
 
     @Test func everythingShownIsEscapedAndThePageHasNoExternalAsset() {
@@ -51,6 +53,7 @@ import TxGateCore
         #expect(errors(##"loginPage": {"accentColor": "#0f766e"}"##).isEmpty)
         #expect(errors(#"loginPage": {"accentColor": "red;}body{display:none"}"#).first?.contains("loginPage.accentColor") == true)
         #expect(errors(#"loginPage": {"logoFile": "logo.gif"}"#).first?.contains(".svg or .png") == true)
+        #expect(errors(#"loginPage": {"fieldLabels": {"amount": "Amount"}}"#).first?.contains("loginPage.fieldLabels") == true)
         #expect(errors(#"cors": {"allowedOrigins": ["https://app.example.com", "http://127.0.0.1:3000"]}"#).isEmpty)
         for bad in ["*", "https://app.example.com/", "https://app.example.com/x", "HTTPS://APP.example.com", "app.example.com"] {
             let e = errors(#"cors": {"allowedOrigins": ["\#(bad)"]}"#)

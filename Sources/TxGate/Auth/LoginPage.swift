@@ -60,7 +60,7 @@ struct LoginPage {
             auth.store.get(TransactionRecord.key(txid), on: loop) { r in
                 guard case .success(let bytes?) = r, let record = TransactionRecord.decode(bytes),
                       record.approvalRefusal(by: subject.uid, realm: subject.realm, now: auth.now) == nil else { done(nil); return }
-                done(LoginPageView.Approval(record))
+                done(LoginPageView.Approval(record, labels: auth.config.loginPage.fieldLabels))
             }
         }
     }

@@ -94,9 +94,13 @@ struct ChallengePhase: RequestPhase {
     }
 
     /// The login page, with `goto` back to the request (and its `_txid` for a transaction).
+    /// A request that named its own transaction (a browser back from an approval, e.g. through
+    /// a link opened in another browser, with no session there yet) keeps its `_txid` in `goto`,
+    /// so that the parked request is replayed once the user has signed in.
     private func loginRedirect(_ ctx: RequestContext, _ advices: Advices) -> String {
         let original = publicURL + ctx.target
-        let goto = advices[Advices.transaction]?.first.map { Challenge.addingQuery(original, "_txid", $0) } ?? original
+        let txid = advices[Advices.transaction]?.first ?? ctx.txid.flatMap { PolicyDecider.isTxId($0) ? $0 : nil }
+        let goto = txid.map { Challenge.addingQuery(original, "_txid", $0) } ?? original
         guard ctx.subject != nil else { return "\(amURI)XUI/?goto=\(Query.encode(goto))" }
         return Challenge.loginRedirect(loginPage: "\(amURI)XUI/", goto: goto, realm: "/", advices: advices)
     }

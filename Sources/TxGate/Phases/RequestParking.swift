@@ -3,9 +3,8 @@ import HTTPCore
 import Logging
 import TxGateCore
 
-/// Keeps a browser's transactional request in the store while its user approves it, and
-/// gives it back once (WIRE-EXTENSIONS.md §3b). The challenge phase parks; the replay phase
-/// takes back.
+/// Keeps a browser's transactional request in the store while its user approves it
+/// (WIRE-EXTENSIONS.md §3b). The challenge phase parks; the replay phase finds it again.
 struct RequestParking {
     let store: Store
     let loop: EventLoop
@@ -61,35 +60,38 @@ struct RequestParking {
     }
 
     /// What a visit with `_txid` found.
-    enum TakeBack {
-        /// This user's request for this target, now removed from the store: of concurrent
-        /// visits, exactly one gets it.
-        case taken(ParkedRequest)
-        /// Nothing parked (never, replayed already, or expired).
+    enum Lookup {
+        /// This user's request for this target. It stays parked until it expires: the
+        /// transaction, consumed in one store step by the decision, is what lets exactly one
+        /// visit execute it; any other visit (a reload, a concurrent one, one on another
+        /// instance) is challenged anew for the same request.
+        case found(ParkedRequest)
+        /// Nothing parked (never, or expired).
         case none
-        /// Parked by another user (or for another target): left where it is.
+        /// Parked by another user (or for another target): not theirs to send or to see.
         case notYours
     }
 
-    /// Takes back the request parked under the request's `_txid`, if it is this user's and
-    /// for this target.
-    func takeBack(_ ctx: RequestContext, _ done: @escaping (StoreResult<TakeBack>) -> Void) {
+    /// The request parked under the request's `_txid`, if it is this user's and for this target.
+    func find(_ ctx: RequestContext, _ done: @escaping (StoreResult<Lookup>) -> Void) {
         guard let txid = ctx.txid, let subject = ctx.subject else { done(.success(.none)); return }
-        let claim = ParkedRequest.claim(subject: subject.uid, target: ctx.target)
-        store.takeIf(ParkedRequest.key(txid), fields: claim, on: loop) { [logger] r in
+        store.get(ParkedRequest.key(txid), on: loop) { [logger] r in
             switch r {
             case .failure(let e):
                 done(.failure(e))
-            case .success(.taken(let bytes)):
-                done(.success(ParkedRequest.decode(bytes).map(TakeBack.taken) ?? .none))
-            case .success(.kept):
-                logger.info("parked request refused", metadata: [
-                    "request_id": .string(ctx.requestId), "txid": .string(masked(txid)), "user": .string(subject.uid),
-                    "reason": "another user's, or another target",
-                ])
-                done(.success(.notYours))
-            case .success(.absent):
+            case .success(nil):
                 done(.success(.none))
+            case .success(let bytes?):
+                guard ConditionalTake.matches(bytes, ParkedRequest.claim(subject: subject.uid, target: ctx.target)),
+                      let parked = ParkedRequest.decode(bytes) else {
+                    logger.info("parked request refused", metadata: [
+                        "request_id": .string(ctx.requestId), "txid": .string(masked(txid)), "user": .string(subject.uid),
+                        "reason": "another user's, or another target",
+                    ])
+                    done(.success(.notYours))
+                    return
+                }
+                done(.success(.found(parked)))
             }
         }
     }
@@ -105,7 +107,7 @@ struct RequestParking {
 
 /// A browser back from approving a parked request (`GET <target>?_txid=X` with its session):
 /// the parked request takes the GET's place, and the decision consumes the transaction for it
-/// as for any retry. Another user's session is refused and sent to sign in (as the user whose
+/// as for any retry (a second visit finds the transaction consumed: a new one, a new 303). Another user's session is refused and sent to sign in (as the user whose
 /// request it is); every other request passes through untouched.
 struct ReplayPhase: RequestPhase {
     let parking: RequestParking
@@ -113,11 +115,11 @@ struct ReplayPhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) {
         guard RequestParking.mayReplay(ctx), ctx.subject != nil else { ctx.proceed(); return }
-        parking.takeBack(ctx) { r in
+        parking.find(ctx) { r in
             switch r {
             case .failure(let e):
                 ctx.fail(.storeUnavailable(e.description))
-            case .success(.taken(let parked)):
+            case .success(.found(let parked)):
                 ctx.replay = parked
                 ctx.proceed()
             case .success(.none):

@@ -24,10 +24,10 @@ public struct LoginPageView: Sendable {
             a.display == b.display && a.rows.map(\.label) == b.rows.map(\.label) && a.rows.map(\.value) == b.rows.map(\.value)
         }
 
-        /// The record's bound fields, labelled after their pointers (`/amount` → "Amount",
-        /// `/payee/name` → "Payee name"), in the order the rule's `display` names them, then
-        /// the others by pointer.
-        public init(_ record: TransactionRecord) {
+        /// The record's bound fields, labelled from `labels` or after their pointers (`/amount`
+        /// → "Amount", `/payee/name` → "Payee name"), in the order the rule's `display` names
+        /// them, then the others by pointer.
+        public init(_ record: TransactionRecord, labels: [String: String] = [:]) {
             display = record.display
             let template = record.display ?? ""
             func position(_ pointer: String) -> Int {
@@ -38,7 +38,7 @@ public struct LoginPageView: Sendable {
                 return Int.max
             }
             let pointers = record.bound.keys.sorted { (position($0), $0) < (position($1), $1) }
-            rows = pointers.map { (Self.label($0), record.bound[$0]?.displayText ?? "") }
+            rows = pointers.map { (labels[$0] ?? Self.label($0), record.bound[$0]?.displayText ?? "") }
         }
 
         static func label(_ pointer: String) -> String {

@@ -17,17 +17,25 @@ public struct LoginPageConfig: Decodable, Sendable {
     public var defaultGoto = "/"
     /// The heading of the approval step (a transaction's journey).
     public var approvalTitle = "Approve this request"
+    /// The label of a bound field's row on the approval step, by pointer (`{"/payee": "To"}`);
+    /// a field not named here is labelled after its pointer (`/amount` → "Amount").
+    public var fieldLabels: [String: String] = [:]
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["title", "logoFile", "accentColor", "supportText", "defaultGoto", "approvalTitle"])
+        let o = try StrictObject(decoder, known: ["title", "logoFile", "accentColor", "supportText", "defaultGoto", "approvalTitle",
+                                                  "fieldLabels"])
         title = o.optional("title")
         logoFile = o.optional("logoFile")
         accentColor = o.value("accentColor", default: accentColor)
         supportText = o.optional("supportText")
         defaultGoto = o.value("defaultGoto", default: defaultGoto)
         approvalTitle = o.value("approvalTitle", default: approvalTitle)
+        fieldLabels = o.value("fieldLabels", default: fieldLabels)
+        for pointer in fieldLabels.keys.sorted() where !pointer.hasPrefix("/") {
+            o.invalid("fieldLabels", "'\(pointer)' is not a JSON pointer such as /amount")
+        }
         let hex = accentColor.dropFirst()
         if !accentColor.hasPrefix("#") || ![3, 6].contains(hex.count) || !hex.allSatisfy(\.isHexDigit) {
             o.invalid("accentColor", "'\(accentColor)' is not a color in the form #rgb or #rrggbb")

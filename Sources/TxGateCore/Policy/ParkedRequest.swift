@@ -4,8 +4,9 @@ import TxGateCrypto
 /// cannot re-send a POST body after the login page, so the gateway keeps what the backend
 /// will read (method, target, content type, accept, body) under the TxId, for the subject who
 /// sent it, as long as the transaction lives. The browser comes back with
-/// `GET <target>?_txid=TXID`; the gateway takes the record (`Store.takeIf` with `claim`) and
-/// sends the request as it was.
+/// `GET <target>?_txid=TXID`; the gateway finds the record (it must match `claim`) and the
+/// request, as it was, takes the GET's place: consuming the transaction (one store step) is
+/// what lets it through once.
 public struct ParkedRequest: Equatable, Sendable {
     public var txid: String
     /// The uid of the user who sent it: only their session can take it back.
@@ -30,9 +31,8 @@ public struct ParkedRequest: Equatable, Sendable {
 
     public static func key(_ txid: String) -> String { "park:" + txid }
 
-    /// What `Store.takeIf` checks before handing the record over, in the same step as it
-    /// deletes it: the same user, coming back to the same target. Another user's session
-    /// leaves it where it is (and learns nothing of it).
+    /// What a visit must match (`ConditionalTake.matches`) to use the record: the same user,
+    /// coming back to the same target. Another user's session learns nothing of it.
     public static func claim(subject: String, target: String) -> [String: String] {
         ["subject": subject, "target": target]
     }
