@@ -57,20 +57,7 @@ import json, sys
 c = json.load(open(sys.argv[1])); c["users"][0]["passwordHash"] = sys.argv[2]; json.dump(c, open(sys.argv[1], "w"))
 EOF
 
-login() {  # prints a session token from the gateway on port $1
-  python3 - "$1" <<'EOF'
-import json, sys, urllib.request
-url = f"http://127.0.0.1:{sys.argv[1]}/am/json/realms/root/authenticate"
-def post(body):
-    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else b"", method="POST",
-                                 headers={"Content-Type": "application/json"})
-    return json.load(urllib.request.urlopen(req))
-step = post(None)
-step["callbacks"][0]["input"][0]["value"] = "demo"
-step["callbacks"][1]["input"][0]["value"] = "bench-password"
-print(post(step)["tokenId"])
-EOF
-}
+login() { python3 "$ROOT/bench/login.py" "$1" demo bench-password; }  # a session token from port $1
 
 measure() {  # binary, config, path, [header]: prints "µs-per-request req/s"
   local bin="$1" config="$2" path="$3" header="${4:-}" port pid before after requests

@@ -5,18 +5,20 @@
 #   scripts/install-deps.sh --build    what building and running need: runtime + build packages
 #                                      (`make build`, `make run`, `make install`; docker/Dockerfile's build stage)
 #   scripts/install-deps.sh --runtime  only what the built binaries need at run time (the image's final stage)
-#   scripts/install-deps.sh --bench    everything, plus nginx and wrk (`make bench`)
+#   scripts/install-deps.sh --bench    everything, plus wrk (`make bench`)
 # The test set also has the browser tests' headless Chromium (Debian's chromium + chromium-driver)
 # and the Python packages selenium and authlib (from PyPI with pip, only those `python3` cannot
 # import): authlib is the real OAuth 2.0 / OpenID Connect client of the provider's tests.
 # python3-aiosmtpd is the real SMTP server the email tests (Tests/TxGateEmailTests) deliver to.
 # redis-server is the real Redis the store and cluster tests start on free loopback ports.
+# nginx-light (it has auth_request) is the real nginx the forward-auth tests put in front of
+# TxGate's /-/authz, and the benchmark's baseline.
 set -euo pipefail
 
 runtime=(libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libssl3 libsqlite3-0 libcurl4 libhiredis0.14 ca-certificates)
 build=(libevent-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev libhiredis-dev pkg-config)
-test=(openssl curl oathtool chromium chromium-driver python3 python3-pip python3-aiosmtpd redis-server)
-bench=(nginx-light wrk)
+test=(openssl curl oathtool chromium chromium-driver python3 python3-pip python3-aiosmtpd redis-server nginx-light)
+bench=(wrk)
 
 want=()
 python_test=0   # 1: also install the test set's Python packages (selenium, authlib)

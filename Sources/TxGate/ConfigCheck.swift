@@ -31,6 +31,11 @@ public enum ConfigCheck {
         if config.upstream.url.isTLS {
             check(config.upstream.caFile == nil ? "upstream.url" : "upstream.caFile") { _ = try TLSContext.client(caFile: config.upstream.caFile) }
         }
+        // A remote PDP: its address resolves, its CA bundle loads (the password file is read by
+        // the loader).
+        if config.pdp.type == .am, config.pdp.url != nil {
+            check("pdp.url") { _ = try AMClient.endpoint(config.pdp) }
+        }
         // The authentication service exists when there are journeys: its key, store and email.
         if !config.journeys.isEmpty {
             if let e = SigningKey.problem(file: config.secrets.signingKeyFile, environment: environment) { errors.append(e) }
@@ -59,7 +64,7 @@ public enum ConfigCheck {
     /// SMTP errors name their key themselves: `tls.privateKey: does not match tls.certificate`).
     static func configError(_ error: Error, path: String) -> ConfigError {
         let text = "\(error)"
-        for key in ["tls.certificate", "tls.privateKey", "upstream.caFile", "email.smtp.passwordFile", path] where text.hasPrefix(key + ": ") {
+        for key in ["tls.certificate", "tls.privateKey", "upstream.caFile", "email.smtp.passwordFile", "pdp.url", "pdp.caFile", path] where text.hasPrefix(key + ": ") {
             return ConfigError(path: key, message: String(text.dropFirst(key.count + 2)))
         }
         return ConfigError(path: path, message: text)

@@ -17,12 +17,15 @@ enum RequestFailure: Error, Equatable {
     case tooManyTransactions(Int)
     /// The store cannot be reached; the reason goes to the log, not to the client.
     case storeUnavailable(String)
+    /// The remote PDP (AM) cannot be reached or answered nonsense; the reason goes to the log.
+    case pdpUnavailable(String)
     case upstream(UpstreamFailure)
     case internalError(String)
 
     init(_ e: PDPError) {
         switch e {
         case .unavailable(let why): self = .storeUnavailable(why)
+        case .remoteUnavailable(let why): self = .pdpUnavailable(why)
         case .badRequest(let message): self = .badRequest(message)
         case .tooManyTransactions(let n): self = .tooManyTransactions(n)
         case .unsupportedMediaType(let message): self = .unsupportedMediaType(message)
@@ -38,7 +41,7 @@ enum RequestFailure: Error, Equatable {
         case .unsupportedMediaType: return 415
         case .payloadTooLarge: return 413
         case .tooManyTransactions: return 429
-        case .storeUnavailable: return 503
+        case .storeUnavailable, .pdpUnavailable: return 503
         case .upstream(let f): return f.status
         case .internalError: return 500
         }
@@ -54,6 +57,8 @@ enum RequestFailure: Error, Equatable {
             return "more than \(n) transactions are waiting for approval; approve or let them expire first"
         case .storeUnavailable:
             return "the authentication service cannot reach its store; try again shortly"
+        case .pdpUnavailable:
+            return "the policy decision point cannot be reached; try again shortly"
         case .upstream(let f):
             return Self.clientMessage(f)
         }
@@ -104,6 +109,8 @@ final class Pipeline {
         switch failure {
         case .storeUnavailable(let why):
             logger.error("store unavailable", metadata: ["request_id": .string(ctx.requestId), "error": .string(why)])
+        case .pdpUnavailable(let why):
+            logger.error("pdp unavailable", metadata: ["request_id": .string(ctx.requestId), "error": .string(why)])
         case .upstream(let f):
             metrics?.metrics.upstreamFailed(f)
             logger.warning("upstream request failed", metadata: [
@@ -155,7 +162,8 @@ struct AccessLog {
         if ctx.client.viaTrustedProxy { md["peer"] = .string(ex.remoteIP) }
         if let ua = ex.head.headers.first("User-Agent") { md["user_agent"] = .string(ua) }
         if let p = ctx.policyName { md["policy"] = .string(p) }
-        if let d = ctx.decision { md["decision"] = .string(d.outcome(for: ex.head.method).rawValue) }
+        if let d = ctx.decision { md["decision"] = .string(d.outcome(for: ctx.method).rawValue) }
+        if ctx.forwardedBy != nil { md["original"] = .string(ctx.method + " " + ctx.target) }
         if let u = ctx.upstreamNanos { md["upstream_ms"] = .stringConvertible(Self.ms(u)) }
         if let s = ctx.subject { md["user"] = .string(s.uid) }
         logger.info("access", metadata: md)

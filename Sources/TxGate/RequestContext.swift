@@ -21,6 +21,10 @@ final class RequestContext {
     /// The target sent upstream: the normalized path with the request's query, `_txid` and
     /// `_idtoken` removed.
     var target: String
+    /// Set on `/-/authz`: the proxy that asks about the original request, and that request's
+    /// method (`ForwardAuthPhase`).
+    var forwardedBy: ForwardedRequest.Proxy?
+    var forwardedMethod: String?
     /// The TxId a retried request names (`_txid` or `X-TxID`).
     var txid: String?
     /// The `Authorization: Bearer` token, if any.
@@ -58,8 +62,9 @@ final class RequestContext {
 
     var head: RequestHead { exchange.head }
 
-    /// The method decided on and sent upstream: the parked request's, when one is replayed.
-    var method: String { replay?.method ?? exchange.head.method }
+    /// The method decided on and sent upstream: the parked request's, when one is replayed; the
+    /// original request's on `/-/authz`.
+    var method: String { replay?.method ?? forwardedMethod ?? exchange.head.method }
 
     /// The body decided on (a copy): the parked request's, when one is replayed.
     var bodyBytes: [UInt8] { replay?.body ?? exchange.body.bytes }

@@ -36,6 +36,8 @@ final class SharedState: Sendable {
     let signingKey: [UInt8]?
     let policies: PolicySet
     let pdp: PolicyDecisionPoint?
+    /// `pdp.type: "am"`: how each worker reaches the AM, and the agent's password.
+    let remotePDP: RemotePDPSettings?
     let metrics: GatewayMetrics
     /// The ES256 keys of issued tokens (with `oauth2` or `txnTokens`), kept across reloads.
     let tokenKeys: TokenKeys?
@@ -59,6 +61,7 @@ final class SharedState: Sendable {
         listenerTLS = try config.tls.map { try TLSContext.server(certificateFile: $0.certificate, privateKeyFile: $0.privateKey) }
         strictTransportSecurity = config.tls?.hsts?.headerValue
         policies = PolicySet(config.policies ?? [])
+        remotePDP = try RemotePDPSettings(config.pdp, logger: logger)
         if let previous {
             workerCount = previous.workerCount
             listenAddress = previous.listenAddress
@@ -143,6 +146,7 @@ final class SharedState: Sendable {
         guard let store, config.policies != nil, auth != nil else { return nil }
         let decider = PolicyDecider(policies: policies, loginJourney: config.loginJourney,
                                     maxPending: config.security.maxPendingTransactions)
+        logger.info("policy decisions from the embedded engine", metadata: ["policies": .stringConvertible(policies.policies.count)])
         return EmbeddedPDP(decider: decider, store: store, clock: clock, logger: logger, metrics: metrics)
     }
 

@@ -64,6 +64,7 @@ final class Worker: @unchecked Sendable {
         let publicURL = config.effectivePublicURL.description
         var phases: [RequestPhase] = [
             CanonicalRequestPhase(encodedSlash: config.paths.encodedSlash),
+            ForwardAuthPhase(config: config.forwardAuth, encodedSlash: config.paths.encodedSlash),
             MetricsEndpointPhase(metrics: shared.metrics),
             GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, readiness: readiness,
                                   logger: shared.logger),
@@ -74,26 +75,20 @@ final class Worker: @unchecked Sendable {
             AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, oauth: shared.oauth, loop: loop),
         ]
         if let pdp = shared.pdp, let auth = shared.auth {
-            let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
             let parking = shared.store.map {
                 RequestParking(store: $0, loop: loop, maxBodyBytes: config.limits.maxParkedBodyBytes, policies: shared.policies,
                                logger: shared.logger)
             }
-            phases += [
-                RetryParametersPhase(),
-                IdentifyPhase(pdp: pdp, identifier: auth.identifier(on: loop),
-                              accessTokens: shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) }),
-            ]
-            if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
-            phases += [
-                ReadBodyPhase(.forBoundTransaction(shared.policies)),
-                DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL,
-                            policies: shared.policies),
-                ChallengePhase(publicURL: publicURL, bearerForm: config.challenges.bearer, policies: shared.policies,
-                               parking: parking),
-            ]
+            phases += decisionPhases(shared, loop: loop, pdp: pdp, identifier: auth.identifier(on: loop), amURI: publicURL + "/am/",
+                                     parking: parking, accessTokens: shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) })
+        } else if let remote = shared.remotePDP, let amURI = config.pdp.amURI {
+            let am = AMClient(config: config.pdp, endpoint: remote.endpoint, loop: loop, cookieName: config.session.cookieName,
+                              password: remote.agentPassword, logger: shared.logger)
+            phases += decisionPhases(shared, loop: loop, pdp: RemotePDP(am: am, loginJourney: config.loginJourney, logger: shared.logger),
+                                     identifier: RemoteSessions(am: am, cookieName: config.session.cookieName), amURI: amURI, parking: nil)
         }
         phases += [
+            ForwardAuthAnswerPhase(),
             UpstreamRequestFilter(upstreamAuthority: shared.upstreamAuthority, sessionCookieName: shared.auth?.config.session.cookieName),
         ]
         if let issuer = shared.txnTokens { phases.append(TxnTokenPhase(issuer: issuer)) }
@@ -102,6 +97,26 @@ final class Worker: @unchecked Sendable {
             ProxyPhase(pool: pool, basePath: shared.upstreamBasePath),
         ]
         return phases
+    }
+
+    /// Identify, (replay), decide, challenge: the same phases whichever PDP decides. `parking`:
+    /// where browsers' requests wait for approval (only with a store of this gateway's own).
+    static func decisionPhases(_ shared: SharedState, loop: EventLoop, pdp: PolicyDecisionPoint, identifier: SubjectIdentifying,
+                               amURI: String, parking: RequestParking?, accessTokens: AccessTokenCache? = nil) -> [RequestPhase] {
+        let config = shared.config
+        let publicURL = config.effectivePublicURL.description
+        let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
+        var phases: [RequestPhase] = [
+            RetryParametersPhase(),
+            IdentifyPhase(pdp: pdp, identifier: identifier, accessTokens: accessTokens, clock: shared.clock),
+        ]
+        if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
+        return phases + [
+            ReadBodyPhase(.forBoundTransaction(shared.policies)),
+            DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL, policies: shared.policies),
+            ChallengePhase(publicURL: publicURL, amURI: amURI, bearerForm: config.challenges.bearer, policies: shared.policies,
+                           parking: parking),
+        ]
     }
 
     var boundPort: Int { server.boundPort }

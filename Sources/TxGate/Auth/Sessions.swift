@@ -56,12 +56,15 @@ final class SessionManager: Sendable {
     static func key(_ token: String) -> String { "session:" + Crypto.hex(Crypto.sha256(Array(token.utf8))) }
 
     /// A token as AM sends it: in the header named after the cookie, or in the cookie.
-    func token(in headers: HTTPHeaders) -> String? {
-        if let t = headers.first(config.cookieName), !t.isEmpty { return t }
+    func token(in headers: HTTPHeaders) -> String? { Self.token(in: headers, cookieName: config.cookieName) }
+
+    /// The token in the header named after the cookie, else in the cookie.
+    static func token(in headers: HTTPHeaders, cookieName: String) -> String? {
+        if let t = headers.first(cookieName), !t.isEmpty { return t }
         for cookie in headers.values("Cookie") {
             for pair in cookie.split(separator: ";") {
                 let kv = pair.split(separator: "=", maxSplits: 1)
-                if kv.count == 2, kv[0].trimmingOWS() == config.cookieName {
+                if kv.count == 2, kv[0].trimmingOWS() == cookieName {
                     let v = kv[1].trimmingOWS()
                     if !v.isEmpty { return v }
                 }

@@ -15,10 +15,9 @@ final class SessionsEndpoint {
 
     func handle(_ ctx: RequestContext, realm: String) {
         let action = Query(target: ctx.head.target)["_action"] ?? ""
-        var token = auth.sessions.token(in: ctx.head.headers)
-        if token == nil, let body = JSONValue.parse(ctx.exchange.body.bytes) {
-            token = body["tokenId"]?.stringValue
-        }
+        // AM's form: the session asked about is `tokenId` in the body (the header is the
+        // caller's, e.g. a gateway agent's); without one, the caller's own session.
+        let token = JSONValue.parse(ctx.exchange.body.bytes)?["tokenId"]?.stringValue ?? auth.sessions.token(in: ctx.head.headers)
         switch action {
         case "validate": validate(ctx, token, realm: realm)
         case "logout": logout(ctx, token)

@@ -35,7 +35,7 @@ final class RequestMetrics {
             c.increment()
         }
         // Every decision a request got (from the cache or the PDP), by what it said.
-        if let d = ctx.decision { metrics.decided(d, method: ex.head.method) }
+        if let d = ctx.decision { metrics.decided(d, method: ctx.method) }
         if let u = ctx.upstreamNanos { metrics.upstreamLatency.recordNanoseconds(Int64(truncatingIfNeeded: u)) }
     }
 
@@ -43,7 +43,7 @@ final class RequestMetrics {
     private func policyIndex(_ ctx: RequestContext) -> Int {
         let none = metrics.policyNames.count - 1
         guard none > 0, !ctx.path.isEmpty else { return none }
-        return policies.policies.firstIndex { $0.applies(path: ctx.path[...], method: ctx.head.method) } ?? none
+        return policies.policies.firstIndex { $0.applies(path: ctx.path[...], method: ctx.method) } ?? none
     }
 
     static func methodIndex(_ m: String) -> Int {

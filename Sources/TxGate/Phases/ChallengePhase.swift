@@ -13,9 +13,10 @@ struct ChallengePhase: RequestPhase {
     /// Where a browser's request waits for its approval (nil: the gateway has no store).
     private let parking: RequestParking?
 
-    init(publicURL: String, bearerForm: String, policies: PolicySet, parking: RequestParking?) {
+    /// `amURI`: where clients run journeys (this gateway's `/am/`, or the remote AM's public URL).
+    init(publicURL: String, amURI: String, bearerForm: String, policies: PolicySet, parking: RequestParking?) {
         self.publicURL = publicURL
-        amURI = publicURL + "/am/"
+        self.amURI = amURI
         self.bearerForm = bearerForm
         self.policies = policies
         self.parking = parking
@@ -44,6 +45,16 @@ struct ChallengePhase: RequestPhase {
         ctx.respondJSON(status: 401, ErrorBody.text(status: 401, message: message, members: members), headers: h)
     }
 
+    /// On `/-/authz`, the login redirect the proxy can pass on (WIRE.md §10): Traefik a 302,
+    /// nginx a 401 with `Location` (its `error_page 401` makes the redirect). The proxy holds the
+    /// request: nothing is parked.
+    static func browserStatus(_ proxy: ForwardedRequest.Proxy) -> Int {
+        switch proxy {
+        case .traefik: return 302
+        case .nginx: return 401
+        }
+    }
+
     private func ssoAdvice(_ advices: Advices) -> String {
         Challenge.ssoAdviceHeader(realm: "/", advices: advices, amURI: amURI)
     }
@@ -63,14 +74,14 @@ struct ChallengePhase: RequestPhase {
         if bearerForm == "both" { h.add("WWW-Authenticate", ssoAdvice(advices)) }
     }
 
-    /// A browser goes to the login page. A GET or HEAD is sent there with 307; any other method
+    /// A browser goes to the login page (on `/-/authz`, `browserStatus`). A GET or HEAD is sent there with 307; any other method
     /// with 303, so that the browser does not re-send its body to the login page, and a
     /// transaction's request is parked first, to be replayed when the browser comes back
     /// approved (WIRE-EXTENSIONS §3b).
     private func browserRedirect(_ ctx: RequestContext, _ advices: Advices, _ headers: HTTPHeaders) {
         var h = headers
         h.add("Location", loginRedirect(ctx, advices))
-        let status = ParkedRequest.isParkable(method: ctx.method) ? 303 : 307
+        let status = ctx.forwardedBy.map(Self.browserStatus) ?? (ParkedRequest.isParkable(method: ctx.method) ? 303 : 307)
         let send = {
             let body = ErrorBody.text(status: status, message: "authentication required", members: #""advices":\#(advices.json)"#)
             ctx.respondJSON(status: status, body, headers: h)

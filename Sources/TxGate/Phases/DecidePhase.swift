@@ -15,8 +15,9 @@ struct DecidePhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) {
         ctx.policyName = policies.applicable(path: ctx.path[...], method: ctx.method)?.name
-        let q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.method,
+        var q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.method,
                               subject: ctx.subject, txid: ctx.txid, body: { ctx.bodyBytes }, contentType: ctx.contentType)
+        q.receivedNanos = ctx.exchange.startNanos
         decide(q) { r in
             switch r {
             case .failure(let e):
@@ -36,7 +37,7 @@ struct DecidePhase: RequestPhase {
     /// answered from the cache.
     private func decide(_ q: DecisionQuery, _ done: @escaping (Result<Decision, PDPError>) -> Void) {
         guard q.txid == nil else { pdp.evaluate(q, on: loop, done); return }
-        let subjectKey = q.subject.map { $0.uid + "|" + $0.journeys.joined(separator: ",") } ?? "-"
+        let subjectKey = q.subject.map { pdp.cacheKey(for: $0) } ?? "-"
         let key = DecisionCache.key(resource: q.resource, method: q.method, subject: subjectKey)
         let nowMs = clock.nowMs()
         if let d = cache.get(key, nowMs: nowMs) { done(.success(d)); return }

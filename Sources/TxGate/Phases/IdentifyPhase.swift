@@ -8,19 +8,20 @@ import TxGateCore
 /// a parked request), so that open routes keep working when the store is down.
 struct IdentifyPhase: RequestPhase {
     let pdp: PolicyDecisionPoint
-    let identifier: SubjectIdentifier
+    let identifier: SubjectIdentifying
     /// Verifies bearer access tokens (and remembers them); nil without the OAuth 2.0 provider.
-    var accessTokens: AccessTokenCache?
+    var accessTokens: AccessTokenCache? = nil
+    var clock = WallClock.system
 
     func handle(_ ctx: RequestContext) {
         ctx.bearer = Self.bearerToken(ctx.head.headers)
-        guard pdp.needsSubject(path: ctx.path[...], method: ctx.head.method) || RequestParking.mayReplay(ctx) else {
+        guard pdp.needsSubject(path: ctx.path[...], method: ctx.method) || RequestParking.mayReplay(ctx) else {
             ctx.proceed()
             return
         }
         // A valid access token wins; one that does not verify never hides a valid session cookie.
         if let bearer = ctx.bearer, let tokens = accessTokens, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2,
-           let v = tokens.verify(bearer, now: identifier.clock.now) {
+           let v = tokens.verify(bearer, now: clock.now) {
             ctx.subject = tokens.subject(v, token: bearer)
             ctx.accessToken = v
             // The transaction the token was issued for is consumed like `_txid` (WIRE-EXTENSIONS §7).
@@ -31,7 +32,7 @@ struct IdentifyPhase: RequestPhase {
         identifyBearerThenSession(ctx) { r in
             switch r {
             case .failure(let e):
-                ctx.fail(.storeUnavailable(e.description))
+                ctx.fail(e)
             case .success(let subject):
                 ctx.subject = subject
                 ctx.proceed()
@@ -44,12 +45,16 @@ struct IdentifyPhase: RequestPhase {
     /// session cookie or token header: the request is then the session's, and is no longer
     /// treated as a bearer client (`ctx.bearer` cleared). With neither, `ctx.bearer` stays, so
     /// a bearer client is told its token is not valid.
-    private func identifyBearerThenSession(_ ctx: RequestContext, _ done: @escaping (StoreResult<Subject?>) -> Void) {
+    private func identifyBearerThenSession(_ ctx: RequestContext, _ done: @escaping (Result<Subject?, RequestFailure>) -> Void) {
         let session = identifier.sessionToken(in: ctx.head.headers)
-        guard let bearer = ctx.bearer, bearer != session else { identifier.identify(token: session, done); return }
-        identifier.identify(token: bearer) { [identifier] r in
+        let received = ctx.exchange.startNanos
+        guard let bearer = ctx.bearer, bearer != session else {
+            identifier.identifySubject(token: session, receivedNanos: received, done)
+            return
+        }
+        identifier.identifySubject(token: bearer, receivedNanos: received) { [identifier] r in
             guard case .success(nil) = r, session != nil else { done(r); return }
-            identifier.identify(token: session) { r in
+            identifier.identifySubject(token: session, receivedNanos: received) { r in
                 if case .success(_?) = r { ctx.bearer = nil }
                 done(r)
             }
@@ -59,5 +64,20 @@ struct IdentifyPhase: RequestPhase {
     static func bearerToken(_ h: HTTPHeaders) -> String? {
         guard let a = h.first("Authorization"), a.count > 7, a.prefix(7).lowercased() == "bearer " else { return nil }
         return String(a.dropFirst(7)).trimmingOWS()
+    }
+}
+
+/// Where the subject behind a token comes from: this gateway's sessions, or the remote AM's.
+protocol SubjectIdentifying {
+    /// The session token a request carries (token header or cookie).
+    func sessionToken(in headers: HTTPHeaders) -> String?
+    /// The subject for `token`; nil for no token or no live session. `receivedNanos`: when the
+    /// request arrived (a remote lookup's time budget counts from there).
+    func identifySubject(token: String?, receivedNanos: UInt64, _ done: @escaping (Result<Subject?, RequestFailure>) -> Void)
+}
+
+extension SubjectIdentifier: SubjectIdentifying {
+    func identifySubject(token: String?, receivedNanos: UInt64, _ done: @escaping (Result<Subject?, RequestFailure>) -> Void) {
+        identify(token: token) { done($0.mapError { .storeUnavailable($0.description) }) }
     }
 }

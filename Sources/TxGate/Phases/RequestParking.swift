@@ -24,7 +24,8 @@ struct RequestParking {
     /// Whether `ctx` may be a browser coming back from an approval to a parked request: the
     /// identify phase then looks the session up even where no policy needs one for a GET.
     static func mayReplay(_ ctx: RequestContext) -> Bool {
-        ctx.head.method == "GET" && ctx.txid.map(PolicyDecider.isTxId) == true && isBrowser(ctx)
+        // Not on /-/authz: the proxy forwards the request it holds, never a parked one.
+        ctx.forwardedBy == nil && ctx.head.method == "GET" && ctx.txid.map(PolicyDecider.isTxId) == true && isBrowser(ctx)
     }
 
     /// Parks the request under `txid` for its subject, expiring with the transaction; `done`

@@ -95,11 +95,14 @@ public struct GatewayConfig: Decodable, Sendable {
     /// The OAuth 2.0 / OpenID Connect provider; nil: not served.
     public var oauth2: OAuth2Config?
     public var txnTokens = TxnTokenConfig()
+    public var pdp = PDPConfig()
+    public var forwardAuth = ForwardAuthConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email",
-                              "trustedProxies", "readiness", "metrics", "loginPage", "cors", "oauth2", "txnTokens"]
+                              "trustedProxies", "readiness", "metrics", "loginPage", "cors", "oauth2", "txnTokens",
+                              "pdp", "forwardAuth"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -142,12 +145,14 @@ public struct GatewayConfig: Decodable, Sendable {
         cors = o.value("cors", default: cors)
         oauth2 = o.optional("oauth2")
         txnTokens = o.value("txnTokens", default: txnTokens)
+        pdp = o.value("pdp", default: pdp)
+        forwardAuth = o.value("forwardAuth", default: forwardAuth)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
     public func warnings(environment: [String: String] = ProcessInfo.processInfo.environment) -> [String] {
         var out: [String] = []
-        if policies == nil {
+        if policies == nil && pdp.type == .embedded {
             out.append("no policies: the gateway runs as a plain proxy and forwards every request")
         }
         if store.type == "redis" && !journeys.isEmpty && environment["TXGATE_SIGNING_KEY"] == nil && !secrets.signingKeyFileGiven {
@@ -215,6 +220,7 @@ public enum ConfigLoader {
         resolvePaths(&config, folder: folder, issues: issues)
         loadUsers(&config, issues: issues)
         checkAuth(config, issues: issues)
+        checkPDP(&config, folder: folder, issues: issues)
         if !issues.errors.isEmpty { throw ConfigErrors(errors: issues.errors) }
         return config
     }

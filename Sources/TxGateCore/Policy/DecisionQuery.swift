@@ -44,6 +44,9 @@ public struct DecisionQuery {
     public var body: (() -> [UInt8])?
     /// The request's `Content-Type` (several joined with ", ", which no media type parses).
     public var contentType: String?
+    /// When the gateway received the request (monotonic ns): a remote PDP's timeout counts
+    /// from there, so that looking up the session and deciding share one time budget.
+    public var receivedNanos: UInt64?
 
     public init(realm: String, path: Substring, resource: String, method: String, subject: Subject?,
                 txid: String? = nil, body: (() -> [UInt8])? = nil, contentType: String? = nil) {
@@ -62,17 +65,26 @@ public struct DecisionQuery {
 public enum PDPError: Error, Equatable, Sendable {
     /// The store (or a remote PDP) cannot be reached: fail closed.
     case unavailable(String)
+    /// A remote PDP (AM) did not answer, or answered something that is not a decision: fail closed.
+    case remoteUnavailable(String)
     case tooManyTransactions(Int)
     case badRequest(String)
     /// The body's media type cannot be bound (415).
     case unsupportedMediaType(String)
 }
 
-/// A source of decisions in AM's shape: the embedded engine, or (later) a remote AM. The PEP
+/// A source of decisions in AM's shape: the embedded engine, or a remote AM (`RemotePDP`). The PEP
 /// does not care which one it talks to.
 public protocol PolicyDecisionPoint: AnyObject, Sendable {
     /// Whether deciding needs the subject; if not, the PEP skips the session lookup.
     func needsSubject(path: Substring, method: String) -> Bool
     /// Decides; `done` runs on `executor`.
     func evaluate(_ q: DecisionQuery, on executor: CallbackExecutor, _ done: @escaping (Result<Decision, PDPError>) -> Void)
+    /// Who a cached decision is for: the user and the journeys done (embedded), or the session
+    /// itself (remote: only the AM knows what else the session carries).
+    func cacheKey(for subject: Subject) -> String
+}
+
+extension PolicyDecisionPoint {
+    public func cacheKey(for subject: Subject) -> String { subject.uid + "|" + subject.journeys.joined(separator: ",") }
 }
