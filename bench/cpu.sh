@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Gateway CPU time per request, two txgate binaries side by side over alternating rounds, for
-# the plain proxy (no policies) and the allow path (session + policy + cached decision).
+# the plain proxy (no policies), the same with the access log on (to a file), and the allow
+# path (session + policy + cached decision).
 # CPU time comes from /proc/PID/stat (utime + stime of the gateway process), which a shared,
 # noisy machine disturbs far less than req/s.
 #
@@ -41,6 +42,7 @@ import json, sys
 tmp, bank = sys.argv[1], sys.argv[2]
 base = {"upstream": {"url": f"http://127.0.0.1:{bank}"}, "workers": 1, "log": {"access": False, "level": "warning"}}
 json.dump(base, open(f"{tmp}/plain.json", "w"))
+json.dump(dict(base, log={"access": True, "level": "info"}), open(f"{tmp}/log.json", "w"))
 allow = dict(base)
 allow.update({
     "users": [{"username": "demo", "passwordHash": "$scrypt$ln=4,r=8,p=1$c2FsdHNhbHRzYWx0c2FsdA$" , "email": "d@example.com"}],
@@ -83,14 +85,17 @@ for round in $(seq 1 "$ROUNDS"); do
   order=("A" "B"); [ $((round % 2)) -eq 0 ] && order=("B" "A")
   for which in "${order[@]}"; do
     bin="$A"; [ "$which" = "B" ] && bin="$B"
-    for kind in plain allow; do
-      if [ "$kind" = plain ]; then r="$(measure "$bin" "$TMP/plain.json" /health)"; else r="$(measure "$bin" "$TMP/allow.json" /accounts session)"; fi
+    for kind in plain log allow; do
+      case "$kind" in
+        allow) r="$(measure "$bin" "$TMP/allow.json" /accounts session)" ;;
+        *) r="$(measure "$bin" "$TMP/$kind.json" /health)" ;;
+      esac
       printf '%-7s %-6s %-6s %10s %10s\n' "$kind" "$round" "$which" $r
       SUM["$kind$which"]="${SUM["$kind$which"]:-} ${r%% *}"
     done
   done
 done
-for kind in plain allow; do
+for kind in plain log allow; do
   python3 -c "
 import statistics
 a=[float(x) for x in '${SUM["${kind}A"]}'.split()]; b=[float(x) for x in '${SUM["${kind}B"]}'.split()]

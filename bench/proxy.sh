@@ -1,6 +1,10 @@
 #!/usr/bin/env bash
 # Side-by-side proxy benchmark on loopback: an nginx backend measured directly, through nginx
-# proxy_pass (1 worker, upstream keep-alive) and through txgate (1 worker).
+# proxy_pass (1 worker, upstream keep-alive) and through txgate (1 worker), each proxy with its
+# access log off and on (nginx: a buffered access_log, buffer=64k; txgate: log.access), and
+# txgate's allow path (a session, a policy and a cached decision). For each target: req/s,
+# latency, and the CPU time the server process(es) spent per request (utime + stime from
+# /proc/PID/stat over the measured run). The order of the targets alternates between runs.
 #
 #   bash bench/proxy.sh [--quick] [--runs N] [--nginx-only]
 #
@@ -152,6 +156,15 @@ fi
 # ---------------------------------------------------------------------------------------------
 # 2. Ports and servers
 
+cpu_ticks() {  # total utime + stime of the given PIDs, in clock ticks
+  local pid total=0
+  for pid in "$@"; do
+    [ -r "/proc/$pid/stat" ] || continue
+    total=$((total + $(sed 's/^.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 }')))
+  done
+  echo "$total"
+}
+
 # Free ports are picked below the kernel's ephemeral range (wrk's client ports come from there).
 read -r EPH_LO EPH_HI < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || { EPH_LO=32768; EPH_HI=60999; }
 if [ "$EPH_LO" -gt 12000 ]; then PORT_LO=10000; PORT_HI=$((EPH_LO - 1))
@@ -244,13 +257,14 @@ start_backend() {
   die "backend nginx failed to start"
 }
 
-start_nginx_proxy() {
-  local port dir="$TMP/nginx-proxy" attempt
+start_nginx_proxy() {  # start_nginx_proxy DIR_NAME [ACCESS_LOG_LINE] -> sets N, PROXY_PID
+  local port dir="$TMP/$1" attempt access="${2:-}"
   for attempt in 1 2 3; do
     pick_port; port="$PICKED"
-    nginx_conf "$dir" "$port" '            proxy_pass http://backend_upstream;
+    nginx_conf "$dir" "$port" "            proxy_pass http://backend_upstream;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";' "    upstream backend_upstream {
+            proxy_set_header Connection \"\";
+$access" "    upstream backend_upstream {
         server 127.0.0.1:$B;
         keepalive 64;
         keepalive_requests 1000000;
@@ -265,14 +279,46 @@ start_nginx_proxy() {
   die "proxy nginx failed to start"
 }
 
-start_txgate() {
-  local port dir="$TMP/txgate" attempt
+# txgate_config KIND PORT DIR: plain (access log off), log (access log on, to a file), allow
+# (access log off; a user, a store, a policy for authenticated users on every path).
+txgate_config() {
+  local kind="$1" port="$2" dir="$3"
+  python3 - "$kind" "$port" "$dir" "$B" "${BENCH_HASH:-}" >"$dir/gateway.json" <<'PY'
+import json, sys
+kind, port, d, backend, hash_ = sys.argv[1:6]
+c = {"listen": f"127.0.0.1:{port}", "workers": 1, "upstream": {"url": f"http://127.0.0.1:{backend}", "keepAlive": 64},
+     "log": {"level": "info" if kind == "log" else "warning", "access": kind == "log"},
+     "limits": {"maxConnectionsPerClient": 0}}
+if kind == "allow":
+    c.update({"users": [{"username": "bench", "passwordHash": hash_, "email": "bench@example.com"}],
+              "journeys": {"Login": [{"type": "UsernamePassword"}]},
+              "store": {"path": f"{d}/txgate.db"}, "secrets": {"signingKeyFile": f"{d}/signing.key"},
+              "policies": [{"name": "everything", "resources": ["/**"], "actions": ["GET"], "subjects": "authenticated"}]})
+print(json.dumps(c))
+PY
+}
+
+login_token() {  # login_token PORT: a session token for the bench user
+  python3 - "$1" <<'PY'
+import json, sys, urllib.request
+url = f"http://127.0.0.1:{sys.argv[1]}/am/json/realms/root/authenticate"
+def post(body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else b"", method="POST",
+                                 headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=10))
+step = post(None)
+step["callbacks"][0]["input"][0]["value"] = "bench"
+step["callbacks"][1]["input"][0]["value"] = "bench-password"
+print(post(step)["tokenId"])
+PY
+}
+
+start_txgate() {  # start_txgate KIND -> sets T, TXGATE_PID
+  local kind="$1" port dir="$TMP/txgate-$1" attempt
   mkdir -p "$dir"
   for attempt in 1 2 3; do
     pick_port; port="$PICKED"
-    cat >"$dir/gateway.json" <<EOF
-{"listen":"127.0.0.1:$port","workers":1,"upstream":{"url":"http://127.0.0.1:$B","keepAlive":64},"log":{"level":"warning","access":false}}
-EOF
+    txgate_config "$kind" "$port" "$dir"
     if ! "$TXGATE" check --config "$dir/gateway.json" >"$dir/check.log" 2>&1; then
       cat "$dir/check.log" >&2; die "txgate check rejected $dir/gateway.json"
     fi
@@ -285,36 +331,49 @@ EOF
     stop_pid "$STARTED_PID"; log "txgate did not listen on $port (attempt $attempt)"
   done
   tail -n 20 "$dir/txgate.log" >&2 || true
-  die "txgate failed to start"
+  die "txgate ($kind) failed to start"
 }
 
 record_workers() { local pid; for pid in $(children_of "$1"); do EXTRA_PIDS+=("$pid"); done; }
 
 # A real request through each target must return the backend's body with status 200.
-check_target() {  # check_target NAME PORT
-  local name="$1" port="$2" code body
-  code="$(curl -sS --max-time 5 -o "$TMP/check.body" -w '%{http_code}' "http://127.0.0.1:$port/")" || code="curl-error"
+check_target() {  # check_target NAME PORT [HEADER]
+  local name="$1" port="$2" header="${3:-}" code body args=()
+  [ -n "$header" ] && args=(-H "$header")
+  code="$(curl -sS --max-time 5 "${args[@]}" -o "$TMP/check.body" -w '%{http_code}' "http://127.0.0.1:$port/")" || code="curl-error"
   body="$(cat "$TMP/check.body" 2>/dev/null || true)"
   if [ "$code" != 200 ] || [ "$body" != "hello from backend" ]; then
     die "$name (127.0.0.1:$port) answered status $code, body: ${body:0:300}"
   fi
 }
 
+declare -A NAME=([direct]="direct" [nginx]="nginx proxy_pass" [nginx-log]="nginx +access log"
+                 [txgate]="txgate" [txgate-log]="txgate +access log" [txgate-allow]="txgate allow path")
+declare -A PORT PIDS_OF HEADER
 start_backend
 record_workers "$BACKEND_PID"
-start_nginx_proxy
+PORT[direct]="$B"; PIDS_OF[direct]="$BACKEND_PID $(children_of "$BACKEND_PID")"
+start_nginx_proxy nginx-proxy
 record_workers "$PROXY_PID"
-TARGETS=(direct nginx)
-declare -A NAME=([direct]="direct" [nginx]="nginx proxy_pass" [txgate]="txgate")
-declare -A PORT=([direct]="$B" [nginx]="$N")
+PORT[nginx]="$N"; PIDS_OF[nginx]="$PROXY_PID $(children_of "$PROXY_PID")"
+start_nginx_proxy nginx-proxy-log "            access_log $TMP/nginx-proxy-log/access.log combined buffer=64k flush=1s;"
+record_workers "$PROXY_PID"
+PORT[nginx-log]="$N"; PIDS_OF[nginx-log]="$PROXY_PID $(children_of "$PROXY_PID")"
+TARGETS=(direct nginx nginx-log)
 if [ "$WITH_TXGATE" = 1 ]; then
-  start_txgate
-  TARGETS+=(txgate)
-  PORT[txgate]="$T"
+  BENCH_HASH="$(printf 'bench-password' | "$TXGATE" hash-password 2>/dev/null | tail -n 1)"
+  for kind in plain log allow; do
+    start_txgate "$kind"
+    t="txgate-$kind"; [ "$kind" = plain ] && t=txgate
+    TARGETS+=("$t"); PORT[$t]="$T"; PIDS_OF[$t]="$TXGATE_PID"
+  done
+  HEADER[txgate-allow]="iPlanetDirectoryPro: $(login_token "${PORT[txgate-allow]}")"
 fi
 
-log "backend 127.0.0.1:$B, nginx proxy_pass 127.0.0.1:$N${T:+, txgate 127.0.0.1:$T}"
-for t in "${TARGETS[@]}"; do check_target "${NAME[$t]}" "${PORT[$t]}"; done
+for t in "${TARGETS[@]}"; do
+  log "${NAME[$t]}: 127.0.0.1:${PORT[$t]}"
+  check_target "${NAME[$t]}" "${PORT[$t]}" "${HEADER[$t]:-}"
+done
 
 # ---------------------------------------------------------------------------------------------
 # 3-4. Measure, parse, report
@@ -340,62 +399,83 @@ parse_wrk() {
   echo "$rps $(to_ms "$p50") $(to_ms "$p99") ${non2xx:-0} ${sock:-0 0 0 0}"
 }
 
-run_wrk() {  # run_wrk PORT SECONDS OUTFILE
-  local port="$1" secs="$2" out="$3"
-  run_child "$out" timeout -k 5 $((secs + 30)) wrk -t1 -c"$CONNECTIONS" -d"${secs}s" --latency \
+run_wrk() {  # run_wrk PORT SECONDS OUTFILE [HEADER]
+  local port="$1" secs="$2" out="$3" header="${4:-}" args=()
+  [ -n "$header" ] && args=(-H "$header")
+  run_child "$out" timeout -k 5 $((secs + 30)) wrk -t1 -c"$CONNECTIONS" -d"${secs}s" --latency "${args[@]}" \
     "http://127.0.0.1:$port/"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else printf "n/a" }'; }
 
-ROW_FMT='%-18s %10s %9s %9s %9s %9s\n'
-print_header() { printf "$ROW_FMT" target req/s 'p50(ms)' 'p99(ms)' non-2xx sock-err; }
-print_row() {  # NAME RPS P50 P99 NON2XX SOCKERR
-  printf "$ROW_FMT" "$1" "$(printf '%.0f' "$2")" "$(printf '%.3f' "$3")" "$(printf '%.3f' "$4")" "$5" "$6"
+ROW_FMT='%-20s %9s %8s %8s %11s %8s %9s\n'
+print_header() { printf "$ROW_FMT" target req/s 'p50(ms)' 'p99(ms)' 'µs CPU/req' non-2xx sock-err; }
+print_row() {  # NAME RPS P50 P99 CPU NON2XX SOCKERR
+  printf "$ROW_FMT" "$1" "$(printf '%.0f' "$2")" "$(printf '%.3f' "$3")" "$(printf '%.3f' "$4")" "$(printf '%.1f' "$5")" "$6" "$7"
 }
-print_ratios() {  # RPS_D RPS_N RPS_T P99_N P99_T
+# print_ratios RPS P99 CPU: names of associative arrays indexed by target (one run, or the medians)
+print_ratios() {
   [ "$WITH_TXGATE" = 1 ] || return 0
-  echo "txgate/nginx throughput ratio: $(ratio "$3" "$2")   p99 ratio (txgate/nginx): $(ratio "$5" "$4")"
-  echo "txgate/direct throughput ratio: $(ratio "$3" "$1")"
+  local -n r="$1" p="$2" c="$3"
+  printf '%-36s %6s %6s %6s\n' ratio CPU req/s p99
+  printf '%-36s %6s %6s %6s\n' "txgate / nginx proxy_pass" "$(ratio "${c[txgate]}" "${c[nginx]}")" \
+    "$(ratio "${r[txgate]}" "${r[nginx]}")" "$(ratio "${p[txgate]}" "${p[nginx]}")"
+  printf '%-36s %6s %6s %6s\n' "txgate +log / nginx +log (buffered)" "$(ratio "${c[txgate-log]}" "${c[nginx-log]}")" \
+    "$(ratio "${r[txgate-log]}" "${r[nginx-log]}")" "$(ratio "${p[txgate-log]}" "${p[nginx-log]}")"
+  printf '%-36s %6s %6s %6s\n' "txgate allow path / txgate" "$(ratio "${c[txgate-allow]}" "${c[txgate]}")" \
+    "$(ratio "${r[txgate-allow]}" "${r[txgate]}")" "$(ratio "${p[txgate-allow]}" "${p[txgate]}")"
 }
 
-declare -A RPS P50 P99 NON2XX SOCKERR
+declare -A RPS P50 P99 CPU NON2XX SOCKERR
 FAILED=""
 
-log "wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency, warm-up ${WARMUP}s, $RUNS run(s)"
+measure_target() {  # measure_target TARGET RUN
+  local t="$1" run="$2" out="$TMP/wrk-$2-$1.txt" before after requests parsed
+  log "run $run/$RUNS: ${NAME[$t]} (127.0.0.1:${PORT[$t]})"
+  run_wrk "${PORT[$t]}" "$WARMUP" "$TMP/warmup.txt" "${HEADER[$t]:-}" || { cat "$TMP/warmup.txt" >&2; die "wrk warm-up against ${NAME[$t]} failed"; }
+  # shellcheck disable=SC2086
+  before="$(cpu_ticks ${PIDS_OF[$t]})"
+  run_wrk "${PORT[$t]}" "$DURATION" "$out" "${HEADER[$t]:-}" || { cat "$out" >&2; die "wrk against ${NAME[$t]} failed"; }
+  # shellcheck disable=SC2086
+  after="$(cpu_ticks ${PIDS_OF[$t]})"
+  parsed="$(parse_wrk "$out")" || { cat "$out" >&2; die "could not parse wrk output for ${NAME[$t]}"; }
+  requests="$(awk '/requests in/ { print $1 }' "$out")"
+  read -r rps p50 p99 non2xx s_conn s_read s_write s_timeout <<<"$parsed"
+  RPS[$t,$run]=$rps; P50[$t,$run]=$p50; P99[$t,$run]=$p99; NON2XX[$t,$run]=$non2xx
+  CPU[$t,$run]="$(awk -v d=$((after - before)) -v hz="$(getconf CLK_TCK)" -v n="$requests" 'BEGIN { printf "%.2f", (n > 0) ? (d / hz / n * 1e6) : 0 }')"
+  SOCKERR[$t,$run]=$((s_conn + s_read + s_write + s_timeout))
+  if [ "${SOCKERR[$t,$run]}" -gt 0 ]; then
+    log "${NAME[$t]}: socket errors: connect $s_conn, read $s_read, write $s_write, timeout $s_timeout"
+  fi
+  if [ "$non2xx" -gt 0 ]; then
+    log "${NAME[$t]}: $non2xx non-2xx/3xx responses"
+    [[ "$t" == txgate* ]] && FAILED="${NAME[$t]} returned $non2xx non-2xx responses in run $run"
+  fi
+  if [[ "$t" == txgate* ]] && ! is_alive "${PIDS_OF[$t]}"; then FAILED="${NAME[$t]} exited during run $run"; fi
+  return 0
+}
+
+log "wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency, warm-up ${WARMUP}s, $RUNS run(s), order alternating"
 for ((run = 1; run <= RUNS; run++)); do
-  for t in "${TARGETS[@]}"; do
-    out="$TMP/wrk-$run-$t.txt"
-    log "run $run/$RUNS: ${NAME[$t]} (127.0.0.1:${PORT[$t]})"
-    run_wrk "${PORT[$t]}" "$WARMUP" "$TMP/warmup.txt" || { cat "$TMP/warmup.txt" >&2; die "wrk warm-up against ${NAME[$t]} failed"; }
-    run_wrk "${PORT[$t]}" "$DURATION" "$out" || { cat "$out" >&2; die "wrk against ${NAME[$t]} failed"; }
-    parsed="$(parse_wrk "$out")" || { cat "$out" >&2; die "could not parse wrk output for ${NAME[$t]}"; }
-    read -r rps p50 p99 non2xx s_conn s_read s_write s_timeout <<<"$parsed"
-    RPS[$t,$run]=$rps; P50[$t,$run]=$p50; P99[$t,$run]=$p99; NON2XX[$t,$run]=$non2xx
-    SOCKERR[$t,$run]=$((s_conn + s_read + s_write + s_timeout))
-    if [ "${SOCKERR[$t,$run]}" -gt 0 ]; then
-      log "${NAME[$t]}: socket errors: connect $s_conn, read $s_read, write $s_write, timeout $s_timeout"
-    fi
-    if [ "$non2xx" -gt 0 ]; then
-      log "${NAME[$t]}: $non2xx non-2xx/3xx responses"
-      [ "$t" = txgate ] && FAILED="txgate returned $non2xx non-2xx responses in run $run"
-    fi
-    if [ "$t" = txgate ] && ! is_alive "$TXGATE_PID"; then
-      FAILED="txgate exited during run $run"
-    fi
-  done
+  order=("${TARGETS[@]}")
+  if [ $((run % 2)) -eq 0 ]; then
+    order=(); for ((i = ${#TARGETS[@]} - 1; i >= 0; i--)); do order+=("${TARGETS[$i]}"); done
+  fi
+  for t in "${order[@]}"; do measure_target "$t" "$run"; done
 
   echo
   [ "$RUNS" -gt 1 ] && echo "run $run/$RUNS"
   print_header
+  declare -A R1=() P1=() C1=()
   for t in "${TARGETS[@]}"; do
-    print_row "${NAME[$t]}" "${RPS[$t,$run]}" "${P50[$t,$run]}" "${P99[$t,$run]}" "${NON2XX[$t,$run]}" "${SOCKERR[$t,$run]}"
+    print_row "${NAME[$t]}" "${RPS[$t,$run]}" "${P50[$t,$run]}" "${P99[$t,$run]}" "${CPU[$t,$run]}" "${NON2XX[$t,$run]}" "${SOCKERR[$t,$run]}"
+    R1[$t]="${RPS[$t,$run]}"; P1[$t]="${P99[$t,$run]}"; C1[$t]="${CPU[$t,$run]}"
   done
-  print_ratios "${RPS[direct,$run]}" "${RPS[nginx,$run]}" "${RPS[txgate,$run]:-0}" "${P99[nginx,$run]}" "${P99[txgate,$run]:-0}"
+  print_ratios R1 P1 C1
   echo
 
   if [ -n "$FAILED" ]; then
-    [ "$WITH_TXGATE" = 1 ] && { log "txgate log (last 20 lines):"; tail -n 20 "$TMP/txgate/txgate.log" >&2 || true; }
+    [ "$WITH_TXGATE" = 1 ] && { log "txgate logs (last 10 lines each):"; tail -n 10 "$TMP"/txgate-*/txgate.log >&2 || true; }
     die "$FAILED"
   fi
 done
@@ -407,19 +487,20 @@ column() {  # column ARRAYNAME TARGET -> values across runs
 }
 
 if [ "$RUNS" -gt 1 ]; then
-  declare -A M_RPS M_P50 M_P99 S_NON2XX S_SOCK
+  declare -A M_RPS M_P50 M_P99 M_CPU S_NON2XX S_SOCK
   for t in "${TARGETS[@]}"; do
     M_RPS[$t]="$(median $(column RPS "$t"))"
     M_P50[$t]="$(median $(column P50 "$t"))"
     M_P99[$t]="$(median $(column P99 "$t"))"
+    M_CPU[$t]="$(median $(column CPU "$t"))"
     S_NON2XX[$t]="$(column NON2XX "$t" | awk '{ s += $1 } END { print s + 0 }')"
     S_SOCK[$t]="$(column SOCKERR "$t" | awk '{ s += $1 } END { print s + 0 }')"
   done
   echo "median of $RUNS runs (non-2xx and sock-err: totals)"
   print_header
   for t in "${TARGETS[@]}"; do
-    print_row "${NAME[$t]}" "${M_RPS[$t]}" "${M_P50[$t]}" "${M_P99[$t]}" "${S_NON2XX[$t]}" "${S_SOCK[$t]}"
+    print_row "${NAME[$t]}" "${M_RPS[$t]}" "${M_P50[$t]}" "${M_P99[$t]}" "${M_CPU[$t]}" "${S_NON2XX[$t]}" "${S_SOCK[$t]}"
   done
-  print_ratios "${M_RPS[direct]}" "${M_RPS[nginx]}" "${M_RPS[txgate]:-0}" "${M_P99[nginx]}" "${M_P99[txgate]:-0}"
+  print_ratios M_RPS M_P99 M_CPU
   echo
 fi

@@ -11,7 +11,8 @@
 # Environment: BENCH_DURATION (seconds, default 5), BENCH_CONCURRENCY (client threads, default 8),
 # BENCH_PROCS (client processes the threads are spread over, default 2), BENCH_USERS (users per
 # round and store, default 500 per second of BENCH_DURATION and at least 1000; each has three TOTP
-# codes at a time), BENCH_KEEP_TMP=1 (keep the temp dir with configs and logs).
+# codes at a time), BENCH_KEEP_TMP=1 (keep the temp dir with configs and logs), TXGATE_BIN (this
+# txgate binary instead of building one).
 #
 # Two gateways (1 worker each) in front of one demo-bank, the same configuration except the
 # store: SQLite (a file in the temp dir) and Redis (a redis-server started here, no persistence).
@@ -63,9 +64,10 @@ trap 'echo >&2; log "interrupted"; exit 130' INT
 trap 'exit 143' TERM
 
 log "building (release)"
-swift build -c release --product txgate >/dev/null
+[ -n "${TXGATE_BIN:-}" ] || swift build -c release --product txgate >/dev/null
 swift build -c release --product demo-bank >/dev/null
 BIN="$(swift build -c release --show-bin-path)"
+TXGATE="${TXGATE_BIN:-$BIN/txgate}"
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() {
@@ -117,8 +119,8 @@ redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --d
 "$BIN/demo-bank" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & BANK_PID=$!; PIDS+=($!)
 wait_port "$REDIS_PORT" redis-server
 wait_port "$BANK_PORT" demo-bank
-"$BIN/txgate" serve --config "$TMP/sqlite.json" >"$TMP/sqlite.log" 2>&1 & SQLITE_PID=$!; PIDS+=($!)
-"$BIN/txgate" serve --config "$TMP/redis.json" >"$TMP/redis-gw.log" 2>&1 & REDIS_GW_PID=$!; PIDS+=($!)
+"$TXGATE" serve --config "$TMP/sqlite.json" >"$TMP/sqlite.log" 2>&1 & SQLITE_PID=$!; PIDS+=($!)
+"$TXGATE" serve --config "$TMP/redis.json" >"$TMP/redis-gw.log" 2>&1 & REDIS_GW_PID=$!; PIDS+=($!)
 REDIS_PID=${PIDS[0]}
 wait_port "$SQLITE_PORT" "txgate (sqlite)"
 wait_port "$RPORT" "txgate (redis)"

@@ -50,9 +50,17 @@ enum BufferEvent {
     /// waiting a loop iteration: that costs two epoll_ctl calls per response. What the socket
     /// does not take is left to libevent (EV_WRITE). Returns true when nothing is left.
     /// Plain sockets only: a TLS bufferevent must write through OpenSSL.
+    ///
+    /// A socket bufferevent keeps the start of its output buffer frozen (only its own write
+    /// callback may drain it), so `evbuffer_write` on it fails without writing anything.
+    /// libevent's write callback thaws it around its own write; this does the same.
     static func writeDirectly(_ bev: OpaquePointer) -> Bool {
         let out = bufferevent_get_output(bev)!
-        if evbuffer_get_length(out) > 0 { _ = evbuffer_write(out, bufferevent_getfd(bev)) }
+        if evbuffer_get_length(out) > 0 {
+            evbuffer_unfreeze(out, 1)
+            _ = evbuffer_write(out, bufferevent_getfd(bev))
+            evbuffer_freeze(out, 1)
+        }
         guard evbuffer_get_length(out) == 0 else {
             bufferevent_enable(bev, Int16(EV_WRITE))
             return false

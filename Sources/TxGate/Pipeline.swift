@@ -83,14 +83,19 @@ final class Pipeline {
     private let phases: [RequestPhase]
     private let logger: Logger
     private let accessLog: AccessLog?
+    /// The worker's buffer for access lines: it outlives a reload's pipeline.
+    private let accessLogBuffer: AccessLogBuffer
     private let upstreamDescription: String
     /// Whose `X-Forwarded-For` names the client (`RequestContext.client`).
     let trustedProxies: TrustedProxies
+    /// The configuration's policies (`RequestContext.policy` finds the applicable one once).
+    var policies = PolicySet([])
     /// Requests counted as they end (`/-/metrics`).
     var metrics: RequestMetrics?
 
-    init(_ phases: [RequestPhase], logger: Logger, accessLog: AccessLog?, upstreamDescription: String,
-         trustedProxies: TrustedProxies = TrustedProxies()) {
+    init(_ phases: [RequestPhase], logger: Logger, accessLog: AccessLog?, accessLogBuffer: AccessLogBuffer,
+         upstreamDescription: String, trustedProxies: TrustedProxies = TrustedProxies()) {
+        self.accessLogBuffer = accessLogBuffer
         self.phases = phases
         self.trustedProxies = trustedProxies
         self.logger = logger
@@ -133,41 +138,7 @@ final class Pipeline {
     }
 
     func log(_ ctx: RequestContext) {
-        accessLog?.write(ctx)
+        if let accessLog { accessLogBuffer.append(accessLog, ctx) }
         metrics?.finished(ctx)
     }
-}
-
-/// One access-log line per request, written when the response ends or the client leaves.
-struct AccessLog {
-    let logger: Logger
-
-    init(logger: Logger) {
-        var access = logger
-        access[metadataKey: "log"] = "access"
-        self.logger = access
-    }
-
-    func write(_ ctx: RequestContext) {
-        let ex = ctx.exchange
-        var md: Logger.Metadata = [
-            "request_id": .string(ctx.requestId),
-            "method": .string(ex.head.method),
-            "path": .string(String(ex.head.path)),
-            "status": .stringConvertible(ex.responseStarted ? ex.status : 499),
-            "bytes": .stringConvertible(ex.bodyBytesSent),
-            "duration_ms": .stringConvertible(Self.ms(EventLoop.nowNanos() - ex.startNanos)),
-            "client": .string(ctx.client.address),
-        ]
-        if ctx.client.viaTrustedProxy { md["peer"] = .string(ex.remoteIP) }
-        if let ua = ex.head.headers.first("User-Agent") { md["user_agent"] = .string(ua) }
-        if let p = ctx.policyName { md["policy"] = .string(p) }
-        if let d = ctx.decision { md["decision"] = .string(d.outcome(for: ctx.method).rawValue) }
-        if ctx.forwardedBy != nil { md["original"] = .string(ctx.method + " " + ctx.target) }
-        if let u = ctx.upstreamNanos { md["upstream_ms"] = .stringConvertible(Self.ms(u)) }
-        if let s = ctx.subject { md["user"] = .string(s.uid) }
-        logger.info("access", metadata: md)
-    }
-
-    static func ms(_ nanos: UInt64) -> Double { (Double(nanos) / 1_000).rounded() / 1_000 }
 }

@@ -42,12 +42,16 @@ final class RequestContext {
     /// A browser's parked request, taken back to be sent as it was (WIRE-EXTENSIONS §3b): its
     /// method, content type, accept and body stand for those of the GET that brought the
     /// browser back.
-    var replay: ParkedRequest?
+    var replay: ParkedRequest? {
+        didSet { applicable = nil }  // the parked request's method decides which policy applies
+    }
     /// Added to whatever answers the request, the gateway or the upstream (CORS headers).
     var responseHeaders = HTTPHeaders()
     /// Time from sending upstream to the response head, when the request was proxied.
     var upstreamNanos: UInt64?
     private(set) var finished = false
+    /// The applicable policy's index, once looked up (`policyIndex`).
+    private var applicable: Int??
 
     init(exchange: ServerExchange, requestId: String, pipeline: Pipeline) {
         self.exchange = exchange
@@ -61,6 +65,20 @@ final class RequestContext {
     }
 
     var head: RequestHead { exchange.head }
+
+    /// The index in the pipeline's policies of the one that applies to the normalized path and
+    /// the method (nil: none, or the path is not normalized yet), looked up once per request:
+    /// the phases, the access log and the metrics all ask.
+    var policyIndex: Int? {
+        if let a = applicable { return a }
+        guard !path.isEmpty else { return nil }
+        let i = pipeline.policies.applicableIndex(path: path[...], method: method)
+        applicable = .some(i)
+        return i
+    }
+
+    /// The policy that applies (`policyIndex`).
+    var policy: Policy? { policyIndex.map { pipeline.policies.policies[$0] } }
 
     /// The method decided on and sent upstream: the parked request's, when one is replayed; the
     /// original request's on `/-/authz`.

@@ -57,7 +57,7 @@ final class SharedState: Sendable {
         // fixed at start-up.
         let metrics = previous?.metrics ?? GatewayMetrics(config: config)
         self.metrics = metrics
-        accessLog = config.log.access ? AccessLog(logger: logger) : nil
+        accessLog = config.log.access && logger.logLevel <= .info ? AccessLog(logger: logger) : nil
         listenerTLS = try config.tls.map { try TLSContext.server(certificateFile: $0.certificate, privateKeyFile: $0.privateKey) }
         strictTransportSecurity = config.tls?.hsts?.headerValue
         policies = PolicySet(config.policies ?? [])

@@ -20,16 +20,19 @@ final class Worker: @unchecked Sendable {
     /// Replaced by a reload; requests in flight keep the one they started with.
     private var pipeline: Pipeline
     let readiness: Readiness
+    /// Access lines wait here until written out in one go (at most 100 ms).
+    let accessLogBuffer: AccessLogBuffer
     private var requestIds = RequestIdGenerator()
 
     init(index: Int, shared: SharedState) throws {
         self.index = index
         self.shared = shared
         pool = UpstreamPool(loop: loop, endpoint: shared.upstream)
+        accessLogBuffer = AccessLogBuffer(loop: loop)
         shared.redis?.attach(to: loop, worker: index)
         readiness = Readiness(loop: loop, upstream: shared.upstream, store: shared.store,
                               intervalMs: shared.config.readiness.intervalMs, worker: index, logger: shared.logger)
-        pipeline = Self.pipeline(shared, loop: loop, pool: pool, readiness: readiness)
+        pipeline = Self.pipeline(shared, loop: loop, pool: pool, readiness: readiness, accessLogBuffer: accessLogBuffer)
         pool.onDispatch = { [m = shared.metrics] reused in (reused ? m.upstreamReused : m.upstreamNew).increment() }
         server = try HTTPServer(loop: loop, address: shared.listenAddress, tls: shared.listenerTLS, limits: shared.limits,
                                 clients: shared.clientConnections,
@@ -40,11 +43,14 @@ final class Worker: @unchecked Sendable {
         server.strictTransportSecurity = shared.strictTransportSecurity
     }
 
-    static func pipeline(_ shared: SharedState, loop: EventLoop, pool: UpstreamPool, readiness: Readiness) -> Pipeline {
+    static func pipeline(_ shared: SharedState, loop: EventLoop, pool: UpstreamPool, readiness: Readiness,
+                         accessLogBuffer: AccessLogBuffer) -> Pipeline {
         let pipeline = Pipeline(phases(shared, loop: loop, pool: pool, readiness: readiness), logger: shared.logger,
-                                accessLog: shared.accessLog, upstreamDescription: shared.upstreamDescription,
+                                accessLog: shared.accessLog, accessLogBuffer: accessLogBuffer,
+                                upstreamDescription: shared.upstreamDescription,
                                 trustedProxies: shared.config.trustedProxies)
-        pipeline.metrics = RequestMetrics(shared.metrics, policies: shared.policies)
+        pipeline.policies = shared.policies
+        pipeline.metrics = RequestMetrics(shared.metrics)
         return pipeline
     }
 
@@ -52,7 +58,7 @@ final class Worker: @unchecked Sendable {
     /// TLS certificate; the listener, the upstream pool and the connections stay.
     func switchTo(_ next: SharedState) {
         loop.execute { [self] in
-            pipeline = Self.pipeline(next, loop: loop, pool: pool, readiness: readiness)
+            pipeline = Self.pipeline(next, loop: loop, pool: pool, readiness: readiness, accessLogBuffer: accessLogBuffer)
             if next.listenerTLS != nil { server.tls = next.listenerTLS }
             server.strictTransportSecurity = next.strictTransportSecurity
         }
@@ -112,8 +118,8 @@ final class Worker: @unchecked Sendable {
         ]
         if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
         return phases + [
-            ReadBodyPhase(.forBoundTransaction(shared.policies)),
-            DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL, policies: shared.policies),
+            ReadBodyPhase(.forBoundTransaction),
+            DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL),
             ChallengePhase(publicURL: publicURL, amURI: amURI, bearerForm: config.challenges.bearer, policies: shared.policies,
                            parking: parking),
         ]
@@ -131,6 +137,7 @@ final class Worker: @unchecked Sendable {
         loop.execute { [self] in readiness.start() }
         let t = Thread { [self] in
             loop.run()
+            accessLogBuffer.flush()
             onExit()
         }
         t.name = "txgate-worker-\(index)"
@@ -143,6 +150,7 @@ final class Worker: @unchecked Sendable {
             readiness.stop()
             server.beginDrain { [self] in
                 pool.closeIdle()
+                accessLogBuffer.flush()
                 shared.redis?.detach(from: loop)
                 done()
                 loop.stop()

@@ -6,11 +6,14 @@ import TxGateCore
 /// `now` and expiry times are epoch milliseconds. A row whose `expires_at <= now` is treated as
 /// absent everywhere; the periodic purge only reclaims its space. Operations that read and then
 /// write run in `BEGIN IMMEDIATE` transactions, so they stay atomic even if another process
-/// shares the file.
+/// shares the file; `create` and `compareAndSwap` are each one conditional write statement
+/// instead (a writing statement takes the write lock before it reads, so it is as atomic,
+/// without the BEGIN and COMMIT round and the separate read).
 final class KeyValueTable {
     private let db: SQLiteConnection
     private let begin, commit, rollback: SQLiteStatement
     private let selectLive, upsert, touchLive, deleteLive, deleteKey, purgeExpired, ping: SQLiteStatement
+    private let insertUnlessLive, swapIfEqual, deleteIfEqual: SQLiteStatement
 
     init(_ db: SQLiteConnection) throws {
         self.db = db
@@ -32,15 +35,25 @@ final class KeyValueTable {
         deleteKey = try db.prepare("DELETE FROM kv WHERE key = ?1")
         purgeExpired = try db.prepare("DELETE FROM kv WHERE expires_at <= ?1")
         ping = try db.prepare("SELECT 1 FROM kv LIMIT 1")
+        // An expired row may still be there: replacing it is creating.
+        insertUnlessLive = try db.prepare("""
+            INSERT INTO kv (key, value, expires_at) VALUES (?1, ?2, ?3)
+            ON CONFLICT (key) DO UPDATE SET value = excluded.value, expires_at = excluded.expires_at WHERE kv.expires_at <= ?4
+            """)
+        swapIfEqual = try db.prepare(
+            "UPDATE kv SET value = ?3, expires_at = CASE WHEN ?4 < 0 THEN expires_at ELSE ?4 END WHERE key = ?1 AND value = ?2 AND expires_at > ?5")
+        deleteIfEqual = try db.prepare("DELETE FROM kv WHERE key = ?1 AND value = ?2 AND expires_at > ?3")
     }
 
     func create(_ key: String, value: [UInt8], expiresAt: Int64, now: Int64) throws -> Bool {
-        try transaction {
-            if try live(key, now: now) != nil { return false }
-            // An expired row may still be there: replacing it is creating.
-            try put(key, value: value, expiresAt: expiresAt)
-            return true
+        try insertUnlessLive.use { s in
+            try s.bind(1, key)
+            try s.bind(2, value)
+            try s.bind(3, expiresAt)
+            try s.bind(4, now)
+            try s.step()
         }
+        return db.changes > 0
     }
 
     func put(_ key: String, value: [UInt8], expiresAt: Int64) throws {
@@ -104,16 +117,26 @@ final class KeyValueTable {
         }
     }
 
+    /// `expiresAt` nil keeps the row's expiry. The value compares byte for byte (both are blobs).
     func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, expiresAt: Int64?, now: Int64) throws -> Bool {
-        try transaction {
-            guard let row = try live(key, now: now), row.value == expected else { return false }
-            if let new {
-                try put(key, value: new, expiresAt: expiresAt ?? row.expiresAt)
-            } else {
-                try remove(key)
+        if let new {
+            try swapIfEqual.use { s in
+                try s.bind(1, key)
+                try s.bind(2, expected)
+                try s.bind(3, new)
+                try s.bind(4, expiresAt ?? -1)
+                try s.bind(5, now)
+                try s.step()
             }
-            return true
+        } else {
+            try deleteIfEqual.use { s in
+                try s.bind(1, key)
+                try s.bind(2, expected)
+                try s.bind(3, now)
+                try s.step()
+            }
         }
+        return db.changes > 0
     }
 
     func takeIf(_ key: String, fields: [String: String], now: Int64) throws -> ConditionalTake {

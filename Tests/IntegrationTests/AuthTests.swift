@@ -141,6 +141,25 @@ import TestSupport
         #expect(try Self.post(g, "/am/json/realms/root/sessions?_action=logout", nil, headers: [("iPlanetDirectoryPro", token)]).status == 401)
     }
 
+    /// Sessions read in the last second come from the gateway's session cache; a logout on
+    /// this instance must end the session at once on every worker, cached or not.
+    @Test func logoutEndsACachedSessionAtOnceOnEveryWorker() throws {
+        let bed = try Testbed.current
+        let policies: [[String: Any]] = [["name": "accounts", "resources": ["/accounts"], "actions": ["GET"]]]
+        let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig(["workers": 2, "policies": policies]))
+        let token = try Self.login(g)
+        let auth = [("iPlanetDirectoryPro", token), ("x-authenticate-response", "header")]
+        // Several connections, so that both workers read (and cache) the session.
+        for _ in 0..<6 { #expect(try g.fetch("GET", "/accounts", headers: auth).status == 200) }
+        #expect(try Self.post(g, "/am/json/realms/root/sessions?_action=validate", ["tokenId": token]).bodyText.contains(#""valid":true"#))
+        #expect(try Self.post(g, "/am/json/realms/root/sessions?_action=logout", nil, headers: [("iPlanetDirectoryPro", token)]).status == 200)
+        for _ in 0..<6 {
+            let r = try g.fetch("GET", "/accounts", headers: auth)
+            #expect(r.status == 401, "a logged-out session still served from a cache:\n\(r)")
+        }
+        #expect(try Self.post(g, "/am/json/realms/root/sessions?_action=validate", ["tokenId": token]).bodyText == #"{"valid":false}"#)
+    }
+
     @Test func sessionsSurviveARestart() throws {
         let bed = try Testbed.current
         let bank = try bed.startDemoBank()

@@ -38,6 +38,23 @@ struct ShutdownTests {
         #expect(status == 0, "exit status \(String(describing: status)); stderr:\n\(gateway.process.stderrTail())")
     }
 
+    @Test("access lines still in the workers' buffers are written on SIGTERM: one per request, none lost")
+    func accessLinesSurviveShutdown() throws {
+        let bed = try Testbed.current
+        let (gateway, _) = try bed.startGatewayWithBank(config: ["workers": 2, "shutdownTimeoutMs": 10_000])
+        let client = try gateway.connect(timeout: 5)
+        for i in 0..<50 {
+            #expect(try client.request("GET", "/accounts", headers: [("X-Request-Id", "shutdown-line-\(i)")]).status == 200)
+        }
+        // At once: the lines are still in the buffer (they wait up to 100 ms), and go out on the way down.
+        gateway.process.terminate()
+        #expect(gateway.process.waitForExit(timeout: 10) == 0)
+        let ids = Set(gateway.logLines().filter { $0["msg"] as? String == "access" }.compactMap { $0["request_id"] as? String })
+        #expect(ids == Set((0..<50).map { "shutdown-line-\($0)" }), "stderr:\n\(gateway.process.stderrTail())")
+        let lines = gateway.process.stderr.split(separator: "\n")
+        #expect(lines.last?.contains(#""msg":"txgate stopped""#) == true, "the access lines come before 'txgate stopped'")
+    }
+
     @Test("an idle keep-alive connection does not hold up shutdown")
     func idleConnectionDoesNotDelayExit() throws {
         let bed = try Testbed.current

@@ -153,3 +153,30 @@ import Testing
         #expect(ConditionalTake.matches(Array(#"{"state":"COMPLETED","n":1}"#.utf8), ["state": "COMPLETED"]))
     }
 }
+
+/// `ResourcePattern.matches` walks bytes; it must answer as the split-and-compare it replaced.
+struct ResourcePatternEquivalenceTests {
+    static func reference(_ p: ResourcePattern, _ path: Substring) -> Bool {
+        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
+        if p.anyDepth {
+            guard parts.count >= p.segments.count else { return false }
+        } else {
+            guard parts.count == p.segments.count else { return false }
+        }
+        for (a, s) in zip(parts, p.segments) where s != "*" && a != s { return false }
+        return !parts.contains { $0 == "." || $0 == ".." }
+    }
+
+    @Test func matchesAnswersAsTheSplitAndCompare() throws {
+        let patterns = ["/", "/**", "/accounts", "/accounts/*", "/accounts/*/tx", "/api/**", "/a/*/**", "/*", "/caf\u{e9}/*", "/x//y"]
+        let paths = ["", "/", "//", "/accounts", "/accounts/", "/accounts/1", "/accounts/1/tx", "/accounts/1/tx/2", "/api", "/api/",
+                     "/api/a/b", "/api/../x", "/api/./x", "/a/b", "/a/b/c", "/a/.", "/a/..", "/cafe\u{301}/1", "/caf\u{e9}/1",
+                     "/x//y", "/x/y", "noslash", "no/slash", "/accounts/*", "/%2e%2e/a"]
+        for text in patterns {
+            let p = try #require(ResourcePattern(text))
+            for path in paths {
+                #expect(p.matches(path[...]) == Self.reference(p, path[...]), "\(text) on \(path)")
+            }
+        }
+    }
+}

@@ -44,6 +44,8 @@ final class SessionManager: Sendable {
     let store: Store
     let config: SessionConfig
     let secureCookie: Bool
+    /// Sessions read in the last second (`SessionCache`: the bound, and what invalidates).
+    let cache = SessionCache()
     /// Sliding expiry is written at most this often, not on every request.
     static let touchIntervalS = 60
 
@@ -88,7 +90,12 @@ final class SessionManager: Sendable {
     }
 
     /// The live session for `token`, sliding its idle expiry; nil if unknown or expired.
+    /// A session read less than a second ago is answered from `cache`, without the store.
     func lookup(_ token: String, now: Int, on loop: EventLoop, _ done: @escaping (StoreResult<Session?>) -> Void) {
+        if let s = cache.get(token, now: now), s.created + config.maxLifetimeS - now > 0 {
+            done(.success(s))
+            return
+        }
         let key = Self.key(token)
         store.get(key, on: loop) { [self] r in
             switch r {
@@ -112,6 +119,7 @@ final class SessionManager: Sendable {
                     store.compareAndSwap(key, expected: bytes, new: value, ttlMs: min(config.idleTimeoutS, remainingLife) * 1000,
                                          on: loop) { _ in }
                 }
+                cache.put(token, storeKey: key, s, now: now)
                 done(.success(s))
             }
         }
@@ -120,6 +128,7 @@ final class SessionManager: Sendable {
     /// Records a completed step-up journey on the session. False if the session is gone.
     func addJourney(_ journey: String, toSessionKey key: String, uid: String, now: Int, on loop: EventLoop,
                     _ done: @escaping (StoreResult<Bool>) -> Void) {
+        cache.invalidate(storeKey: key)
         store.get(key, on: loop) { [self] r in
             switch r {
             case .failure(let e): done(.failure(e))
@@ -134,13 +143,22 @@ final class SessionManager: Sendable {
                 s.authTime = now
                 let value = s.encoded
                 let remaining = max(1, min(config.idleTimeoutS, s.created + config.maxLifetimeS - now))
-                store.compareAndSwap(key, expected: bytes, new: value, ttlMs: remaining * 1000, on: loop, done)
+                store.compareAndSwap(key, expected: bytes, new: value, ttlMs: remaining * 1000, on: loop) { [cache] r in
+                    // A lookup between the invalidation and this write may have cached the old record.
+                    cache.invalidate(storeKey: key)
+                    done(r)
+                }
             }
         }
     }
 
     func delete(_ token: String, on loop: EventLoop, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        store.delete(Self.key(token), on: loop, done)
+        let key = Self.key(token)
+        cache.invalidate(storeKey: key)
+        store.delete(key, on: loop) { [cache] r in
+            cache.invalidate(storeKey: key)
+            done(r)
+        }
     }
 
     func setCookie(_ token: String) -> String {

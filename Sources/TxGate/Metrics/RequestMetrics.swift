@@ -8,14 +8,12 @@ import TxGateCore
 /// index and an atomic add (the plain proxy's budget is a few percent of its CPU).
 final class RequestMetrics {
     let metrics: GatewayMetrics
-    private let policies: PolicySet
     private var counters: [Counter?]
     private let methodCount = GatewayMetrics.methods.count
     private let classCount = GatewayMetrics.statusClasses.count
 
-    init(_ metrics: GatewayMetrics, policies: PolicySet) {
+    init(_ metrics: GatewayMetrics) {
         self.metrics = metrics
-        self.policies = policies
         counters = Array(repeating: nil, count: metrics.policyNames.count * methodCount * classCount)
     }
 
@@ -42,8 +40,8 @@ final class RequestMetrics {
     /// The policy that applied (the last index, "none", when none did or there are no policies).
     private func policyIndex(_ ctx: RequestContext) -> Int {
         let none = metrics.policyNames.count - 1
-        guard none > 0, !ctx.path.isEmpty else { return none }
-        return policies.policies.firstIndex { $0.applies(path: ctx.path[...], method: ctx.method) } ?? none
+        guard none > 0 else { return none }
+        return ctx.policyIndex ?? none
     }
 
     static func methodIndex(_ m: String) -> Int {

@@ -10,11 +10,9 @@ struct DecidePhase: RequestPhase {
     let cache: DecisionCache
     let clock: WallClock
     let publicURL: String
-    /// For the access log: the name of the policy that applies.
-    let policies: PolicySet
 
     func handle(_ ctx: RequestContext) {
-        ctx.policyName = policies.applicable(path: ctx.path[...], method: ctx.method)?.name
+        ctx.policyName = ctx.policy?.name
         var q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.method,
                               subject: ctx.subject, txid: ctx.txid, body: { ctx.bodyBytes }, contentType: ctx.contentType)
         q.receivedNanos = ctx.exchange.startNanos

@@ -11,7 +11,7 @@ final class ReadBodyPhase: RequestPhase {
         /// Before the authentication endpoints: `/am` paths.
         case forAuthEndpoints
         /// Before the decision: when the transaction policy that applies binds the body.
-        case forBoundTransaction(PolicySet)
+        case forBoundTransaction
         /// Before the proxy.
         case always
     }
@@ -34,9 +34,9 @@ final class ReadBodyPhase: RequestPhase {
             return true
         case .forAuthEndpoints:
             return ctx.path == "/am" || ctx.path.hasPrefix("/am/")
-        case .forBoundTransaction(let policies):
+        case .forBoundTransaction:
             guard ctx.subject != nil,
-                  case .transaction(let rule)? = policies.applicable(path: ctx.path[...], method: ctx.method)?.requirement
+                  case .transaction(let rule)? = ctx.policy?.requirement
             else { return false }
             return rule.bindWholeBody || !rule.bindFields.isEmpty
         }

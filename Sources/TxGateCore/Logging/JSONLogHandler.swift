@@ -2,12 +2,13 @@ import Foundation
 import Logging
 
 /// Writes one JSON object per line to stderr: `{"ts":"...","level":"info","label":"txgate","msg":"...",<metadata>}`.
-/// Each line is one write(2), so lines from different worker threads never interleave.
+/// Each line is one write(2) under `LogOutput`'s lock, so lines from different worker threads
+/// never interleave (the access log's buffers go through the same lock).
 public struct JSONLogHandler: LogHandler {
     public var metadata: Logger.Metadata = [:]
     public var logLevel: Logger.Level = .info
-    private let label: String
-    private let fd: Int32
+    public let label: String
+    public let fd: Int32
 
     public init(label: String, fd: Int32 = 2) {
         self.label = label
@@ -32,17 +33,10 @@ public struct JSONLogHandler: LogHandler {
             s += ",\"\(JSONText.escape(key))\":" + Self.encode(merged[key]!)
         }
         s += "}\n"
-        s.withUTF8 { buf in
-            var off = 0
-            while off < buf.count {
-                let n = write(fd, buf.baseAddress! + off, buf.count - off)
-                if n <= 0 { if errno == EINTR { continue } else { break } }
-                off += n
-            }
-        }
+        s.withUTF8 { LogOutput.write(fd, UnsafeRawBufferPointer($0)) }
     }
 
-    static func encode(_ v: Logger.Metadata.Value) -> String {
+    public static func encode(_ v: Logger.Metadata.Value) -> String {
         switch v {
         case .string(let s):
             return "\"\(JSONText.escape(s))\""

@@ -59,16 +59,35 @@ public struct ResourcePattern: Equatable, Sendable {
         segments = segs
     }
 
+    /// The path's segments are the parts after its first `/`. Every request asks (once per
+    /// policy until one applies), so this walks the bytes without splitting or allocating.
     public func matches(_ path: Substring) -> Bool {
-        let parts = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
-        if anyDepth {
-            guard parts.count >= segments.count else { return false }
-        } else {
-            guard parts.count == segments.count else { return false }
+        let bytes = path.utf8
+        guard var start = bytes.firstIndex(of: 0x2F).map({ bytes.index(after: $0) }) else { return segments.isEmpty }
+        var n = 0
+        while true {
+            let end = bytes[start...].firstIndex(of: 0x2F) ?? bytes.endIndex
+            let part = path[start..<end]
+            // What `*` and `/**` stand for must not be a step up or a step in place.
+            if Self.isDotSegment(part) { return false }
+            if n < segments.count {
+                if segments[n] != "*" && !Self.same(part, segments[n]) { return false }
+            } else if !anyDepth {
+                return false
+            }
+            n += 1
+            guard end < bytes.endIndex else { break }
+            start = bytes.index(after: end)
         }
-        for (p, s) in zip(parts, segments) where s != "*" && p != s { return false }
-        // What `*` and `/**` stand for must not be a step up or a step in place.
-        return !parts.contains(where: Self.isDotSegment)
+        return n >= segments.count
+    }
+
+    /// Byte equality, and String equality (canonical equivalence) when either is not ASCII,
+    /// as the split-and-compare this replaces did.
+    private static func same(_ a: Substring, _ b: Substring) -> Bool {
+        if a.utf8.elementsEqual(b.utf8) { return true }
+        if a.utf8.allSatisfy({ $0 < 0x80 }) && b.utf8.allSatisfy({ $0 < 0x80 }) { return false }
+        return a == b
     }
 
     static func isDotSegment(_ s: Substring) -> Bool { s == "." || s == ".." }

@@ -9,7 +9,12 @@ public struct PolicySet: Sendable {
 
     /// The policy that decides `method` on `path`, if any (no match is a deny).
     public func applicable(path: Substring, method: String) -> Policy? {
-        policies.first { $0.applies(path: path, method: method) }
+        applicableIndex(path: path, method: method).map { policies[$0] }
+    }
+
+    /// The index of that policy in `policies`.
+    public func applicableIndex(path: Substring, method: String) -> Int? {
+        policies.firstIndex { $0.applies(path: path, method: method) }
     }
 
     /// Whether deciding needs the subject; if not, the PEP skips the session lookup (so that

@@ -1,0 +1,91 @@
+import EventHTTP
+import Logging
+import TxGateCore
+
+/// One access-log line per request, written when the response ends or the client leaves:
+/// the JSON line `JSONLogHandler` writes (`"msg":"access"`, `"log":"access"`, the fields
+/// below in sorted order), formatted by hand into the worker's `AccessLogBuffer`.
+struct AccessLog {
+    let label: String
+    let fd: Int32
+    /// The logger's own metadata (`log: access` among it) as JSON, sorted by key, each with the
+    /// index of the first request field that sorts after it.
+    private let fixed: [(key: String, json: String, slot: Int)]
+    /// The request fields, in the order they are written.
+    static let fields = ["bytes", "client", "decision", "duration_ms", "method", "original", "path", "peer", "policy",
+                         "request_id", "status", "upstream_ms", "user", "user_agent"]
+
+    init(logger: Logger) {
+        let handler = logger.handler as? JSONLogHandler
+        label = handler?.label ?? logger.label
+        fd = handler?.fd ?? 2
+        var md = logger.handler.metadata
+        md["log"] = "access"
+        fixed = md.keys.sorted().filter { !Self.fields.contains($0) }.map { key in
+            (key, JSONLogHandler.encode(md[key]!), Self.fields.firstIndex { $0 > key } ?? Self.fields.count)
+        }
+    }
+
+    func format(_ ctx: RequestContext, into out: inout LogLine) {
+        let ex = ctx.exchange
+        var next = 0
+        func fixedBefore(_ slot: Int) {
+            while next < fixed.count && fixed[next].slot <= slot {
+                out.field(fixed[next].key, json: fixed[next].json)
+                next += 1
+            }
+        }
+        out.begin(level: "info", label: label, message: "access")
+        fixedBefore(0); out.field("bytes", ex.bodyBytesSent)
+        fixedBefore(1); out.field("client", ctx.client.address)
+        fixedBefore(2); if let d = ctx.decision { out.field("decision", d.outcome(for: ctx.method).rawValue) }
+        fixedBefore(3); out.field("duration_ms", millisFromNanos: EventLoop.nowNanos() - ex.startNanos)
+        fixedBefore(4); out.field("method", ex.head.method)
+        fixedBefore(5); if ctx.forwardedBy != nil { out.field("original", ctx.method + " " + ctx.target) }
+        fixedBefore(6); out.field("path", String(ex.head.path))
+        fixedBefore(7); if ctx.client.viaTrustedProxy { out.field("peer", ex.remoteIP) }
+        fixedBefore(8); if let p = ctx.policyName { out.field("policy", p) }
+        fixedBefore(9); out.field("request_id", ctx.requestId)
+        fixedBefore(10); out.field("status", ex.responseStarted ? ex.status : 499)
+        fixedBefore(11); if let u = ctx.upstreamNanos { out.field("upstream_ms", millisFromNanos: u) }
+        fixedBefore(12); if let s = ctx.subject { out.field("user", s.uid) }
+        fixedBefore(13); if let ua = ex.head.headers.first("User-Agent") { out.field("user_agent", ua) }
+        fixedBefore(14)
+        out.end()
+    }
+}
+
+/// One worker's access-log lines, used on its loop only. Lines collect in a buffer that is
+/// written out (one write(2)) when it passes `flushBytes`, `flushDelayMs` after the first
+/// line it took, and when the worker stops (drain, SIGTERM, forced close): a line waits at
+/// most 100 ms, and none is lost on a graceful or forced stop.
+final class AccessLogBuffer {
+    static let flushBytes = 32 * 1024
+    static let flushDelayMs = 100
+    private let loop: EventLoop
+    private var line = LogLine(capacity: flushBytes + 4096)
+    private var fd: Int32 = 2
+    private var timer: LoopTimer?
+    private var timerArmed = false
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    func append(_ log: AccessLog, _ ctx: RequestContext) {
+        if fd != log.fd { flush(); fd = log.fd }
+        log.format(ctx, into: &line)
+        if line.bytes.count >= Self.flushBytes {
+            flush()
+        } else if !timerArmed {
+            timerArmed = true
+            if timer == nil { timer = LoopTimer(loop: loop) { [unowned self] in timerArmed = false; flush() } }
+            timer?.schedule(afterMs: Self.flushDelayMs)
+        }
+    }
+
+    /// Writes out every line held (a pending timer then finds nothing to write).
+    func flush() {
+        guard !line.bytes.isEmpty else { return }
+        line.bytes.withUnsafeBytes { LogOutput.write(fd, $0) }
+        line.bytes.removeAll(keepingCapacity: true)
+    }
+}

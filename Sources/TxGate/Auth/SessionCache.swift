@@ -1,0 +1,67 @@
+import EventHTTP
+import Synchronization
+
+/// Sessions read from the store in the last second, by token, shared by the workers of this
+/// process, so that a client's requests in quick succession read the store once per second
+/// rather than once per request (a SQLite query on the store's thread, or a Redis round trip).
+///
+/// The bound: a session ended or changed on another instance (a logout, a step-up recorded
+/// there, an expiry) can still be seen here for up to `maxAgeNanos` (1 s). On this instance,
+/// a logout and a step-up drop the entry at once (`invalidate`), before the store is written.
+final class SessionCache: Sendable {
+    static let maxAgeNanos: UInt64 = 1_000_000_000
+    /// Beyond this many entries, expired ones are dropped; if none are, all are.
+    static let maxEntries = 10_000
+
+    struct Entry {
+        let session: Session
+        let storeKey: String
+        let fetchedNanos: UInt64
+        /// The wall-clock second of the store read: a clock moved on (tests, a fake clock) ends it too.
+        let fetchedSecond: Int
+    }
+
+    private struct Table {
+        var byToken: [String: Entry] = [:]
+        var tokenByKey: [String: String] = [:]
+    }
+
+    private let table = Mutex(Table())
+
+    /// The session read for `token` less than a second ago, if any.
+    func get(_ token: String, now: Int) -> Session? {
+        let nanos = EventLoop.nowNanos()
+        return table.withLock { t in
+            guard let e = t.byToken[token] else { return nil }
+            guard nanos &- e.fetchedNanos < Self.maxAgeNanos, now >= e.fetchedSecond, now <= e.fetchedSecond + 1 else {
+                t.byToken[token] = nil
+                t.tokenByKey[e.storeKey] = nil
+                return nil
+            }
+            return e.session
+        }
+    }
+
+    func put(_ token: String, storeKey: String, _ session: Session, now: Int) {
+        let entry = Entry(session: session, storeKey: storeKey, fetchedNanos: EventLoop.nowNanos(), fetchedSecond: now)
+        table.withLock { t in
+            if t.byToken.count >= Self.maxEntries { Self.prune(&t, nanos: entry.fetchedNanos) }
+            t.byToken[token] = entry
+            t.tokenByKey[storeKey] = token
+        }
+    }
+
+    /// Forgets the session stored under `storeKey` (logout, step-up recorded).
+    func invalidate(storeKey: String) {
+        table.withLock { t in
+            guard let token = t.tokenByKey.removeValue(forKey: storeKey) else { return }
+            t.byToken[token] = nil
+        }
+    }
+
+    private static func prune(_ t: inout Table, nanos: UInt64) {
+        t.byToken = t.byToken.filter { nanos &- $0.value.fetchedNanos < maxAgeNanos }
+        if t.byToken.count >= maxEntries { t.byToken.removeAll() }
+        t.tokenByKey = Dictionary(uniqueKeysWithValues: t.byToken.map { ($0.value.storeKey, $0.key) })
+    }
+}
