@@ -41,6 +41,7 @@ struct AccessLog {
         fixedBefore(2); if let d = ctx.decision { out.field("decision", d.outcome(for: ctx.method).rawValue) }
         fixedBefore(3); out.field("duration_ms", millisFromNanos: EventLoop.nowNanos() - ex.startNanos)
         fixedBefore(4); out.field("method", ex.head.method)
+        // On `/-/authz`: the original request the proxy asks about.
         fixedBefore(5); if ctx.forwardedBy != nil { out.field("original", ctx.method + " " + ctx.target) }
         fixedBefore(6); out.field("path", String(ex.head.path))
         fixedBefore(7); if ctx.client.viaTrustedProxy { out.field("peer", ex.remoteIP) }

@@ -38,20 +38,6 @@ public final class Gateway {
         let logger = shared.logger
         let config = shared.config
         let exited = DispatchGroup()
-        for w in workers {
-            exited.enter()
-            w.start { exited.leave() }
-            logger.info("listening", metadata: [
-                "address": .string("\(config.listen.host):\(w.boundPort)"), "worker": .stringConvertible(w.index),
-                "tls": .stringConvertible(config.tls != nil),
-            ])
-        }
-        logger.info("txgate started", metadata: [
-            "version": .string(TxGateVersion.current), "commit": .string(TxGateVersion.commit),
-            "upstream": .string(shared.upstreamDescription), "workers": .stringConvertible(workers.count),
-            "public_url": .string(config.effectivePublicURL.description),
-        ])
-
         let main = EventLoop()
         var stopping = false
         var deadline: LoopTimer?
@@ -85,6 +71,21 @@ public final class Gateway {
         signals.append(SignalWatcher(loop: main, signal: SIGHUP) { [unowned self] _ in
             if !stopping { self.reload() }
         })
+        // The signals are watched before the workers start and "txgate started" is logged.
+        for w in workers {
+            exited.enter()
+            w.start { exited.leave() }
+            logger.info("listening", metadata: [
+                "address": .string("\(config.listen.host):\(w.boundPort)"), "worker": .stringConvertible(w.index),
+                "tls": .stringConvertible(config.tls != nil),
+            ])
+        }
+        logger.info("txgate started", metadata: [
+            "version": .string(TxGateVersion.current), "commit": .string(TxGateVersion.commit),
+            "upstream": .string(shared.upstreamDescription), "workers": .stringConvertible(workers.count),
+            "public_url": .string(config.effectivePublicURL.description),
+        ])
+
         main.run()
         withExtendedLifetime((signals, deadline)) {}
         exited.wait()

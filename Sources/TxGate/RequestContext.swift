@@ -17,14 +17,18 @@ final class RequestContext {
     private var phaseIndex = 0
 
     /// The normalized path (no query) every phase after `CanonicalRequestPhase` works on.
-    var path: String
+    var path: String {
+        didSet { applicable = nil }  // forward-auth puts the original request's path here
+    }
     /// The target sent upstream: the normalized path with the request's query, `_txid` and
     /// `_idtoken` removed.
     var target: String
     /// Set on `/-/authz`: the proxy that asks about the original request, and that request's
     /// method (`ForwardAuthPhase`).
     var forwardedBy: ForwardedRequest.Proxy?
-    var forwardedMethod: String?
+    var forwardedMethod: String? {
+        didSet { applicable = nil }
+    }
     /// The TxId a retried request names (`_txid` or `X-TxID`).
     var txid: String?
     /// The `Authorization: Bearer` token, if any.
@@ -43,7 +47,7 @@ final class RequestContext {
     /// method, content type, accept and body stand for those of the GET that brought the
     /// browser back.
     var replay: ParkedRequest? {
-        didSet { applicable = nil }  // the parked request's method decides which policy applies
+        didSet { applicable = nil }  // its method decides which policy applies
     }
     /// Added to whatever answers the request, the gateway or the upstream (CORS headers).
     var responseHeaders = HTTPHeaders()

@@ -72,6 +72,10 @@ struct Serve: ParsableCommand {
             return h
         }
         let logger = Logger(label: "txgate")
+        // SIGHUP's default action ends the process. The listeners accept (into the kernel's
+        // backlog) from Gateway's init on, before `run` watches the signal: a reload asked for
+        // in that window (a supervisor, a test that saw the port open) is ignored, not fatal.
+        signal(SIGHUP, SIG_IGN)
         let gateway: Gateway
         do {
             gateway = try Gateway(config: config, logger: logger)

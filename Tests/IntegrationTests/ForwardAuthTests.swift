@@ -47,6 +47,14 @@ import TestSupport
         // Allowed: demo-bank answers, TxGate named the user to nginx.
         let allowed = try s.fetch("GET", "/accounts", headers: [("Cookie", "iPlanetDirectoryPro=\(token)")])
         #expect(allowed.status == 200, "\(allowed)")
+        // The access line of nginx's subrequest names the original request and its decision.
+        var authz: [String: Any]?
+        Timing.poll(timeout: 3) {
+            authz = s.gateway.logLines().first { $0["log"] as? String == "access" && $0["original"] as? String == "GET /accounts" }
+            return authz != nil
+        }
+        #expect(authz?["path"] as? String == "/-/authz" && authz?["decision"] as? String == "allow" && authz?["user"] as? String == "demo",
+                "\(String(describing: authz))")
 
         // A browser without a session: nginx's error_page turns TxGate's 401 + Location into a 302.
         let browser = try s.fetch("GET", "/accounts?tab=1")

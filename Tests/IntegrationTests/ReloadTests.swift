@@ -31,6 +31,8 @@ struct ReloadTests {
 
     /// Sends SIGHUP and waits for the log line that ends the reload.
     static func reload(_ g: GatewayInstance, until message: String) throws -> [String: Any] {
+        // The signals are watched from before "txgate started" (the port may accept earlier).
+        Timing.poll(timeout: 10, interval: 0.02) { g.logLines().contains { $0["msg"] as? String == "txgate started" } }
         let before = g.logLines().count
         g.process.signal(SIGHUP)
         var found: [String: Any]?
