@@ -31,6 +31,11 @@ public enum ConfigCheck {
         if config.upstream.url.isTLS {
             check(config.upstream.caFile == nil ? "upstream.url" : "upstream.caFile") { _ = try TLSContext.client(caFile: config.upstream.caFile) }
         }
+        for (i, issuer) in config.bearer.issuers.enumerated() {
+            let u = issuer.jwksUri
+            check("bearer.issuers[\(i)].jwksUri") { _ = try SocketAddress(host: u.host, port: u.port) }
+            if u.isTLS { check("bearer.issuers[\(i)].caFile") { _ = try TLSContext.client(caFile: issuer.caFile) } }
+        }
         // A remote PDP: its address resolves, its CA bundle loads (the password file is read by
         // the loader).
         if config.pdp.type == .am, config.pdp.url != nil {

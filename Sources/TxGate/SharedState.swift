@@ -81,7 +81,8 @@ final class SharedState: Sendable {
                 throw ReloadRefused("journeys: the authentication service (and its store) can only be turned on by a restart")
             }
             pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger, metrics: metrics)
-            (tokenKeys, oauth, txnTokens) = try Self.tokens(config, auth: auth, keys: previous.tokenKeys, clock: clock, logger: logger)
+            // The key folder is read again: a newer key added before the SIGHUP starts signing.
+            (tokenKeys, oauth, txnTokens) = try Self.tokens(config, auth: auth, clock: clock, logger: logger)
             for warning in config.warnings() { logger.warning("\(warning)") }
             return
         }
@@ -102,24 +103,22 @@ final class SharedState: Sendable {
             auth = try Self.authService(config, store: store, key: key, clock: clock, logger: logger, metrics: metrics)
         }
         pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger, metrics: metrics)
-        (tokenKeys, oauth, txnTokens) = try Self.tokens(config, auth: auth, keys: nil, clock: clock, logger: logger)
+        (tokenKeys, oauth, txnTokens) = try Self.tokens(config, auth: auth, clock: clock, logger: logger)
         for warning in config.warnings() { logger.warning("\(warning)") }
     }
 
-    /// The token keys (loaded once, or kept from the running state), the provider and the Transaction Token issuer.
-    private static func tokens(_ config: GatewayConfig, auth: AuthService?, keys kept: TokenKeys?, clock: WallClock,
+    /// The token keys (read from their folder at start and on each reload), the provider and the
+    /// Transaction Token issuer.
+    private static func tokens(_ config: GatewayConfig, auth: AuthService?, clock: WallClock,
                                logger: Logger) throws -> (TokenKeys?, OAuthProvider?, TxnTokenIssuer?) {
-        guard let auth, config.oauth2 != nil || config.txnTokens.enabled else { return (kept, nil, nil) }
-        var keys = kept
-        if keys == nil {
-            let (loaded, created) = try TokenKeys.load(folder: config.secrets.tokenKeysFolder, now: clock.now)
-            logger.info("token signing keys", metadata: [
-                "folder": .string(config.secrets.tokenKeysFolder), "kid": .string(loaded.signingKid),
-                "published": .stringConvertible(loaded.published.count), "created": .stringConvertible(created),
-            ])
-            keys = loaded
-        }
-        guard let keys else { return (nil, nil, nil) }
+        guard let auth, config.oauth2 != nil || config.txnTokens.enabled else { return (nil, nil, nil) }
+        let lifetimes = [config.oauth2?.accessTokenTtlS ?? 0, config.oauth2?.idTokenTtlS ?? 0, config.txnTokens.ttlS]
+        let (keys, created) = try TokenKeys.load(folder: config.secrets.tokenKeysFolder, now: clock.now,
+                                                 maxTokenLifetimeS: lifetimes.max() ?? 0)
+        logger.info("token signing keys", metadata: [
+            "folder": .string(config.secrets.tokenKeysFolder), "kid": .string(keys.signingKid),
+            "published": .stringConvertible(keys.published.count), "created": .stringConvertible(created),
+        ])
         let oauth = config.oauth2.map { OAuthProvider(config: $0, auth: auth, keys: keys) }
         let issuer = auth.publicURL + "/am/oauth2/realms/root"
         let txn = config.txnTokens.enabled ? TxnTokenIssuer(config: config.txnTokens, keys: keys, issuer: issuer, clock: clock) : nil

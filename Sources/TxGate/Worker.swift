@@ -109,12 +109,16 @@ final class Worker: @unchecked Sendable {
     /// where browsers' requests wait for approval (only with a store of this gateway's own).
     static func decisionPhases(_ shared: SharedState, loop: EventLoop, pdp: PolicyDecisionPoint, identifier: SubjectIdentifying,
                                amURI: String, parking: RequestParking?, accessTokens: AccessTokenCache? = nil) -> [RequestPhase] {
+        // `bearer.issuers`: its addresses and TLS files were checked with the configuration (ConfigCheck).
+        let externalIssuers = shared.config.bearer.issuers.isEmpty ? nil
+            : try? ExternalIssuers(config: shared.config.bearer, loop: loop, clock: shared.clock, users: shared.auth?.users ?? [:],
+                                   logger: shared.logger)
         let config = shared.config
         let publicURL = config.effectivePublicURL.description
         let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
         var phases: [RequestPhase] = [
             RetryParametersPhase(),
-            IdentifyPhase(pdp: pdp, identifier: identifier, accessTokens: accessTokens, clock: shared.clock),
+            IdentifyPhase(pdp: pdp, identifier: identifier, accessTokens: accessTokens, externalIssuers: externalIssuers, clock: shared.clock),
         ]
         if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
         return phases + [

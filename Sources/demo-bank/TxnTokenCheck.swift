@@ -18,6 +18,8 @@ final class TxnTokenCheck: UpstreamResponseHandler {
     private var lastFetch = 0
     private var received: [UInt8] = []
     private var status = 0
+    /// The `txn` of each transfer executed, until its token expires: a token works once.
+    private var used: [String: Int] = [:]
 
     init(loop: EventLoop, url: HTTPURL, audience: String) {
         self.loop = loop
@@ -46,10 +48,15 @@ final class TxnTokenCheck: UpstreamResponseHandler {
         guard case .object(let bound)? = v.claims["tctx"]?["bound"], !bound.isEmpty else {
             return (403, "the Txn-Token approves no transfer")
         }
+        guard v.claims["tctx"]?["method"]?.stringValue == "POST" else { return (403, "the Txn-Token approves another method") }
         guard let doc = JSONValue.parse(body) else { return (400, "the body must be one JSON document") }
         for (pointer, approved) in bound where doc.at(pointer: pointer) != approved {
             return (403, "the body's \(pointer) differs from what the user approved")
         }
+        let now = WallClock.system.now
+        used = used.filter { $0.value > now }
+        guard let txn = v.string("txn"), used[txn] == nil else { return (403, "this Txn-Token was already used") }
+        used[txn] = v.int("exp") ?? now
         return nil
     }
 

@@ -89,3 +89,38 @@ import TestSupport
         #expect(!echoed.contains { $0["name"]?.lowercased() == "authorization" }, "\(echoed)")
     }
 }
+
+/// A confidential client (a backend) authenticates with its secret (HTTP Basic or the form) to
+/// redeem codes and to introspect tokens; a wrong secret is RFC 6749's 401 invalid_client.
+@Suite(.testbed) struct ConfidentialClientTests {
+    @Test func aConfidentialClientAuthenticatesWithItsSecret() throws {
+        let bed = try Testbed.current
+        _ = try bed.dir.write("backend.secret", "s3cret-backend-value-0123456789\n")
+        var config = OAuthKit.config()
+        var oauth = config["oauth2"] as? [String: Any] ?? [:]
+        oauth["clients"] = (oauth["clients"] as? [[String: Any]] ?? []) + [[
+            "clientId": "backend", "clientSecretFile": "backend.secret", "redirectUris": ["https://backend.example/cb"], "scopes": ["openid"],
+        ]]
+        config["oauth2"] = oauth
+        let (g, _) = try bed.startGatewayWithBank(config: config)
+        let token = try OAuthKit.accessToken(g, session: try TransactionKit.login(g))
+        func introspect(_ auth: String?, form: String) throws -> HTTPResponse {
+            try g.fetch("POST", OAuthKit.issuerPath + "/introspect",
+                        headers: [("Content-Type", "application/x-www-form-urlencoded")] + (auth.map { [("Authorization", $0)] } ?? []),
+                        body: Array(form.utf8))
+        }
+        let basic = "Basic " + Base64.encode(Array("backend:s3cret-backend-value-0123456789".utf8))
+        let ok = try introspect(basic, form: "token=\(token)")
+        #expect(try ok.status == 200 && ok.json()["active"] as? Bool == true, "\(ok)")
+        #expect(try ok.json()["sub"] as? String == "demo")
+        let post = try introspect(nil, form: "token=\(token)&client_id=backend&client_secret=s3cret-backend-value-0123456789")
+        #expect(try post.json()["active"] as? Bool == true, "\(post)")
+        let wrong = try introspect("Basic " + Base64.encode(Array("backend:guess".utf8)), form: "token=\(token)")
+        #expect(wrong.status == 401, "\(wrong)")
+        #expect(try wrong.json()["error"] as? String == "invalid_client")
+        #expect(wrong.header("WWW-Authenticate")?.hasPrefix("Basic") == true)
+        let noSecret = try introspect(nil, form: "token=\(token)&client_id=backend")
+        #expect(noSecret.status == 401, "\(noSecret)")
+        #expect(!g.process.stderr.contains("s3cret-backend-value"), "the secret must not reach the log")
+    }
+}

@@ -66,6 +66,8 @@ import TestSupport
         #expect(end["status"] as? Int == 302 && end["location"] as? String == "http://127.0.0.1/bye?state=s1", "\(end)")
         #expect((r["afterLogout"] as? [String: Any])?["location"].map { "\($0)".hasPrefix(base + "/am/XUI/") } == true,
                 "the session must be gone after end session")
+        #expect(r["refreshAfterLogout"] as? String == "invalid_grant", "ending the session revokes its refresh families")
+        #expect(r["userinfoAfterLogout"] as? Int == 401)
     }
 
     /// 401 RFC 9470 with txid → authorize with acr_values and txid → approve → token with `txn`
@@ -105,7 +107,10 @@ import TestSupport
             try RawHTTPClient.fetch(port: bank.port, "POST", "/transfer",
                                     headers: [("Content-Type", "application/json")] + (token.map { [("Txn-Token", $0)] } ?? []), body: body)
         }
-        #expect(try transfer(Kit.txnToken(key: key, bound: bound)).status == 201)
+        let valid = Kit.txnToken(key: key, bound: bound)
+        #expect(try transfer(valid).status == 201)
+        let replayed = try transfer(valid)
+        #expect(replayed.status == 403 && replayed.bodyText.contains("already used"), "a Txn-Token works once: \(replayed)")
         let missing = try transfer(nil)
         #expect(missing.status == 401 && missing.bodyText.contains("needs a Txn-Token"), "\(missing)")
         let expired = try transfer(Kit.txnToken(key: key, bound: bound, exp: Int(Date().timeIntervalSince1970) - 5))
@@ -158,5 +163,41 @@ import TestSupport
             "--txn-token-jwks", "http://127.0.0.1:\(g.port)\(Kit.issuerPath)/connect/jwk_uri",
         ])
         return (g, bank)
+    }
+}
+
+/// Key rotation: a newer key file starts signing after a SIGHUP; an older key stays published
+/// while tokens it signed can be alive, and not after.
+@Suite(.testbed) struct TokenKeyRotationTests {
+    @Test func aNewerKeySignsAfterReloadAndRetiredKeysAreNotPublished() throws {
+        let bed = try Testbed.current
+        let folder = bed.dir.url.appendingPathComponent("var/token-keys")
+        try FileManager.default.createDirectory(at: folder, withIntermediateDirectories: true)
+        let now = Date()
+        func writeKey(_ name: String, age: TimeInterval) throws -> ECSigningKey {
+            let key = try #require(ECSigningKey.generate())
+            let url = folder.appendingPathComponent(name)
+            try Data(key.pem).write(to: url)
+            try FileManager.default.setAttributes([.modificationDate: now.addingTimeInterval(-age), .posixPermissions: 0o600],
+                                                  ofItemAtPath: url.path)
+            return key
+        }
+        // key-1 was replaced by key-2 two days ago: its tokens (300 s at most) are long gone.
+        let retired = try writeKey("key-1.pem", age: 3 * 86_400)
+        let previous = try writeKey("key-2.pem", age: 2 * 86_400)
+        let (g, _) = try bed.startGatewayWithBank(config: OAuthKit.config())
+        func kids() throws -> [String] {
+            let r = try g.fetch("GET", OAuthKit.issuerPath + "/connect/jwk_uri")
+            return try #require(PublishedKey.parseSet(r.body)).map(\.kid)
+        }
+        let kid = { (k: ECSigningKey) in PublishedKey(k.publicKey).kid }
+        #expect(try kids() == [kid(previous)], "key-1 is retired, key-2 signs")
+
+        let newer = try writeKey("key-3.pem", age: 0)
+        _ = try ReloadTests.reload(g, until: "config reloaded")
+        #expect(try kids() == [kid(newer), kid(previous)], "key-3 signs, key-2's tokens may still be alive")
+        #expect(!(try kids()).contains(kid(retired)))
+        let token = try OAuthKit.accessToken(g, session: try TransactionKit.login(g))
+        #expect(OAuthKit.header(token)["kid"] as? String == kid(newer))
     }
 }

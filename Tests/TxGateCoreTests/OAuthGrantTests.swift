@@ -148,4 +148,27 @@ import TxGateCrypto
         let set = try #require(PublishedKey.parseSet(Array(PublishedKey.jwkSet([published]).utf8)))
         #expect(set.count == 1 && set[0].kid == published.kid && set[0].key.x == key.publicKey.x)
     }
+
+    /// The key decides the algorithm: an RS256 header cannot be checked against an EC key, nor
+    /// ES256 against an RSA key; RSA keys under 2048 bits are refused.
+    @Test func theKeyNotTheTokenChoosesTheAlgorithm() throws {
+        let key = try #require(ECSigningKey.generate())
+        let kid = PublishedKey(key.publicKey).kid
+        let token = JWS.sign(["sub": "demo", "exp": 500], typ: "JWT", kid: kid, key: key)
+        let parts = token.split(separator: ".")
+        let rs = Base64URL.encode(Array(#"{"alg":"RS256","kid":"\#(kid)"}"#.utf8))
+        #expect(throws: JWSError.malformed("alg RS256 does not match the key")) {
+            try JWS.verify("\(rs).\(parts[1]).\(parts[2])", typ: nil, now: 100, key: { _ in .es256(key.publicKey) })
+        }
+        let modulus = [UInt8(0xC1)] + [UInt8](repeating: 0x5A, count: 255)
+        let rsa = try #require(RSAPublicKey(n: modulus, e: [1, 0, 1]))
+        #expect(throws: JWSError.malformed("alg ES256 does not match the key")) {
+            try JWS.verify(token, typ: nil, now: 100, key: { _ in .rs256(rsa) })
+        }
+        #expect(RSAPublicKey(n: Array(modulus.prefix(128)), e: [1, 0, 1]) == nil, "1024-bit RSA")
+        let set = #"{"keys":[{"kty":"RSA","kid":"r","n":"\#(Base64URL.encode(modulus))","e":"AQAB"},"#
+            + #"{"kty":"EC","crv":"P-384","kid":"p384","x":"AA","y":"AA"},{"kty":"oct","kid":"h","k":"AA"}]}"#
+        let parsed = try #require(JWSKey.parseSet(Array(set.utf8)))
+        #expect(Array(parsed.keys) == ["r"] && parsed["r"]?.algorithm == "RS256")
+    }
 }

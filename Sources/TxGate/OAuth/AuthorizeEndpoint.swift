@@ -21,17 +21,18 @@ struct AuthorizeEndpoint {
         case .failure(.toUser(let e)): OAuthProvider.refuse(ctx, e); return
         case .failure(.toClient(let uri, let e, let state)): redirect(ctx, AuthorizationRequest.errorRedirect(uri, e, state: state)); return
         }
-        session(ctx) { session in
+        session(ctx) { session, sessionKey in
             transaction(ctx, request.txid) { tx in
                 let step = AuthorizeStep.next(request, session: session, transaction: tx, realm: realm,
                                               loginJourney: auth.config.loginJourney, now: auth.now)
-                perform(ctx, step, request, realm: realm, uid: session?.uid, query: query)
+                perform(ctx, step, request, realm: realm, session: session.map { ($0.uid, sessionKey) }, query: query)
             }
         }
     }
 
-    private func perform(_ ctx: RequestContext, _ step: AuthorizeStep, _ r: AuthorizationRequest, realm: String, uid: String?,
-                         query: Query) {
+    /// `session`: the user and the session's store key, when there is a session.
+    private func perform(_ ctx: RequestContext, _ step: AuthorizeStep, _ r: AuthorizationRequest, realm: String,
+                         session: (uid: String, key: String)?, query: Query) {
         let back = returnURL(ctx.path, query)
         let loginPage = provider.publicURL + "/am/XUI/"
         switch step {
@@ -46,9 +47,11 @@ struct AuthorizeEndpoint {
             let advices = Advices([(Advices.transaction, [txid])])
             redirect(ctx, Challenge.loginRedirect(loginPage: loginPage, goto: back, realm: realm, advices: advices))
         case .issue(let acr, let authTime, let txn):
-            guard let uid else { return }
-            let grant = AuthorizationGrant(clientId: r.clientId, redirectUri: r.redirectUri, codeChallenge: r.codeChallenge, uid: uid,
-                                           realm: realm, scope: r.scope, nonce: r.nonce, acr: acr, authTime: authTime, txn: txn)
+            guard let session else { ctx.fail(.internalError("a code without a session")); return }
+            var grant = AuthorizationGrant(clientId: r.clientId, redirectUri: r.redirectUri, codeChallenge: r.codeChallenge,
+                                           uid: session.uid, realm: realm, scope: r.scope, nonce: r.nonce, acr: acr, authTime: authTime,
+                                           txn: txn)
+            grant.session = session.key
             issue(ctx, grant, state: r.state)
         }
     }
@@ -80,13 +83,15 @@ struct AuthorizeEndpoint {
             .joined(separator: "&")
     }
 
-    private func session(_ ctx: RequestContext, _ then: @escaping (AuthorizeStep.Session?) -> Void) {
-        guard let token = auth.sessions.token(in: ctx.head.headers) else { then(nil); return }
+    /// The browser's live session and its store key.
+    private func session(_ ctx: RequestContext, _ then: @escaping (AuthorizeStep.Session?, String) -> Void) {
+        guard let token = auth.sessions.token(in: ctx.head.headers) else { then(nil, ""); return }
         auth.sessions.lookup(token, now: auth.now, on: loop) { r in
             switch r {
             case .failure(let e): ctx.fail(.storeUnavailable(e.description))
             case .success(let s):
-                then(s.map { AuthorizeStep.Session(uid: $0.uid, realm: $0.realm, journeys: $0.journeys, authTime: $0.lastAuthentication) })
+                then(s.map { AuthorizeStep.Session(uid: $0.uid, realm: $0.realm, journeys: $0.journeys, authTime: $0.lastAuthentication) },
+                     SessionManager.key(token))
             }
         }
     }

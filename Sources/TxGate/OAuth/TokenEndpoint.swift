@@ -54,7 +54,12 @@ struct TokenEndpoint {
             let now = provider.auth.now
             let record = RefreshRecord(family: family, clientId: grant.clientId, uid: grant.uid, realm: grant.realm, scope: grant.scope,
                                        acr: grant.acr, authTime: grant.authTime, expires: now + ttl)
-            issue(ctx, grant, record)
+            guard let session = grant.session else { issue(ctx, grant, record); return }
+            // Ending the SSO session revokes the family (connect/endSession).
+            SessionFamilies.add(family, to: session, ttlMs: provider.auth.config.session.maxLifetimeS * 1000, store: store, loop: loop) { r in
+                if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)); return }
+                issue(ctx, grant, record)
+            }
         }
     }
 

@@ -92,10 +92,18 @@ struct TokenInfoEndpoints {
             }
         }
         guard let token = sessions.token(in: ctx.head.headers) else { done(); return }
-        sessions.delete(token, on: loop) { r in
-            if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)); return }
-            provider.auth.logger.info("session ended (OIDC end session)", metadata: ["request_id": .string(ctx.requestId)])
-            done()
+        SessionFamilies.revokeAll(of: SessionManager.key(token), store: store, loop: loop) { r in
+            guard case .success(let revoked) = r else {
+                if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)) }
+                return
+            }
+            sessions.delete(token, on: loop) { r in
+                if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)); return }
+                provider.auth.logger.info("session ended (OIDC end session)", metadata: [
+                    "request_id": .string(ctx.requestId), "refresh_families_revoked": .stringConvertible(revoked),
+                ])
+                done()
+            }
         }
     }
 

@@ -22,7 +22,7 @@ final class TxnTokenIssuer: Sendable {
         guard let subject = ctx.subject, let decision = ctx.decision else { return nil }
         let consumed = decision.consumed
         guard consumed != nil || config.forAll else { return nil }
-        var tctx: [String: JSONValue] = ["method": .string(ctx.head.method), "resource": .string(decision.resource)]
+        var tctx: [String: JSONValue] = ["method": .string(ctx.method), "resource": .string(decision.resource)]
         var rctx: [String: JSONValue] = ["req_ip": .string(ctx.client.address)]
         if let tx = consumed {
             tctx["bound"] = .object(tx.bound)

@@ -8,7 +8,7 @@ struct ChallengePhase: RequestPhase {
     private let publicURL: String
     private let amURI: String
     private let bearerForm: String
-    /// The journey a transaction challenge asks for, for RFC 9470's `acr_values`.
+    /// The policies, for RFC 9470's `acr_values` (a transaction's journey) and `max_age`.
     private let policies: PolicySet
     /// Where a browser's request waits for its approval (nil: the gateway has no store).
     private let parking: RequestParking?
@@ -18,8 +18,8 @@ struct ChallengePhase: RequestPhase {
         self.publicURL = publicURL
         self.amURI = amURI
         self.bearerForm = bearerForm
-        self.policies = policies
         self.parking = parking
+        self.policies = policies
     }
 
     func handle(_ ctx: RequestContext) {

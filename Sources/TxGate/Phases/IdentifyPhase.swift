@@ -11,6 +11,8 @@ struct IdentifyPhase: RequestPhase {
     let identifier: SubjectIdentifying
     /// Verifies bearer access tokens (and remembers them); nil without the OAuth 2.0 provider.
     var accessTokens: AccessTokenCache? = nil
+    /// Other providers' access tokens (`bearer.issuers`); nil without any.
+    var externalIssuers: ExternalIssuers? = nil
     var clock = WallClock.system
 
     func handle(_ ctx: RequestContext) {
@@ -19,9 +21,10 @@ struct IdentifyPhase: RequestPhase {
             ctx.proceed()
             return
         }
-        // A valid access token wins; one that does not verify never hides a valid session cookie.
-        if let bearer = ctx.bearer, let tokens = accessTokens, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2,
-           let v = tokens.verify(bearer, now: clock.now) {
+        // A valid access token wins; one that does not verify is treated like any other
+        // unrecognized bearer below: it never hides a valid session cookie.
+        guard let bearer = ctx.bearer, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2 else { identify(ctx); return }
+        if let tokens = accessTokens, let v = tokens.verify(bearer, now: clock.now) {
             ctx.subject = tokens.subject(v, token: bearer)
             ctx.accessToken = v
             // The transaction the token was issued for is consumed like `_txid` (WIRE-EXTENSIONS §7).
@@ -29,6 +32,17 @@ struct IdentifyPhase: RequestPhase {
             ctx.proceed()
             return
         }
+        guard let externalIssuers else { identify(ctx); return }
+        externalIssuers.subject(bearer) { subject, v in
+            guard let subject else { identify(ctx); return }
+            ctx.subject = subject
+            ctx.accessToken = v
+            ctx.proceed()
+        }
+    }
+
+    /// The bearer as a session token, else the session.
+    private func identify(_ ctx: RequestContext) {
         identifyBearerThenSession(ctx) { r in
             switch r {
             case .failure(let e):

@@ -97,12 +97,14 @@ public struct GatewayConfig: Decodable, Sendable {
     public var txnTokens = TxnTokenConfig()
     public var pdp = PDPConfig()
     public var forwardAuth = ForwardAuthConfig()
+    /// Other OpenID providers whose access tokens are subjects.
+    public var bearer = BearerConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email",
                               "trustedProxies", "readiness", "metrics", "loginPage", "cors", "oauth2", "txnTokens",
-                              "pdp", "forwardAuth"]
+                              "pdp", "forwardAuth", "bearer"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -147,6 +149,7 @@ public struct GatewayConfig: Decodable, Sendable {
         txnTokens = o.value("txnTokens", default: txnTokens)
         pdp = o.value("pdp", default: pdp)
         forwardAuth = o.value("forwardAuth", default: forwardAuth)
+        bearer = o.value("bearer", default: bearer)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
@@ -265,6 +268,9 @@ public enum ConfigLoader {
         }
         if let ca = config.upstream.caFile { config.upstream.caFile = resolve(ca, "upstream.caFile") }
         if let u = config.usersFile { config.usersFile = resolve(u, "usersFile") }
+        for (i, issuer) in config.bearer.issuers.enumerated() {
+            config.bearer.issuers[i].caFile = issuer.caFile.map { resolve($0, "bearer.issuers[\(i)].caFile") }
+        }
         if let l = config.loginPage.logoFile { config.loginPage.logoFile = resolve(l, "loginPage.logoFile") }
         if case .smtp(var smtp)? = config.email?.delivery {
             smtp.passwordFile = smtp.passwordFile.map { resolve($0, "email.smtp.passwordFile") }

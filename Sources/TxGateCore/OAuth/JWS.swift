@@ -91,21 +91,30 @@ public enum JWS {
     /// key `keys` names by `kid`, and that `exp` is after `now`. The signature is checked before
     /// the claims are read.
     public static func verify(_ token: String, typ: String?, now: Int, keys: (String) -> ECPublicKey?) throws(JWSError) -> Verified {
+        try verify(token, typ: typ, now: now, key: { kid in keys(kid).map(JWSKey.es256) })
+    }
+
+    /// The same for keys of several kinds: the header's `alg` must be the key's (ES256 for an EC
+    /// key, RS256 for an RSA key), so that no token can choose how it is checked.
+    public static func verify(_ token: String, typ: String?, now: Int, key: (String) -> JWSKey?) throws(JWSError) -> Verified {
         let parts = token.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 3, !token.utf8.contains(UInt8(ascii: "=")), !parts.contains(where: \.isEmpty),
               let headerBytes = Base64URL.decode(String(parts[0])),
               case .object(let header)? = JSONValue.parse(headerBytes),
               let signature = Base64URL.decode(String(parts[2]))
         else { throw .malformed("not a JWS in compact form") }
-        guard header["alg"] == .string("ES256"), header["crit"] == nil else { throw .malformed("alg must be ES256") }
+        guard let alg = header["alg"]?.stringValue, alg == "ES256" || alg == "RS256", header["crit"] == nil else {
+            throw .malformed("alg must be ES256")
+        }
         if let typ {
             let given = header["typ"]?.stringValue?.lowercased() ?? ""
             guard given == typ || given == "application/" + typ else { throw .malformed("typ must be \(typ)") }
         }
         guard let kid = header["kid"]?.stringValue else { throw .malformed("no kid") }
-        guard let key = keys(kid) else { throw .unknownKey(kid) }
+        guard let k = key(kid) else { throw .unknownKey(kid) }
+        guard k.algorithm == alg else { throw .malformed("alg \(alg) does not match the key") }
         let input = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
-        guard key.verify(signature: signature, data: input) else { throw .badSignature }
+        guard k.verify(signature: signature, data: input) else { throw .badSignature }
         guard let claimBytes = Base64URL.decode(String(parts[1])), case .object(let claims)? = JSONValue.parse(claimBytes) else {
             throw .malformed("the claims are not a JSON object")
         }
@@ -120,5 +129,44 @@ public enum JWS {
         guard parts.count == 3, let h = Base64URL.decode(String(parts[0])), case .object(let header)? = JSONValue.parse(h),
               let c = Base64URL.decode(String(parts[1])), case .object(let claims)? = JSONValue.parse(c) else { return nil }
         return (header, claims)
+    }
+}
+
+/// A key a JWS can be checked with, and the one algorithm it checks.
+public enum JWSKey: Sendable {
+    case es256(ECPublicKey)
+    case rs256(RSAPublicKey)
+
+    public var algorithm: String {
+        switch self {
+        case .es256: return "ES256"
+        case .rs256: return "RS256"
+        }
+    }
+
+    public func verify(signature: [UInt8], data: [UInt8]) -> Bool {
+        switch self {
+        case .es256(let k): return k.verify(signature: signature, data: data)
+        case .rs256(let k): return k.verify(signature: signature, data: data)
+        }
+    }
+
+    /// The signing keys of a JWK Set (EC P-256 and RSA, by `kid`); nil if it is not a JWK Set.
+    public static func parseSet(_ bytes: [UInt8]) -> [String: JWSKey]? {
+        guard case .array(let keys)? = JSONValue.parse(bytes)?["keys"] else { return nil }
+        var out: [String: JWSKey] = [:]
+        for k in keys where k["use"].map({ $0.stringValue == "sig" }) ?? true {
+            guard let kid = k["kid"]?.stringValue else { continue }
+            func part(_ name: String) -> [UInt8]? { k[name]?.stringValue.flatMap(Base64URL.decode) }
+            switch k["kty"]?.stringValue {
+            case "EC" where k["crv"]?.stringValue == "P-256":
+                if let x = part("x"), let y = part("y"), let key = ECPublicKey(x: x, y: y) { out[kid] = .es256(key) }
+            case "RSA":
+                if let n = part("n"), let e = part("e"), let key = RSAPublicKey(n: n, e: e) { out[kid] = .rs256(key) }
+            default:
+                continue
+            }
+        }
+        return out
     }
 }

@@ -108,3 +108,39 @@ enum OAuthClientSecrets {
         config.oauth2 = oauth
     }
 }
+
+/// `bearer`: access tokens from other OpenID providers (Keycloak, Auth0, …) accepted as subjects.
+public struct BearerConfig: Decodable, Sendable {
+    public var issuers: [ExternalIssuer] = []
+
+    public init() {}
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["issuers"])
+        issuers = o.value("issuers", default: issuers)
+        var seen = Set<String>()
+        for i in issuers where !seen.insert(i.issuer).inserted { o.invalid("issuers", "duplicate issuer '\(i.issuer)'") }
+    }
+}
+
+/// One external issuer: its `iss`, where its JWK Set is (fetched on the worker loops, again when a
+/// token names an unknown `kid`), and the `aud` its tokens must carry for this gateway.
+public struct ExternalIssuer: Decodable, Sendable {
+    public var issuer: String
+    public var jwksUri: HTTPURL
+    public var audience: String
+    /// PEM CAs for an https JWKS URI (default: the system's).
+    public var caFile: String?
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, known: ["issuer", "jwksUri", "audience", "caFile"])
+        issuer = o.required("issuer") ?? ""
+        audience = o.required("audience") ?? ""
+        caFile = o.optional("caFile")
+        jwksUri = HTTPURL(parsing: "http://127.0.0.1:1")!
+        if let s: String = o.required("jwksUri") {
+            if let u = HTTPURL(parsing: s) { jwksUri = u } else { o.invalid("jwksUri", "'\(s)' is not an http:// or https:// URL") }
+        }
+        if audience.isEmpty && o.has("audience") { o.invalid("audience", "name the audience this gateway accepts") }
+    }
+}

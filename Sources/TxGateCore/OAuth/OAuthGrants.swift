@@ -52,6 +52,9 @@ public struct AuthorizationGrant: Equatable, Sendable {
     public var authTime: Int
     /// The TxId the user approved on the way (the access token's `txn`).
     public var txn: String?
+    /// The store key of the SSO session it was issued in (a hash, not the session token): ending
+    /// that session revokes the refresh family.
+    public var session: String?
 
     public static let ttlS = 60
 
@@ -71,6 +74,7 @@ public struct AuthorizationGrant: Equatable, Sendable {
         ]
         if let nonce { o["nonce"] = .string(nonce) }
         if let txn { o["txn"] = .string(txn) }
+        if let session { o["session"] = .string(session) }
         return Array(JSONValue.object(o).canonical.utf8)
     }
 
@@ -79,9 +83,11 @@ public struct AuthorizationGrant: Equatable, Sendable {
               let redirectUri = o["redirectUri"]?.stringValue, let challenge = o["codeChallenge"]?.stringValue,
               let uid = o["uid"]?.stringValue, let realm = o["realm"]?.stringValue, let scope = o["scope"]?.arrayValue,
               let acr = o["acr"]?.stringValue, let authTime = o["authTime"]?.intValue else { return nil }
-        return AuthorizationGrant(clientId: clientId, redirectUri: redirectUri, codeChallenge: challenge, uid: uid, realm: realm,
-                                  scope: scope.compactMap(\.stringValue), nonce: o["nonce"]?.stringValue, acr: acr,
-                                  authTime: authTime, txn: o["txn"]?.stringValue)
+        var g = AuthorizationGrant(clientId: clientId, redirectUri: redirectUri, codeChallenge: challenge, uid: uid, realm: realm,
+                                   scope: scope.compactMap(\.stringValue), nonce: o["nonce"]?.stringValue, acr: acr,
+                                   authTime: authTime, txn: o["txn"]?.stringValue)
+        g.session = o["session"]?.stringValue
+        return g
     }
 
     /// Why the token request may not redeem this (already taken, so single-use) code, or nil.

@@ -120,6 +120,8 @@ def provider():
     report["refreshAfterRevoke"] = oauth_error(lambda: client.refresh_token(disc["token_endpoint"], refresh_token=token2["refresh_token"]))
     report["userinfoAfterRevoke"] = client.get(disc["userinfo_endpoint"], timeout=10).status_code
 
+    r, verifier, state, _, _ = authorize(client, browser, disc)
+    token3 = token_for(client, disc, r.headers["Location"], verifier, state)
     end = disc["end_session_endpoint"]
     bad = browser.get(end, params={"id_token_hint": token2["id_token"], "post_logout_redirect_uri": "http://evil.example/"},
                       allow_redirects=False, timeout=10)
@@ -129,6 +131,9 @@ def provider():
     report["endSession"] = {"status": r.status_code, "location": r.headers.get("Location", "")}
     r, _, _, _, _ = authorize(client, browser, disc)
     report["afterLogout"] = {"status": r.status_code, "location": r.headers.get("Location", "")}
+    report["refreshAfterLogout"] = oauth_error(lambda: client.refresh_token(disc["token_endpoint"], refresh_token=token3["refresh_token"]))
+    report["userinfoAfterLogout"] = requests.get(disc["userinfo_endpoint"], timeout=10,
+                                                 headers={"Authorization": "Bearer " + token3["access_token"]}).status_code
 
 
 def transfer():
