@@ -157,5 +157,9 @@ import TestSupport
         #expect(usage.status == 2, "\(usage)")
         let answer = try Self.txgate(bed, ["login", "http://127.0.0.1:\(port)", "--answer", "novalue"])
         #expect(answer.status == 2 && answer.stderr.contains("KEY=VALUE"), "\(answer)")
+        let missing = try Self.txgate(bed, ["request"])
+        #expect(missing.status == 2 && missing.stderr.contains("Missing expected argument"), "ArgumentParser's usage error:\n\(missing)")
+        let help = try bed.runTxgate(["request", "--help"])
+        #expect(help.status == 0 && help.stdout.contains("--answer"), "\(help)")
     }
 }
