@@ -24,6 +24,15 @@ import Testing
         #expect(c.effectivePublicURL.description == "http://127.0.0.1:8080")
     }
 
+    /// Found by the config fuzz target: a `listen` host no URL can name crashed the checks that
+    /// compare with the public URL derived from it.
+    @Test func aListenHostNoURLCanNameIsAnErrorNotACrash() {
+        #expect(errors(#"{"listen": "127.?0..01:8080", "upstream": {"url": "http://a"}}"#)
+            == ["listen: '127.?0..01' is not a host name or an IP address"])
+        #expect(errors(#"{"listen": "a b:80", "publicUrl": "https://gw.example", "upstream": {"url": "http://a"}}"#)
+            == ["listen: 'a b' is not a host name or an IP address"])
+    }
+
     @Test func unknownKeyIsNamedByItsPath() {
         #expect(errors(#"{"upstream": {"url": "http://a", "timeoutMS": 5}}"#) == ["upstream.timeoutMS: unknown key"])
         #expect(errors(#"{"upstream": {"url": "http://a"}, "lsiten": "x"}"#) == ["lsiten: unknown key"])

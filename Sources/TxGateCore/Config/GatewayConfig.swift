@@ -169,11 +169,15 @@ public struct GatewayConfig: Decodable, Sendable {
         return out
     }
 
-    /// The base URL links point at: `publicUrl`, or one derived from `listen`.
-    public var effectivePublicURL: HTTPURL {
+    /// The base URL links point at: `publicUrl`, or one derived from `listen`. Always there in a
+    /// configuration the loader accepted (it refuses a `listen` host no URL can name).
+    public var effectivePublicURL: HTTPURL { derivedPublicURL! }
+
+    /// `effectivePublicURL`, or nil while `listen`'s host cannot be put in a URL.
+    var derivedPublicURL: HTTPURL? {
         if let publicUrl { return publicUrl }
         let host = listen.host == "0.0.0.0" ? "127.0.0.1" : listen.host
-        return HTTPURL(parsing: "\(tls == nil ? "http" : "https")://\(HostPort(host: host, port: listen.port))")!
+        return HTTPURL(parsing: "\(tls == nil ? "http" : "https")://\(HostPort(host: host, port: listen.port))")
     }
 }
 
@@ -220,6 +224,9 @@ public enum ConfigLoader {
             throw ConfigErrors(errors: [ConfigError(path: "", message: "\(error)")])
         }
         apply(overrides, to: &config, issues: issues)
+        if HTTPURL(parsing: "http://\(config.listen)") == nil {
+            issues.errors.append(ConfigError(path: "listen", message: "'\(config.listen.host)' is not a host name or an IP address"))
+        }
         resolvePaths(&config, folder: folder, issues: issues)
         loadUsers(&config, issues: issues)
         checkAuth(config, issues: issues)
@@ -345,13 +352,17 @@ public enum ConfigLoader {
         if let first = emailNodes.first, config.email == nil {
             issues.errors.append(ConfigError(path: first.path, message: "\(first.type) needs `email` (an outbox folder or smtp)"))
         }
-        if GotoPolicy(origin: config.effectivePublicURL).validate(config.loginPage.defaultGoto) == nil {
-            issues.errors.append(ConfigError(path: "loginPage.defaultGoto",
-                                             message: "'\(config.loginPage.defaultGoto)' is not a path or a URL on the gateway's origin (\(config.effectivePublicURL.origin))"))
-        }
-        if config.session.sameSite == "None" && !config.effectivePublicURL.isTLS {
-            issues.errors.append(ConfigError(path: "session.sameSite",
-                                             message: "None needs a Secure cookie, so an https publicUrl (or tls); browsers drop a SameSite=None cookie that is not Secure"))
+        // Without a public URL (a `listen` host no URL can name, reported by `decode`), the checks
+        // that compare with it wait for that to be fixed.
+        if let publicURL = config.derivedPublicURL {
+            if GotoPolicy(origin: publicURL).validate(config.loginPage.defaultGoto) == nil {
+                issues.errors.append(ConfigError(path: "loginPage.defaultGoto",
+                                                 message: "'\(config.loginPage.defaultGoto)' is not a path or a URL on the gateway's origin (\(publicURL.origin))"))
+            }
+            if config.session.sameSite == "None" && !publicURL.isTLS {
+                issues.errors.append(ConfigError(path: "session.sameSite",
+                                                 message: "None needs a Secure cookie, so an https publicUrl (or tls); browsers drop a SameSite=None cookie that is not Secure"))
+            }
         }
         if (config.oauth2 != nil || config.txnTokens.enabled) && config.journeys.isEmpty {
             issues.errors.append(ConfigError(path: config.oauth2 != nil ? "oauth2" : "txnTokens",
