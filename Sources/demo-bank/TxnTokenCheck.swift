@@ -31,10 +31,11 @@ final class TxnTokenCheck: UpstreamResponseHandler {
     func check(_ ex: ServerExchange, body: [UInt8], _ done: @escaping ((Int, String)?) -> Void) {
         guard let token = ex.head.headers.first("Txn-Token") else { done((401, "a transfer needs a Txn-Token")); return }
         guard let kid = JWS.unverifiedParts(token)?.header["kid"]?.stringValue else { done((401, "the Txn-Token is malformed")); return }
-        withKey(kid) { [self] in done(verify(token, body: body)) }
+        let contentType = ex.head.headers.first("Content-Type")
+        withKey(kid) { [self] in done(verify(token, body: body, contentType: contentType)) }
     }
 
-    private func verify(_ token: String, body: [UInt8]) -> (Int, String)? {
+    private func verify(_ token: String, body: [UInt8], contentType: String?) -> (Int, String)? {
         let v: JWS.Verified
         do {
             v = try JWS.verify(token, typ: "txntoken+jwt", now: WallClock.system.now, keys: { self.keys[$0] })
@@ -49,8 +50,11 @@ final class TxnTokenCheck: UpstreamResponseHandler {
             return (403, "the Txn-Token approves no transfer")
         }
         guard v.claims["tctx"]?["method"]?.stringValue == "POST" else { return (403, "the Txn-Token approves another method") }
-        guard let doc = JSONValue.parse(body) else { return (400, "the body must be one JSON document") }
-        for (pointer, approved) in bound where doc.at(pointer: pointer) != approved {
+        // The body read as the gateway read it when the user approved it (JSON or form).
+        guard let values = TransactionBinding.boundValues(Array(bound.keys), body: body, contentType: contentType) else {
+            return (403, "the body does not carry what the user approved (a JSON or form body with those fields)")
+        }
+        for (pointer, approved) in bound where values[pointer] != approved {
             return (403, "the body's \(pointer) differs from what the user approved")
         }
         let now = WallClock.system.now

@@ -123,6 +123,24 @@ import TestSupport
         #expect(otherAmount.status == 403 && otherAmount.bodyText.contains("/amount"), "\(otherAmount)")
     }
 
+    /// A browser's transfer is a form (replayed from its parked request): demo-bank reads its
+    /// fields as the gateway bound them (strings) and runs it only as approved.
+    @Test func demoBankChecksAFormTransferAgainstTheApprovedFields() throws {
+        let bed = try Testbed.current
+        let (_, bank) = try startWithVerifyingBank(bed)
+        let key = try Kit.gatewayKey(bed)
+        let bound: [String: JSONValue] = ["/amount": "2500", "/currency": "EUR", "/payee": "Mallory Ltd"]
+        func transfer(_ form: String) throws -> HTTPResponse {
+            try RawHTTPClient.fetch(port: bank.port, "POST", "/transfer",
+                                    headers: [("Content-Type", "application/x-www-form-urlencoded"), ("Txn-Token", Kit.txnToken(key: key, bound: bound))],
+                                    body: Array(form.utf8))
+        }
+        let approved = try transfer("amount=2500&currency=EUR&payee=Mallory+Ltd")
+        #expect(approved.status == 303 && approved.header("Location")?.hasPrefix("/receipt") == true, "\(approved)")
+        let other = try transfer("amount=9999&currency=EUR&payee=Mallory+Ltd")
+        #expect(other.status == 403 && other.bodyText.contains("/amount"), "\(other)")
+    }
+
     /// The gateway sends a Txn-Token for a consumed transaction (and for every allowed request
     /// with forAll), and never forwards one the client sent.
     @Test func theGatewaySignsTxnTokensAndDropsClientSentOnes() throws {

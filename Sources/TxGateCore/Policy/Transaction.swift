@@ -216,6 +216,14 @@ public struct TransactionBinding: Equatable, Sendable {
 
     private struct Refusal: Error { var outcome: BodyBindingOutcome }
 
+    /// The values at `pointers` in a JSON or form body, read exactly as the gateway binds them
+    /// (a backend checking a Transaction Token's `tctx` compares with these); nil when the body
+    /// cannot be read that way.
+    public static func boundValues(_ pointers: [String], body: [UInt8], contentType: String?) -> [String: JSONValue]? {
+        guard case .success(let (_, bound)) = readFields(pointers, body: body, contentType: contentType) else { return nil }
+        return bound
+    }
+
     /// The media type's essence and the bound values, or why they cannot be read.
     private static func readFields(_ pointers: [String], body: [UInt8], contentType: String?)
         -> Result<(String, [String: JSONValue]), Refusal> {
