@@ -82,8 +82,7 @@ final class Worker: @unchecked Sendable {
         ]
         if let pdp = shared.pdp, let auth = shared.auth {
             let parking = shared.store.map {
-                RequestParking(store: $0, loop: loop, maxBodyBytes: config.limits.maxParkedBodyBytes, policies: shared.policies,
-                               logger: shared.logger)
+                RequestParking(store: $0, loop: loop, maxBodyBytes: config.limits.maxParkedBodyBytes, logger: shared.logger)
             }
             phases += decisionPhases(shared, loop: loop, pdp: pdp, identifier: auth.identifier(on: loop), amURI: publicURL + "/am/",
                                      parking: parking, accessTokens: shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) })
@@ -124,8 +123,7 @@ final class Worker: @unchecked Sendable {
         return phases + [
             ReadBodyPhase(.forBoundTransaction),
             DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL),
-            ChallengePhase(publicURL: publicURL, amURI: amURI, bearerForm: config.challenges.bearer, policies: shared.policies,
-                           parking: parking),
+            ChallengePhase(publicURL: publicURL, amURI: amURI, bearerForm: config.challenges.bearer, parking: parking),
         ]
     }
 

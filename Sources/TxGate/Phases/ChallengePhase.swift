@@ -8,18 +8,15 @@ struct ChallengePhase: RequestPhase {
     private let publicURL: String
     private let amURI: String
     private let bearerForm: String
-    /// The policies, for RFC 9470's `acr_values` (a transaction's journey) and `max_age`.
-    private let policies: PolicySet
     /// Where a browser's request waits for its approval (nil: the gateway has no store).
     private let parking: RequestParking?
 
     /// `amURI`: where clients run journeys (this gateway's `/am/`, or the remote AM's public URL).
-    init(publicURL: String, amURI: String, bearerForm: String, policies: PolicySet, parking: RequestParking?) {
+    init(publicURL: String, amURI: String, bearerForm: String, parking: RequestParking?) {
         self.publicURL = publicURL
         self.amURI = amURI
         self.bearerForm = bearerForm
         self.parking = parking
-        self.policies = policies
     }
 
     func handle(_ ctx: RequestContext) {
@@ -67,9 +64,9 @@ struct ChallengePhase: RequestPhase {
         }
         let txid = advices[Advices.transaction]?.first
         // acr_values names the journey that satisfies the advice ("/:NAME" → NAME).
-        let acr = txid != nil ? policies.transactionJourney(path: ctx.path[...], method: ctx.method) ?? ""
+        let acr = txid != nil ? ctx.policy?.transactionJourney ?? ""
             : advices[Advices.authenticateToService]?.first.map { String($0.split(separator: ":").last ?? "") } ?? ""
-        let maxAge = txid == nil ? policies.stepUpMaxAge(path: ctx.path[...], method: ctx.method) : nil
+        let maxAge = txid == nil ? ctx.policy?.stepUpMaxAge : nil
         h.add("WWW-Authenticate", Challenge.bearerStepUp(acr: acr, txid: txid, maxAge: maxAge))
         if bearerForm == "both" { h.add("WWW-Authenticate", ssoAdvice(advices)) }
     }

@@ -10,7 +10,6 @@ struct RequestParking {
     let loop: EventLoop
     /// `limits.maxParkedBodyBytes`.
     let maxBodyBytes: Int
-    let policies: PolicySet
     let logger: Logger
 
     /// Whether the request comes from a browser that would be sent to the login page: it
@@ -98,7 +97,7 @@ struct RequestParking {
 
     /// The transaction's lifetime (its policy's `ttlS`; AM's default 180 s without one).
     private func ttlMs(_ ctx: RequestContext) -> Int {
-        if case .transaction(let rule)? = policies.applicable(path: ctx.path[...], method: ctx.method)?.requirement {
+        if case .transaction(let rule)? = ctx.policy?.requirement {
             return rule.ttlS * 1000
         }
         return 180_000

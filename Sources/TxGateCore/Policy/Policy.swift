@@ -247,3 +247,17 @@ public struct Decision: Equatable, Sendable {
             + (ttl.map { #","ttl":\#($0)}"# } ?? "}")
     }
 }
+
+extension Policy {
+    /// The journey of a transaction policy, for RFC 9470's `acr_values`.
+    public var transactionJourney: String? {
+        guard case .transaction(let rule) = requirement else { return nil }
+        return rule.journey
+    }
+
+    /// The `maxAgeS` of a step-up policy, for RFC 9470's `max_age`.
+    public var stepUpMaxAge: Int? {
+        guard case .stepUp(_, let maxAgeS) = requirement else { return nil }
+        return maxAgeS
+    }
+}

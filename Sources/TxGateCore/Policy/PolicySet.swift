@@ -24,18 +24,6 @@ public struct PolicySet: Sendable {
         return p.subjects != .anyone
     }
 
-    /// The journey of the transaction policy that applies, for RFC 9470's `acr_values`.
-    public func transactionJourney(path: Substring, method: String) -> String? {
-        guard case .transaction(let rule)? = applicable(path: path, method: method)?.requirement else { return nil }
-        return rule.journey
-    }
-
-    /// The `maxAgeS` of the step-up policy that applies, for RFC 9470's `max_age`.
-    public func stepUpMaxAge(path: Substring, method: String) -> Int? {
-        guard case .stepUp(_, let maxAgeS)? = applicable(path: path, method: method)?.requirement else { return nil }
-        return maxAgeS
-    }
-
     /// The methods some policy names for `path` (AM answers every action it knows of).
     public func methods(for path: Substring, among candidates: [String]) -> [String] {
         candidates.filter { m in policies.contains { $0.applies(path: path, method: m) } }
