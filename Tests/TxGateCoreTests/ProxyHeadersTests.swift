@@ -50,7 +50,9 @@ import Testing
         var g = RequestIdGenerator()
         let ids = (0..<1000).map { _ in g.next() }
         #expect(Set(ids).count == 1000)
-        #expect(ids.allSatisfy { $0.count == 32 })
+        #expect(ids.allSatisfy { $0.count == 32 && $0.utf8.allSatisfy { Array("0123456789abcdef".utf8).contains($0) } })
+        #expect(ids[0].hasSuffix("0000000000000001") && ids[9].hasSuffix("000000000000000a") && ids[999].hasSuffix("00000000000003e8"))
+        #expect(Set(ids.map { $0.prefix(16) }).count == 1)
     }
 
     @Test func errorBodyIsAMsShape() {

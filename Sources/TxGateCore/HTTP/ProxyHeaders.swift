@@ -113,7 +113,7 @@ public enum ProxyHeaders {
         headers.removeAll { f in
             if asciiCaseInsensitiveEquals(f.name, cookieName) || asciiCaseInsensitiveEquals(f.name, "X-TxID") { return true }
             if let bearerToken, asciiCaseInsensitiveEquals(f.name, "Authorization"),
-               f.value.count == bearerToken.count + 7, f.value.hasSuffix(bearerToken) { return true }
+               f.value.utf8.count == bearerToken.utf8.count + 7, f.value.hasSuffix(bearerToken) { return true }
             if asciiCaseInsensitiveEquals(f.name, "Cookie") {
                 let kept = f.value.split(separator: ";").filter { pair in
                     pair.split(separator: "=", maxSplits: 1).first.map { $0.trimmingOWS() != cookieName } ?? true
@@ -146,17 +146,21 @@ public struct RequestIdGenerator {
         prefix = String(a, radix: 16).leftPadded(to: 16)
     }
 
+    /// The prefix and the counter in 16 hex digits: one String, written in place.
     public mutating func next() -> String {
         counter &+= 1
-        var hex = [UInt8](repeating: 0x30, count: 16)
         var n = counter
-        var i = 15
-        while n > 0 {
-            hex[i] = Self.digits[Int(n & 0xF)]
-            n >>= 4
-            i -= 1
+        var p = prefix
+        return p.withUTF8 { prefixBytes in
+            String(unsafeUninitializedCapacity: 32) { out in
+                _ = out.initialize(fromContentsOf: prefixBytes)
+                for i in stride(from: 31, through: 16, by: -1) {
+                    out[i] = Self.digits[Int(n & 0xF)]
+                    n >>= 4
+                }
+                return 32
+            }
         }
-        return prefix + String(decoding: hex, as: UTF8.self)
     }
 
     private static let digits = Array("0123456789abcdef".utf8)
