@@ -22,7 +22,7 @@ public struct RequestHead: Sendable {
 
     /// The path part of the target, without the query.
     public var path: Substring {
-        if let q = target.firstIndex(of: "?") { return target[..<q] }
+        if let q = target.utf8.firstIndex(of: UInt8(ascii: "?")) { return target[..<q] }
         return target[...]
     }
 

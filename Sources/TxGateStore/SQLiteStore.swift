@@ -41,8 +41,16 @@ public final class SQLiteStore: Store, @unchecked Sendable {
                 let connection = try SQLiteConnection(path: path)
                 return (try KeyValueTable(connection), connection)
             }
-            // Once the file is in WAL mode (KeyValueTable).
-            let checkpointer = try WALCheckpointer(path: path)
+            // Once the file is in WAL mode (KeyValueTable). Its last step runs here, between two
+            // operations; a store closed meanwhile has no connection left to checkpoint.
+            let queue = self.queue
+            let confined = QueueConfined(value: connection)
+            let checkpointer = try WALCheckpointer(path: path) { done in
+                queue.async {
+                    _ = try? confined.value.checkpointPassive()
+                    done()
+                }
+            }
             try queue.sync { try checkpointer.watch(connection) }
             self.checkpointer = checkpointer
             self.table = table

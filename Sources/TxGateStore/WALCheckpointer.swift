@@ -2,28 +2,37 @@ import CSQLite
 import Dispatch
 import Synchronization
 
-/// Copies the write-ahead log back into the database file on a thread of its own, so that no
-/// store operation waits for it.
+/// Copies the write-ahead log back into the database file mostly on a thread of its own, so
+/// that store operations do not wait for it.
 ///
 /// SQLite's automatic checkpoint runs inside the commit that crosses its threshold (1000 pages):
-/// that one operation then copies the log and syncs the file, and every request queued behind
-/// it on the store's queue waits (the step-up cycle's p99 on SQLite was 2 to 3 times its p90).
-/// Here the store's connection turns automatic checkpoints off; its WAL hook, told the log's
-/// size after each commit, hands a checkpoint to this queue, on a second connection, once the
-/// log passes the same threshold (`SQLiteConnection.checkpoint`: writers go on during the bulk
-/// of it and wait only for the last few pages). A checkpoint that cannot finish (a reader in
-/// another process) loses nothing and is tried again after a later commit.
+/// that one operation then copies the whole log and syncs the file, and every request queued
+/// behind it on the store's queue waits (the step-up cycle's p99 on SQLite was 2 to 3 times its
+/// p90). Here the store's connection turns automatic checkpoints off; its WAL hook, told the
+/// log's size after each commit, starts a checkpoint once the log passes the same threshold:
+/// - a passive checkpoint on this queue, on a second connection, copies the bulk of the log and
+///   syncs the file while the store goes on writing;
+/// - then `finish` (the store's own connection, on the store's queue, between two operations)
+///   checkpoints the few pages written meanwhile, so that the log is wholly copied and the next
+///   write starts it over. Passive checkpoints alone, beside a writer that never pauses, never
+///   catch up, and the log grows without end; a blocking (RESTART) one from here would hold every
+///   writer for its busy waits.
+/// A checkpoint that cannot finish (a reader in another process) loses nothing and is tried again
+/// after a later commit.
 final class WALCheckpointer: @unchecked Sendable {
     /// SQLite's own `wal_autocheckpoint` default.
     static let thresholdPages: Int32 = 1000
     private let queue = DispatchQueue(label: "txgate.store.sqlite.checkpoint")
     // @unchecked Sendable: `connection` is only touched on `queue`.
     private var connection: SQLiteConnection?
+    /// Runs the last step on the store's queue, then calls its argument.
+    private let finish: @Sendable (@escaping @Sendable () -> Void) -> Void
     private let pending = Atomic<Bool>(false)
-    /// Checkpoints run (for tests).
+    /// Checkpoints run to the end (for tests).
     let completed = Atomic<Int>(0)
 
-    init(path: String) throws {
+    init(path: String, finish: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) throws {
+        self.finish = finish
         connection = try queue.sync {
             let c = try SQLiteConnection(path: path)
             try c.execute("PRAGMA busy_timeout=5000")
@@ -45,8 +54,11 @@ final class WALCheckpointer: @unchecked Sendable {
         guard pages >= Self.thresholdPages,
               pending.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         queue.async { [self] in
-            defer { pending.store(false, ordering: .releasing) }
-            if (try? connection?.checkpoint()) != nil { completed.add(1, ordering: .relaxed) }
+            _ = try? connection?.checkpointPassive()
+            finish { [self] in
+                completed.add(1, ordering: .relaxed)
+                pending.store(false, ordering: .releasing)
+            }
         }
     }
 
@@ -70,17 +82,17 @@ extension SQLiteConnection {
         }
     }
 
-    /// Copies the log into the database in two steps. First without waiting for anyone (the
-    /// bulk of the pages and the file's sync, while the store goes on writing); then, holding
-    /// off writers (`RESTART`), what they added meanwhile, after which the next write starts the
-    /// log over instead of growing it. Behind a writer that never pauses, passive checkpoints
-    /// alone never catch up, and the log grows without end.
-    func checkpoint() throws {
+    /// Copies as much of the log into the database as it can without waiting for anyone.
+    func checkpointPassive() throws {
         try withHandle { db in
-            for mode in [SQLITE_CHECKPOINT_PASSIVE, SQLITE_CHECKPOINT_RESTART] {
-                let rc = sqlite3_wal_checkpoint_v2(db, nil, mode, nil, nil)
-                guard rc == SQLITE_OK else { throw error(rc) }
-            }
+            let rc = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+            guard rc == SQLITE_OK else { throw error(rc) }
         }
     }
+}
+
+/// A value that crosses to another thread only to be used back on the queue it belongs to (the
+/// store's connection, in `WALCheckpointer`'s last step).
+struct QueueConfined<T>: @unchecked Sendable {
+    let value: T
 }

@@ -145,10 +145,11 @@ struct JSONParser {
         i += 1
         let start = i
         // Fast path: no escapes.
+        var ascii = true
         while i < bytes.count {
             let b = bytes[i]
             if b == UInt8(ascii: "\"") {
-                guard let s = String(validating: bytes[start..<i], as: UTF8.self) else {
+                guard let s = Self.string(bytes, start..<i, ascii: ascii) else {
                     return failString("the string is not valid UTF-8", at: quote)
                 }
                 i += 1
@@ -156,6 +157,7 @@ struct JSONParser {
             }
             if b == UInt8(ascii: "\\") { break }
             if b < 0x20 { return failString(controlCharacter(b)) }
+            if b >= 0x80 { ascii = false }
             i += 1
         }
         var out = Array(bytes[start..<i])
@@ -164,7 +166,7 @@ struct JSONParser {
             switch b {
             case UInt8(ascii: "\""):
                 i += 1
-                guard let s = String(validating: out, as: UTF8.self) else {
+                guard let s = Self.string(out, 0..<out.count, ascii: false) else {
                     return failString("the string is not valid UTF-8", at: quote)
                 }
                 return s
@@ -177,6 +179,17 @@ struct JSONParser {
             }
         }
         return failString("unterminated string (expected '\"' before the end of input)", at: quote)
+    }
+
+    /// The bytes in `range` as a String; nil when they are not UTF-8. Decoding, then checking that
+    /// nothing was replaced, is far cheaper than the generic validating initializer; ASCII needs
+    /// no check at all.
+    private static func string(_ bytes: [UInt8], _ range: Range<Int>, ascii: Bool) -> String? {
+        bytes.withUnsafeBufferPointer { all in
+            let raw = UnsafeBufferPointer(rebasing: all[range])
+            let s = String(decoding: raw, as: UTF8.self)
+            return ascii || s.utf8.elementsEqual(raw) ? s : nil
+        }
     }
 
     /// The escape at `i` (a backslash) appended to `out` as UTF-8; false once it failed.

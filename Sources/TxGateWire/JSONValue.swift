@@ -71,33 +71,39 @@ public enum JSONValue: Equatable, Sendable, Codable {
     }
 
     /// Compact JSON with object keys sorted: one canonical text per value (for digests).
-    public var canonical: String {
-        var out = ""
+    public var canonical: String { String(decoding: canonicalBytes, as: UTF8.self) }
+
+    /// `canonical` as UTF-8 bytes, written straight into one byte buffer (records are encoded
+    /// and signed this way several times per journey step).
+    public var canonicalBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
         write(&out)
         return out
     }
 
-    private func write(_ out: inout String) {
+    private func write(_ out: inout [UInt8]) {
         switch self {
-        case .null: out += "null"
-        case .bool(let b): out += b ? "true" : "false"
-        case .number(let n): out += n.text
-        case .string(let s): out += "\"" + JSONText.escape(s) + "\""
+        case .null: out.append(contentsOf: "null".utf8)
+        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
+        case .number(let n): out.append(contentsOf: n.text.utf8)
+        case .string(let s): JSONText.write(s, into: &out)
         case .array(let a):
-            out += "["
+            out.append(UInt8(ascii: "["))
             for (i, v) in a.enumerated() {
-                if i > 0 { out += "," }
+                if i > 0 { out.append(UInt8(ascii: ",")) }
                 v.write(&out)
             }
-            out += "]"
+            out.append(UInt8(ascii: "]"))
         case .object(let o):
-            out += "{"
-            for (i, k) in o.keys.sorted().enumerated() {
-                if i > 0 { out += "," }
-                out += "\"" + JSONText.escape(k) + "\":"
-                o[k]!.write(&out)
+            out.append(UInt8(ascii: "{"))
+            for (i, member) in o.sorted(by: { $0.key < $1.key }).enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                JSONText.write(member.key, into: &out)
+                out.append(UInt8(ascii: ":"))
+                member.value.write(&out)
             }
-            out += "}"
+            out.append(UInt8(ascii: "}"))
         }
     }
 

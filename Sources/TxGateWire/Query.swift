@@ -5,13 +5,14 @@ public struct Query: Sendable {
     public let pairs: [(name: String, value: String)]
 
     public init(target: String) {
-        self.init(string: target.firstIndex(of: "?").map { String(target[target.index(after: $0)...]) } ?? "")
+        self.init(string: target.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(target[target.index(after: $0)...]) } ?? "")
     }
 
     public init(string: String) {
-        pairs = string.split(separator: "&", omittingEmptySubsequences: true).map { part in
-            let kv = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            return (Self.decode(kv[0]), kv.count > 1 ? Self.decode(kv[1]) : "")
+        // On the bytes `&` and `=`, as the URL standard's urlencoded parser does.
+        pairs = string.split(byte: UInt8(ascii: "&")).map { part in
+            guard let eq = part.utf8.firstIndex(of: UInt8(ascii: "=")) else { return (Self.decode(part), "") }
+            return (Self.decode(part[..<eq]), Self.decode(part[part.utf8.index(after: eq)...]))
         }
     }
 

@@ -2,7 +2,11 @@
 public enum JSONText {
     /// Escapes a string for use inside JSON double quotes.
     public static func escape(_ s: String) -> String {
-        TextEscaping.escape(s, where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) { ch in
+        // Most strings need nothing: found in one pass over the bytes.
+        var probe = s
+        let clean = probe.withUTF8 { bytes in !bytes.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C } }
+        if clean { return s }
+        return TextEscaping.escape(s, where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) { ch in
             switch ch {
             case "\"": return "\\\""
             case "\\": return "\\\\"
@@ -14,6 +18,36 @@ public enum JSONText {
                 return "\\u00" + (ch.value < 0x10 ? "0" : "") + String(ch.value, radix: 16)
             }
         }
+    }
+}
+
+extension JSONText {
+    /// `s` as a JSON string, quotes included, appended to `out`: the bytes `escape` gives.
+    public static func write(_ s: String, into out: inout [UInt8]) {
+        out.append(UInt8(ascii: "\""))
+        var s = s
+        s.withUTF8 { bytes in
+            var start = 0
+            for i in 0..<bytes.count where bytes[i] < 0x20 || bytes[i] == 0x22 || bytes[i] == 0x5C {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<i]))
+                start = i + 1
+                let b = bytes[i]
+                switch b {
+                case 0x22: out.append(contentsOf: #"\""#.utf8)
+                case 0x5C: out.append(contentsOf: #"\\"#.utf8)
+                case 0x0A: out.append(contentsOf: #"\n"#.utf8)
+                case 0x0D: out.append(contentsOf: #"\r"#.utf8)
+                case 0x09: out.append(contentsOf: #"\t"#.utf8)
+                default:
+                    let hex = Array("0123456789abcdef".utf8)
+                    out.append(contentsOf: #"\u00"#.utf8)
+                    out.append(hex[Int(b >> 4)])
+                    out.append(hex[Int(b & 0xF)])
+                }
+            }
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
+        }
+        out.append(UInt8(ascii: "\""))
     }
 }
 

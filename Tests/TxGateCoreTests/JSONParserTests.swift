@@ -88,4 +88,20 @@ import TxGateCore
         #expect(w.at(pointer: "") == w)
         #expect(w.at(pointer: "x") == nil)
     }
+
+    /// `canonical` is what signatures and digests are computed over: its exact bytes. Keys in
+    /// String order, strings escaped as `JSONText.escape` does (quote, backslash, \n \r \t, other
+    /// controls as lowercase \u00XX), everything else as it is (non-ASCII unescaped).
+    @Test func canonicalBytesAreExactlyTheEscapedSortedForm() {
+        let tricky = "q\"b\\n\nr\rt\tc\u{01}\u{1F}é😀\u{7F}"
+        let v = JSONValue.object(["b": .array([.string(tricky), .number(JSONNumber("1.5")!), .bool(true), .null]),
+                                  "a": .object(["é": .string(""), "Z": .bool(false)]), tricky: .string("k")])
+        let escaped = #"q\"b\\n\nr\rt\tc\u0001\u001fé😀\#u{7F}"#
+        #expect(JSONText.escape(tricky) == escaped)
+        #expect(v.canonical == #"{"a":{"Z":false,"é":""},"b":["\#(escaped)",1.5,true,null],"\#(escaped)":"k"}"#)
+        #expect(v.canonicalBytes == Array(v.canonical.utf8))
+        var out: [UInt8] = []
+        JSONText.write(tricky, into: &out)
+        #expect(out == Array(("\"" + escaped + "\"").utf8))
+    }
 }

@@ -12,7 +12,9 @@ import TestSupport
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let path = folder.path("store.db")
-        let store = try SQLiteStore(path: path)
+        // A clock that does not move: on a loaded machine, the writes may outlast their ttl.
+        let clock = TestClock()
+        let store = try SQLiteStore(path: path, clock: clock.read)
         defer { store.close() }
         let value = [UInt8](repeating: 7, count: 3_000)
         for i in 0..<3_000 {
@@ -26,10 +28,11 @@ import TestSupport
         #expect(store.checkpointer.completed.load(ordering: .relaxed) >= 1)
         let size = { (p: String) in ((try? FileManager.default.attributesOfItem(atPath: p)[.size]) as? Int) ?? 0 }
         #expect(size(path) > 4_000_000, "the values reached the database file")
-        // Without checkpoints this log reaches about 70 MB.
-        #expect(size(path + "-wal") < 24_000_000, "the log was reused, not grown with every write")
-        print("checkpoints: \(store.checkpointer.completed.load(ordering: .relaxed)), database \(size(path)) bytes, log \(size(path + "-wal")) bytes")
-        let other = try SQLiteStore(path: path)
+        // Without checkpoints, or with passive ones alone (which never catch up with a writer
+        // that does not pause), this log reaches about 70 MB; it starts over after each
+        // checkpoint's last step, and how far it grows before depends on the machine's speed.
+        #expect(size(path + "-wal") < 40_000_000, "the log was reused, not grown with every write")
+        let other = try SQLiteStore(path: path, clock: clock.read)
         defer { other.close() }
         for i in [0, 1_499, 2_999] {
             #expect(try await call { other.get("k\(i)", on: $0, $1) }.get() == value)

@@ -66,7 +66,7 @@ final class AuthService: Sendable {
 
     /// `/am/json/realms/root[/realms/NAME]/<endpoint>` → (realm, endpoint); also `/am/json/<endpoint>`.
     static func route(_ path: String) -> (realm: String, endpoint: String)? {
-        let parts = path.split(separator: "/").dropFirst(2).map(String.init)  // drop "am", "json"
+        let parts = path.split(byte: UInt8(ascii: "/")).dropFirst(2).map(String.init)  // drop "am", "json"
         if parts.count == 1 { return ("/", parts[0]) }
         guard parts.count >= 3, parts[0] == "realms", parts[1] == "root" else { return nil }
         if parts.count == 3 { return ("/", parts[2]) }

@@ -22,11 +22,11 @@ struct Session: Equatable {
 
     /// Canonical JSON, as the store keeps it.
     var encoded: [UInt8] {
-        Array(JSONValue.object([
+        JSONValue.object([
             "uid": .string(uid), "realm": .string(realm), "created": .number(Double(created)),
             "touched": .number(Double(touched)), "journeys": .array(journeys.map { .string($0) }),
             "authTime": authTime.map { .number($0) } ?? .null,
-        ]).canonical.utf8)
+        ]).canonicalBytes
     }
 
     static func decode(_ bytes: [UInt8]) -> Session? {
@@ -64,8 +64,8 @@ final class SessionManager: Sendable {
     static func token(in headers: HTTPHeaders, cookieName: String) -> String? {
         if let t = headers.first(cookieName), !t.isEmpty { return t }
         for cookie in headers.values("Cookie") {
-            for pair in cookie.split(separator: ";") {
-                let kv = pair.split(separator: "=", maxSplits: 1)
+            for pair in cookie.split(byte: UInt8(ascii: ";")) {
+                let kv = pair.split(byte: UInt8(ascii: "="), maxSplits: 1)
                 if kv.count == 2, kv[0].trimmingOWS() == cookieName {
                     let v = kv[1].trimmingOWS()
                     if !v.isEmpty { return v }

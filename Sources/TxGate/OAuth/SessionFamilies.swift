@@ -15,7 +15,7 @@ enum SessionFamilies {
             switch r {
             case .failure(let e): done(.failure(e))
             case .success(let bytes):
-                let next = Array(JSONValue.array((families(bytes) + [family]).map { .string($0) }).canonical.utf8)
+                let next = JSONValue.array((families(bytes) + [family]).map { .string($0) }).canonicalBytes
                 let retry: (StoreResult<Bool>) -> Void = { r in
                     switch r {
                     case .failure(let e): done(.failure(e))

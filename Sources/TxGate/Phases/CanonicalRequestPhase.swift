@@ -25,7 +25,7 @@ struct CanonicalRequestPhase: RequestPhase {
     }
 
     private func normalize(_ ctx: RequestContext, _ target: Substring) {
-        let q = target.firstIndex(of: "?")
+        let q = target.utf8.firstIndex(of: UInt8(ascii: "?"))
         switch PathNormalizer.normalize(q.map { target[..<$0] } ?? target, encodedSlash: encodedSlash) {
         case .rejected(let why):
             ctx.fail(.badRequest("the request path is refused: \(why)"))

@@ -30,7 +30,7 @@ public enum JWT {
     /// the claims' `exp` (seconds since the epoch) is greater than `now`; returns the claims JSON bytes.
     /// The signature is checked before the claims are parsed.
     public static func verify(_ token: String, key: [UInt8], now: Int) throws(JWTError) -> [UInt8] {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        let parts = token.split(byte: UInt8(ascii: "."), omittingEmptySubsequences: false)
         // JWS uses base64url without padding (RFC 7515 §2); refusing '=' keeps one spelling per token.
         guard parts.count == 3, !token.utf8.contains(UInt8(ascii: "=")), !parts[0].isEmpty, !parts[1].isEmpty, !parts[2].isEmpty,
               let headerBytes = Base64URL.decode(String(parts[0])),

@@ -142,7 +142,7 @@ public final class JourneyEngine: Sendable {
         let claims: JSONValue = .object([
             "iss": "txgate", "iat": .number(now), "exp": .number(now + authIdTtlS), "st": state.json,
         ])
-        return JWT.sign(claimsJSON: Array(claims.canonical.utf8), key: signingKey)
+        return JWT.sign(claimsJSON: claims.canonicalBytes, key: signingKey)
     }
 
     /// `{"authId":"...","callbacks":[...]}` exactly as AM shapes it.

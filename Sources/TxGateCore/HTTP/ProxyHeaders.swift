@@ -150,8 +150,8 @@ public struct GatewayCredentials: Sendable {
         if let bearerToken, asciiCaseInsensitiveEquals(f.name, "Authorization"),
            f.value.utf8.count == bearerToken.utf8.count + 7, f.value.hasSuffix(bearerToken) { return nil }
         guard asciiCaseInsensitiveEquals(f.name, "Cookie") else { return f }
-        let kept = f.value.split(separator: ";").filter { pair in
-            pair.split(separator: "=", maxSplits: 1).first.map { $0.trimmingOWS() != cookieName } ?? true
+        let kept = f.value.split(byte: UInt8(ascii: ";")).filter { pair in
+            pair.split(byte: UInt8(ascii: "="), maxSplits: 1).first.map { $0.trimmingOWS() != cookieName } ?? true
         }.map { $0.trimmingOWS() }
         return kept.isEmpty ? nil : HTTPHeaders.Field(name: f.name, value: kept.joined(separator: "; "))
     }

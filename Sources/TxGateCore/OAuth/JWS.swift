@@ -74,7 +74,7 @@ public enum JWS {
     /// Signs `claims` (encoded canonically) with a header naming `typ` and the key's `kid`.
     public static func sign(_ claims: [String: JSONValue], typ: String, kid: String, key: ECSigningKey) -> String {
         let header = JSONValue.object(["alg": "ES256", "kid": .string(kid), "typ": .string(typ)]).canonical
-        let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(Array(JSONValue.object(claims).canonical.utf8))
+        let input = Base64URL.encode(Array(header.utf8)) + "." + Base64URL.encode(JSONValue.object(claims).canonicalBytes)
         return input + "." + Base64URL.encode(key.sign(Array(input.utf8)))
     }
 
@@ -97,7 +97,7 @@ public enum JWS {
     /// The same for keys of several kinds: the header's `alg` must be the key's (ES256 for an EC
     /// key, RS256 for an RSA key), so that no token can choose how it is checked.
     public static func verify(_ token: String, typ: String?, now: Int, key: (String) -> JWSKey?) throws(JWSError) -> Verified {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        let parts = token.split(byte: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3, !token.utf8.contains(UInt8(ascii: "=")), !parts.contains(where: \.isEmpty),
               let headerBytes = Base64URL.decode(String(parts[0])),
               case .object(let header)? = JSONValue.parse(headerBytes),
@@ -125,7 +125,7 @@ public enum JWS {
 
     /// The claims without checking anything (to read `kid`/`iss` and pick the keys to verify with).
     public static func unverifiedParts(_ token: String) -> (header: [String: JSONValue], claims: [String: JSONValue])? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        let parts = token.split(byte: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3, let h = Base64URL.decode(String(parts[0])), case .object(let header)? = JSONValue.parse(h),
               let c = Base64URL.decode(String(parts[1])), case .object(let claims)? = JSONValue.parse(c) else { return nil }
         return (header, claims)

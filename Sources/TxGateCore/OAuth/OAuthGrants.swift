@@ -75,7 +75,7 @@ public struct AuthorizationGrant: Equatable, Sendable {
         if let nonce { o["nonce"] = .string(nonce) }
         if let txn { o["txn"] = .string(txn) }
         if let session { o["session"] = .string(session) }
-        return Array(JSONValue.object(o).canonical.utf8)
+        return JSONValue.object(o).canonicalBytes
     }
 
     public static func decode(_ bytes: [UInt8]) -> AuthorizationGrant? {
@@ -127,11 +127,11 @@ public struct RefreshRecord: Equatable, Sendable {
     public static func familyKey(_ family: String) -> String { "oauth2:family:" + family }
 
     public var encoded: [UInt8] {
-        Array(JSONValue.object([
+        JSONValue.object([
             "family": .string(family), "clientId": .string(clientId), "uid": .string(uid), "realm": .string(realm),
             "scope": .array(scope.map { .string($0) }), "acr": .string(acr), "authTime": .number(authTime),
             "used": .bool(used), "expires": .number(expires),
-        ]).canonical.utf8)
+        ]).canonicalBytes
     }
 
     public static func decode(_ bytes: [UInt8]) -> RefreshRecord? {

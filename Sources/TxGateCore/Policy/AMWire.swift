@@ -82,7 +82,7 @@ public enum AMWire {
     /// without verifying it: only to name the subject in the log; the AM verifies the token
     /// (`subject.jwt`). nil for anything else (an SSO token).
     public static func unverifiedJWTSubject(_ token: String) -> String? {
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
+        let parts = token.split(byte: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3, let payload = Base64URL.decode(String(parts[1])),
               let sub = JSONValue.parse(payload)?["sub"]?.stringValue, !sub.isEmpty else { return nil }
         return sub

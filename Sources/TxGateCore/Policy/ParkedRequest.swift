@@ -45,7 +45,7 @@ public struct ParkedRequest: Equatable, Sendable {
         ]
         if let contentType { o["contentType"] = .string(contentType) }
         if let accept { o["accept"] = .string(accept) }
-        return Array(JSONValue.object(o).canonical.utf8)
+        return JSONValue.object(o).canonicalBytes
     }
 
     /// The record in `encoded` form; nil if anything is missing or the body is not base64.

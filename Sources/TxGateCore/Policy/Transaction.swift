@@ -62,7 +62,7 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         ]
         if let bodyDigest { o["bodyDigest"] = .string(bodyDigest) }
         if let display { o["display"] = .string(display) }
-        return Array(JSONValue.object(o).canonical.utf8)
+        return JSONValue.object(o).canonicalBytes
     }
 
     /// The record in `encoded` form (or as JSONEncoder wrote it); nil if anything is missing.
@@ -177,14 +177,14 @@ public struct TransactionBinding: Equatable, Sendable {
                 normalized = .string(type.normalized)
             }
             let parts: [JSONValue] = [normalized, .string(Crypto.hex(Crypto.sha256(body)))]
-            bodyDigest = Crypto.hex(Crypto.sha256(Array(JSONValue.array(parts).canonical.utf8)))
+            bodyDigest = Crypto.hex(Crypto.sha256(JSONValue.array(parts).canonicalBytes))
         } else if !rule.bindFields.isEmpty {
             switch Self.readFields(rule.bindFields, body: body, contentType: contentType) {
             case .success(let (type, fields)):
                 mediaType = type
                 bound = fields
                 let parts: [JSONValue] = [.string(type), .object(fields)]
-                bodyDigest = Crypto.hex(Crypto.sha256(Array(JSONValue.array(parts).canonical.utf8)))
+                bodyDigest = Crypto.hex(Crypto.sha256(JSONValue.array(parts).canonicalBytes))
             case .failure(let refusal):
                 bodyOutcome = refusal.outcome
             }
@@ -209,7 +209,7 @@ public struct TransactionBinding: Equatable, Sendable {
                     + "so the body must be one JSON document without repeated keys")
             }
             for p in rule.bindFields { bound[p] = doc?.at(pointer: p) ?? .null }
-            bodyDigest = Crypto.hex(Crypto.sha256(Array(JSONValue.object(bound).canonical.utf8)))
+            bodyDigest = Crypto.hex(Crypto.sha256(JSONValue.object(bound).canonicalBytes))
         }
         self.bound = bound
     }
@@ -306,7 +306,7 @@ public struct TransactionBinding: Equatable, Sendable {
 
     public static func seal(realm: String, resource: String, method: String, subject: String, bodyDigest: String?) -> String {
         let parts: [JSONValue] = [.string(realm), .string(resource), .string(method), .string(subject), bodyDigest.map { .string($0) } ?? .null]
-        return Crypto.hex(Crypto.sha256(Array(JSONValue.array(parts).canonical.utf8)))
+        return Crypto.hex(Crypto.sha256(JSONValue.array(parts).canonicalBytes))
     }
 
     /// The rule's `display` with `{field}` (or `{/field}`) replaced by the bound values.
@@ -326,13 +326,13 @@ public struct TransactionBinding: Equatable, Sendable {
 /// Strips `_txid` and `_idtoken` from a request target (WIRE.md §3c) and returns the TxId.
 public enum RetryParameters {
     public static func strip(_ target: String) -> (target: String, txid: String?) {
-        guard let q = target.firstIndex(of: "?") else { return (target, nil) }
+        guard let q = target.utf8.firstIndex(of: UInt8(ascii: "?")) else { return (target, nil) }
         var txid: String?
         var kept: [Substring] = []
-        for part in target[target.index(after: q)...].split(separator: "&", omittingEmptySubsequences: false) {
-            let name = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        for part in target[target.index(after: q)...].split(byte: UInt8(ascii: "&"), omittingEmptySubsequences: false) {
+            let name = part.split(byte: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)[0]
             if name == "_txid" {
-                let v = part.dropFirst(name.count + 1)
+                let v = Substring(part.utf8.dropFirst(name.utf8.count + 1))
                 txid = String(v).removingPercentEncoding ?? String(v)
             } else if name != "_idtoken" {
                 kept.append(part)
