@@ -51,6 +51,7 @@ public enum Crypto {
     /// HMAC with the given hash function.
     public static func hmac(_ algorithm: HashAlgorithm, key: [UInt8], data: [UInt8]) -> [UInt8] {
         precondition(key.count <= Int(Int32.max), "hmac: key too long")
+        if let mac = HMACKeys.shared.mac(algorithm, key: key, data: data) { return mac }
         var out = [UInt8](repeating: 0, count: algorithm.digestLength)
         var outLength: UInt32 = 0
         // OpenSSL 3's one-shot HMAC() refuses a NULL key, hence the non-null pointer even for an empty key.
@@ -154,7 +155,7 @@ public enum Crypto {
     }()
 
     /// Calls `body` with a pointer that is never NULL (a dummy byte for an empty array) and the length.
-    private static func withNonNullBytes<R>(_ bytes: [UInt8],
+    static func withNonNullBytes<R>(_ bytes: [UInt8],
                                             _ body: (UnsafeRawPointer, Int) -> R) -> R {
         if bytes.isEmpty {
             var zero: UInt8 = 0

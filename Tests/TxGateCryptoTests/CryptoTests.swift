@@ -1,3 +1,5 @@
+import Dispatch
+import Synchronization
 import Testing
 import TxGateCrypto
 
@@ -28,6 +30,25 @@ private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
                 == "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7")
         #expect(Crypto.hex(Crypto.hmacSHA256(key: [], data: []))
                 == "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad")
+    }
+
+    /// A key used again is answered from a context keyed once (`HMACKeys`): the same MAC, from
+    /// several threads at once, and again after more keys than the table holds have passed.
+    @Test func hmacKeyedOnceGivesTheSameAnswers() {
+        let key = bytes("Jefe"), data = bytes("what do ya want for nothing?")
+        let expected = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
+        let wrong = Mutex(0)
+        DispatchQueue.concurrentPerform(iterations: 8) { _ in
+            for _ in 0..<200 where Crypto.hex(Crypto.hmacSHA256(key: key, data: data)) != expected {
+                wrong.withLock { $0 += 1 }
+            }
+        }
+        #expect(wrong.withLock { $0 } == 0)
+        let others = (0..<40).map { i in (key: [UInt8](repeating: UInt8(i), count: 32), mac: Crypto.hmacSHA256(key: [UInt8](repeating: UInt8(i), count: 32), data: data)) }
+        #expect(others.allSatisfy { Crypto.hmacSHA256(key: $0.key, data: data) == $0.mac })
+        #expect(Set(others.map(\.mac)).count == 40)
+        #expect(Crypto.hex(Crypto.hmacSHA256(key: key, data: data)) == expected)
+        #expect(Crypto.hex(Crypto.hmacSHA1(key: key, data: data)) == "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79")
     }
 
     /// RFC 7914 §12, third vector.
