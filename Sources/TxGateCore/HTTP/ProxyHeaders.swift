@@ -113,15 +113,6 @@ public enum ProxyHeaders {
         return h
     }
 
-    /// Removes the gateway's own credentials before a request goes upstream (`GatewayCredentials`).
-    public static func removeGatewayCredentials(_ headers: inout HTTPHeaders, cookieName: String, bearerToken: String?) {
-        let credentials = GatewayCredentials(cookieName: cookieName, bearerToken: bearerToken)
-        var kept = HTTPHeaders()
-        kept.reserveCapacity(headers.count)
-        for f in headers { if let k = credentials.withoutCredentials(f) { kept.append(k) } }
-        headers = kept
-    }
-
     /// A client-supplied request id, if it is safe to pass on (printable, bounded).
     public static func acceptableRequestId(_ value: String?) -> String? {
         guard let v = value, !v.isEmpty, v.utf8.count <= 200,
