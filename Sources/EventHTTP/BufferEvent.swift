@@ -1,75 +1,52 @@
 import CLibevent
 import COpenSSL
 
-/// What a connection hears from its bufferevent. A class, not a protocol, so that a
-/// callback reaches its connection through one vtable call, without a dynamic cast.
-class BufferEventHandler {
-    func readable() {}
-    func writable() {}
-    func event(_ what: Int32) {}
-}
+/// A TLS connection through libevent's `bufferevent_openssl`, which reads, writes and
+/// handshakes by itself: `flush` only says whether the output is all gone.
+final class BufferEventTransport: Transport {
+    private var bev: OpaquePointer?
 
-/// The one place where libevent's bufferevent callbacks come back into Swift, for server and
-/// upstream connections alike.
-enum BufferEvent {
-    /// Stops and frees a bufferevent, once: `bev` is nil afterwards.
-    static func free(_ bev: inout OpaquePointer?) {
-        guard let b = bev else { return }
-        bufferevent_disable(b, Int16(EV_READ | EV_WRITE))
-        bufferevent_free(b)
-        bev = nil
-    }
-
-    /// A plain socket bufferevent, or a TLS one on `ssl` (which it then owns), for `fd` (-1 to
-    /// connect later). Nil when libevent cannot allocate it.
-    static func make(loop: EventLoop, fd: Int32, ssl: OpaquePointer?, state: bufferevent_ssl_state) -> OpaquePointer? {
+    /// Over `ssl` (which it then owns), on `fd` (-1 to `connect` later). Nil when libevent
+    /// cannot allocate it.
+    init?(loop: EventLoop, fd: Int32, ssl: OpaquePointer, state: bufferevent_ssl_state) {
         let flags = Int32(BEV_OPT_CLOSE_ON_FREE.rawValue)
-        guard let ssl else { return bufferevent_socket_new(loop.base, fd, flags) }
-        let bev = bufferevent_openssl_socket_new(loop.base, fd, ssl, state, flags)
-        if let bev { bufferevent_openssl_set_allow_dirty_shutdown(bev, 1) }
-        return bev
+        guard let b = bufferevent_openssl_socket_new(loop.base, fd, ssl, state, flags) else { return nil }
+        bufferevent_openssl_set_allow_dirty_shutdown(b, 1)
+        // libevent 2.1 reads at most 4 KiB at once, into a new chain rounded up to a power of
+        // two with its header (8 KiB), and a body takes the chains as they are: each 4 KiB of
+        // a large body would cost 8 KiB. Reading a little less fits the chain in 4 KiB.
+        bufferevent_set_max_single_read(b, SocketChannel.readSize)
+        bev = b
+        super.init(input: bufferevent_get_input(b)!, output: bufferevent_get_output(b)!)
+        // Writing stays on: the bufferevent sends whatever is added to the output.
+        bufferevent_enable(b, Int16(EV_WRITE))
     }
 
-    /// Routes `bev`'s callbacks to `handler`, which is not retained: it must keep itself alive
-    /// until it frees `bev`. Each callback keeps it alive until it returns, as the handler may
-    /// close itself from inside.
-    static func route(_ bev: OpaquePointer, to handler: BufferEventHandler) {
+    deinit { close() }
+
+    override var socket: Int32 { bev.map { bufferevent_getfd($0) } ?? -1 }
+
+    override func setHandler(_ handler: TransportHandler) {
+        guard let bev else { return }
         bufferevent_setcb(bev, { _, ctx in
-            let h = Unmanaged<BufferEventHandler>.fromOpaque(ctx!).takeUnretainedValue()
+            let h = Unmanaged<TransportHandler>.fromOpaque(ctx!).takeUnretainedValue()
             withExtendedLifetime(h) { h.readable() }
         }, { _, ctx in
-            let h = Unmanaged<BufferEventHandler>.fromOpaque(ctx!).takeUnretainedValue()
+            let h = Unmanaged<TransportHandler>.fromOpaque(ctx!).takeUnretainedValue()
             withExtendedLifetime(h) { h.writable() }
         }, { _, what, ctx in
-            let h = Unmanaged<BufferEventHandler>.fromOpaque(ctx!).takeUnretainedValue()
+            let h = Unmanaged<TransportHandler>.fromOpaque(ctx!).takeUnretainedValue()
             withExtendedLifetime(h) { h.event(Int32(what)) }
         }, Unmanaged.passUnretained(handler).toOpaque())
     }
 
-    /// Sends buffered output now, with one writev, instead of arming a write event and
-    /// waiting a loop iteration: that costs two epoll_ctl calls per response. What the socket
-    /// does not take is left to libevent (EV_WRITE). Returns true when nothing is left.
-    /// Plain sockets only: a TLS bufferevent must write through OpenSSL.
-    ///
-    /// A socket bufferevent keeps the start of its output buffer frozen (only its own write
-    /// callback may drain it), so `evbuffer_write` on it fails without writing anything.
-    /// libevent's write callback thaws it around its own write; this does the same.
-    static func writeDirectly(_ bev: OpaquePointer) -> Bool {
-        let out = bufferevent_get_output(bev)!
-        if evbuffer_get_length(out) > 0 {
-            evbuffer_unfreeze(out, 1)
-            _ = evbuffer_write(out, bufferevent_getfd(bev))
-            evbuffer_freeze(out, 1)
-        }
-        guard evbuffer_get_length(out) == 0 else {
-            bufferevent_enable(bev, Int16(EV_WRITE))
-            return false
-        }
-        return true
+    override func setReading(_ on: Bool) {
+        guard let bev else { return }
+        if on { bufferevent_enable(bev, Int16(EV_READ)) } else { bufferevent_disable(bev, Int16(EV_READ)) }
     }
 
-    /// Arms the read timeout (nil: none) and the write timeout.
-    static func setTimeouts(_ bev: OpaquePointer, readMs: Int?, writeMs: Int) {
+    override func setTimeouts(readMs: Int?, writeMs: Int) {
+        guard let bev else { return }
         var w = timeval(milliseconds: writeMs)
         if let readMs {
             var r = timeval(milliseconds: readMs)
@@ -79,7 +56,23 @@ enum BufferEvent {
         }
     }
 
-    static func setReading(_ bev: OpaquePointer, _ on: Bool) {
-        if on { bufferevent_enable(bev, Int16(EV_READ)) } else { bufferevent_disable(bev, Int16(EV_READ)) }
+    override func flush() -> Bool { evbuffer_get_length(output) == 0 }
+
+    override func connect(to address: SocketAddress) -> Bool {
+        guard let bev else { return false }
+        return address.withSockaddr { sa, len in bufferevent_socket_connect(bev, sa, len) } == 0
+    }
+
+    override func close() {
+        guard let b = bev else { return }
+        bufferevent_disable(b, Int16(EV_READ | EV_WRITE))
+        bufferevent_free(b)
+        bev = nil
+    }
+
+    override var tlsError: String? {
+        guard let bev else { return nil }
+        let e = bufferevent_get_openssl_error(bev)
+        return e != 0 ? TLSError.message(e) : nil
     }
 }
