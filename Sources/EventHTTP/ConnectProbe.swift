@@ -13,7 +13,7 @@ public enum ConnectProbe {
 }
 
 /// A probe's connection, confined to its loop; it keeps itself alive until it finishes.
-final class ConnectAttempt: TransportHandler {
+final class ConnectAttempt: ChannelHandler {
     private let loop: EventLoop
     private var channel: SocketChannel?
     private var timer: LoopTimer?

@@ -7,10 +7,10 @@ import HTTPCore
 ///
 /// An exchange is handed to the application as soon as its head is parsed; its body may still
 /// be arriving (state `.body` with an exchange), and is read on while the application decides.
-final class ServerConnection: TransportHandler {
+final class ServerConnection: ChannelHandler {
     unowned let server: HTTPServer
     let id: Int
-    let transport: Transport
+    let channel: Channel
     let remoteIP: String
     let isTLS: Bool
 
@@ -35,34 +35,34 @@ final class ServerConnection: TransportHandler {
     /// Lingering ends at this instant however the client keeps sending.
     private var lingerDeadline: UInt64 = 0
 
-    init(server: HTTPServer, id: Int, transport: Transport, remoteIP: String, isTLS: Bool) {
+    init(server: HTTPServer, id: Int, channel: Channel, remoteIP: String, isTLS: Bool) {
         self.server = server
         self.id = id
-        self.transport = transport
+        self.channel = channel
         self.remoteIP = remoteIP
         self.isTLS = isTLS
     }
 
     var limits: ServerLimits { server.limits }
-    var input: OpaquePointer { transport.input }
-    var output: OpaquePointer { transport.output }
+    var input: OpaquePointer { channel.input }
+    var output: OpaquePointer { channel.output }
 
     func start() {
-        transport.setHandler(self)
+        channel.setHandler(self)
         // The first request's head is due within the header timeout of the accept (nginx).
         headDeadline = EventLoop.nowNanos() + UInt64(limits.headerTimeoutMs) * 1_000_000
         setReadTimeout(limits.headerTimeoutMs)
-        transport.setReading(true)
+        channel.setReading(true)
     }
 
-    /// Sends buffered output now (see Transport.flush); writable() runs once all of it is gone.
+    /// Sends buffered output now (see Channel.flush); writable() runs once all of it is gone.
     func flush() {
         guard state != .closed else { return }
-        if transport.flush() { writable() }
+        if channel.flush() { writable() }
     }
 
     func setReadTimeout(_ ms: Int?) {
-        transport.setTimeouts(readMs: ms, writeMs: limits.writeTimeoutMs)
+        channel.setTimeouts(readMs: ms, writeMs: limits.writeTimeoutMs)
     }
 
     override func readable() {
@@ -73,7 +73,7 @@ final class ServerConnection: TransportHandler {
         case .handling:
             // A pipelined request waits its turn; stop reading if a client piles up too much.
             if evbuffer_get_length(input) > limits.maxHeaderBytes + 65_536 {
-                transport.setReading(false)
+                channel.setReading(false)
             }
         default:
             process()
@@ -110,7 +110,7 @@ final class ServerConnection: TransportHandler {
         state = .head
         headDeadline = 0
         setReadTimeout(limits.idleTimeoutMs)
-        transport.setReading(true)
+        channel.setReading(true)
         process()
     }
 
@@ -122,9 +122,9 @@ final class ServerConnection: TransportHandler {
         dropBody()
         head = nil
         lingerDeadline = EventLoop.nowNanos() + 2_000_000_000
-        shutdown(transport.socket, Int32(SHUT_WR))
+        shutdown(channel.socket, Int32(SHUT_WR))
         setReadTimeout(2_000)
-        transport.setReading(true)
+        channel.setReading(true)
     }
 
     override func event(_ what: Int32) {
@@ -167,7 +167,7 @@ final class ServerConnection: TransportHandler {
         dropBody()
         let ex = exchange
         exchange = nil
-        transport.close()
+        channel.close()
         ex?.connectionLost()
         server.connectionClosed(self)
     }

@@ -10,7 +10,7 @@ import CLibevent
 /// `event_add` per read to push the read timeout back (the timer keeps the time of the last
 /// read and is re-armed only when it fires, or when a deadline moves earlier), and the
 /// freezing of the output around a write.
-final class SocketChannel: Transport {
+final class SocketChannel: Channel {
     /// Bytes asked of one read: a new evbuffer chain is this plus its header, rounded up to a
     /// power of two, and a body takes the chains as they are, so a 4 KiB chain holds it.
     static let readSize = 4_096 - 64
@@ -19,7 +19,7 @@ final class SocketChannel: Transport {
 
     private let base: OpaquePointer
     private var fd: Int32 = -1
-    private var handler: Unmanaged<TransportHandler>?
+    private var handler: Unmanaged<ChannelHandler>?
     private var readEvent: OpaquePointer?
     private var writeEvent: OpaquePointer?
     private var timer: OpaquePointer?
@@ -76,14 +76,14 @@ final class SocketChannel: Transport {
     }
 
     /// Tells the handler, which stays alive until it returns.
-    private func deliver(_ body: (TransportHandler) -> Void) {
+    private func deliver(_ body: (ChannelHandler) -> Void) {
         guard let h = handler?.takeUnretainedValue() else { return }
         withExtendedLifetime(h) { body(h) }
     }
 
     override var socket: Int32 { fd }
 
-    override func setHandler(_ handler: TransportHandler) { self.handler = Unmanaged.passUnretained(handler) }
+    override func setHandler(_ handler: ChannelHandler) { self.handler = Unmanaged.passUnretained(handler) }
 
     override func close() {
         guard !closed else { return }

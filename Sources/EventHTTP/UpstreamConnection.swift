@@ -4,10 +4,10 @@ import HTTPCore
 
 /// One connection to the upstream: sends a call's request, reads its response (see
 /// UpstreamConnection+Response.swift), then goes back to its pool or closes.
-final class UpstreamConnection: TransportHandler {
+final class UpstreamConnection: ChannelHandler {
     unowned let pool: UpstreamPool
     /// Nil once closed.
-    var transport: Transport?
+    var channel: Channel?
     enum State { case connecting, waitingHead, body, idle, closed }
     var state = State.connecting
     var call: UpstreamCall?
@@ -28,22 +28,22 @@ final class UpstreamConnection: TransportHandler {
         self.pool = pool
         super.init()
         let ep = pool.endpoint
-        let transport: Transport
+        let channel: Channel
         if let tls = ep.tls {
             guard let ssl = tls.newClientSSL(host: ep.tlsHost),
-                  let t = BufferEventTransport(loop: pool.loop, fd: -1, ssl: ssl, state: BUFFEREVENT_SSL_CONNECTING) else {
+                  let t = TLSChannel(loop: pool.loop, fd: -1, ssl: ssl, state: BUFFEREVENT_SSL_CONNECTING) else {
                 return nil
             }
-            transport = t
+            channel = t
         } else {
-            transport = SocketChannel(loop: pool.loop, fd: -1)
+            channel = SocketChannel(loop: pool.loop, fd: -1)
         }
-        self.transport = transport
+        self.channel = channel
         // The connection keeps itself alive while its socket is open; close() lets go.
         retainedSelf = Unmanaged.passRetained(self)
-        transport.setHandler(self)
-        transport.setReading(true)
-        guard transport.connect(to: ep.address) else {
+        channel.setHandler(self)
+        channel.setReading(true)
+        guard channel.connect(to: ep.address) else {
             close()
             return nil
         }
@@ -53,22 +53,22 @@ final class UpstreamConnection: TransportHandler {
     }
 
     func start(_ call: UpstreamCall) {
-        guard let transport else { call.finish(.connectFailed("connection closed")); return }
+        guard let channel else { call.finish(.connectFailed("connection closed")); return }
         self.call = call
         call.connection = self
         method = call.request.method
         bytesReceived = false
         requestCount += 1
-        let out = transport.output
+        let out = channel.output
         EvBuffer.append(out, call.request.serializeHead())
         call.request.body?.reference(into: out)
         if state == .idle {
             state = .waitingHead
             armResponseTimeout()
-            transport.setReading(true)
+            channel.setReading(true)
             flushOutput()
             // Bytes that arrived while idle mean a broken upstream.
-            if evbuffer_get_length(transport.input) > 0 {
+            if evbuffer_get_length(channel.input) > 0 {
                 fail(.protocolError("unsolicited data on an idle connection"))
             }
         }
@@ -78,27 +78,27 @@ final class UpstreamConnection: TransportHandler {
     /// that a reused connection needs no timer changes (each one is libevent heap work).
     private var timeoutsArmed = false
 
-    /// Sends the request now once connected (see Transport.flush).
+    /// Sends the request now once connected (see Channel.flush).
     private func flushOutput() {
-        guard let transport, state != .connecting else { return }
-        _ = transport.flush()
+        guard let channel, state != .connecting else { return }
+        _ = channel.flush()
     }
 
     private func armResponseTimeout() {
-        guard !timeoutsArmed, let transport else { return }
+        guard !timeoutsArmed, let channel else { return }
         timeoutsArmed = true
         let ms = pool.endpoint.responseTimeoutMs
-        transport.setTimeouts(readMs: ms, writeMs: ms)
+        channel.setTimeouts(readMs: ms, writeMs: ms)
     }
 
     func setReading(_ on: Bool) {
-        guard let transport, state == .waitingHead || state == .body else { return }
-        transport.setReading(on)
+        guard let channel, state == .waitingHead || state == .body else { return }
+        channel.setReading(on)
     }
 
     func becomeIdle() {
         state = .idle
-        transport?.setReading(true)
+        channel?.setReading(true)
     }
 
     private func connectTimedOut() {
@@ -106,7 +106,7 @@ final class UpstreamConnection: TransportHandler {
     }
 
     override func readable() {
-        guard let input = transport?.input else { return }
+        guard let input = channel?.input else { return }
         if evbuffer_get_length(input) > 0 { bytesReceived = true }
         while true {
             switch state {
@@ -148,7 +148,7 @@ final class UpstreamConnection: TransportHandler {
     private func connected() {
         connectTimer?.cancel()
         connectTimer = nil
-        if let transport { setNoDelay(transport.socket) }
+        if let channel { setNoDelay(channel.socket) }
         if state == .connecting {
             state = .waitingHead
             armResponseTimeout()
@@ -157,7 +157,7 @@ final class UpstreamConnection: TransportHandler {
     }
 
     private func socketError() -> String {
-        if let tls = transport?.tlsError { return "TLS: " + tls }
+        if let tls = channel?.tlsError { return "TLS: " + tls }
         let err = errno
         return err != 0 ? String(cString: strerror(err)) : "connection closed"
     }
@@ -185,8 +185,8 @@ final class UpstreamConnection: TransportHandler {
         state = .closed
         connectTimer?.cancel()
         connectTimer = nil
-        transport?.close()
-        transport = nil
+        channel?.close()
+        channel = nil
         let r = retainedSelf
         retainedSelf = nil
         r?.release()

@@ -3,7 +3,7 @@ import COpenSSL
 
 /// A TLS connection through libevent's `bufferevent_openssl`, which reads, writes and
 /// handshakes by itself: `flush` only says whether the output is all gone.
-final class BufferEventTransport: Transport {
+final class TLSChannel: Channel {
     private var bev: OpaquePointer?
 
     /// Over `ssl` (which it then owns), on `fd` (-1 to `connect` later). Nil when libevent
@@ -26,16 +26,16 @@ final class BufferEventTransport: Transport {
 
     override var socket: Int32 { bev.map { bufferevent_getfd($0) } ?? -1 }
 
-    override func setHandler(_ handler: TransportHandler) {
+    override func setHandler(_ handler: ChannelHandler) {
         guard let bev else { return }
         bufferevent_setcb(bev, { _, ctx in
-            let h = Unmanaged<TransportHandler>.fromOpaque(ctx!).takeUnretainedValue()
+            let h = Unmanaged<ChannelHandler>.fromOpaque(ctx!).takeUnretainedValue()
             withExtendedLifetime(h) { h.readable() }
         }, { _, ctx in
-            let h = Unmanaged<TransportHandler>.fromOpaque(ctx!).takeUnretainedValue()
+            let h = Unmanaged<ChannelHandler>.fromOpaque(ctx!).takeUnretainedValue()
             withExtendedLifetime(h) { h.writable() }
         }, { _, what, ctx in
-            let h = Unmanaged<TransportHandler>.fromOpaque(ctx!).takeUnretainedValue()
+            let h = Unmanaged<ChannelHandler>.fromOpaque(ctx!).takeUnretainedValue()
             withExtendedLifetime(h) { h.event(Int32(what)) }
         }, Unmanaged.passUnretained(handler).toOpaque())
     }

@@ -1,11 +1,11 @@
 import CLibevent
 
-/// What a connection hears from its transport. A class, not a protocol, so that a callback
+/// What a connection hears from its channel. A class, not a protocol, so that a callback
 /// reaches its connection through one vtable call, without a dynamic cast.
 ///
-/// `event` gets libevent's `BEV_EVENT_*` flags from either kind of transport: EOF, ERROR
+/// `event` gets libevent's `BEV_EVENT_*` flags from either kind of channel: EOF, ERROR
 /// (errno set), TIMEOUT with READING or WRITING, and CONNECTED.
-class TransportHandler {
+class ChannelHandler {
     /// Bytes were appended to the input.
     func readable() {}
     /// All of the output has been sent (after a `flush` that left some).
@@ -15,16 +15,16 @@ class TransportHandler {
 
 /// A connection's byte stream as the server and upstream connections see it: an input and an
 /// output evbuffer, reading turned on or off, read and write timeouts, and the callbacks of
-/// `TransportHandler`. Two kinds, so that the connections' logic is written once:
+/// `ChannelHandler`. Two kinds, so that the connections' logic is written once:
 ///
 /// - `SocketChannel`: a plain TCP socket, read and written by EventHTTP itself (recv into the
 ///   input, writev from the output), on plain libevent events.
-/// - `BufferEventTransport`: TLS, through libevent's `bufferevent_openssl`.
+/// - `TLSChannel`: TLS, through libevent's `bufferevent_openssl`.
 ///
 /// A timeout fires after that many ms without progress while reading is on (READING) or
 /// while output waits for the socket (WRITING), and turns that direction off; setting the
 /// timeouts or turning reading on restarts their clocks (as with a bufferevent).
-class Transport {
+class Channel {
     final let input: OpaquePointer
     final let output: OpaquePointer
 
@@ -33,27 +33,27 @@ class Transport {
         self.output = output
     }
 
-    /// A transport for an accepted socket: TLS over `ssl` (which it then owns), else plain.
+    /// A channel for an accepted socket: TLS over `ssl` (which it then owns), else plain.
     /// Nil when libevent cannot allocate it; the caller then closes `fd`.
-    static func accepted(loop: EventLoop, fd: Int32, ssl: OpaquePointer?) -> Transport? {
+    static func accepted(loop: EventLoop, fd: Int32, ssl: OpaquePointer?) -> Channel? {
         guard let ssl else { return SocketChannel(loop: loop, fd: fd) }
-        return BufferEventTransport(loop: loop, fd: fd, ssl: ssl, state: BUFFEREVENT_SSL_ACCEPTING)
+        return TLSChannel(loop: loop, fd: fd, ssl: ssl, state: BUFFEREVENT_SSL_ACCEPTING)
     }
 
     /// The socket (-1 before `connect` and after `close`).
     var socket: Int32 { -1 }
 
     /// Routes the callbacks to `handler`, which is not retained: it must keep itself alive
-    /// until it closes the transport. Each callback keeps it alive until it returns, as the
+    /// until it closes the channel. Each callback keeps it alive until it returns, as the
     /// handler may close itself from inside.
-    func setHandler(_ handler: TransportHandler) {}
+    func setHandler(_ handler: ChannelHandler) {}
 
     func setReading(_ on: Bool) {}
 
     /// Sets the read timeout (nil: none) and the write timeout, and restarts both clocks.
     func setTimeouts(readMs: Int?, writeMs: Int) {}
 
-    /// Sends buffered output now where the transport can; true when none is left. What the
+    /// Sends buffered output now where the channel can; true when none is left. What the
     /// socket does not take goes out when it can, and `writable` follows.
     func flush() -> Bool { true }
 
