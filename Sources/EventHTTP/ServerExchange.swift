@@ -171,8 +171,8 @@ public final class ServerExchange {
             w.write("Connection: keep-alive\r\n")
         }
         w.writeCRLF()
-        unsentHeadBytes = evbuffer_get_length(c.output) == 0 ? w.bytes.count : 0
-        EvBuffer.append(c.output, w.bytes)
+        unsentHeadBytes = evbuffer_get_length(c.output) == 0 ? w.count : 0
+        w.withBytes { _ = evbuffer_add(c.output, $0.baseAddress, $0.count) }
     }
 
     /// Moves all of `body` toward the client (no copy), leaving it empty.

@@ -1,3 +1,9 @@
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
 /// A parsed request line and header block.
 public struct RequestHead: Sendable {
     public var method: String
@@ -174,8 +180,9 @@ public enum HTTPParser {
     }
 
     static func parseVersion(_ v: Slice<UnsafeRawBufferPointer>) throws(HTTPParseError) -> Int {
-        guard v.count == 8, v.starts(with: "HTTP/1.".utf8) else {
-            if v.count == 8, v.starts(with: "HTTP/".utf8) { throw HTTPParseError(505, "HTTP version not supported") }
+        let bytes = UnsafeRawBufferPointer(rebasing: v)
+        guard bytes.count == 8, startsWith(bytes, "HTTP/1.") else {
+            if bytes.count == 8, startsWith(bytes, "HTTP/") { throw HTTPParseError(505, "HTTP version not supported") }
             throw HTTPParseError(400, "malformed HTTP version")
         }
         switch v.last! {
@@ -185,25 +192,32 @@ public enum HTTPParser {
         }
     }
 
+    /// The header fields up to the empty line, in one pass over each line's bytes: the name's
+    /// token characters, the colon, the value trimmed and checked, then one String each.
     static func parseFields(_ lines: inout LineReader) throws(HTTPParseError) -> HTTPHeaders {
         var headers = HTTPHeaders()
-        while let line = lines.next() {
+        guard let base = lines.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+            throw HTTPParseError(400, "header block not terminated")
+        }
+        while let line = lines.nextRange() {
             if line.isEmpty { return headers }
-            if line.first == 0x20 || line.first == 0x09 { throw HTTPParseError(400, "obsolete line folding in headers") }
-            guard let colon = line.firstIndex(of: 0x3A), colon > line.startIndex else {
-                throw HTTPParseError(400, "malformed header line")
+            let start = line.lowerBound, end = line.upperBound
+            if base[start] == 0x20 || base[start] == 0x09 { throw HTTPParseError(400, "obsolete line folding in headers") }
+            var colon = start
+            while colon < end && isTokenChar(base[colon]) { colon += 1 }
+            guard colon < end, base[colon] == 0x3A, colon > start else {
+                // No whitespace between name and colon (RFC 9112 §5.1): a smuggling vector.
+                let hasColon = UnsafeBufferPointer(start: base + start, count: end - start).contains(0x3A)
+                throw HTTPParseError(400, hasColon && base[start] != 0x3A ? "malformed header name" : "malformed header line")
             }
-            let name = line[line.startIndex..<colon]
-            // No whitespace between name and colon (RFC 9112 §5.1): a smuggling vector.
-            guard name.allSatisfy(isTokenChar) else { throw HTTPParseError(400, "malformed header name") }
-            var vs = colon + 1, ve = line.endIndex
-            while vs < ve, line[vs] == 0x20 || line[vs] == 0x09 { vs += 1 }
-            while ve > vs, line[ve - 1] == 0x20 || line[ve - 1] == 0x09 { ve -= 1 }
-            let value = line[vs..<ve]
-            guard value.allSatisfy({ $0 >= 0x20 || $0 == 0x09 }), !value.contains(0x7F) else {
-                throw HTTPParseError(400, "invalid character in header '\(String(decoding: name, as: UTF8.self))'")
-            }
-            headers.add(String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self))
+            var vs = colon + 1, ve = end
+            while vs < ve, base[vs] == 0x20 || base[vs] == 0x09 { vs += 1 }
+            while ve > vs, base[ve - 1] == 0x20 || base[ve - 1] == 0x09 { ve -= 1 }
+            var i = vs
+            while i < ve, base[i] >= 0x20 && base[i] != 0x7F || base[i] == 0x09 { i += 1 }
+            let name = String(decoding: UnsafeBufferPointer(start: base + start, count: colon - start), as: UTF8.self)
+            guard i == ve else { throw HTTPParseError(400, "invalid character in header '\(name)'") }
+            headers.add(name, String(decoding: UnsafeBufferPointer(start: base + vs, count: ve - vs), as: UTF8.self))
         }
         throw HTTPParseError(400, "header block not terminated")
     }
@@ -217,17 +231,30 @@ struct LineReader {
     init(_ bytes: UnsafeRawBufferPointer) { self.bytes = bytes }
 
     mutating func next() -> Slice<UnsafeRawBufferPointer>? {
-        var i = index
-        while i + 1 < bytes.count {
-            if bytes[i] == 0x0D && bytes[i + 1] == 0x0A {
-                let line = bytes[index..<i]
-                index = i + 2
+        nextRange().map { bytes[$0] }
+    }
+
+    /// The next line's byte range, found with memchr for its LF.
+    mutating func nextRange() -> Range<Int>? {
+        guard let base = bytes.baseAddress else { return nil }
+        var from = index + 1  // a CR must come before the LF
+        while from < bytes.count {
+            guard let lf = memchr(base + from, 0x0A, bytes.count - from) else { return nil }
+            let i = base.distance(to: UnsafeRawPointer(lf))
+            if base.load(fromByteOffset: i - 1, as: UInt8.self) == 0x0D {
+                let line = index..<(i - 1)
+                index = i + 1
                 return line
             }
-            i += 1
+            from = i + 1
         }
         return nil
     }
+}
+
+@inline(__always)
+func startsWith(_ bytes: UnsafeRawBufferPointer, _ prefix: StaticString) -> Bool {
+    bytes.count >= prefix.utf8CodeUnitCount && memcmp(bytes.baseAddress!, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0
 }
 
 @inline(__always)

@@ -28,11 +28,19 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     }
 
     public mutating func remove(_ name: String) {
-        fields.removeAll { asciiCaseInsensitiveEquals($0.name, name) }
+        removeAll { asciiCaseInsensitiveEquals($0.name, name) }
     }
 
+    /// Removes the fields `shouldRemove` picks, keeping the others' order. Nothing is
+    /// written when none is picked (the usual case).
     public mutating func removeAll(where shouldRemove: (Field) -> Bool) {
-        fields.removeAll(where: shouldRemove)
+        guard let first = fields.firstIndex(where: shouldRemove) else { return }
+        var kept = first
+        for i in (first + 1)..<fields.count where !shouldRemove(fields[i]) {
+            fields.swapAt(kept, i)
+            kept += 1
+        }
+        fields.removeLast(fields.count - kept)
     }
 
     public func first(_ name: String) -> String? {
@@ -91,22 +99,27 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     public var wireSize: Int { fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } }
 }
 
-@inline(__always)
+@inline(__always) @usableFromInline
 func lowerASCII(_ b: UInt8) -> UInt8 { (b >= 65 && b <= 90) ? b | 0x20 : b }
 
+/// Whether two header names are equal, ASCII case-insensitively. Inlined where it is called
+/// (each request compares names many times): most comparisons end at the lengths.
+@inlinable
 public func asciiCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
-    let ua = a.utf8, ub = b.utf8
-    guard ua.count == ub.count else { return false }
-    // Native strings are contiguous: compare bytes directly (this runs per header, per request).
-    let fast = ua.withContiguousStorageIfAvailable { pa in
-        ub.withContiguousStorageIfAvailable { pb in
+    a.utf8.count == b.utf8.count && sameLengthCaseInsensitiveEquals(a, b)
+}
+
+/// Byte by byte, through `withUTF8` (which also handles small and bridged strings): about half
+/// the time of `withContiguousStorageIfAvailable` on the UTF-8 views.
+@usableFromInline
+func sameLengthCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
+    var a = a, b = b
+    return a.withUTF8 { pa in
+        b.withUTF8 { pb in
             for i in 0..<pa.count where lowerASCII(pa[i]) != lowerASCII(pb[i]) { return false }
             return true
         }
     }
-    if let f = fast, let r = f { return r }
-    for (x, y) in zip(ua, ub) where lowerASCII(x) != lowerASCII(y) { return false }
-    return true
 }
 
 /// Calls `body` with each comma-separated, OWS-trimmed, non-empty token of a header value.

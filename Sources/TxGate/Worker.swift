@@ -114,7 +114,7 @@ final class Worker: @unchecked Sendable {
                                    logger: shared.logger)
         let config = shared.config
         let publicURL = config.effectivePublicURL.description
-        let cache = DecisionCache(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
+        let cache = DecisionCache<DecisionKey>(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
         var phases: [RequestPhase] = [
             RetryParametersPhase(),
             IdentifyPhase(pdp: pdp, identifier: identifier, accessTokens: accessTokens, externalIssuers: externalIssuers, clock: shared.clock),

@@ -79,3 +79,23 @@ import Testing
         #expect(try head(Array("HTTP/1.1 200\r\n\r\n".utf8)).status == 200)
     }
 }
+
+@Suite struct HeadWriterTests {
+    @Test func writesPiecesInOrderAndGrowsPastItsCapacity() {
+        var w = HeadWriter(capacity: 8)
+        w.write("HTTP/1.1 ")
+        w.write(7)
+        w.write(204)
+        w.write(-1)
+        w.writeCRLF()
+        var h = HTTPHeaders()
+        h.add("X-Long", String(repeating: "v", count: 300))
+        h.add("Empty", "")
+        w.writeFields(h)
+        w.writeCRLF()
+        let expected = "HTTP/1.1 7204-1\r\nX-Long: " + String(repeating: "v", count: 300) + "\r\nEmpty: \r\n\r\n"
+        #expect(w.bytes == Array(expected.utf8))
+        #expect(w.count == expected.utf8.count)
+        #expect(w.withBytes { Array($0) } == Array(expected.utf8))
+    }
+}

@@ -38,7 +38,7 @@ import Testing
         case (_, .failure(let e)): Issue.record("\(name) refused: \(e)")
         case (let outcome, .success(let d)):
             #expect(d.outcome(for: "GET").rawValue == outcome, "\(name): \(d)")
-            let cache = DecisionCache(maxEntries: 10, defaultTtlMs: 60_000)
+            let cache = DecisionCache<String>(maxEntries: 10, defaultTtlMs: 60_000)
             cache.put("k", d, nowMs: 1_800_000_000_000)
             #expect((cache.get("k", nowMs: 1_800_000_000_001) != nil) == c.cacheable, "\(name): cacheable")
         }

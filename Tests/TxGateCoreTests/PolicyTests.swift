@@ -58,7 +58,7 @@ import Testing
     }
 
     @Test func decisionCacheFollowsAMsRules() {
-        let cache = DecisionCache(maxEntries: 2, defaultTtlMs: 1000)
+        let cache = DecisionCache<String>(maxEntries: 2, defaultTtlMs: 1000)
         let allow = Decision(resource: "r", actions: ["GET": true])
         cache.put("a", allow, nowMs: 0)
         #expect(cache.get("a", nowMs: 500) == allow)

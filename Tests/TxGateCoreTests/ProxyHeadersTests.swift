@@ -50,7 +50,9 @@ import Testing
         var g = RequestIdGenerator()
         let ids = (0..<1000).map { _ in g.next() }
         #expect(Set(ids).count == 1000)
-        #expect(ids.allSatisfy { $0.count == 32 })
+        #expect(ids.allSatisfy { $0.count == 32 && $0.utf8.allSatisfy { Array("0123456789abcdef".utf8).contains($0) } })
+        #expect(ids[0].hasSuffix("0000000000000001") && ids[9].hasSuffix("000000000000000a") && ids[999].hasSuffix("00000000000003e8"))
+        #expect(Set(ids.map { $0.prefix(16) }).count == 1)
     }
 
     @Test func errorBodyIsAMsShape() {
@@ -62,8 +64,15 @@ import Testing
         var h = HTTPHeaders([("Cookie", "a=1; iPlanetDirectoryPro=tok; b=2"), ("iPlanetDirectoryPro", "tok"),
                              ("X-TxID", "t"), ("Authorization", "Bearer tok"), ("Cookie", "iPlanetDirectoryPro=tok"), ("Accept", "*/*")])
         ProxyHeaders.removeGatewayCredentials(&h, cookieName: "iPlanetDirectoryPro", bearerToken: "tok")
-        #expect(h.fields.map(\.name) == ["Accept", "Cookie"])
+        #expect(h.fields.map(\.name) == ["Cookie", "Accept"])
         #expect(h.first("Cookie") == "a=1; b=2")
+        // The same in the one pass that builds the upstream request's headers.
+        let up = ProxyHeaders.upstreamRequest(HTTPHeaders([("Cookie", "iPlanetDirectoryPro=tok; b=2"), ("X-TxID", "t"),
+                                                           ("iplanetdirectorypro", "tok"), ("Authorization", "Bearer tok"), ("Accept", "*/*")]),
+                                              clientIP: "10.0.0.1", isTLS: false, upstreamAuthority: "up", requestId: "r",
+                                              credentials: GatewayCredentials(cookieName: "iPlanetDirectoryPro", bearerToken: "tok"))
+        #expect(up.fields.map(\.name) == ["Cookie", "Accept", "Host", "X-Forwarded-For", "X-Forwarded-Proto", "X-Request-Id"])
+        #expect(up.first("Cookie") == "b=2")
         var other = HTTPHeaders([("Authorization", "Bearer someone-elses")])
         ProxyHeaders.removeGatewayCredentials(&other, cookieName: "iPlanetDirectoryPro", bearerToken: "tok")
         #expect(other.first("Authorization") == "Bearer someone-elses")

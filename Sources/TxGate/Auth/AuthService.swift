@@ -95,11 +95,13 @@ struct SubjectIdentifier {
     /// The live session for `token` as a subject; nil for no token or no live session.
     func identify(token: String?, _ done: @escaping (StoreResult<Subject?>) -> Void) {
         guard let token else { done(.success(nil)); return }
-        sessions.lookup(token, now: clock.now, on: loop) { [users] r in
-            done(r.map { s in
-                s.map { Subject(uid: $0.uid, realm: $0.realm, journeys: $0.journeys, attributes: users[$0.uid]?.attributes ?? [:],
-                                token: token, authTime: $0.lastAuthentication) }
-            })
+        sessions.lookup(token, now: clock.now, on: loop) { [self] r in
+            done(r.map { s in s.map { subject(of: $0, token: token) } })
         }
+    }
+
+    func subject(of s: Session, token: String) -> Subject {
+        Subject(uid: s.uid, realm: s.realm, journeys: s.journeys, attributes: users[s.uid]?.attributes ?? [:],
+                token: token, authTime: s.lastAuthentication)
     }
 }

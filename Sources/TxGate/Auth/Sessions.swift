@@ -92,7 +92,7 @@ final class SessionManager: Sendable {
     /// The live session for `token`, sliding its idle expiry; nil if unknown or expired.
     /// A session read less than a second ago is answered from `cache`, without the store.
     func lookup(_ token: String, now: Int, on loop: EventLoop, _ done: @escaping (StoreResult<Session?>) -> Void) {
-        if let s = cache.get(token, now: now), s.created + config.maxLifetimeS - now > 0 {
+        if let s = recent(token, now: now) {
             done(.success(s))
             return
         }
@@ -123,6 +123,13 @@ final class SessionManager: Sendable {
                 done(.success(s))
             }
         }
+    }
+
+    /// The session for `token` if it was read less than a second ago (`cache`) and is still
+    /// within its lifetime; nil means: look it up.
+    func recent(_ token: String, now: Int) -> Session? {
+        guard let s = cache.get(token, now: now), s.created + config.maxLifetimeS - now > 0 else { return nil }
+        return s
     }
 
     /// Records a completed step-up journey on the session. False if the session is gone.

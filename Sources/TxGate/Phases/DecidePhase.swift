@@ -4,44 +4,51 @@ import TxGateCore
 
 /// Asks for a decision: from the worker's cache, else from the PDP (then cached when AM's
 /// rules allow). Allow → next phase; advice → the challenge phase; otherwise 403.
+///
+/// A cached answer costs a hash of the request's own strings (`DecisionKey`): the query for the
+/// PDP, with the resource's URL, is built only when the PDP is asked.
 struct DecidePhase: RequestPhase {
     let pdp: PolicyDecisionPoint
     let loop: EventLoop
-    let cache: DecisionCache
+    let cache: DecisionCache<DecisionKey>
     let clock: WallClock
     let publicURL: String
 
     func handle(_ ctx: RequestContext) {
         ctx.policyName = ctx.policy?.name
+        // Requests that name a transaction are never answered from the cache.
+        guard ctx.txid == nil else { ask(ctx, caching: nil); return }
+        let key = DecisionKey(method: ctx.method, target: ctx.target, subject: ctx.subject.map { pdp.cacheKey(for: $0) })
+        let nowMs = clock.nowMs()
+        if let d = cache.get(key, nowMs: nowMs) {
+            conclude(ctx, d)
+            return
+        }
+        ask(ctx, caching: (key, nowMs))
+    }
+
+    /// Asks the PDP; caches its answer under `caching` when given (and when AM's rules allow).
+    private func ask(_ ctx: RequestContext, caching: (key: DecisionKey, nowMs: Int64)?) {
         var q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.method,
                               subject: ctx.subject, txid: ctx.txid, body: { ctx.bodyBytes }, contentType: ctx.contentType)
         q.receivedNanos = ctx.exchange.startNanos
-        decide(q) { r in
+        pdp.evaluate(q, on: loop) { [cache] r in
             switch r {
             case .failure(let e):
                 ctx.fail(RequestFailure(e))
             case .success(let d):
-                ctx.decision = d
-                if d.allows(q.method) || !d.advices.isEmpty {
-                    ctx.proceed()
-                } else {
-                    ctx.fail(.forbidden("no policy allows \(q.method) \(q.path)" + (q.subject.map { " for \($0.uid)" } ?? "")))
-                }
+                if let caching { cache.put(caching.key, d, nowMs: caching.nowMs) }
+                conclude(ctx, d)
             }
         }
     }
 
-    /// A decision from the cache, or from the PDP. Requests that name a transaction are never
-    /// answered from the cache.
-    private func decide(_ q: DecisionQuery, _ done: @escaping (Result<Decision, PDPError>) -> Void) {
-        guard q.txid == nil else { pdp.evaluate(q, on: loop, done); return }
-        let subjectKey = q.subject.map { pdp.cacheKey(for: $0) } ?? "-"
-        let key = DecisionCache.key(resource: q.resource, method: q.method, subject: subjectKey)
-        let nowMs = clock.nowMs()
-        if let d = cache.get(key, nowMs: nowMs) { done(.success(d)); return }
-        pdp.evaluate(q, on: loop) { [cache] r in
-            if case .success(let d) = r { cache.put(key, d, nowMs: nowMs) }
-            done(r)
+    private func conclude(_ ctx: RequestContext, _ d: Decision) {
+        ctx.decision = d
+        if d.allows(ctx.method) || !d.advices.isEmpty {
+            ctx.proceed()
+        } else {
+            ctx.fail(.forbidden("no policy allows \(ctx.method) \(ctx.path)" + (ctx.subject.map { " for \($0.uid)" } ?? "")))
         }
     }
 }

@@ -17,7 +17,7 @@ struct IdentifyPhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) {
         ctx.bearer = Self.bearerToken(ctx.head.headers)
-        guard pdp.needsSubject(path: ctx.path[...], method: ctx.method) || RequestParking.mayReplay(ctx) else {
+        guard pdp.needsSubject(applicable: ctx.policy, path: ctx.path[...], method: ctx.method) || RequestParking.mayReplay(ctx) else {
             ctx.proceed()
             return
         }
@@ -41,8 +41,15 @@ struct IdentifyPhase: RequestPhase {
         }
     }
 
-    /// The bearer as a session token, else the session.
+    /// The bearer as a session token, else the session. A session read moments ago is the
+    /// usual case: answered at once, without waiting for a lookup.
     private func identify(_ ctx: RequestContext) {
+        if ctx.bearer == nil, let token = identifier.sessionToken(in: ctx.head.headers),
+           let subject = identifier.recentSubject(token: token) {
+            ctx.subject = subject
+            ctx.proceed()
+            return
+        }
         identifyBearerThenSession(ctx) { r in
             switch r {
             case .failure(let e):
@@ -88,9 +95,20 @@ protocol SubjectIdentifying {
     /// The subject for `token`; nil for no token or no live session. `receivedNanos`: when the
     /// request arrived (a remote lookup's time budget counts from there).
     func identifySubject(token: String?, receivedNanos: UInt64, _ done: @escaping (Result<Subject?, RequestFailure>) -> Void)
+    /// The subject for `token` when it is known without a lookup (its session was read moments
+    /// ago); nil otherwise, and then `identifySubject` decides.
+    func recentSubject(token: String) -> Subject?
+}
+
+extension SubjectIdentifying {
+    func recentSubject(token: String) -> Subject? { nil }
 }
 
 extension SubjectIdentifier: SubjectIdentifying {
+    func recentSubject(token: String) -> Subject? {
+        sessions.recent(token, now: clock.now).map { subject(of: $0, token: token) }
+    }
+
     func identifySubject(token: String?, receivedNanos: UInt64, _ done: @escaping (Result<Subject?, RequestFailure>) -> Void) {
         identify(token: token) { done($0.mapError { .storeUnavailable($0.description) }) }
     }

@@ -13,10 +13,10 @@ struct UpstreamRequestFilter: RequestPhase {
         let ex = ctx.exchange
         var headers = ProxyHeaders.upstreamRequest(ex.head.headers, clientIP: ex.remoteIP,
                                                    forwardedChain: ctx.client.viaTrustedProxy, isTLS: ex.isTLS,
-                                                   upstreamAuthority: upstreamAuthority, requestId: ctx.requestId)
-        if let sessionCookieName {
-            ProxyHeaders.removeGatewayCredentials(&headers, cookieName: sessionCookieName, bearerToken: ctx.subject?.token)
-        }
+                                                   upstreamAuthority: upstreamAuthority, requestId: ctx.requestId,
+                                                   credentials: sessionCookieName.map {
+                                                       GatewayCredentials(cookieName: $0, bearerToken: ctx.subject?.token)
+                                                   })
         if let parked = ctx.replay {
             // The parked request's own representation headers, not the GET's that brought the browser back.
             headers.remove("Content-Type")

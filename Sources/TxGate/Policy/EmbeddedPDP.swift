@@ -23,6 +23,10 @@ final class EmbeddedPDP: PolicyDecisionPoint {
         decider.policies.needsSubject(path: path, method: method)
     }
 
+    func needsSubject(applicable: Policy?, path: Substring, method: String) -> Bool {
+        applicable.map { $0.subjects != .anyone } ?? false
+    }
+
     func evaluate(_ q: DecisionQuery, on executor: CallbackExecutor, _ done: @escaping (Result<Decision, PDPError>) -> Void) {
         run(decider.decide(q, nowMs: clock.nowMs()), executor, done)
     }

@@ -24,7 +24,7 @@ final class RemotePDP: PolicyDecisionPoint, @unchecked Sendable {
     func needsSubject(path: Substring, method: String) -> Bool { true }
 
     /// Per session: only the AM knows what a session has done (its journeys, its level).
-    func cacheKey(for subject: Subject) -> String { subject.token }
+    func cacheKey(for subject: Subject) -> SubjectKey { SubjectKey(id: subject.token) }
 
     func evaluate(_ q: DecisionQuery, on executor: CallbackExecutor, _ done: @escaping (Result<Decision, PDPError>) -> Void) {
         // No session: AM would judge the agent itself (its default subject), so the gateway

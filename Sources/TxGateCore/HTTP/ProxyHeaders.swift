@@ -57,8 +57,11 @@ public enum ProxyHeaders {
     /// (`clientIP`) appended to the chain the client sent when that peer is a trusted proxy
     /// (`forwardedChain`, as nginx's `$proxy_add_x_forwarded_for`), and the peer alone
     /// otherwise: a chain nobody vouches for never reaches the backend.
+    ///
+    /// With `credentials`, the gateway's own are left out in the same pass (`GatewayCredentials`).
     public static func upstreamRequest(_ client: HTTPHeaders, clientIP: String, forwardedChain: Bool = false, isTLS: Bool,
-                                       upstreamAuthority: String, requestId: String) -> HTTPHeaders {
+                                       upstreamAuthority: String, requestId: String,
+                                       credentials: GatewayCredentials? = nil) -> HTTPHeaders {
         let named = client.connectionNamedHeaders()
         var h = HTTPHeaders()
         h.reserveCapacity(client.count + 5)
@@ -73,7 +76,12 @@ public enum ProxyHeaders {
             case .forwardedFor:
                 if forwardedChain { forwardedFor = forwardedFor.map { $0 + ", " + f.value } ?? f.value }
             case .other:
-                if !isNamed(f.name, named) && !f.name.utf8.contains(0x5F) { h.append(f) }
+                guard !isNamed(f.name, named) && !f.name.utf8.contains(0x5F) else { continue }
+                if let credentials {
+                    if let kept = credentials.withoutCredentials(f) { h.append(kept) }
+                } else {
+                    h.append(f)
+                }
             }
         }
         h.add("Host", upstreamAuthority)
@@ -105,25 +113,13 @@ public enum ProxyHeaders {
         return h
     }
 
-    /// Removes the gateway's own credentials before a request goes upstream: the session
-    /// token (its header, its cookie, or the bearer token it came in), and `X-TxID`. The
-    /// backend gets the identity headers the gateway decides on, never a replayable token.
+    /// Removes the gateway's own credentials before a request goes upstream (`GatewayCredentials`).
     public static func removeGatewayCredentials(_ headers: inout HTTPHeaders, cookieName: String, bearerToken: String?) {
-        var cookies: [String] = []
-        headers.removeAll { f in
-            if asciiCaseInsensitiveEquals(f.name, cookieName) || asciiCaseInsensitiveEquals(f.name, "X-TxID") { return true }
-            if let bearerToken, asciiCaseInsensitiveEquals(f.name, "Authorization"),
-               f.value.count == bearerToken.count + 7, f.value.hasSuffix(bearerToken) { return true }
-            if asciiCaseInsensitiveEquals(f.name, "Cookie") {
-                let kept = f.value.split(separator: ";").filter { pair in
-                    pair.split(separator: "=", maxSplits: 1).first.map { $0.trimmingOWS() != cookieName } ?? true
-                }.map { $0.trimmingOWS() }
-                if !kept.isEmpty { cookies.append(kept.joined(separator: "; ")) }
-                return true
-            }
-            return false
-        }
-        for c in cookies { headers.add("Cookie", c) }
+        let credentials = GatewayCredentials(cookieName: cookieName, bearerToken: bearerToken)
+        var kept = HTTPHeaders()
+        kept.reserveCapacity(headers.count)
+        for f in headers { if let k = credentials.withoutCredentials(f) { kept.append(k) } }
+        headers = kept
     }
 
     /// A client-supplied request id, if it is safe to pass on (printable, bounded).
@@ -131,6 +127,33 @@ public enum ProxyHeaders {
         guard let v = value, !v.isEmpty, v.utf8.count <= 200,
               v.utf8.allSatisfy({ $0 > 0x20 && $0 < 0x7F && $0 != UInt8(ascii: "\"") }) else { return nil }
         return v
+    }
+}
+
+/// The gateway's own credentials, which never go upstream: the session token (its header, its
+/// cookie, or the bearer token it came in) and `X-TxID`. The backend gets the identity headers
+/// the gateway decides on, never a replayable token.
+public struct GatewayCredentials: Sendable {
+    public var cookieName: String
+    /// The token the request was identified by, dropped when it came as `Authorization: Bearer`.
+    public var bearerToken: String?
+
+    public init(cookieName: String, bearerToken: String?) {
+        self.cookieName = cookieName
+        self.bearerToken = bearerToken
+    }
+
+    /// `f` as it may go upstream: nil when it is a credential, a `Cookie` without the session
+    /// cookie (nil when nothing else is left), any other field as it is.
+    public func withoutCredentials(_ f: HTTPHeaders.Field) -> HTTPHeaders.Field? {
+        if asciiCaseInsensitiveEquals(f.name, cookieName) || asciiCaseInsensitiveEquals(f.name, "X-TxID") { return nil }
+        if let bearerToken, asciiCaseInsensitiveEquals(f.name, "Authorization"),
+           f.value.utf8.count == bearerToken.utf8.count + 7, f.value.hasSuffix(bearerToken) { return nil }
+        guard asciiCaseInsensitiveEquals(f.name, "Cookie") else { return f }
+        let kept = f.value.split(separator: ";").filter { pair in
+            pair.split(separator: "=", maxSplits: 1).first.map { $0.trimmingOWS() != cookieName } ?? true
+        }.map { $0.trimmingOWS() }
+        return kept.isEmpty ? nil : HTTPHeaders.Field(name: f.name, value: kept.joined(separator: "; "))
     }
 }
 
@@ -146,17 +169,21 @@ public struct RequestIdGenerator {
         prefix = String(a, radix: 16).leftPadded(to: 16)
     }
 
+    /// The prefix and the counter in 16 hex digits: one String, written in place.
     public mutating func next() -> String {
         counter &+= 1
-        var hex = [UInt8](repeating: 0x30, count: 16)
         var n = counter
-        var i = 15
-        while n > 0 {
-            hex[i] = Self.digits[Int(n & 0xF)]
-            n >>= 4
-            i -= 1
+        var p = prefix
+        return p.withUTF8 { prefixBytes in
+            String(unsafeUninitializedCapacity: 32) { out in
+                _ = out.initialize(fromContentsOf: prefixBytes)
+                for i in stride(from: 31, through: 16, by: -1) {
+                    out[i] = Self.digits[Int(n & 0xF)]
+                    n >>= 4
+                }
+                return 32
+            }
         }
-        return prefix + String(decoding: hex, as: UTF8.self)
     }
 
     private static let digits = Array("0123456789abcdef".utf8)

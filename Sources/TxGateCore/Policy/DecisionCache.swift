@@ -1,11 +1,26 @@
-/// Caches decisions per (resource, method, subject) with AM's rules: a decision with advices
-/// is never cached, an absolute `ttl` (epoch ms) is honoured, a missing one means the default
-/// time, and one whose ttl has passed is not cached. One cache per worker: no locks.
-public final class DecisionCache {
+/// What a cached decision is for: the method, the request-target (`_txid` removed: the resource
+/// without the gateway's public URL, which is the same for every request) and who asks. Built
+/// from the request's own strings, without joining them, for every request the cache answers.
+public struct DecisionKey: Hashable, Sendable {
+    public var method: String
+    public var target: String
+    public var subject: SubjectKey?
+
+    public init(method: String, target: String, subject: SubjectKey?) {
+        self.method = method
+        self.target = target
+        self.subject = subject
+    }
+}
+
+/// Caches decisions per key (`DecisionKey` in the gateway) with AM's rules: a decision with
+/// advices is never cached, an absolute `ttl` (epoch ms) is honoured, a missing one means the
+/// default time, and one whose ttl has passed is not cached. One cache per worker: no locks.
+public final class DecisionCache<Key: Hashable> {
     public let maxEntries: Int
     public let defaultTtlMs: Int64
-    private var entries: [String: (decision: Decision, expiresMs: Int64)] = [:]
-    private var order: [String] = []
+    private var entries: [Key: (decision: Decision, expiresMs: Int64)] = [:]
+    private var order: [Key] = []
     private var head = 0
     public private(set) var hits = 0
     public private(set) var misses = 0
@@ -15,13 +30,9 @@ public final class DecisionCache {
         self.defaultTtlMs = defaultTtlMs
     }
 
-    public static func key(resource: String, method: String, subject: String) -> String {
-        method + " " + subject + " " + resource
-    }
-
     public var count: Int { entries.count }
 
-    public func get(_ key: String, nowMs: Int64) -> Decision? {
+    public func get(_ key: Key, nowMs: Int64) -> Decision? {
         guard let e = entries[key] else { misses += 1; return nil }
         guard e.expiresMs > nowMs else {
             entries.removeValue(forKey: key)
@@ -32,7 +43,7 @@ public final class DecisionCache {
         return e.decision
     }
 
-    public func put(_ key: String, _ d: Decision, nowMs: Int64) {
+    public func put(_ key: Key, _ d: Decision, nowMs: Int64) {
         guard maxEntries > 0, d.advices.isEmpty else { return }
         let expires = d.ttl ?? (nowMs + defaultTtlMs)
         guard expires > nowMs else { return }

@@ -78,13 +78,32 @@ public enum PDPError: Error, Equatable, Sendable {
 public protocol PolicyDecisionPoint: AnyObject, Sendable {
     /// Whether deciding needs the subject; if not, the PEP skips the session lookup.
     func needsSubject(path: Substring, method: String) -> Bool
+    /// The same, told the policy that applies to the request, which the gateway found once
+    /// among the same policies: the embedded engine answers from it without looking again.
+    func needsSubject(applicable: Policy?, path: Substring, method: String) -> Bool
     /// Decides; `done` runs on `executor`.
     func evaluate(_ q: DecisionQuery, on executor: CallbackExecutor, _ done: @escaping (Result<Decision, PDPError>) -> Void)
     /// Who a cached decision is for: the user and the journeys done (embedded), or the session
     /// itself (remote: only the AM knows what else the session carries).
-    func cacheKey(for subject: Subject) -> String
+    func cacheKey(for subject: Subject) -> SubjectKey
 }
 
 extension PolicyDecisionPoint {
-    public func cacheKey(for subject: Subject) -> String { subject.uid + "|" + subject.journeys.joined(separator: ",") }
+    public func needsSubject(applicable: Policy?, path: Substring, method: String) -> Bool {
+        needsSubject(path: path, method: method)
+    }
+
+    public func cacheKey(for subject: Subject) -> SubjectKey { SubjectKey(id: subject.uid, journeys: subject.journeys) }
+}
+
+/// Who a cached decision is for (`PolicyDecisionPoint.cacheKey`): a user and the journeys their
+/// session has done, or a session token.
+public struct SubjectKey: Hashable, Sendable {
+    public var id: String
+    public var journeys: [String]
+
+    public init(id: String, journeys: [String] = []) {
+        self.id = id
+        self.journeys = journeys
+    }
 }

@@ -93,12 +93,14 @@ public struct ResourcePattern: Equatable, Sendable {
     static func isDotSegment(_ s: Substring) -> Bool { s == "." || s == ".." }
 }
 
-public struct Policy: Sendable {
-    public var name: String
-    public var resources: [ResourcePattern]
-    public var actions: [String]
-    public var subjects: SubjectRule
-    public var requirement: Requirement
+/// One policy of gateway.json. A class, immutable: each request finds the one that applies
+/// and keeps a reference to it, without copying its lists.
+public final class Policy: Sendable {
+    public let name: String
+    public let resources: [ResourcePattern]
+    public let actions: [String]
+    public let subjects: SubjectRule
+    public let requirement: Requirement
 
     public init(name: String, resources: [ResourcePattern], actions: [String], subjects: SubjectRule, requirement: Requirement = .none) {
         self.name = name
