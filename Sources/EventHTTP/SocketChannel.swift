@@ -51,7 +51,9 @@ final class SocketChannel: Channel {
 
     deinit {
         close()
-        for e in [readEvent, writeEvent, timer] { if let e { event_free(e) } }
+        if let readEvent { event_free(readEvent) }
+        if let writeEvent { event_free(writeEvent) }
+        if let timer { event_free(timer) }
         evbuffer_free(input)
         evbuffer_free(output)
     }
@@ -89,7 +91,9 @@ final class SocketChannel: Channel {
         guard !closed else { return }
         closed = true
         handler = nil
-        for e in [readEvent, writeEvent, timer] { if let e { event_del(e) } }
+        if let readEvent { event_del(readEvent) }
+        if let writeEvent { event_del(writeEvent) }
+        if let timer { event_del(timer) }
         readArmed = false
         writeArmed = false
         if fd >= 0 { Glibc.close(fd) }
@@ -277,8 +281,8 @@ extension SocketChannel {
         if writeArmed && writeTimeout > 0 { due = min(due, lastWrite + writeTimeout) }
         guard due != .max, !closed, timerDue == 0 || timerDue > due else { return }
         timerDue = due
-        let ns = due > now ? due - now : 0
-        var tv = timeval(tv_sec: Int(ns / 1_000_000_000), tv_usec: Int((ns % 1_000_000_000 + 999) / 1000))
+        let us = due > now ? (due - now + 999) / 1000 : 0
+        var tv = timeval(tv_sec: Int(us / 1_000_000), tv_usec: Int(us % 1_000_000))
         event_add(timer, &tv)
     }
 
