@@ -78,6 +78,12 @@ final class SQLiteConnection {
         self.db = nil
     }
 
+    /// Runs `body` with the open handle (nothing when closed).
+    func withHandle<T>(_ body: (OpaquePointer) throws -> T) rethrows -> T? {
+        guard let db else { return nil }
+        return try body(db)
+    }
+
     private func handle() throws -> OpaquePointer {
         guard let db else { throw SQLiteError(code: SQLITE_MISUSE, message: "the database is closed") }
         return db

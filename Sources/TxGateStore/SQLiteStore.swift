@@ -22,6 +22,8 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     // when nothing else can hold the store).
     private var table: KeyValueTable?
     private var purgeTimer: DispatchSourceTimer?
+    /// Checkpoints the log off `queue` (closed after `table`, whose connection calls it).
+    let checkpointer: WALCheckpointer
 
     /// Opens (or creates) the store at `path`, creating its folder if needed.
     /// Throws a `ConfigError` for `store.path` that names the file and says what is wrong.
@@ -34,12 +36,18 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         guard !path.isEmpty else { throw ConfigError(path: "store.path", message: "must not be empty") }
         try Self.createFolder(of: path)
         try Self.restrictToOwner(path)
-        table = try queue.sync {
-            do {
-                return try KeyValueTable(SQLiteConnection(path: path))
-            } catch let error as SQLiteError {
-                throw ConfigError(path: "store.path", message: "cannot open '\(path)': \(error.message)")
+        do {
+            let (table, connection) = try queue.sync {
+                let connection = try SQLiteConnection(path: path)
+                return (try KeyValueTable(connection), connection)
             }
+            // Once the file is in WAL mode (KeyValueTable).
+            let checkpointer = try WALCheckpointer(path: path)
+            try queue.sync { try checkpointer.watch(connection) }
+            self.checkpointer = checkpointer
+            self.table = table
+        } catch let error as SQLiteError {
+            throw ConfigError(path: "store.path", message: "cannot open '\(path)': \(error.message)")
         }
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + Self.purgeInterval, repeating: Self.purgeInterval, leeway: .seconds(5))
@@ -56,6 +64,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         // Every queued operation holds the store, so none is running now.
         purgeTimer?.cancel()
         table?.close()
+        checkpointer.close()
     }
 
     /// Finalizes the statements and closes the file. Later operations fail as unavailable.
@@ -66,6 +75,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
             table?.close()
             table = nil
         }
+        checkpointer.close()
     }
 
     /// Deletes expired rows now (the store also does it every minute); returns how many.
