@@ -85,6 +85,7 @@ let package = Package(
         .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"]),
         .testTarget(name: "TxGateClientTests", dependencies: ["TxGateClient", "TxGateWire"]),
         .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore", "TestSupport"]),
+        .testTarget(name: "EventHTTPTests", dependencies: ["EventHTTP", "TestSupport"]),
         .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateClient", "TxGateCrypto", "TestSupport"], exclude: ["browser", "oauth"]),
         .testTarget(name: "TxGateStoreTests", dependencies: ["TxGateStore", "TxGateCore", "TestSupport"]),

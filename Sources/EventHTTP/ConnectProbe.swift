@@ -13,9 +13,9 @@ public enum ConnectProbe {
 }
 
 /// A probe's connection, confined to its loop; it keeps itself alive until it finishes.
-final class ConnectAttempt: BufferEventHandler {
+final class ConnectAttempt: ChannelHandler {
     private let loop: EventLoop
-    private var bev: OpaquePointer?
+    private var channel: SocketChannel?
     private var timer: LoopTimer?
     private var done: ((Result<Void, SocketError>) -> Void)?
     private var retainedSelf: Unmanaged<ConnectAttempt>?
@@ -32,14 +32,10 @@ final class ConnectAttempt: BufferEventHandler {
         let t = LoopTimer(loop: loop) { [weak self] in self?.finish(.failure(SocketError("no answer within \(timeoutMs) ms"))) }
         t.schedule(afterMs: timeoutMs)
         timer = t
-        guard let bev = BufferEvent.make(loop: loop, fd: -1, ssl: nil, state: BUFFEREVENT_SSL_OPEN) else {
-            later(.failure(SocketError("cannot create a socket")))
-            return
-        }
-        self.bev = bev
-        BufferEvent.route(bev, to: self)
-        let rc = address.withSockaddr { sa, len in bufferevent_socket_connect(bev, sa, len) }
-        if rc != 0 {
+        let channel = SocketChannel(loop: loop, fd: -1)
+        self.channel = channel
+        channel.setHandler(self)
+        if !channel.connect(to: address) {
             let why = String(cString: strerror(errno))
             later(.failure(SocketError(why)))
         }
@@ -63,7 +59,8 @@ final class ConnectAttempt: BufferEventHandler {
         self.done = nil
         timer?.cancel()
         timer = nil
-        BufferEvent.free(&bev)
+        channel?.close()
+        channel = nil
         done(result)
         let r = retainedSelf
         retainedSelf = nil

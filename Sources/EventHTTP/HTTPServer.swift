@@ -166,13 +166,13 @@ public final class HTTPServer {
             ssl = SSL_new(tls.ctx)
             guard ssl != nil else { clients?.release(ip); evutil_closesocket(fd); return }
         }
-        guard let bev = BufferEvent.make(loop: loop, fd: fd, ssl: ssl, state: BUFFEREVENT_SSL_ACCEPTING) else {
+        guard let channel = Channel.accepted(loop: loop, fd: fd, ssl: ssl) else {
             clients?.release(ip)
             evutil_closesocket(fd)
             return
         }
         nextConnectionId += 1
-        let c = ServerConnection(server: self, id: nextConnectionId, bev: bev, fd: fd, remoteIP: ip, isTLS: tls != nil)
+        let c = ServerConnection(server: self, id: nextConnectionId, channel: channel, remoteIP: ip, isTLS: tls != nil)
         connections[ObjectIdentifier(c)] = c
         onConnectionCountChange?(1)
         c.start()

@@ -7,11 +7,10 @@ import HTTPCore
 ///
 /// An exchange is handed to the application as soon as its head is parsed; its body may still
 /// be arriving (state `.body` with an exchange), and is read on while the application decides.
-final class ServerConnection: BufferEventHandler {
+final class ServerConnection: ChannelHandler {
     unowned let server: HTTPServer
     let id: Int
-    let bev: OpaquePointer
-    let fd: Int32
+    let channel: Channel
     let remoteIP: String
     let isTLS: Bool
 
@@ -36,45 +35,34 @@ final class ServerConnection: BufferEventHandler {
     /// Lingering ends at this instant however the client keeps sending.
     private var lingerDeadline: UInt64 = 0
 
-    init(server: HTTPServer, id: Int, bev: OpaquePointer, fd: Int32, remoteIP: String, isTLS: Bool) {
+    init(server: HTTPServer, id: Int, channel: Channel, remoteIP: String, isTLS: Bool) {
         self.server = server
         self.id = id
-        self.bev = bev
-        self.fd = fd
+        self.channel = channel
         self.remoteIP = remoteIP
         self.isTLS = isTLS
     }
 
     var limits: ServerLimits { server.limits }
-    var input: OpaquePointer { bufferevent_get_input(bev)! }
-    var output: OpaquePointer { bufferevent_get_output(bev)! }
+    var input: OpaquePointer { channel.input }
+    var output: OpaquePointer { channel.output }
 
     func start() {
-        BufferEvent.route(bev, to: self)
-        // libevent 2.1 reads at most 4 KiB at once, into a new chain rounded up to a power of
-        // two with its header (8 KiB), and a body takes the chains as they are: each 4 KiB of
-        // a large body would cost 8 KiB. Reading a little less fits the chain in 4 KiB.
-        bufferevent_set_max_single_read(bev, 4_096 - 64)
+        channel.setHandler(self)
         // The first request's head is due within the header timeout of the accept (nginx).
         headDeadline = EventLoop.nowNanos() + UInt64(limits.headerTimeoutMs) * 1_000_000
         setReadTimeout(limits.headerTimeoutMs)
-        // Plain sockets write directly (see flush()); EV_WRITE is only for what is left over.
-        bufferevent_enable(bev, Int16(isTLS ? EV_READ | EV_WRITE : EV_READ))
+        channel.setReading(true)
     }
 
-    /// Sends buffered output now (see BufferEvent.writeDirectly); writable() runs once all
-    /// of it is gone.
+    /// Sends buffered output now (see Channel.flush); writable() runs once all of it is gone.
     func flush() {
         guard state != .closed else { return }
-        if isTLS {
-            if evbuffer_get_length(output) == 0 { writable() }
-        } else if BufferEvent.writeDirectly(bev) {
-            writable()
-        }
+        if channel.flush() { writable() }
     }
 
     func setReadTimeout(_ ms: Int?) {
-        BufferEvent.setTimeouts(bev, readMs: ms, writeMs: limits.writeTimeoutMs)
+        channel.setTimeouts(readMs: ms, writeMs: limits.writeTimeoutMs)
     }
 
     override func readable() {
@@ -85,7 +73,7 @@ final class ServerConnection: BufferEventHandler {
         case .handling:
             // A pipelined request waits its turn; stop reading if a client piles up too much.
             if evbuffer_get_length(input) > limits.maxHeaderBytes + 65_536 {
-                bufferevent_disable(bev, Int16(EV_READ))
+                channel.setReading(false)
             }
         default:
             process()
@@ -93,7 +81,6 @@ final class ServerConnection: BufferEventHandler {
     }
 
     override func writable() {
-        if !isTLS && evbuffer_get_length(output) == 0 { bufferevent_disable(bev, Int16(EV_WRITE)) }
         guard let exchange, state != .closed else { return }
         if responseComplete {
             completeExchange()
@@ -123,7 +110,7 @@ final class ServerConnection: BufferEventHandler {
         state = .head
         headDeadline = 0
         setReadTimeout(limits.idleTimeoutMs)
-        bufferevent_enable(bev, Int16(EV_READ))
+        channel.setReading(true)
         process()
     }
 
@@ -135,9 +122,9 @@ final class ServerConnection: BufferEventHandler {
         dropBody()
         head = nil
         lingerDeadline = EventLoop.nowNanos() + 2_000_000_000
-        shutdown(fd, Int32(SHUT_WR))
+        shutdown(channel.socket, Int32(SHUT_WR))
         setReadTimeout(2_000)
-        bufferevent_enable(bev, Int16(EV_READ))
+        channel.setReading(true)
     }
 
     override func event(_ what: Int32) {
@@ -180,8 +167,7 @@ final class ServerConnection: BufferEventHandler {
         dropBody()
         let ex = exchange
         exchange = nil
-        bufferevent_disable(bev, Int16(EV_READ | EV_WRITE))
-        bufferevent_free(bev)
+        channel.close()
         ex?.connectionLost()
         server.connectionClosed(self)
     }

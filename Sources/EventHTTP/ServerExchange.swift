@@ -98,7 +98,7 @@ public final class ServerExchange {
         loop.preconditionInEventLoop()
         guard responseStarted, !finished, bodyBytesSent == 0, unsentHeadBytes > 0, let c = connection,
               evbuffer_get_length(c.output) == unsentHeadBytes else { return false }
-        // A socket bufferevent keeps the start of its output frozen except while it writes.
+        // A bufferevent may keep the start of its output frozen except while it writes.
         if evbuffer_drain(c.output, unsentHeadBytes) != 0 {
             evbuffer_unfreeze(c.output, 1)
             let drained = evbuffer_drain(c.output, unsentHeadBytes) == 0

@@ -98,11 +98,11 @@ extension UpstreamConnection {
     }
 
     func complete() {
-        guard let bev else { return }
+        guard let channel else { return }
         let call = self.call
         self.call = nil
         let reusable = responseKeepAlive && framing != .untilClose && pool.endpoint.maxIdle > 0
-            && evbuffer_get_length(bufferevent_get_input(bev)!) == 0
+            && evbuffer_get_length(channel.input) == 0
         if reusable { pool.release(self) } else { close() }
         call?.finish(nil)
     }

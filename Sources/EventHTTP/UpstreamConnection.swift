@@ -4,9 +4,10 @@ import HTTPCore
 
 /// One connection to the upstream: sends a call's request, reads its response (see
 /// UpstreamConnection+Response.swift), then goes back to its pool or closes.
-final class UpstreamConnection: BufferEventHandler {
+final class UpstreamConnection: ChannelHandler {
     unowned let pool: UpstreamPool
-    var bev: OpaquePointer?
+    /// Nil once closed.
+    var channel: Channel?
     enum State { case connecting, waitingHead, body, idle, closed }
     var state = State.connecting
     var call: UpstreamCall?
@@ -27,21 +28,22 @@ final class UpstreamConnection: BufferEventHandler {
         self.pool = pool
         super.init()
         let ep = pool.endpoint
-        var ssl: OpaquePointer?
+        let channel: Channel
         if let tls = ep.tls {
-            ssl = tls.newClientSSL(host: ep.tlsHost)
-            guard ssl != nil else { return nil }
+            guard let ssl = tls.newClientSSL(host: ep.tlsHost),
+                  let t = TLSChannel(loop: pool.loop, fd: -1, ssl: ssl, state: BUFFEREVENT_SSL_CONNECTING) else {
+                return nil
+            }
+            channel = t
+        } else {
+            channel = SocketChannel(loop: pool.loop, fd: -1)
         }
-        guard let bev = BufferEvent.make(loop: pool.loop, fd: -1, ssl: ssl, state: BUFFEREVENT_SSL_CONNECTING) else {
-            return nil
-        }
-        self.bev = bev
+        self.channel = channel
         // The connection keeps itself alive while its socket is open; close() lets go.
         retainedSelf = Unmanaged.passRetained(self)
-        BufferEvent.route(bev, to: self)
-        bufferevent_enable(bev, Int16(EV_READ | EV_WRITE))
-        let rc = ep.address.withSockaddr { sa, len in bufferevent_socket_connect(bev, sa, len) }
-        if rc != 0 {
+        channel.setHandler(self)
+        channel.setReading(true)
+        guard channel.connect(to: ep.address) else {
             close()
             return nil
         }
@@ -51,22 +53,22 @@ final class UpstreamConnection: BufferEventHandler {
     }
 
     func start(_ call: UpstreamCall) {
-        guard let bev else { call.finish(.connectFailed("connection closed")); return }
+        guard let channel else { call.finish(.connectFailed("connection closed")); return }
         self.call = call
         call.connection = self
         method = call.request.method
         bytesReceived = false
         requestCount += 1
-        let out = bufferevent_get_output(bev)!
+        let out = channel.output
         EvBuffer.append(out, call.request.serializeHead())
         call.request.body?.reference(into: out)
         if state == .idle {
             state = .waitingHead
             armResponseTimeout()
-            bufferevent_enable(bev, Int16(EV_READ))
+            channel.setReading(true)
             flushOutput()
             // Bytes that arrived while idle mean a broken upstream.
-            if evbuffer_get_length(bufferevent_get_input(bev)!) > 0 {
+            if evbuffer_get_length(channel.input) > 0 {
                 fail(.protocolError("unsolicited data on an idle connection"))
             }
         }
@@ -76,34 +78,27 @@ final class UpstreamConnection: BufferEventHandler {
     /// that a reused connection needs no timer changes (each one is libevent heap work).
     private var timeoutsArmed = false
 
-    /// Plain connections write requests directly once connected (no write event per request;
-    /// see BufferEvent.writeDirectly); libevent takes over only what the socket did not take.
-    private var writesDirectly: Bool { pool.endpoint.tls == nil }
-
+    /// Sends the request now once connected (see Channel.flush).
     private func flushOutput() {
-        guard writesDirectly, let bev, state != .connecting else { return }
-        if BufferEvent.writeDirectly(bev) { bufferevent_disable(bev, Int16(EV_WRITE)) }
-    }
-
-    override func writable() {
-        if writesDirectly, let bev { bufferevent_disable(bev, Int16(EV_WRITE)) }
+        guard let channel, state != .connecting else { return }
+        _ = channel.flush()
     }
 
     private func armResponseTimeout() {
-        guard !timeoutsArmed, let bev else { return }
+        guard !timeoutsArmed, let channel else { return }
         timeoutsArmed = true
         let ms = pool.endpoint.responseTimeoutMs
-        BufferEvent.setTimeouts(bev, readMs: ms, writeMs: ms)
+        channel.setTimeouts(readMs: ms, writeMs: ms)
     }
 
     func setReading(_ on: Bool) {
-        guard let bev, state == .waitingHead || state == .body else { return }
-        BufferEvent.setReading(bev, on)
+        guard let channel, state == .waitingHead || state == .body else { return }
+        channel.setReading(on)
     }
 
     func becomeIdle() {
         state = .idle
-        bufferevent_enable(bev, Int16(EV_READ))
+        channel?.setReading(true)
     }
 
     private func connectTimedOut() {
@@ -111,8 +106,7 @@ final class UpstreamConnection: BufferEventHandler {
     }
 
     override func readable() {
-        guard let bev else { return }
-        let input = bufferevent_get_input(bev)!
+        guard let input = channel?.input else { return }
         if evbuffer_get_length(input) > 0 { bytesReceived = true }
         while true {
             switch state {
@@ -154,7 +148,7 @@ final class UpstreamConnection: BufferEventHandler {
     private func connected() {
         connectTimer?.cancel()
         connectTimer = nil
-        if let bev { setNoDelay(bufferevent_getfd(bev)) }
+        if let channel { setNoDelay(channel.socket) }
         if state == .connecting {
             state = .waitingHead
             armResponseTimeout()
@@ -163,10 +157,7 @@ final class UpstreamConnection: BufferEventHandler {
     }
 
     private func socketError() -> String {
-        if pool.endpoint.tls != nil, let bev {
-            let e = bufferevent_get_openssl_error(bev)
-            if e != 0 { return "TLS: " + TLSError.message(e) }
-        }
+        if let tls = channel?.tlsError { return "TLS: " + tls }
         let err = errno
         return err != 0 ? String(cString: strerror(err)) : "connection closed"
     }
@@ -194,7 +185,8 @@ final class UpstreamConnection: BufferEventHandler {
         state = .closed
         connectTimer?.cancel()
         connectTimer = nil
-        BufferEvent.free(&bev)
+        channel?.close()
+        channel = nil
         let r = retainedSelf
         retainedSelf = nil
         r?.release()

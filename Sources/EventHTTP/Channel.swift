@@ -1,0 +1,69 @@
+import CLibevent
+
+/// What a connection hears from its channel. A class, not a protocol, so that a callback
+/// reaches its connection through one vtable call, without a dynamic cast.
+///
+/// `event` gets libevent's `BEV_EVENT_*` flags from either kind of channel: EOF, ERROR
+/// (errno set), TIMEOUT with READING or WRITING, and CONNECTED.
+class ChannelHandler {
+    /// Bytes were appended to the input.
+    func readable() {}
+    /// All of the output has been sent (after a `flush` that left some).
+    func writable() {}
+    func event(_ what: Int32) {}
+}
+
+/// A connection's byte stream as the server and upstream connections see it: an input and an
+/// output evbuffer, reading turned on or off, read and write timeouts, and the callbacks of
+/// `ChannelHandler`. Two kinds, so that the connections' logic is written once:
+///
+/// - `SocketChannel`: a plain TCP socket, read and written by EventHTTP itself (recv into the
+///   input, writev from the output), on plain libevent events.
+/// - `TLSChannel`: TLS, through libevent's `bufferevent_openssl`.
+///
+/// A timeout fires after that many ms without progress while reading is on (READING) or
+/// while output waits for the socket (WRITING), and turns that direction off; setting the
+/// timeouts or turning reading on restarts their clocks (as with a bufferevent).
+class Channel {
+    final let input: OpaquePointer
+    final let output: OpaquePointer
+
+    init(input: OpaquePointer, output: OpaquePointer) {
+        self.input = input
+        self.output = output
+    }
+
+    /// A channel for an accepted socket: TLS over `ssl` (which it then owns), else plain.
+    /// Nil when libevent cannot allocate it; the caller then closes `fd`.
+    static func accepted(loop: EventLoop, fd: Int32, ssl: OpaquePointer?) -> Channel? {
+        guard let ssl else { return SocketChannel(loop: loop, fd: fd) }
+        return TLSChannel(loop: loop, fd: fd, ssl: ssl, state: BUFFEREVENT_SSL_ACCEPTING)
+    }
+
+    /// The socket (-1 before `connect` and after `close`).
+    var socket: Int32 { -1 }
+
+    /// Routes the callbacks to `handler`, which is not retained: it must keep itself alive
+    /// until it closes the channel. Each callback keeps it alive until it returns, as the
+    /// handler may close itself from inside.
+    func setHandler(_ handler: ChannelHandler) {}
+
+    func setReading(_ on: Bool) {}
+
+    /// Sets the read timeout (nil: none) and the write timeout, and restarts both clocks.
+    func setTimeouts(readMs: Int?, writeMs: Int) {}
+
+    /// Sends buffered output now where the channel can; true when none is left. What the
+    /// socket does not take goes out when it can, and `writable` follows.
+    func flush() -> Bool { true }
+
+    /// Starts connecting to `address` (CONNECTED or ERROR follows, never from inside this
+    /// call); false when no socket could be created.
+    func connect(to address: SocketAddress) -> Bool { false }
+
+    /// Stops every callback and closes the socket, once.
+    func close() {}
+
+    /// The TLS layer's reason for the last failure, if any.
+    var tlsError: String? { nil }
+}

@@ -1,0 +1,305 @@
+import Glibc
+import CLibevent
+
+/// A plain TCP socket read and written by EventHTTP itself, on three libevent events: a
+/// persistent EV_READ, an EV_WRITE armed only while output waits for the socket (or while
+/// connecting), and one timer for both timeouts.
+///
+/// What a socket bufferevent costs per read and it does not: an `ioctl(FIONREAD)` before
+/// each read (it reads into the input's reserved space until a short read instead), an
+/// `event_add` per read to push the read timeout back (the timer keeps the time of the last
+/// read and is re-armed only when it fires, or when a deadline moves earlier), and the
+/// freezing of the output around a write.
+final class SocketChannel: Channel {
+    /// Bytes asked of one read: a new evbuffer chain is this plus its header, rounded up to a
+    /// power of two, and a body takes the chains as they are, so a 4 KiB chain holds it.
+    static let readSize = 4_096 - 64
+    /// Reads per wake-up at most (64 KiB) before the handler hears of them.
+    static let readsPerWakeup = 16
+
+    private let base: OpaquePointer
+    private var fd: Int32 = -1
+    private var handler: Unmanaged<ChannelHandler>?
+    private var readEvent: OpaquePointer?
+    private var writeEvent: OpaquePointer?
+    private var timer: OpaquePointer?
+    private var wantsRead = false
+    private var readArmed = false
+    private var writeArmed = false
+    private var connecting = false
+    private var closed = false
+    /// A connect refused at once, told from the write event like any other outcome.
+    private var connectError: Int32 = 0
+    /// An error a read returned after bytes in the same wake-up: told at the next one.
+    private var deferredError: Int32 = 0
+    /// Timeouts in nanoseconds (0: none) and the last progress in each direction.
+    private var readTimeout: UInt64 = 0
+    private var writeTimeout: UInt64 = 0
+    private var lastRead: UInt64 = 0
+    private var lastWrite: UInt64 = 0
+    /// When the timer is due (0: not pending).
+    private var timerDue: UInt64 = 0
+
+    /// A channel on an accepted non-blocking socket, or with -1, one to `connect` later.
+    init(loop: EventLoop, fd: Int32) {
+        guard let i = evbuffer_new(), let o = evbuffer_new() else { fatalError("evbuffer_new failed: out of memory") }
+        base = loop.base
+        super.init(input: i, output: o)
+        timer = event_new(base, -1, 0, { _, _, arg in SocketChannel.run(arg) { $0.timerFired() } }, selfPointer)
+        if fd >= 0 { attach(fd) }
+    }
+
+    deinit {
+        close()
+        if let readEvent { event_free(readEvent) }
+        if let writeEvent { event_free(writeEvent) }
+        if let timer { event_free(timer) }
+        evbuffer_free(input)
+        evbuffer_free(output)
+    }
+
+    private var selfPointer: UnsafeMutableRawPointer { Unmanaged.passUnretained(self).toOpaque() }
+
+    /// Calls `body` on the channel behind a libevent callback's argument, kept alive meanwhile.
+    private static func run(_ arg: UnsafeMutableRawPointer?, _ body: (SocketChannel) -> Void) {
+        let channel = Unmanaged<SocketChannel>.fromOpaque(arg!).takeUnretainedValue()
+        withExtendedLifetime(channel) { body(channel) }
+    }
+
+    private func attach(_ socket: Int32) {
+        fd = socket
+        readEvent = event_new(base, fd, Int16(EV_READ | EV_PERSIST), { _, _, arg in
+            SocketChannel.run(arg) { $0.readReady() }
+        }, selfPointer)
+        writeEvent = event_new(base, fd, Int16(EV_WRITE | EV_PERSIST), { _, _, arg in
+            SocketChannel.run(arg) { $0.writeReady() }
+        }, selfPointer)
+        guard readEvent != nil, writeEvent != nil else { fatalError("event_new failed: out of memory") }
+    }
+
+    /// Tells the handler, which stays alive until it returns.
+    private func deliver(_ body: (ChannelHandler) -> Void) {
+        guard let h = handler?.takeUnretainedValue() else { return }
+        withExtendedLifetime(h) { body(h) }
+    }
+
+    override var socket: Int32 { fd }
+
+    override func setHandler(_ handler: ChannelHandler) { self.handler = Unmanaged.passUnretained(handler) }
+
+    override func close() {
+        guard !closed else { return }
+        closed = true
+        handler = nil
+        if let readEvent { event_del(readEvent) }
+        if let writeEvent { event_del(writeEvent) }
+        if let timer { event_del(timer) }
+        readArmed = false
+        writeArmed = false
+        if fd >= 0 { Glibc.close(fd) }
+        fd = -1
+    }
+
+    override func setTimeouts(readMs: Int?, writeMs: Int) {
+        readTimeout = UInt64(max(readMs ?? 0, 0)) * 1_000_000
+        writeTimeout = UInt64(max(writeMs, 0)) * 1_000_000
+        let now = EventLoop.nowNanos()
+        lastRead = now
+        lastWrite = now
+        scheduleTimer(now)
+    }
+
+    // MARK: Reading
+
+    override func setReading(_ on: Bool) {
+        wantsRead = on
+        if on {
+            let now = EventLoop.nowNanos()
+            lastRead = now
+            armRead()
+            scheduleTimer(now)
+        } else if readArmed {
+            readArmed = false
+            event_del(readEvent)
+        }
+    }
+
+    private func armRead() {
+        guard wantsRead, !readArmed, !connecting, !closed, let readEvent else { return }
+        readArmed = true
+        event_add(readEvent, nil)
+    }
+
+    /// Reads until a short read (the socket is then drained; level-triggered epoll says when
+    /// more comes) or `readsPerWakeup`, then tells the handler once.
+    private func readReady() {
+        guard readArmed else { return }
+        if deferredError != 0 { fail(deferredError, Int16(BEV_EVENT_READING)); return }
+        var total = 0
+        for _ in 0..<Self.readsPerWakeup {
+            var vec = iovec()
+            guard evbuffer_reserve_space(input, Self.readSize, &vec, 1) == 1 else { break }
+            let asked = vec.iov_len
+            let n = recv(fd, vec.iov_base, asked, 0)
+            if n > 0 {
+                vec.iov_len = n
+                evbuffer_commit_space(input, &vec, 1)
+                total += n
+                if n < asked { break }
+                continue
+            }
+            let err = errno
+            if n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) { break }
+            if total > 0 {
+                // The bytes first; an end of stream shows again at the next wake-up.
+                if n < 0 { deferredError = err }
+                break
+            }
+            if n == 0 {
+                setReading(false)
+                deliver { $0.event(BEV_EVENT_EOF | BEV_EVENT_READING) }
+            } else {
+                fail(err, Int16(BEV_EVENT_READING))
+            }
+            return
+        }
+        guard total > 0 else { return }
+        lastRead = EventLoop.nowNanos()
+        deliver { $0.readable() }
+    }
+
+    /// Turns `direction` off and tells the handler of error `err` (in errno).
+    private func fail(_ err: Int32, _ direction: Int16) {
+        deferredError = 0
+        if direction == Int16(BEV_EVENT_READING) { setReading(false) } else { disarmWrite() }
+        errno = err
+        deliver { $0.event(BEV_EVENT_ERROR | Int32(direction)) }
+    }
+
+    // MARK: Writing
+
+    override func flush() -> Bool {
+        guard !closed, !connecting else { return false }
+        if evbuffer_get_length(output) > 0 {
+            let n = evbuffer_write(output, fd)
+            if evbuffer_get_length(output) > 0 {
+                armWrite(progress: n > 0)
+                return false
+            }
+        }
+        if writeArmed { disarmWrite() }
+        return true
+    }
+
+    /// Waits for the socket to take the rest of the output (an error shows there too).
+    private func armWrite(progress: Bool) {
+        let now = EventLoop.nowNanos()
+        if !writeArmed {
+            writeArmed = true
+            event_add(writeEvent, nil)
+            lastWrite = now
+        } else if progress {
+            lastWrite = now
+        }
+        scheduleTimer(now)
+    }
+
+    private func disarmWrite() {
+        guard writeArmed else { return }
+        writeArmed = false
+        event_del(writeEvent)
+    }
+
+    private func writeReady() {
+        guard writeArmed else { return }
+        if connecting { connectFinished(); return }
+        let n = evbuffer_write(output, fd)
+        if n < 0 {
+            let err = errno
+            if err != EAGAIN && err != EWOULDBLOCK && err != EINTR { fail(err, Int16(BEV_EVENT_WRITING)) }
+            return
+        }
+        if evbuffer_get_length(output) > 0 {
+            if n > 0 { lastWrite = EventLoop.nowNanos() }
+            return
+        }
+        disarmWrite()
+        deliver { $0.writable() }
+    }
+
+    // MARK: Connecting and timeouts
+
+    override func connect(to address: SocketAddress) -> Bool {
+        guard fd < 0, !closed else { return false }
+        let type = Int32(SOCK_STREAM.rawValue | SOCK_NONBLOCK.rawValue | SOCK_CLOEXEC.rawValue)
+        let s = Glibc.socket(Int32(address.storage.ss_family), type, 0)
+        guard s >= 0 else { return false }
+        attach(s)
+        connecting = true
+        let rc = address.withSockaddr { sa, len in Glibc.connect(s, sa, socklen_t(len)) }
+        let err = rc == 0 ? 0 : errno
+        switch err {
+        case 0, EINPROGRESS, EINTR:
+            writeArmed = true
+            event_add(writeEvent, nil)
+        case ECONNREFUSED:
+            connectError = err
+            writeArmed = true
+            event_active(writeEvent, EV_WRITE, 0)
+        default:
+            return false
+        }
+        return true
+    }
+}
+
+extension SocketChannel {
+    /// The write event after a connect: CONNECTED (reading starts if it is on) or ERROR.
+    fileprivate func connectFinished() {
+        var err = connectError
+        if err == 0 {
+            var len = socklen_t(MemoryLayout<Int32>.size)
+            if getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0 { err = errno }
+        }
+        if err == EINPROGRESS || err == EINTR { return }
+        connecting = false
+        disarmWrite()
+        if err != 0 {
+            errno = err
+            deliver { $0.event(BEV_EVENT_ERROR) }
+            return
+        }
+        if wantsRead { setReading(true) }
+        deliver { $0.event(BEV_EVENT_CONNECTED) }
+    }
+
+    /// Arms the timer for the earliest deadline, unless it is due before that already (it
+    /// then finds the deadline moved and re-arms itself).
+    fileprivate func scheduleTimer(_ now: UInt64) {
+        var due = UInt64.max
+        if readArmed && readTimeout > 0 { due = lastRead + readTimeout }
+        if writeArmed && writeTimeout > 0 { due = min(due, lastWrite + writeTimeout) }
+        guard due != .max, !closed, timerDue == 0 || timerDue > due else { return }
+        timerDue = due
+        let us = due > now ? (due - now + 999) / 1000 : 0
+        var tv = timeval(tv_sec: Int(us / 1_000_000), tv_usec: Int(us % 1_000_000))
+        event_add(timer, &tv)
+    }
+
+    fileprivate func timerFired() {
+        timerDue = 0
+        guard !closed else { return }
+        let now = EventLoop.nowNanos()
+        if readArmed && readTimeout > 0 && now >= lastRead + readTimeout {
+            setReading(false)
+            deliver { $0.event(BEV_EVENT_TIMEOUT | BEV_EVENT_READING) }
+            if closed { return }
+        }
+        if writeArmed && writeTimeout > 0 && now >= lastWrite + writeTimeout {
+            disarmWrite()
+            deliver { $0.event(BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING) }
+            if closed { return }
+        }
+        scheduleTimer(EventLoop.nowNanos())
+    }
+}

@@ -1,0 +1,82 @@
+import EventHTTP
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+
+/// An HTTPServer alone on its own loop thread, with limits no gateway config can set (the
+/// idle and write timeouts), answering every request with `handler`.
+final class LoopServer: Sendable {
+    let port: Int
+    private let loop = EventLoop()
+    private let server: LoopBound<HTTPServer>
+    private let finished = DispatchSemaphore(value: 0)
+    /// Client connections open now (told by the server on its loop).
+    let open = Atomic<Int>(0)
+
+    init(limits: ServerLimits, _ handler: @escaping (ServerExchange) -> Void) throws {
+        let s = try HTTPServer(loop: loop, address: SocketAddress(host: "127.0.0.1", port: 0), tls: nil,
+                               limits: limits, errorBody: { _, m in ("text/plain", Array(m.utf8)) }, handler: handler)
+        port = s.boundPort
+        server = LoopBound(s, loop: loop)
+        s.onConnectionCountChange = { [weak self] d in self?.open.add(d, ordering: .relaxed) }
+        Thread { [loop, finished] in
+            loop.run()
+            finished.signal()
+        }.start()
+    }
+
+    var openConnections: Int { open.load(ordering: .relaxed) }
+
+    func stop() {
+        loop.execute { [server] in server.value.closeAll() }
+        loop.stop()
+        finished.wait()
+    }
+}
+
+/// The timeouts of a plain connection (SocketChannel): each fires after that long without
+/// progress, and progress keeps pushing it back.
+@Suite struct ChannelTimeoutTests {
+    @Test func aClientThatStopsReadingIsClosedAfterTheWriteTimeout() throws {
+        let big = [UInt8](repeating: 0x61, count: 32 << 20)
+        let server = try LoopServer(limits: ServerLimits(writeTimeoutMs: 300)) { $0.respond(status: 200, body: big) }
+        defer { server.stop() }
+        let client = try RawHTTPClient(port: server.port)
+        defer { client.close() }
+        try client.sendRequest("GET", "/")
+        #expect(Timing.poll(timeout: 2) { server.openConnections == 1 })
+        // Nothing is read: the socket buffers fill, and the response stalls for good.
+        #expect(Timing.poll(timeout: 5) { server.openConnections == 0 })
+    }
+
+    @Test func aClientThatReadsLateWithinTheWriteTimeoutGetsTheWholeResponse() throws {
+        let big = [UInt8](repeating: 0x62, count: 32 << 20)
+        let server = try LoopServer(limits: ServerLimits(writeTimeoutMs: 3_000)) { $0.respond(status: 200, body: big) }
+        defer { server.stop() }
+        let client = try RawHTTPClient(port: server.port)
+        defer { client.close() }
+        try client.sendRequest("GET", "/")
+        Timing.sleep(1)
+        #expect(server.openConnections == 1)
+        let r = try client.readResponse()
+        #expect(r.status == 200)
+        #expect(r.body.count == big.count)
+        #expect(r.body.allSatisfy { $0 == 0x62 })
+    }
+
+    @Test func anIdleKeptAliveConnectionIsClosedAfterTheIdleTimeout() throws {
+        let server = try LoopServer(limits: ServerLimits(idleTimeoutMs: 300)) { $0.respond(status: 200, body: Array("ok".utf8)) }
+        defer { server.stop() }
+        let client = try RawHTTPClient(port: server.port)
+        defer { client.close() }
+        // Requests 150 ms apart for 1.5 s: never idle for 300 ms, never closed.
+        for i in 0..<10 {
+            if i > 0 { Timing.sleep(0.15) }
+            #expect(try client.request("GET", "/").status == 200)
+        }
+        let (closed, after) = Timing.measure { client.serverClosed(within: 3) }
+        #expect(closed)
+        #expect(after > 0.15)
+    }
+}
