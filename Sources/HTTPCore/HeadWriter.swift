@@ -52,14 +52,19 @@ public struct HeadWriter: ~Copyable {
         s.withUTF8 { append($0) }
     }
 
+    /// `n` in decimal, its digits written in place.
     public mutating func write(_ n: Int) {
-        if n >= 0 && n < 10 {
-            if count + 1 > capacity { grow(1) }
-            base[count] = UInt8(0x30 + n)
-            count += 1
-            return
+        if n < 0 { write(String(n)); return }
+        var digits = 1
+        var rest = n / 10
+        while rest > 0 { digits += 1; rest /= 10 }
+        if count + digits > capacity { grow(digits) }
+        var v = n
+        for i in stride(from: count + digits - 1, through: count, by: -1) {
+            base[i] = UInt8(0x30 + v % 10)
+            v /= 10
         }
-        write(String(n))
+        count += digits
     }
 
     public mutating func writeField(_ name: String, _ value: String) {

@@ -87,13 +87,15 @@ import Testing
         w.write(7)
         w.write(204)
         w.write(-1)
+        w.write(0)
+        w.write(1_234_567_890)
         w.writeCRLF()
         var h = HTTPHeaders()
         h.add("X-Long", String(repeating: "v", count: 300))
         h.add("Empty", "")
         w.writeFields(h)
         w.writeCRLF()
-        let expected = "HTTP/1.1 7204-1\r\nX-Long: " + String(repeating: "v", count: 300) + "\r\nEmpty: \r\n\r\n"
+        let expected = "HTTP/1.1 7204-101234567890\r\nX-Long: " + String(repeating: "v", count: 300) + "\r\nEmpty: \r\n\r\n"
         #expect(w.bytes == Array(expected.utf8))
         #expect(w.count == expected.utf8.count)
         #expect(w.withBytes { Array($0) } == Array(expected.utf8))
