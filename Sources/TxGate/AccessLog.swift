@@ -74,7 +74,7 @@ final class AccessLogBuffer {
     func append(_ log: AccessLog, _ ctx: RequestContext) {
         if fd != log.fd { flush(); fd = log.fd }
         log.format(ctx, into: &line)
-        if line.bytes.count >= Self.flushBytes {
+        if line.count >= Self.flushBytes {
             flush()
         } else if !timerArmed {
             timerArmed = true
@@ -85,8 +85,8 @@ final class AccessLogBuffer {
 
     /// Writes out every line held (a pending timer then finds nothing to write).
     func flush() {
-        guard !line.bytes.isEmpty else { return }
-        line.bytes.withUnsafeBytes { LogOutput.write(fd, $0) }
-        line.bytes.removeAll(keepingCapacity: true)
+        guard !line.isEmpty else { return }
+        line.withBytes { LogOutput.write(fd, $0) }
+        line.removeAll()
     }
 }

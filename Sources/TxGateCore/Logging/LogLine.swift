@@ -1,17 +1,29 @@
 import Glibc
+import HTTPCore
 import Synchronization
 
-/// Builds `JSONLogHandler`'s lines by hand, into a byte buffer: the same JSON (`ts`, `level`,
-/// `label`, `msg`, then the metadata keys in sorted order), without swift-log's metadata
-/// dictionary, sorting or `String` concatenation. The access log writes one per request.
-/// The caller appends the fields in sorted key order.
-public struct LogLine {
-    public var bytes: [UInt8] = []
+/// Builds `JSONLogHandler`'s lines by hand, into a byte buffer (`ByteWriter`): the same JSON
+/// (`ts`, `level`, `label`, `msg`, then the metadata keys in sorted order), without swift-log's
+/// metadata dictionary, sorting or `String` concatenation. The access log writes one per
+/// request. The caller appends the fields in sorted key order.
+public struct LogLine: ~Copyable {
+    private var out: ByteWriter
     /// The formatted `YYYY-MM-DDTHH:MM:SS` of `cachedSecond`, reused within a second.
     private var cachedSecond = -1
     private var secondText: [UInt8] = []
 
-    public init(capacity: Int = 0) { bytes.reserveCapacity(capacity) }
+    public init(capacity: Int = 256) { out = ByteWriter(capacity: capacity) }
+
+    /// A copy of the lines written.
+    public var bytes: [UInt8] { out.bytes }
+    public var count: Int { out.count }
+    public var isEmpty: Bool { out.isEmpty }
+
+    /// Calls `body` with the lines written (valid only during the call).
+    public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try out.withBytes(body) }
+
+    /// Forgets the lines written, keeping the memory.
+    public mutating func removeAll() { out.removeAll() }
 
     /// `{"ts":"...","level":"...","label":"...","msg":"..."`: the start of a line, now.
     public mutating func begin(level: String, label: String, message: String) {
@@ -23,40 +35,47 @@ public struct LogLine {
     public mutating func begin(level: String, label: String, message: String, seconds: Int, millis: Int) {
         if seconds != cachedSecond {
             cachedSecond = seconds
-            var t = seconds
-            var tmv = tm()
-            gmtime_r(&t, &tmv)
-            secondText.removeAll(keepingCapacity: true)
-            Self.digits(&secondText, Int(tmv.tm_year) + 1900, 4); secondText.append(UInt8(ascii: "-"))
-            Self.digits(&secondText, Int(tmv.tm_mon) + 1, 2); secondText.append(UInt8(ascii: "-"))
-            Self.digits(&secondText, Int(tmv.tm_mday), 2); secondText.append(UInt8(ascii: "T"))
-            Self.digits(&secondText, Int(tmv.tm_hour), 2); secondText.append(UInt8(ascii: ":"))
-            Self.digits(&secondText, Int(tmv.tm_min), 2); secondText.append(UInt8(ascii: ":"))
-            Self.digits(&secondText, Int(tmv.tm_sec), 2)
+            secondText = Self.secondText(seconds)
         }
-        raw(#"{"ts":""#)
-        bytes.append(contentsOf: secondText)
-        bytes.append(UInt8(ascii: "."))
-        Self.digits(&bytes, millis, 3)
-        raw(#"Z","level":""#)
+        out.append(#"{"ts":""#)
+        secondText.withUnsafeBufferPointer { out.append($0) }
+        out.append(UInt8(ascii: "."))
+        out.appendDecimal(millis, width: 3)
+        out.append(#"Z","level":""#)
         escaped(level)
-        raw(#"","label":""#)
+        out.append(#"","label":""#)
         escaped(label)
-        raw(#"","msg":""#)
+        out.append(#"","msg":""#)
         escaped(message)
-        bytes.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// `YYYY-MM-DDTHH:MM:SS` (UTC) of a second since the epoch.
+    private static func secondText(_ seconds: Int) -> [UInt8] {
+        var t = seconds
+        var tmv = tm()
+        gmtime_r(&t, &tmv)
+        var text = ByteWriter(capacity: 32)
+        text.appendDecimal(Int(tmv.tm_year) + 1900, width: 4); text.append(UInt8(ascii: "-"))
+        text.appendDecimal(Int(tmv.tm_mon) + 1, width: 2); text.append(UInt8(ascii: "-"))
+        text.appendDecimal(Int(tmv.tm_mday), width: 2); text.append(UInt8(ascii: "T"))
+        text.appendDecimal(Int(tmv.tm_hour), width: 2); text.append(UInt8(ascii: ":"))
+        text.appendDecimal(Int(tmv.tm_min), width: 2); text.append(UInt8(ascii: ":"))
+        text.appendDecimal(Int(tmv.tm_sec), width: 2)
+        return text.bytes
     }
 
     public mutating func field(_ key: StaticString, _ value: String) {
         writeKey(key)
-        bytes.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: "\""))
         escaped(value)
-        bytes.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: "\""))
     }
 
     public mutating func field(_ key: StaticString, _ value: Int) {
         writeKey(key)
-        Self.integer(&bytes, value)
+        if value < 0 { out.append(UInt8(ascii: "-")) }
+        if value == Int.min { out.append("9223372036854775808" as StaticString) } else { out.appendDecimal(abs(value)) }
     }
 
     /// Nanoseconds as milliseconds rounded to the microsecond, written as Swift writes that
@@ -64,36 +83,29 @@ public struct LogLine {
     public mutating func field(_ key: StaticString, millisFromNanos nanos: UInt64) {
         writeKey(key)
         let micros = Int((nanos + 500) / 1_000)
-        Self.integer(&bytes, micros / 1_000)
-        bytes.append(UInt8(ascii: "."))
+        out.appendDecimal(micros / 1_000)
+        out.append(UInt8(ascii: "."))
         var frac = micros % 1_000
-        guard frac != 0 else { bytes.append(UInt8(ascii: "0")); return }
+        guard frac != 0 else { out.append(UInt8(ascii: "0")); return }
         var width = 3
         while frac % 10 == 0 { frac /= 10; width -= 1 }
-        Self.digits(&bytes, frac, width)
+        out.appendDecimal(frac, width: width)
     }
 
     /// A field already encoded as JSON (`value` is written as given).
     public mutating func field(_ key: String, json value: String) {
-        bytes.append(UInt8(ascii: ","))
-        bytes.append(UInt8(ascii: "\""))
+        out.append(UInt8(ascii: ","), UInt8(ascii: "\""))
         escaped(key)
-        raw(#"":"#)
-        raw(value)
+        out.append(UInt8(ascii: "\""), UInt8(ascii: ":"))
+        out.append(value)
     }
 
-    public mutating func end() { raw("}\n") }
+    public mutating func end() { out.append(UInt8(ascii: "}"), UInt8(ascii: "\n")) }
 
     private mutating func writeKey(_ key: StaticString) {
-        bytes.append(UInt8(ascii: ","))
-        bytes.append(UInt8(ascii: "\""))
-        key.withUTF8Buffer { bytes.append(contentsOf: $0) }
-        raw(#"":"#)
-    }
-
-    private mutating func raw(_ s: String) {
-        var s = s
-        s.withUTF8 { bytes.append(contentsOf: $0) }
+        out.append(UInt8(ascii: ","), UInt8(ascii: "\""))
+        out.append(key)
+        out.append(UInt8(ascii: "\""), UInt8(ascii: ":"))
     }
 
     /// JSON string escaping, as `JSONText.escape`: `"`, `\`, and the control characters.
@@ -101,48 +113,26 @@ public struct LogLine {
         var s = s
         s.withUTF8 { src in
             var start = 0
-            for (i, b) in src.enumerated() where b < 0x20 || b == 0x22 || b == 0x5C {
-                bytes.append(contentsOf: UnsafeBufferPointer(rebasing: src[start..<i]))
+            for i in 0..<src.count where src[i] < 0x20 || src[i] == 0x22 || src[i] == 0x5C {
+                out.append(UnsafeBufferPointer(rebasing: src[start..<i]))
                 start = i + 1
+                let b = src[i]
                 switch b {
-                case 0x22: raw(#"\""#)
-                case 0x5C: raw(#"\\"#)
-                case 0x0A: raw(#"\n"#)
-                case 0x0D: raw(#"\r"#)
-                case 0x09: raw(#"\t"#)
+                case 0x22: out.append(UInt8(ascii: "\\"), UInt8(ascii: "\""))
+                case 0x5C: out.append(UInt8(ascii: "\\"), UInt8(ascii: "\\"))
+                case 0x0A: out.append(UInt8(ascii: "\\"), UInt8(ascii: "n"))
+                case 0x0D: out.append(UInt8(ascii: "\\"), UInt8(ascii: "r"))
+                case 0x09: out.append(UInt8(ascii: "\\"), UInt8(ascii: "t"))
                 default:
-                    raw(#"\u00"#)
-                    bytes.append(Self.hex[Int(b >> 4)])
-                    bytes.append(Self.hex[Int(b & 0xF)])
+                    out.append(#"\u00"#)
+                    out.append(Self.hex[Int(b >> 4)], Self.hex[Int(b & 0xF)])
                 }
             }
-            bytes.append(contentsOf: UnsafeBufferPointer(rebasing: src[start...]))
+            out.append(UnsafeBufferPointer(rebasing: src[start...]))
         }
     }
 
     private static let hex = Array("0123456789abcdef".utf8)
-
-    static func integer(_ out: inout [UInt8], _ v: Int) {
-        if v < 0 { out.append(UInt8(ascii: "-")) }
-        let m = v.magnitude
-        var width = 1
-        var p: UInt = 10
-        while width < 20 && m >= p { width += 1; p = p.multipliedReportingOverflow(by: 10).partialValue }
-        digits(&out, Int(m), width)
-    }
-
-    /// `v` (non-negative) in exactly `width` decimal digits, zero-padded.
-    static func digits(_ out: inout [UInt8], _ v: Int, _ width: Int) {
-        var v = v
-        let start = out.count
-        for _ in 0..<width { out.append(UInt8(ascii: "0")) }
-        var i = out.count - 1
-        while i >= start && v > 0 {
-            out[i] = UInt8(ascii: "0") + UInt8(v % 10)
-            v /= 10
-            i -= 1
-        }
-    }
 }
 
 /// Every log write to a file descriptor goes through here: a line, or a buffer of whole lines,

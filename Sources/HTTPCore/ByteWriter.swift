@@ -1,0 +1,88 @@
+/// A growable byte buffer of its own, written piece by piece for every request: message heads
+/// (`HeadWriter`) and access-log lines (`LogLine`). Each piece is one copy, with none of an
+/// Array's per-append bookkeeping (uniqueness and capacity checks through generic code).
+/// Noncopyable: it owns its memory.
+public struct ByteWriter: ~Copyable {
+    private var base: UnsafeMutablePointer<UInt8>
+    private var capacity: Int
+    public private(set) var count = 0
+
+    public init(capacity: Int = 512) {
+        self.capacity = max(capacity, 64)
+        base = .allocate(capacity: self.capacity)
+    }
+
+    deinit { base.deallocate() }
+
+    public var isEmpty: Bool { count == 0 }
+
+    /// A copy of the bytes written.
+    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+
+    /// Calls `body` with the bytes written (valid only during the call).
+    public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        try body(UnsafeRawBufferPointer(start: base, count: count))
+    }
+
+    /// Forgets the bytes, keeping the memory.
+    public mutating func removeAll() { count = 0 }
+
+    @inline(__always)
+    public mutating func append(_ p: UnsafeBufferPointer<UInt8>) {
+        guard let src = p.baseAddress, p.count > 0 else { return }
+        if count + p.count > capacity { grow(p.count) }
+        (base + count).update(from: src, count: p.count)
+        count += p.count
+    }
+
+    @inline(__always)
+    public mutating func append(_ b: UInt8) {
+        if count == capacity { grow(1) }
+        base[count] = b
+        count += 1
+    }
+
+    @inline(__always)
+    public mutating func append(_ a: UInt8, _ b: UInt8) {
+        if count + 2 > capacity { grow(2) }
+        base[count] = a
+        base[count + 1] = b
+        count += 2
+    }
+
+    @inline(__always)
+    public mutating func append(_ s: String) {
+        var s = s
+        s.withUTF8 { append($0) }
+    }
+
+    @inline(__always)
+    public mutating func append(_ s: StaticString) {
+        s.withUTF8Buffer { append($0) }
+    }
+
+    /// `n` (not negative) in decimal, zero-padded to at least `width` digits, written in place.
+    public mutating func appendDecimal(_ n: Int, width: Int = 1) {
+        precondition(n >= 0, "appendDecimal: negative")
+        var digits = 1
+        var rest = n / 10
+        while rest > 0 { digits += 1; rest /= 10 }
+        digits = max(digits, width)
+        if count + digits > capacity { grow(digits) }
+        var v = n
+        for i in stride(from: count + digits - 1, through: count, by: -1) {
+            base[i] = UInt8(0x30 + v % 10)
+            v /= 10
+        }
+        count += digits
+    }
+
+    private mutating func grow(_ needed: Int) {
+        let newCapacity = max(capacity * 2, count + needed)
+        let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
+        newBase.update(from: base, count: count)
+        base.deallocate()
+        base = newBase
+        capacity = newCapacity
+    }
+}
