@@ -31,7 +31,7 @@ public struct ByteWriter: ~Copyable {
     public mutating func append(_ p: UnsafeBufferPointer<UInt8>) {
         guard let src = p.baseAddress, p.count > 0 else { return }
         if count + p.count > capacity { grow(p.count) }
-        (base + count).update(from: src, count: p.count)
+        (base + count).initialize(from: src, count: p.count)
         count += p.count
     }
 
@@ -80,7 +80,7 @@ public struct ByteWriter: ~Copyable {
     private mutating func grow(_ needed: Int) {
         let newCapacity = max(capacity * 2, count + needed)
         let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
-        newBase.update(from: base, count: count)
+        newBase.initialize(from: base, count: count)
         base.deallocate()
         base = newBase
         capacity = newCapacity

@@ -114,6 +114,9 @@ public func asciiCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
 @usableFromInline
 func sameLengthCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
     // Names usually come in their usual case: exactly equal is the common answer, and the quickest.
+    // For strings of the same UTF-8 length, `==` (canonical equivalence) differs from byte
+    // equality only when both are non-ASCII; the gateway always compares against an ASCII name
+    // or between parsed tokens, which are ASCII.
     if a == b { return true }
     var a = a, b = b
     return a.withUTF8 { pa in

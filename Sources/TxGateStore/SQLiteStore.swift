@@ -69,9 +69,12 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     }
 
     deinit {
-        // Every queued operation holds the store, so none is running now.
-        purgeTimer?.cancel()
-        table?.close()
+        // Every queued operation holds the store, but the checkpointer's last step holds only
+        // the connection: the connection is closed on the queue, after any such step.
+        onQueue {
+            purgeTimer?.cancel()
+            table?.close()
+        }
         checkpointer.close()
     }
 
