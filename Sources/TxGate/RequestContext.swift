@@ -54,11 +54,8 @@ final class RequestContext {
     /// Time from sending upstream to the response head, when the request was proxied.
     var upstreamNanos: UInt64?
     private(set) var finished = false
-    /// The applicable policy's index, once looked up (`policyIndex`), and the policy.
-    private var applicable: Int?? {
-        didSet { if applicable == nil { applicablePolicy = nil } }
-    }
-    private var applicablePolicy: Policy?
+    /// The applicable policy's index, once looked up (`policyIndex`).
+    private var applicable: Int??
 
     init(exchange: ServerExchange, requestId: String, pipeline: Pipeline) {
         self.exchange = exchange
@@ -81,15 +78,11 @@ final class RequestContext {
         guard !path.isEmpty else { return nil }
         let i = pipeline.policies.applicableIndex(path: path[...], method: method)
         applicable = .some(i)
-        applicablePolicy = i.map { pipeline.policies.policies[$0] }
         return i
     }
 
-    /// The policy that applies (`policyIndex`).
-    var policy: Policy? {
-        _ = policyIndex
-        return applicablePolicy
-    }
+    /// The policy that applies (`policyIndex`); a reference, not a copy (`Policy` is a class).
+    var policy: Policy? { policyIndex.map { pipeline.policies.policies[$0] } }
 
     /// The method decided on and sent upstream: the parked request's, when one is replayed; the
     /// original request's on `/-/authz`.

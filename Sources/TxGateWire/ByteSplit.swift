@@ -4,7 +4,7 @@
 /// kilobytes long, and cookies and queries come with every request.
 extension String {
     public func split(byte separator: UInt8, maxSplits: Int = .max, omittingEmptySubsequences: Bool = true) -> [Substring] {
-        utf8.split(separator: separator, maxSplits: maxSplits, omittingEmptySubsequences: omittingEmptySubsequences).map(Substring.init)
+        self[...].split(byte: separator, maxSplits: maxSplits, omittingEmptySubsequences: omittingEmptySubsequences)
     }
 }
 

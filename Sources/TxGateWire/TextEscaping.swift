@@ -1,53 +1,56 @@
 /// Escaping text for JSON strings and for XML/HTML markup, as the wire formats need it.
 public enum JSONText {
-    /// Escapes a string for use inside JSON double quotes.
-    public static func escape(_ s: String) -> String {
-        // Most strings need nothing: found in one pass over the bytes.
-        var probe = s
-        let clean = probe.withUTF8 { bytes in !bytes.contains { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C } }
-        if clean { return s }
-        return TextEscaping.escape(s, where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C }) { ch in
-            switch ch {
-            case "\"": return "\\\""
-            case "\\": return "\\\\"
-            case "\n": return "\\n"
-            case "\r": return "\\r"
-            case "\t": return "\\t"
-            default:
-                guard ch.value < 0x20 else { return nil }
-                return "\\u00" + (ch.value < 0x10 ? "0" : "") + String(ch.value, radix: 16)
-            }
-        }
-    }
-}
-
-extension JSONText {
-    /// `s` as a JSON string, quotes included, appended to `out`: the bytes `escape` gives.
-    public static func write(_ s: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
+    /// Calls `emit` with the pieces of `s` escaped for use inside JSON double quotes: runs of
+    /// bytes as they are, and an escape for each `"`, `\` and control character (`\n`, `\r`,
+    /// `\t`, others as lowercase `\u00XX`). The one table of JSON string escaping: `escape`,
+    /// `write` and the access log's lines all go through it.
+    public static func escape(_ s: String, _ emit: (UnsafeBufferPointer<UInt8>) -> Void) {
         var s = s
         s.withUTF8 { bytes in
             var start = 0
-            for i in 0..<bytes.count where bytes[i] < 0x20 || bytes[i] == 0x22 || bytes[i] == 0x5C {
-                out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<i]))
+            for i in 0..<bytes.count where needsEscape(bytes[i]) {
+                emit(UnsafeBufferPointer(rebasing: bytes[start..<i]))
                 start = i + 1
-                let b = bytes[i]
-                switch b {
-                case 0x22: out.append(contentsOf: #"\""#.utf8)
-                case 0x5C: out.append(contentsOf: #"\\"#.utf8)
-                case 0x0A: out.append(contentsOf: #"\n"#.utf8)
-                case 0x0D: out.append(contentsOf: #"\r"#.utf8)
-                case 0x09: out.append(contentsOf: #"\t"#.utf8)
-                default:
-                    let hex = Array("0123456789abcdef".utf8)
-                    out.append(contentsOf: #"\u00"#.utf8)
-                    out.append(hex[Int(b >> 4)])
-                    out.append(hex[Int(b & 0xF)])
-                }
+                escapeSequence(bytes[i]).withUnsafeBufferPointer(emit)
             }
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
+            emit(UnsafeBufferPointer(rebasing: bytes[start...]))
         }
+    }
+
+    /// Escapes a string for use inside JSON double quotes (a string with nothing to escape is
+    /// returned as it is, after one pass over its bytes).
+    public static func escape(_ s: String) -> String {
+        var probe = s
+        if probe.withUTF8({ !$0.contains(where: needsEscape) }) { return s }
+        var out: [UInt8] = []
+        out.reserveCapacity(s.utf8.count + 16)
+        escape(s) { out.append(contentsOf: $0) }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `s` as a JSON string, quotes included, appended to `out`: the bytes `escape` gives.
+    public static func write(_ s: String, into out: inout [UInt8]) {
         out.append(UInt8(ascii: "\""))
+        escape(s) { out.append(contentsOf: $0) }
+        out.append(UInt8(ascii: "\""))
+    }
+
+    @inline(__always)
+    private static func needsEscape(_ b: UInt8) -> Bool { b < 0x20 || b == 0x22 || b == 0x5C }
+
+    private static let quote = Array(#"\""#.utf8), backslash = Array(#"\\"#.utf8)
+    private static let newline = Array(#"\n"#.utf8), carriageReturn = Array(#"\r"#.utf8), tab = Array(#"\t"#.utf8)
+    private static let hex = Array("0123456789abcdef".utf8)
+
+    private static func escapeSequence(_ b: UInt8) -> [UInt8] {
+        switch b {
+        case 0x22: return quote
+        case 0x5C: return backslash
+        case 0x0A: return newline
+        case 0x0D: return carriageReturn
+        case 0x09: return tab
+        default: return Array(#"\u00"#.utf8) + [hex[Int(b >> 4)], hex[Int(b & 0xF)]]
+        }
     }
 }
 

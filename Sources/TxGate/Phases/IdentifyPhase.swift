@@ -17,7 +17,7 @@ struct IdentifyPhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) {
         ctx.bearer = Self.bearerToken(ctx.head.headers)
-        guard pdp.needsSubject(applicable: ctx.policy, path: ctx.path[...], method: ctx.method) || RequestParking.mayReplay(ctx) else {
+        guard pdp.needsSubject(applicable: ctx.policy) || RequestParking.mayReplay(ctx) else {
             ctx.proceed()
             return
         }

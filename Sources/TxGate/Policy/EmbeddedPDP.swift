@@ -19,11 +19,7 @@ final class EmbeddedPDP: PolicyDecisionPoint {
         self.logger = logger
     }
 
-    func needsSubject(path: Substring, method: String) -> Bool {
-        decider.policies.needsSubject(path: path, method: method)
-    }
-
-    func needsSubject(applicable: Policy?, path: Substring, method: String) -> Bool {
+    func needsSubject(applicable: Policy?) -> Bool {
         applicable.map { $0.subjects != .anyone } ?? false
     }
 

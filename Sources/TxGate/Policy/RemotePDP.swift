@@ -21,7 +21,7 @@ final class RemotePDP: PolicyDecisionPoint, @unchecked Sendable {
     }
 
     /// Only the AM knows what a route needs: every request goes to it (unless cached).
-    func needsSubject(path: Substring, method: String) -> Bool { true }
+    func needsSubject(applicable: Policy?) -> Bool { true }
 
     /// Per session: only the AM knows what a session has done (its journeys, its level).
     func cacheKey(for subject: Subject) -> SubjectKey { SubjectKey(id: subject.token) }

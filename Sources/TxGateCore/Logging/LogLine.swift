@@ -1,5 +1,6 @@
 import Glibc
 import HTTPCore
+import TxGateWire
 import Synchronization
 
 /// Builds `JSONLogHandler`'s lines by hand, into a byte buffer (`ByteWriter`): the same JSON
@@ -108,31 +109,10 @@ public struct LogLine: ~Copyable {
         out.append(UInt8(ascii: "\""), UInt8(ascii: ":"))
     }
 
-    /// JSON string escaping, as `JSONText.escape`: `"`, `\`, and the control characters.
+    /// JSON string escaping (`JSONText.escape`), written in place.
     private mutating func escaped(_ s: String) {
-        var s = s
-        s.withUTF8 { src in
-            var start = 0
-            for i in 0..<src.count where src[i] < 0x20 || src[i] == 0x22 || src[i] == 0x5C {
-                out.append(UnsafeBufferPointer(rebasing: src[start..<i]))
-                start = i + 1
-                let b = src[i]
-                switch b {
-                case 0x22: out.append(UInt8(ascii: "\\"), UInt8(ascii: "\""))
-                case 0x5C: out.append(UInt8(ascii: "\\"), UInt8(ascii: "\\"))
-                case 0x0A: out.append(UInt8(ascii: "\\"), UInt8(ascii: "n"))
-                case 0x0D: out.append(UInt8(ascii: "\\"), UInt8(ascii: "r"))
-                case 0x09: out.append(UInt8(ascii: "\\"), UInt8(ascii: "t"))
-                default:
-                    out.append(#"\u00"#)
-                    out.append(Self.hex[Int(b >> 4)], Self.hex[Int(b & 0xF)])
-                }
-            }
-            out.append(UnsafeBufferPointer(rebasing: src[start...]))
-        }
+        JSONText.escape(s) { out.append($0) }
     }
-
-    private static let hex = Array("0123456789abcdef".utf8)
 }
 
 /// Every log write to a file descriptor goes through here: a line, or a buffer of whole lines,

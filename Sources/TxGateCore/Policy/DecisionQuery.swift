@@ -76,11 +76,10 @@ public enum PDPError: Error, Equatable, Sendable {
 /// A source of decisions in AM's shape: the embedded engine, or a remote AM (`RemotePDP`). The PEP
 /// does not care which one it talks to.
 public protocol PolicyDecisionPoint: AnyObject, Sendable {
-    /// Whether deciding needs the subject; if not, the PEP skips the session lookup.
-    func needsSubject(path: Substring, method: String) -> Bool
-    /// The same, told the policy that applies to the request, which the gateway found once
-    /// among the same policies: the embedded engine answers from it without looking again.
-    func needsSubject(applicable: Policy?, path: Substring, method: String) -> Bool
+    /// Whether deciding needs the subject; if not, the PEP skips the session lookup (so that
+    /// open routes keep working when the store is down). `applicable`: the configuration's
+    /// policy for the request, which the gateway finds once per request.
+    func needsSubject(applicable: Policy?) -> Bool
     /// Decides; `done` runs on `executor`.
     func evaluate(_ q: DecisionQuery, on executor: CallbackExecutor, _ done: @escaping (Result<Decision, PDPError>) -> Void)
     /// Who a cached decision is for: the user and the journeys done (embedded), or the session
@@ -89,10 +88,6 @@ public protocol PolicyDecisionPoint: AnyObject, Sendable {
 }
 
 extension PolicyDecisionPoint {
-    public func needsSubject(applicable: Policy?, path: Substring, method: String) -> Bool {
-        needsSubject(path: path, method: method)
-    }
-
     public func cacheKey(for subject: Subject) -> SubjectKey { SubjectKey(id: subject.uid, journeys: subject.journeys) }
 }
 

@@ -17,12 +17,6 @@ public struct PolicySet: Sendable {
         policies.firstIndex { $0.applies(path: path, method: method) }
     }
 
-    /// Whether deciding needs the subject; if not, the PEP skips the session lookup (so that
-    /// open routes keep working when the store is down).
-    public func needsSubject(path: Substring, method: String) -> Bool {
-        guard let p = applicable(path: path, method: method) else { return false }
-        return p.subjects != .anyone
-    }
 
     /// The methods some policy names for `path` (AM answers every action it knows of).
     public func methods(for path: Substring, among candidates: [String]) -> [String] {
