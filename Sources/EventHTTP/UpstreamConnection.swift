@@ -18,6 +18,8 @@ final class UpstreamConnection: ChannelHandler {
     var responseKeepAlive = true
     private var requestCount = 0
     var bytesReceived = false
+    /// When the connection last went back to the pool (`EventLoop.nowNanos`).
+    private(set) var idleSince: UInt64 = 0
     private var connectTimer: LoopTimer?
     /// Response body bytes on their way to the handler.
     let scratch = Body()
@@ -98,7 +100,19 @@ final class UpstreamConnection: ChannelHandler {
 
     func becomeIdle() {
         state = .idle
+        idleSince = EventLoop.nowNanos()
         channel?.setReading(true)
+    }
+
+    /// Whether an idle connection's socket shows nothing from the upstream: no close, no
+    /// error, no stray bytes (delivered or still in the kernel).
+    func isQuiet() -> Bool {
+        guard let channel, evbuffer_get_length(channel.input) == 0 else { return false }
+        let fd = channel.socket
+        guard fd >= 0 else { return false }
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)
     }
 
     private func connectTimedOut() {
@@ -165,14 +179,17 @@ final class UpstreamConnection: ChannelHandler {
     func fail(_ failure: UpstreamFailure) {
         let call = self.call
         self.call = nil
-        // A reused connection the upstream closed just as we sent: nothing was processed,
-        // so the request is sent once more on a new connection.
+        // A reused connection that failed before any response byte: most likely the upstream
+        // closed it just as the request went out, but it may as well have processed the
+        // request and then lost the connection. Only a resendable request goes once more, on
+        // a new connection; the handler is told, to log and count it.
         let stale = requestCount > 1 && !bytesReceived && (state == .waitingHead)
         close()
         guard let call else { return }
-        if stale && !call.retried && !call.headReceived {
+        if stale && call.request.resendable && !call.retried && !call.headReceived {
             if case .responseTimeout = failure {} else {
                 call.retried = true
+                call.handler?.upstreamWillResend(after: failure)
                 pool.dispatch(call, fresh: true)
                 return
             }

@@ -24,7 +24,7 @@ public final class UpstreamPool {
     }
 
     func dispatch(_ call: UpstreamCall, fresh: Bool) {
-        if !fresh, let c = idle.popLast() {
+        if !fresh, let c = takeIdle(for: call.request) {
             onDispatch?(true)
             c.start(call)
             return
@@ -35,6 +35,31 @@ public final class UpstreamPool {
             return
         }
         c.start(call)
+    }
+
+    /// The most recently released idle connection that `request` may go on, closing those it
+    /// may not. One idle for longer than `idleTimeoutMs` is closed, with every one below it
+    /// (released earlier, so older still): the upstream may be closing it right now. For a
+    /// request that may not be re-sent, a connection whose socket already shows the upstream's
+    /// close (or stray bytes) is closed too: a read the loop has not delivered yet would
+    /// otherwise turn into a lost request. That check is one `recv(MSG_PEEK)`, paid only by
+    /// such requests; a resendable one goes out and is re-sent if the connection was stale.
+    private func takeIdle(for request: UpstreamRequest) -> UpstreamConnection? {
+        guard !idle.isEmpty else { return nil }
+        let now = EventLoop.nowNanos()
+        let limit = UInt64(endpoint.idleTimeoutMs) * 1_000_000
+        while let c = idle.popLast() {
+            if now &- c.idleSince > limit {
+                let older = idle
+                idle.removeAll()
+                c.close()
+                for o in older { o.close() }
+                return nil
+            }
+            if request.resendable || c.isQuiet() { return c }
+            c.close()
+        }
+        return nil
     }
 
     func release(_ c: UpstreamConnection) {

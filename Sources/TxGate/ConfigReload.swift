@@ -42,7 +42,7 @@ enum ConfigReload {
         if old.workers != new.workers { out.append("workers") }
         let (ou, nu) = (old.upstream, new.upstream)
         if ou.url != nu.url || ou.connectTimeoutMs != nu.connectTimeoutMs || ou.responseTimeoutMs != nu.responseTimeoutMs
-            || ou.keepAlive != nu.keepAlive || ou.caFile != nu.caFile {
+            || ou.keepAlive != nu.keepAlive || ou.idleTimeoutMs != nu.idleTimeoutMs || ou.caFile != nu.caFile {
             out.append("upstream")
         }
         if "\(old.store)" != "\(new.store)" { out.append("store") }

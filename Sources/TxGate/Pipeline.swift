@@ -64,6 +64,14 @@ enum RequestFailure: Error, Equatable {
         }
     }
 
+    /// JSON members after `message`: an upstream failure after the request may have been
+    /// processed says that its outcome is unknown (WIRE-EXTENSIONS), so that a client does not
+    /// take a 502 for "nothing happened" and send the transfer again.
+    var bodyMembers: String {
+        if case .upstream(let f) = self, f.requestMayHaveBeenProcessed { return #""outcome":"unknown""# }
+        return ""
+    }
+
     /// What a client reads about an upstream failure: the kind, never the detail (OpenSSL's
     /// error strings, addresses), which goes to the log.
     static func clientMessage(_ f: UpstreamFailure) -> String {
@@ -118,9 +126,16 @@ final class Pipeline {
             logger.error("pdp unavailable", metadata: ["request_id": .string(ctx.requestId), "error": .string(why)])
         case .upstream(let f):
             metrics?.metrics.upstreamFailed(f)
-            logger.warning("upstream request failed", metadata: [
+            var m: Logger.Metadata = [
                 "request_id": .string(ctx.requestId), "error": .string(f.description), "upstream": .string(upstreamDescription),
-            ])
+                "method": .string(ctx.method), "path": .string(ctx.path),
+            ]
+            if f.requestMayHaveBeenProcessed {
+                // The backend may have executed it: an operator reconciling needs to know which approval.
+                m["outcome"] = "unknown"
+                if let txid = ctx.consumedTxid { m["txid"] = .string(masked(txid)) }
+            }
+            logger.warning("upstream request failed", metadata: m)
         case .internalError(let why):
             logger.error("internal error", metadata: ["request_id": .string(ctx.requestId), "error": .string(why)])
         default:
@@ -134,7 +149,17 @@ final class Pipeline {
         }
         var h = HTTPHeaders()
         h.add("Content-Type", ErrorBody.contentType)
-        ctx.respond(status: failure.status, headers: h, body: ErrorBody.json(status: failure.status, message: failure.message))
+        ctx.respond(status: failure.status, headers: h, body: Array(ErrorBody.text(status: failure.status, message: failure.message,
+                                                                                    members: failure.bodyMembers).utf8))
+    }
+
+    /// A proxied request about to go upstream a second time: never silent.
+    func resent(_ ctx: RequestContext, after f: UpstreamFailure) {
+        metrics?.metrics.upstreamResends.increment()
+        logger.warning("upstream request re-sent on a new connection", metadata: [
+            "request_id": .string(ctx.requestId), "method": .string(ctx.method), "path": .string(ctx.path),
+            "error": .string(f.description), "upstream": .string(upstreamDescription),
+        ])
     }
 
     func log(_ ctx: RequestContext) {

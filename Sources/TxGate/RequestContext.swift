@@ -39,6 +39,13 @@ final class RequestContext {
     var accessToken: JWS.Verified?
     /// What the policy decision point said.
     var decision: Decision?
+    /// The transaction whose approval this request spends: an allowed request that named one
+    /// (the embedded PDP consumed it, or the AM did). It goes upstream at most once, with
+    /// `Idempotency-Key` set to it.
+    var consumedTxid: String? {
+        guard let d = decision, d.allows(method) else { return nil }
+        return d.consumed?.txid ?? txid
+    }
     /// The name of the policy that applied to the request, when one did.
     var policyName: String?
     /// The headers sent upstream, once the upstream request filter has built them.
@@ -123,6 +130,11 @@ final class RequestContext {
     }
 
     /// Ends the request with a failure: the pipeline maps it to a response and logs it, in one place.
+    /// The proxied request goes upstream a second time (`UpstreamRequest.resendable`).
+    func upstreamResent(after failure: UpstreamFailure) {
+        pipeline.resent(self, after: failure)
+    }
+
     func fail(_ failure: RequestFailure) {
         pipeline.fail(self, failure)
     }

@@ -129,7 +129,8 @@ final class SharedState: Sendable {
         let tls = u.url.isTLS ? try TLSContext.client(caFile: u.caFile) : nil
         do {
             return UpstreamEndpoint(address: try SocketAddress(host: u.url.host, port: u.url.port), tls: tls, tlsHost: u.url.host,
-                                    connectTimeoutMs: u.connectTimeoutMs, responseTimeoutMs: u.responseTimeoutMs, maxIdle: u.keepAlive)
+                                    connectTimeoutMs: u.connectTimeoutMs, responseTimeoutMs: u.responseTimeoutMs, maxIdle: u.keepAlive,
+                                    idleTimeoutMs: u.idleTimeoutMs)
         } catch {
             throw SocketError("upstream.url: \(error)")
         }

@@ -14,7 +14,8 @@ struct DemoBank: ParsableCommand {
         abstract: "A demo banking backend (and test origin) for TxGate.",
         discussion: """
             GET / (home page: balance and a transfer form), GET /receipt?seq=N, GET /health, GET /accounts, \
-            POST /transfer (JSON {amount, currency, payee}, or the home page's form), ANY /echo (what arrived), \
+            POST /transfer (JSON {amount, currency, payee}, or the home page's form; a repeated Idempotency-Key \
+            gets the first answer again and executes nothing), ANY /echo (what arrived), \
             GET /slow?ms=N, GET /stream?chunks=N&size=B (chunked), GET /hop (hop-by-hop response headers), \
             GET /conn (which client connection this is).
             """)
@@ -68,6 +69,11 @@ final class Bank {
     static let openingBalance = Decimal(string: "4820.75")!
     /// With `--txn-token-jwks`: what a transfer must carry.
     var txnTokens: TxnTokenCheck?
+    /// The first answer to each `Idempotency-Key` (draft-ietf-httpapi-idempotency-key-header),
+    /// with a digest of the request it answered; the oldest are forgotten past `maxKeys`.
+    private var answers: [String: IdempotentAnswer] = [:]
+    private var answerOrder: [String] = []
+    static let maxKeys = 10_000
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -129,16 +135,70 @@ final class Bank {
         }
     }
 
+    /// A transfer, at most once per `Idempotency-Key` (the gateway sends one with the TxId of
+    /// the approval a request spends): the same key with the same request gets the first
+    /// answer again (`Idempotent-Replayed: true`) and executes nothing; with another request, 422.
+    private func transfer(_ ex: ServerExchange) {
+        guard let raw = ex.head.headers.first("Idempotency-Key") else { execute(ex); return }
+        guard let key = Self.idempotencyKey(raw) else {
+            error(ex, 400, "Idempotency-Key: expected a quoted string (draft-ietf-httpapi-idempotency-key-header)")
+            return
+        }
+        let digest = Crypto.sha256(Array((ex.head.headers.first("Content-Type") ?? "").utf8) + [0] + ex.body.bytes)
+        if let first = answers[key] {
+            guard first.digest == digest else {
+                error(ex, 422, "this Idempotency-Key was used for another request")
+                return
+            }
+            var h = first.headers
+            h.add("Idempotent-Replayed", "true")
+            ex.respond(status: first.status, headers: h, body: first.body)
+            return
+        }
+        let answer = execute(ex)
+        guard answer.status < 400 else { return }  // nothing executed: nothing to repeat
+        answers[key] = IdempotentAnswer(digest: digest, status: answer.status, headers: answer.headers, body: answer.body)
+        answerOrder.append(key)
+        if answerOrder.count > Self.maxKeys { answers.removeValue(forKey: answerOrder.removeFirst()) }
+    }
+
+    /// The key of an `Idempotency-Key` field: a structured-field string (`"..."`, printable
+    /// ASCII, `\"` and `\\` escapes); a bare token is taken as it is.
+    static func idempotencyKey(_ field: String) -> String? {
+        let v = field.trimmingCharacters(in: .whitespaces)
+        guard v.first == "\"" else {
+            return !v.isEmpty && v.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F && $0 != "\"" }) ? v : nil
+        }
+        var out = ""
+        var escaped = false
+        for (i, c) in v.unicodeScalars.enumerated() where i > 0 {
+            guard c.value >= 0x20 && c.value < 0x7F else { return nil }
+            if escaped {
+                guard c == "\"" || c == "\\" else { return nil }
+                out.unicodeScalars.append(c)
+                escaped = false
+            } else if c == "\\" {
+                escaped = true
+            } else if c == "\"" {
+                return i == v.unicodeScalars.count - 1 && !out.isEmpty ? out : nil
+            } else {
+                out.unicodeScalars.append(c)
+            }
+        }
+        return nil
+    }
+
     /// A transfer from a JSON body (201 with the executed transfer) or from the home page's
     /// form (303 to its receipt, so that reloading the receipt never sends the form again).
-    private func transfer(_ ex: ServerExchange) {
+    /// Returns the answer it sent.
+    @discardableResult
+    private func execute(_ ex: ServerExchange) -> (status: Int, headers: HTTPHeaders, body: [UInt8]) {
         let isForm = ex.head.headers.first("Content-Type").flatMap(MediaType.init)?.isForm ?? false
         let parsed = isForm ? TransferOrder.fromForm(ex.body.bytes) : TransferOrder.fromJSON(ex.body.bytes)
         let order: TransferOrder
         switch parsed {
         case .failure(let why):
-            if isForm { page(ex, 400, BankPages.refused(why.message)) } else { error(ex, 400, why.message) }
-            return
+            return isForm ? page(ex, 400, BankPages.refused(why.message)) : error(ex, 400, why.message)
         case .success(let o):
             order = o
         }
@@ -148,11 +208,11 @@ final class Bank {
             var h = HTTPHeaders()
             h.add("Location", "/receipt?seq=\(sequence)")
             ex.respond(status: 303, headers: h, body: [])
-            return
+            return (303, h, [])
         }
-        json(ex, 201, ["id": "tx-" + UUID().uuidString.lowercased(), "status": "executed",
-                       "amount": order.amountNumber, "currency": order.currency, "payee": order.payee,
-                       "sequence": sequence])
+        return json(ex, 201, ["id": "tx-" + UUID().uuidString.lowercased(), "status": "executed",
+                              "amount": order.amountNumber, "currency": order.currency, "payee": order.payee,
+                              "sequence": sequence])
     }
 
     private func receipt(_ ex: ServerExchange, _ query: [String: String]) {
@@ -168,12 +228,14 @@ final class Bank {
         transfers.reduce(Self.openingBalance) { $0 - ($1.currency == "EUR" ? $1.amount : 0) }
     }
 
-    private func page(_ ex: ServerExchange, _ status: Int, _ html: String) {
+    @discardableResult
+    private func page(_ ex: ServerExchange, _ status: Int, _ html: String) -> (status: Int, headers: HTTPHeaders, body: [UInt8]) {
         var h = HTTPHeaders()
         h.add("Content-Type", "text/html; charset=utf-8")
         h.add("Cache-Control", "no-store")
         h.add("Content-Security-Policy", BankPages.csp)
         ex.respond(status: status, headers: h, body: Array(html.utf8))
+        return (status, h, Array(html.utf8))
     }
 
     private func echo(_ ex: ServerExchange) {
@@ -189,17 +251,22 @@ final class Bank {
         ])
     }
 
-    private func json(_ ex: ServerExchange, _ status: Int, _ value: Any) {
+    @discardableResult
+    private func json(_ ex: ServerExchange, _ status: Int, _ value: Any) -> (status: Int, headers: HTTPHeaders, body: [UInt8]) {
         let data = (try? JSONSerialization.data(withJSONObject: value, options: [.sortedKeys])) ?? Data("{}".utf8)
         var h = HTTPHeaders()
         h.add("Content-Type", "application/json")
         ex.respond(status: status, headers: h, body: [UInt8](data))
+        return (status, h, [UInt8](data))
     }
 
-    private func error(_ ex: ServerExchange, _ status: Int, _ message: String) {
+    @discardableResult
+    private func error(_ ex: ServerExchange, _ status: Int, _ message: String) -> (status: Int, headers: HTTPHeaders, body: [UInt8]) {
         var h = HTTPHeaders()
         h.add("Content-Type", ErrorBody.contentType)
-        ex.respond(status: status, headers: h, body: ErrorBody.json(status: status, message: message))
+        let body = ErrorBody.json(status: status, message: message)
+        ex.respond(status: status, headers: h, body: body)
+        return (status, h, body)
     }
 
     static func query(_ target: String) -> [String: String] {
@@ -212,4 +279,12 @@ final class Bank {
         }
         return out
     }
+}
+
+/// The first answer to an `Idempotency-Key`, and a digest of the request it answered.
+struct IdempotentAnswer {
+    let digest: [UInt8]
+    let status: Int
+    let headers: HTTPHeaders
+    let body: [UInt8]
 }

@@ -12,6 +12,9 @@ public final class RawUpstream: @unchecked Sendable {
     public let port: Int
     /// The answers in order: request n gets `responses[n]` (the last one once they run out).
     private let responses: [[UInt8]]
+    /// With `resetOnConnectionRequest: n`: the n-th request on each connection is read and
+    /// recorded (a backend that commits it), then the connection is reset without an answer.
+    private let resetAt: Int?
     private let listener: Int32
     private let lock = NSLock()
     private var clients: [Int32] = []
@@ -29,9 +32,13 @@ public final class RawUpstream: @unchecked Sendable {
 
     /// A scripted server: the n-th request (counted across connections) gets `responses[n]`.
     /// A request's `Content-Length` body is read and recorded with its head.
-    public init(responses: [[UInt8]]) throws {
+    /// With `resetOnConnectionRequest: n`, the n-th request on each connection (from 1) is
+    /// recorded and then the connection is reset (RST) instead of answered: a backend that
+    /// commits a request and loses the connection before its response.
+    public init(responses: [[UInt8]], resetOnConnectionRequest: Int? = nil) throws {
         precondition(!responses.isEmpty)
         self.responses = responses
+        self.resetAt = resetOnConnectionRequest
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard listener >= 0 else { throw HarnessError("socket(): \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
@@ -93,6 +100,7 @@ public final class RawUpstream: @unchecked Sendable {
     private func serve(_ fd: Int32) {
         var pending: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16_384)
+        var onThisConnection = 0
         while true {
             let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
             if n <= 0 { return }
@@ -103,6 +111,21 @@ public final class RawUpstream: @unchecked Sendable {
                 guard pending.count >= end + length else { break }
                 let request = String(decoding: pending[0..<(end + length)], as: UTF8.self)
                 pending.removeSubrange(0..<(end + length))
+                onThisConnection += 1
+                if onThisConnection == resetAt {
+                    let mine = lock.withLock {
+                        heads.append(request)
+                        let had = clients.contains(fd)
+                        clients.removeAll { $0 == fd }
+                        return had
+                    }
+                    guard mine else { return }  // stop() closed it
+                    // A zero linger makes close() send a reset.
+                    var l = linger(l_onoff: 1, l_linger: 0)
+                    setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, socklen_t(MemoryLayout<linger>.size))
+                    Glibc.close(fd)
+                    return
+                }
                 let response = lock.withLock {
                     heads.append(request)
                     return responses[min(heads.count - 1, responses.count - 1)]

@@ -42,6 +42,10 @@ final class GatewayMetrics: @unchecked Sendable {
     let upstreamConnectFailures: Counter
     let upstreamReused: Counter
     let upstreamNew: Counter
+    /// Requests sent a second time after a kept-alive connection failed before any response byte.
+    let upstreamResends: Counter
+    /// Upstream failures after the request may have been processed (the client is told `"outcome":"unknown"`).
+    let upstreamOutcomeUnknown: Counter
     let clientConnections: Meter
 
     /// The refusal reasons a consumed retry can get (`TransactionRecord.mismatch` and an absent record).
@@ -99,6 +103,8 @@ final class GatewayMetrics: @unchecked Sendable {
         upstreamConnectFailures = counter("txgate_upstream_connect_failures_total")
         upstreamReused = counter("txgate_upstream_requests_total", [("connection", "reused")])
         upstreamNew = counter("txgate_upstream_requests_total", [("connection", "new")])
+        upstreamResends = counter("txgate_upstream_resends_total")
+        upstreamOutcomeUnknown = counter("txgate_upstream_outcome_unknown_total")
         clientConnections = Meter(label: "txgate_client_connections", dimensions: [], factory: f)
     }
 
@@ -153,6 +159,7 @@ final class GatewayMetrics: @unchecked Sendable {
         case .connectFailed, .connectTimeout: upstreamConnectFailures.increment()
         default: break
         }
+        if f.requestMayHaveBeenProcessed { upstreamOutcomeUnknown.increment() }
     }
 
     /// Prometheus' text exposition format.

@@ -38,7 +38,14 @@ final class ProxiedRequest: UpstreamResponseHandler {
         sentAt = EventLoop.nowNanos()
         // A replayed parked request goes with its own method and body.
         let body = ctx.replay.map { Body($0.body) } ?? ex.body
-        call = pool.send(UpstreamRequest(method: ctx.method, target: target, headers: headers, body: body), handler: self)
+        // A request that spends an approval goes upstream once, whatever its method.
+        let request = UpstreamRequest(method: ctx.method, target: target, headers: headers, body: body,
+                                      resendable: ctx.consumedTxid == nil ? nil : false)
+        call = pool.send(request, handler: self)
+    }
+
+    func upstreamWillResend(after failure: UpstreamFailure) {
+        ctx.upstreamResent(after: failure)
     }
 
     func upstreamResponseHead(_ head: ResponseHead, framing: BodyFraming) {

@@ -3,7 +3,10 @@ import HTTPCore
 import TxGateCore
 
 /// What goes upstream: the request's headers under the header rules (hop-by-hop removed,
-/// forwarding headers set), without the gateway's own credentials.
+/// forwarding headers set), without the gateway's own credentials. A request that spends an
+/// approval carries `Idempotency-Key` with its TxId (draft-ietf-httpapi-idempotency-key-header),
+/// replacing the client's: however the request reaches the backend, the backend can tell a
+/// repetition of the approved one.
 struct UpstreamRequestFilter: RequestPhase {
     let upstreamAuthority: String
     /// The session cookie/header name, when there is an authentication service.
@@ -23,6 +26,10 @@ struct UpstreamRequestFilter: RequestPhase {
             headers.remove("Accept")
             if let type = parked.contentType { headers.add("Content-Type", type) }
             if let accept = parked.accept { headers.add("Accept", accept) }
+        }
+        if let txid = ctx.consumedTxid {
+            headers.remove("Idempotency-Key")
+            headers.add("Idempotency-Key", "\"" + txid + "\"")
         }
         ctx.upstreamHeaders = headers
         ctx.proceed()

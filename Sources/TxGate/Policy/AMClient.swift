@@ -63,18 +63,19 @@ final class AMClient {
     }
 
     /// POSTs `body` to `{realm path}/{path}` as the agent; a 401 (the agent's token expired or
-    /// was revoked) logs in again and retries once.
-    func postAsAgent(_ path: String, _ body: String, deadline: Deadline, retried: Bool = false,
+    /// was revoked) logs in again and retries once. `resendable`: the call changes nothing at
+    /// the AM (it may go again on a new connection, `UpstreamRequest.resendable`).
+    func postAsAgent(_ path: String, _ body: String, deadline: Deadline, resendable: Bool, retried: Bool = false,
                      _ done: @escaping (Result<BufferedResponse, PDPError>) -> Void) {
         withAgentToken(deadline) { [self] r in
             switch r {
             case .failure(let e): done(.failure(e))
             case .success(let token):
-                post(AMWire.realmPath(config.realm) + path, body, token: token, deadline: deadline) { [self] r in
+                post(AMWire.realmPath(config.realm) + path, body, token: token, deadline: deadline, resendable: resendable) { [self] r in
                     if case .success(let resp) = r, resp.head.status == 401, !retried {
                         if agentToken == token { agentToken = nil }
                         logger.info("pdp agent token refused, logging in again", metadata: ["pdp": .string(config.url!.description)])
-                        postAsAgent(path, body, deadline: deadline, retried: true, done)
+                        postAsAgent(path, body, deadline: deadline, resendable: resendable, retried: true, done)
                     } else {
                         done(r)
                     }
@@ -83,7 +84,7 @@ final class AMClient {
         }
     }
 
-    private func post(_ path: String, _ body: String, token: String?, deadline: Deadline,
+    private func post(_ path: String, _ body: String, token: String?, deadline: Deadline, resendable: Bool = false,
                       _ done: @escaping (Result<BufferedResponse, PDPError>) -> Void) {
         let ms = deadline.remainingMs
         guard ms > 0 else { done(.failure(.remoteUnavailable("the AM did not answer within \(config.timeoutMs) ms"))); return }
@@ -93,7 +94,8 @@ final class AMClient {
         h.add("Accept", "application/json")
         h.add("Accept-API-Version", "resource=2.0, protocol=1.0")
         if let token { h.add(cookieName, token) }
-        let request = UpstreamRequest(method: "POST", target: basePath + path, headers: h, body: Body(Array(body.utf8)))
+        let request = UpstreamRequest(method: "POST", target: basePath + path, headers: h, body: Body(Array(body.utf8)),
+                                    resendable: resendable)
         BufferedCall.send(request, on: pool, deadlineMs: ms) { [config] r in
             switch r {
             case .success(let resp): done(.success(resp))

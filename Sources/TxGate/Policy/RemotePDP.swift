@@ -33,7 +33,9 @@ final class RemotePDP: PolicyDecisionPoint, @unchecked Sendable {
         let jwt = subject.attributes[RemoteSessions.jwtAttribute] != nil
         let body = AMWire.evaluateRequest(resource: q.resource, application: am.config.application, ssoToken: jwt ? nil : subject.token,
                                           jwt: jwt ? subject.token : nil, txid: q.txid)
-        am.postAsAgent("/policies?_action=evaluate", body, deadline: AMClient.Deadline(from: q.receivedNanos ?? EventLoop.nowNanos(), ms: am.config.timeoutMs)) { [logger] r in
+        // An evaluation that names a transaction consumes it at the AM: it never goes twice.
+        am.postAsAgent("/policies?_action=evaluate", body, deadline: AMClient.Deadline(from: q.receivedNanos ?? EventLoop.nowNanos(), ms: am.config.timeoutMs),
+                       resendable: q.txid == nil) { [logger] r in
             switch r {
             case .failure(let e):
                 done(.failure(e))
@@ -74,7 +76,8 @@ final class RemoteSessions: SubjectIdentifying {
         let now = EventLoop.nowNanos()
         if let hit = cache[token], hit.expires > now { done(.success(hit.subject)); return }
         let body = #"{"tokenId":"\#(JSONText.escape(token))"}"#
-        am.postAsAgent("/sessions?_action=validate", body, deadline: AMClient.Deadline(from: receivedNanos, ms: am.config.timeoutMs)) { [self] r in
+        am.postAsAgent("/sessions?_action=validate", body, deadline: AMClient.Deadline(from: receivedNanos, ms: am.config.timeoutMs),
+                       resendable: true) { [self] r in
             switch r {
             case .failure(let e):
                 done(.failure(RequestFailure(e)))

@@ -8,12 +8,15 @@ public struct UpstreamConfig: Decodable, Sendable {
     public var responseTimeoutMs = 30_000
     /// Idle keep-alive connections kept per worker; 0 disables reuse.
     public var keepAlive = 64
+    /// A connection idle longer than this is not reused; below the upstream's own keep-alive
+    /// timeout, the upstream never closes one just as a request goes out on it.
+    public var idleTimeoutMs = 4_000
     public var caFile: String?
 
     public init(url: HTTPURL) { self.url = url }
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["url", "connectTimeoutMs", "responseTimeoutMs", "keepAlive", "caFile"])
+        let o = try StrictObject(decoder, known: ["url", "connectTimeoutMs", "responseTimeoutMs", "keepAlive", "idleTimeoutMs", "caFile"])
         url = HTTPURL(parsing: "http://127.0.0.1:9000")!
         if let s: String = o.required("url") {
             if let u = HTTPURL(parsing: s) { url = u } else { o.invalid("url", "'\(s)' is not an http:// or https:// URL") }
@@ -21,6 +24,7 @@ public struct UpstreamConfig: Decodable, Sendable {
         connectTimeoutMs = o.int("connectTimeoutMs", default: connectTimeoutMs, atLeast: 1)
         responseTimeoutMs = o.int("responseTimeoutMs", default: responseTimeoutMs, atLeast: 1)
         keepAlive = o.int("keepAlive", default: keepAlive, atLeast: 0)
+        idleTimeoutMs = o.int("idleTimeoutMs", default: idleTimeoutMs, atLeast: 1)
         caFile = o.optional("caFile")
     }
 }
