@@ -1,0 +1,87 @@
+import EventHTTP
+import Foundation
+import HTTPCore
+import Synchronization
+import Testing
+import TestSupport
+
+/// The upstream pool's reuse rules (issue 22 item 1): a request that may not be sent twice
+/// never goes out on a kept-alive connection the upstream has already closed.
+@Suite struct UpstreamPoolTests {
+    /// Runs `body` on a fresh loop's thread with a pool to `port`; `body` calls `done` with
+    /// what it found, once.
+    static func onLoop<T: Sendable>(port: Int, idleTimeoutMs: Int = 10_000,
+                                    _ body: @escaping (UpstreamPool, @escaping (T) -> Void) -> Void) throws -> T {
+        let loop = EventLoop()
+        let endpoint = UpstreamEndpoint(address: try SocketAddress(host: "127.0.0.1", port: port), tls: nil, tlsHost: "127.0.0.1",
+                                        connectTimeoutMs: 1000, responseTimeoutMs: 2000, maxIdle: 8, idleTimeoutMs: idleTimeoutMs)
+        let result = Mutex<T?>(nil)
+        let finished = DispatchSemaphore(value: 0)
+        Thread { loop.run(); finished.signal() }.start()
+        loop.execute {
+            let pool = UpstreamPool(loop: loop, endpoint: endpoint)
+            body(pool) { value in
+                result.withLock { $0 = value }
+                pool.closeIdle()
+                loop.stop()
+            }
+        }
+        guard finished.wait(timeout: .now() + 10) == .success else { throw HarnessError("the loop did not finish") }
+        return try #require(result.withLock { $0 })
+    }
+
+    static func request(_ method: String) -> UpstreamRequest {
+        var h = HTTPHeaders()
+        h.add("Host", "upstream")
+        return UpstreamRequest(method: method, target: "/", headers: h, body: nil)
+    }
+
+    @Test func aPostNeverGoesOnAConnectionTheUpstreamClosedWhileTheLoopWasBusy() throws {
+        // The upstream closes a connection idle for 100 ms.
+        let server = try LoopServer(limits: ServerLimits(idleTimeoutMs: 100)) { ex in
+            ex.respond(status: 200, body: Array("\(ex.connectionId)".utf8))
+        }
+        defer { server.stop() }
+        let answers: [String] = try Self.onLoop(port: server.port) { pool, done in
+            BufferedCall.send(Self.request("GET"), on: pool, deadlineMs: 2000) { first in
+                // The loop is busy (blocked) while the upstream closes the idle connection: its
+                // end-of-file waits in the kernel, undelivered, when the POST is dispatched.
+                Thread.sleep(forTimeInterval: 0.4)
+                BufferedCall.send(Self.request("POST"), on: pool, deadlineMs: 2000) { second in
+                    func text(_ r: Result<BufferedResponse, UpstreamFailure>) -> String {
+                        switch r {
+                        case .success(let resp): return "\(resp.head.status) " + String(decoding: resp.body, as: UTF8.self)
+                        case .failure(let f): return "failed: \(f)"
+                        }
+                    }
+                    done([text(first), text(second)])
+                }
+            }
+        }
+        #expect(answers.count == 2)
+        #expect(answers[0].hasPrefix("200 "), "\(answers)")
+        #expect(answers[1].hasPrefix("200 "), "the POST went on the closed connection: \(answers)")
+        #expect(answers[0] != answers[1], "the POST was answered on the closed connection: \(answers)")
+    }
+
+    @Test func aConnectionIdleLongerThanTheIdleTimeoutIsNotReused() throws {
+        let server = try LoopServer(limits: ServerLimits()) { ex in ex.respond(status: 200, body: Array("\(ex.connectionId)".utf8)) }
+        defer { server.stop() }
+        let ids: [String] = try Self.onLoop(port: server.port, idleTimeoutMs: 150) { pool, done in
+            var seen: [String] = []
+            func next(_ left: Int, pause: Double) {
+                BufferedCall.send(Self.request("GET"), on: pool, deadlineMs: 2000) { r in
+                    seen.append((try? r.get()).map { String(decoding: $0.body, as: UTF8.self) } ?? "failed")
+                    guard left > 1 else { done(seen); return }
+                    Thread.sleep(forTimeInterval: pause)
+                    next(left - 1, pause: 0.3)
+                }
+            }
+            next(3, pause: 0)
+        }
+        // The second reuses the first's connection at once; the third follows a 300 ms idle wait.
+        #expect(ids.count == 3 && !ids.contains("failed"), "\(ids)")
+        #expect(ids[0] == ids[1], "\(ids)")
+        #expect(ids[2] != ids[1], "\(ids)")
+    }
+}
