@@ -41,6 +41,22 @@ import TestSupport
         JWS.sign(claims, typ: "JWT", kid: kid, key: key)
     }
 
+    /// Serves `jwks` at `http://127.0.0.1:<port>/jwks.json` (Python's http.server); returns the port.
+    static func serveJWKS(_ bed: Testbed, _ jwks: [String: Any]) throws -> Int {
+        let site = bed.dir.url.appendingPathComponent("idp")
+        try FileManager.default.createDirectory(at: site, withIntermediateDirectories: true)
+        try JSONSerialization.data(withJSONObject: jwks).write(to: site.appendingPathComponent("jwks.json"))
+        let idpPort = try Ports.free()
+        let python = try #require(BinaryLocator.onPath("python3"))
+        let idp = try bed.spawn(python, ["-m", "http.server", "\(idpPort)", "--bind", "127.0.0.1", "--directory", site.path], name: "idp")
+        try idp.waitForPort(idpPort)
+        return idpPort
+    }
+
+    static func ecJWKS(_ key: ECSigningKey, kid: String) -> [String: Any] {
+        ["keys": [["kty": "EC", "crv": "P-256", "kid": kid, "use": "sig", "x": Base64URL.encode(key.publicKey.x), "y": Base64URL.encode(key.publicKey.y)]]]
+    }
+
     @Test(.timeLimit(.minutes(1))) func tokensOfAConfiguredIssuerAreSubjects() throws {
         let bed = try Testbed.current
         let ec = try #require(ECSigningKey.generate())
@@ -49,13 +65,7 @@ import TestSupport
             ["kty": "EC", "crv": "P-256", "kid": "ec1", "use": "sig", "x": Base64URL.encode(ec.publicKey.x), "y": Base64URL.encode(ec.publicKey.y)],
             ["kty": "RSA", "kid": "rsa1", "use": "sig", "alg": "RS256", "n": Base64URL.encode(rsa.n), "e": "AQAB"],
         ]]
-        let site = bed.dir.url.appendingPathComponent("idp")
-        try FileManager.default.createDirectory(at: site, withIntermediateDirectories: true)
-        try JSONSerialization.data(withJSONObject: jwks).write(to: site.appendingPathComponent("jwks.json"))
-        let idpPort = try Ports.free()
-        let python = try #require(BinaryLocator.onPath("python3"))
-        let idp = try bed.spawn(python, ["-m", "http.server", "\(idpPort)", "--bind", "127.0.0.1", "--directory", site.path], name: "idp")
-        try idp.waitForPort(idpPort)
+        let idpPort = try Self.serveJWKS(bed, jwks)
 
         let (g, _) = try bed.startGatewayWithBank(config: TransactionKit.config(["bearer": ["issuers": [
             ["issuer": Self.issuer, "jwksUri": "http://127.0.0.1:\(idpPort)/jwks.json", "audience": "txgate-api"],
@@ -68,7 +78,7 @@ import TestSupport
         #expect(try status(Self.es256(ec, kid: "ec1", claims: good)) == 200)
         // The access line is written as the response ends: wait for it.
         #expect(Timing.poll(timeout: 5, interval: 0.05) {
-            g.logLines().contains { $0["path"] as? String == "/accounts" && $0["user"] as? String == "demo" }
+            g.logLines().contains { $0["path"] as? String == "/accounts" && $0["user"] as? String == "demo@" + Self.issuer }
         })
         let rsaClaims: [String: Any] = ["iss": Self.issuer, "aud": ["txgate-api", "other"], "sub": "demo", "exp": now + 300]
         #expect(try status(Self.rs256(bed, rsa, kid: "rsa1", claims: rsaClaims)) == 200)
@@ -86,5 +96,53 @@ import TestSupport
         #expect(try status(Self.es256(stranger, kid: "ec1", claims: good)) == 401, "signed by a key the issuer does not publish")
         // The RSA key cannot be used to check an ES256 token (no algorithm confusion).
         #expect(try status(Self.es256(ec, kid: "rsa1", claims: good)) == 401)
+    }
+
+    /// Issue 23 item 2: an external token's `sub` is not the local user of that name, and two
+    /// issuers' subjects are not each other; `mapTo: localUsers` says so explicitly.
+    @Test(.timeLimit(.minutes(1)), arguments: [false, true])
+    func externalSubjectsDoNotShareTheLocalNamespace(mapped: Bool) throws {
+        let bed = try Testbed.current
+        let ec = try #require(ECSigningKey.generate())
+        let idpPort = try Self.serveJWKS(bed, Self.ecJWKS(ec, kid: "ec1"))
+        let corp = "https://corp.example"
+        var issuers: [[String: Any]] = [["issuer": Self.issuer, "jwksUri": "http://127.0.0.1:\(idpPort)/jwks.json", "audience": "txgate-api"]]
+        if mapped {
+            issuers.append(["issuer": corp, "jwksUri": "http://127.0.0.1:\(idpPort)/jwks.json", "audience": "txgate-api",
+                            "mapTo": "localUsers", "usernameClaim": "preferred_username"])
+        }
+        var config = TransactionKit.config(["bearer": ["issuers": issuers]])
+        config["policies"] = (config["policies"] as! [[String: Any]]) + [
+            ["name": "other-only", "resources": ["/echo"], "actions": ["GET"], "subjects": ["other"]],
+        ]
+        let (g, _) = try bed.startGatewayWithBank(config: config)
+        let now = Int(Date().timeIntervalSince1970)
+        func token(_ iss: String, _ claims: [String: JSONValue]) -> String {
+            var c: [String: JSONValue] = ["iss": .string(iss), "aud": "txgate-api", "exp": .number(now + 300)]
+            c.merge(claims) { _, b in b }
+            return Self.es256(ec, kid: "ec1", claims: c)
+        }
+        let bearer = { (t: String) in [("Authorization", "Bearer \(t)"), ("x-authenticate-response", "header")] }
+
+        // A policy that names the local user `other` does not open to another provider's `other`...
+        let foreignOther = token(Self.issuer, ["sub": "other"])
+        #expect(try g.fetch("GET", "/echo", headers: bearer(foreignOther)).status == 403)
+        if mapped {
+            // ...but does to a provider mapped to local users (`mapTo`), for the user its claim names.
+            let local = token(corp, ["sub": "x-123", "preferred_username": "other"])
+            #expect(try g.fetch("GET", "/echo", headers: bearer(local)).status == 200)
+        }
+
+        // A transaction the local demo approved cannot be spent by another provider's `demo`.
+        let session = try TransactionKit.login(g)
+        var codes = TransactionKit.Codes()
+        let txid = try TransactionKit.approvedTransfer(g, token: session, codes: &codes)
+        let foreignDemo = token(Self.issuer, ["sub": "demo"])
+        let spent = try g.fetch("POST", "/transfer?_txid=\(txid)", headers: bearer(foreignDemo) + [("Content-Type", "application/json")],
+                                body: TransactionKit.transferBody)
+        #expect(spent.status != 201, "another provider's demo spent the local demo's approval:\n\(spent)")
+        #expect(!spent.bodyText.contains("executed"))
+        // The approval is still the local demo's to spend.
+        #expect(try TransactionKit.transfer(g, token: session, body: TransactionKit.transferBody, query: "?_txid=\(txid)").status == 201)
     }
 }

@@ -4,6 +4,8 @@ import Testing
 import Glibc
 #endif
 import TestSupport
+import TxGateCore
+import TxGateCrypto
 
 /// A gateway with `pdp.type: "am"` in front of a fixture AM (Tests/Fixtures/am/fixture_am.py)
 /// that answers AM 7.x/8.x's recorded decisions and malformed ones: what the client sees for
@@ -24,7 +26,7 @@ import TestSupport
     }()
 
     /// The fixture AM (also the backend) on a free port, and a gateway asking it as its agent.
-    static func start(pdp extra: [String: Any]) throws -> (GatewayInstance, Int) {
+    static func start(pdp extra: [String: Any], config more: [String: Any] = [:]) throws -> (GatewayInstance, Int) {
         let bed = try Testbed.current
         let amPort = try Ports.free()
         let am = try bed.spawn(URL(fileURLWithPath: "/usr/bin/env"),
@@ -34,7 +36,7 @@ import TestSupport
         _ = try bed.dir.write("agent.pw", "fixture-pw\n")
         let pdp: [String: Any] = ["type": "am", "url": "http://127.0.0.1:\(amPort)/am",
                                   "agent": ["username": "gateway-agent", "passwordFile": "agent.pw"]]
-        let g = try bed.startGateway(upstream: "http://127.0.0.1:\(amPort)", config: ["pdp": pdp.merging(extra) { _, b in b }])
+        let g = try bed.startGateway(upstream: "http://127.0.0.1:\(amPort)", config: ["pdp": pdp.merging(extra) { _, b in b }].merging(more) { a, _ in a })
         return (g, amPort)
     }
 
@@ -76,27 +78,42 @@ import TestSupport
         #expect(browser.header("Location")?.hasPrefix("https://am.example.com/am/XUI/?goto=") == true, "\(browser.headerSummary)")
     }
 
-    /// An OIDC bearer token goes to the AM as `subject.jwt` (the AM verifies it); the access log
-    /// names its `sub`.
-    @Test func bearerJWTIsAskedAsSubjectJWT() throws {
-        let (g, amPort) = try Self.start(pdp: [:])
-        let payload = Data(#"{"sub":"alice","iss":"https://idp.example.com"}"#.utf8).base64EncodedString()
-            .replacingOccurrences(of: "=", with: "").replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
-        let jwt = "eyJhbGciOiJSUzI1NiJ9.\(payload).c2lnbmF0dXJl"
-        let r = try g.fetch("GET", "/case/am8-allow-with-attributes", headers: [("Authorization", "Bearer \(jwt)")])
-        #expect(r.status == 200, "\(r)")
-        let asked = try RawHTTPClient.fetch(port: amPort, "GET", "/-fixture/count/am8-allow-with-attributes")
-        let o = try JSONSerialization.jsonObject(with: Data(asked.body)) as? [String: Any]
-        #expect((o?["subject"] as? [String: Any])?["jwt"] as? String == jwt, "\(asked.bodyText)")
-        #expect((o?["subject"] as? [String: Any])?["ssoToken"] == nil)
-        #expect(try waitForLine(g), "the access log does not name the JWT's subject")
-    }
-
-    private func waitForLine(_ g: GatewayInstance) throws -> Bool {
-        for _ in 0..<50 {
-            if g.logLines().contains(where: { $0["user"] as? String == "alice" }) { return true }
-            usleep(100_000)
+    /// Issue 23 item 1: a JWT the gateway did not verify names nobody. A forged one (`alg: none`,
+    /// `sub: admin`) is no subject: the AM is not asked with it, and neither the access log nor
+    /// forward-auth's `X-TxGate-User` says `admin`. One from an issuer in `bearer.issuers`,
+    /// verified, goes to the AM as `subject.jwt`, and the log names it as `sub@iss`.
+    @Test func onlyAVerifiedJWTIsASubject() throws {
+        let bed = try Testbed.current
+        let ec = try #require(ECSigningKey.generate())
+        let idpPort = try ExternalIssuerTests.serveJWKS(bed, ExternalIssuerTests.ecJWKS(ec, kid: "k1"))
+        let iss = "https://idp.example.com"
+        let (g, amPort) = try Self.start(pdp: [:], config: [
+            "bearer": ["issuers": [["issuer": iss, "jwksUri": "http://127.0.0.1:\(idpPort)/jwks.json", "audience": "txgate"]]],
+            "forwardAuth": ["trustedProxies": ["127.0.0.1/32"]],
+        ])
+        func asked(_ name: String) throws -> [String: Any]? {
+            let r = try RawHTTPClient.fetch(port: amPort, "GET", "/-fixture/count/\(name)")
+            return try JSONSerialization.jsonObject(with: Data(r.body)) as? [String: Any]
         }
-        return false
+
+        let forged = Base64URL.encode(Array(#"{"alg":"none","typ":"JWT"}"#.utf8)) + "."
+            + Base64URL.encode(Array(#"{"sub":"admin","iss":"https://idp.example.com","aud":"txgate"}"#.utf8)) + "."
+        let r = try g.fetch("GET", "/case/am8-allow-with-attributes", headers: [("Authorization", "Bearer \(forged)")])
+        #expect(r.status != 200, "\(r)")
+        #expect((try asked("am8-allow-with-attributes"))?["count"] as? Int == 0, "the AM was asked with an unverified JWT")
+        let authz = try g.fetch("GET", "/-/authz", headers: [("X-Original-URI", "/case/am8-allow-with-attributes"),
+                                                             ("X-Original-Method", "GET"), ("Authorization", "Bearer \(forged)")])
+        #expect(authz.header("X-TxGate-User") == nil, "\(authz)")
+
+        let now = Int(Date().timeIntervalSince1970)
+        let jwt = JWS.sign(["sub": "alice", "iss": .string(iss), "aud": "txgate", "exp": .number(now + 300)], typ: "JWT", kid: "k1", key: ec)
+        let ok = try g.fetch("GET", "/case/am8-allow-with-attributes", headers: [("Authorization", "Bearer \(jwt)")])
+        #expect(ok.status == 200, "\(ok)")
+        let o = try asked("am8-allow-with-attributes")
+        #expect((o?["subject"] as? [String: Any])?["jwt"] as? String == jwt)
+        #expect((o?["subject"] as? [String: Any])?["ssoToken"] == nil)
+        #expect(Timing.poll(timeout: 5, interval: 0.05) { g.logLines().contains { $0["user"] as? String == "alice@" + iss } },
+                "the access log does not name the verified subject")
+        #expect(!g.logLines().contains { ($0["user"] as? String) == "admin" }, "the log names the forged subject")
     }
 }

@@ -64,13 +64,6 @@ import Testing
         #expect(AMWire.realmPath("/alpha/branch") == "/json/realms/root/realms/alpha/realms/branch")
     }
 
-    @Test func jwtSubjectIsReadOnlyFromAJWTShape() {
-        let payload = Data(#"{"sub":"alice"}"#.utf8).base64EncodedString().replacingOccurrences(of: "=", with: "")
-        #expect(AMWire.unverifiedJWTSubject("eyJhbGciOiJSUzI1NiJ9.\(payload).sig") == "alice")
-        #expect(AMWire.unverifiedJWTSubject("AQIC5wM2LY4SfczntBbXvEAOuECbqMY3J4NW3byH6xwgkGE.*AAJTSQACMDE.*") == nil)
-        #expect(AMWire.unverifiedJWTSubject("a.b.c") == nil)
-    }
-
     @Test func sessionValidation() throws {
         #expect(try AMWire.validatedUser(Array(#"{"valid":true,"uid":"demo","realm":"/alpha"}"#.utf8)).get()?.uid == "demo")
         #expect(try AMWire.validatedUser(Array(#"{"valid":false}"#.utf8)).get() == nil)

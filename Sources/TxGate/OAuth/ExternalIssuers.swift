@@ -34,8 +34,9 @@ final class ExternalIssuers {
               let kid = JWS.unverifiedParts(token)?.header["kid"]?.stringValue else { done(nil, nil); return }
         set.withKey(kid, now: clock.now) { [self] in
             guard let v = try? JWS.verify(token, typ: nil, now: clock.now, key: { set.keys[$0] }),
-                  Self.names(v.claims["aud"], set.issuer.audience), let uid = v.string("sub") else { done(nil, nil); return }
-            done(Subject(uid: uid, realm: "/", journeys: v.string("acr").map { [$0] } ?? [], attributes: users[uid]?.attributes ?? [:],
+                  Self.names(v.claims["aud"], set.issuer.audience),
+                  let named = set.issuer.subject(claims: v.claims, localUsers: users) else { done(nil, nil); return }
+            done(Subject(uid: named.uid, realm: "/", journeys: v.string("acr").map { [$0] } ?? [], attributes: named.attributes,
                          token: token, authTime: v.int("auth_time")), v)
         }
     }

@@ -30,7 +30,8 @@ final class RemotePDP: PolicyDecisionPoint, @unchecked Sendable {
         // No session: AM would judge the agent itself (its default subject), so the gateway
         // asks the user to log in first, as IG does.
         guard let subject = q.subject else { done(.success(PolicyDecider.treeAdvice(q, loginJourney))); return }
-        let jwt = subject.attributes[RemoteSessions.jwtAttribute] != nil
+        // A verified OIDC token (`bearer.issuers`) goes as `subject.jwt`, an AM session as `ssoToken`.
+        let jwt = JWS.unverifiedParts(subject.token) != nil
         let body = AMWire.evaluateRequest(resource: q.resource, application: am.config.application, ssoToken: jwt ? nil : subject.token,
                                           jwt: jwt ? subject.token : nil, txid: q.txid)
         // An evaluation that names a transaction consumes it at the AM: it never goes twice.
@@ -53,8 +54,6 @@ final class RemotePDP: PolicyDecisionPoint, @unchecked Sendable {
 /// `pdp.sessionCacheMs` so that the access log names the user without a round trip per
 /// request. A token the AM does not know is no subject (the AM decides what that means).
 final class RemoteSessions: SubjectIdentifying {
-    /// Marks a subject whose token is an OIDC JWT (sent as `subject.jwt`, not `ssoToken`).
-    static let jwtAttribute = "txgate.subject.jwt"
     private let am: AMClient
     private let cookieName: String
     private var cache: [String: (subject: Subject?, expires: UInt64)] = [:]
@@ -68,11 +67,10 @@ final class RemoteSessions: SubjectIdentifying {
 
     func identifySubject(token: String?, receivedNanos: UInt64, _ done: @escaping (Result<Subject?, RequestFailure>) -> Void) {
         guard let token else { done(.success(nil)); return }
-        // An OIDC token goes to the AM as `subject.jwt`, which verifies it: no session to validate.
-        if let sub = AMWire.unverifiedJWTSubject(token) {
-            done(.success(Subject(uid: sub, realm: "/", journeys: [], attributes: [Self.jwtAttribute: "true"], token: token)))
-            return
-        }
+        // A JWT is no AM session: it is a subject only when `bearer.issuers` verified it
+        // (IdentifyPhase, before this). Its unverified `sub` names nobody: the gateway never
+        // names (in the log, `X-TxGate-User`, Txn-Tokens) a subject it has not verified.
+        if JWS.unverifiedParts(token) != nil { done(.success(nil)); return }
         let now = EventLoop.nowNanos()
         if let hit = cache[token], hit.expires > now { done(.success(hit.subject)); return }
         let body = #"{"tokenId":"\#(JSONText.escape(token))"}"#

@@ -124,23 +124,72 @@ public struct BearerConfig: Decodable, Sendable {
 }
 
 /// One external issuer: its `iss`, where its JWK Set is (fetched on the worker loops, again when a
-/// token names an unknown `kid`), and the `aud` its tokens must carry for this gateway.
+/// token names an unknown `kid`), the `aud` its tokens must carry for this gateway, and whose
+/// subjects its tokens name (`mapTo`).
 public struct ExternalIssuer: Decodable, Sendable {
     public var issuer: String
     public var jwksUri: HTTPURL
     public var audience: String
     /// PEM CAs for an https JWKS URI (default: the system's).
     public var caFile: String?
+    /// Whose subjects the tokens name. `.own` (the default): the issuer's own, `sub@iss`, never a
+    /// local user nor another issuer's; `.localUsers`: the local user that `usernameClaim` names
+    /// (the issuer is trusted to vouch for this gateway's users).
+    public var mapTo = Mapping.own
+    public var usernameClaim = "sub"
+
+    public enum Mapping: String, Sendable { case own = "none", localUsers }
+
+    public init(issuer: String, jwksUri: HTTPURL, audience: String, mapTo: Mapping = .own, usernameClaim: String = "sub") {
+        self.issuer = issuer
+        self.jwksUri = jwksUri
+        self.audience = audience
+        self.mapTo = mapTo
+        self.usernameClaim = usernameClaim
+    }
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["issuer", "jwksUri", "audience", "caFile"])
+        let o = try StrictObject(decoder, known: ["issuer", "jwksUri", "audience", "caFile", "mapTo", "usernameClaim"])
         issuer = o.required("issuer") ?? ""
         audience = o.required("audience") ?? ""
         caFile = o.optional("caFile")
+        if let m: String = o.optional("mapTo") {
+            if let v = Mapping(rawValue: m) { mapTo = v } else { o.invalid("mapTo", "'\(m)' is not none or localUsers") }
+        }
+        if let c: String = o.optional("usernameClaim") {
+            if c.isEmpty { o.invalid("usernameClaim", "name the claim that holds the local username") } else { usernameClaim = c }
+            if mapTo != .localUsers { o.invalid("usernameClaim", "only with mapTo: localUsers") }
+        }
         jwksUri = HTTPURL(parsing: "http://127.0.0.1:1")!
         if let s: String = o.required("jwksUri") {
             if let u = HTTPURL(parsing: s) { jwksUri = u } else { o.invalid("jwksUri", "'\(s)' is not an http:// or https:// URL") }
         }
         if audience.isEmpty && o.has("audience") { o.invalid("audience", "name the audience this gateway accepts") }
     }
+}
+
+extension ExternalIssuer {
+    /// The subject a verified token of this issuer names: a subject is (issuer, subject), so by
+    /// default it is `sub@iss` (`qualified`), with the token's string claims as attributes named
+    /// `iss#claim` (a policy names them so: `"https://idp.example#role=admin"`); it never equals
+    /// a local user or another issuer's subject, nor gets their attributes. With `mapTo:
+    /// localUsers`, the local user `usernameClaim` names, with that user's attributes; nil when
+    /// there is no such user.
+    public func subject(claims: [String: JSONValue], localUsers: [String: UserRecord]) -> (uid: String, attributes: [String: String])? {
+        switch mapTo {
+        case .localUsers:
+            guard let name = claims[usernameClaim]?.stringValue, let user = localUsers[name] else { return nil }
+            return (name, user.attributes)
+        case .own:
+            guard let sub = claims["sub"]?.stringValue, !sub.isEmpty else { return nil }
+            let uid = Self.qualified(sub: sub, issuer: issuer)
+            guard localUsers[uid] == nil else { return nil }  // a local user named like one: neither is the other
+            var attributes: [String: String] = [:]
+            for (name, value) in claims { if let s = value.stringValue { attributes[issuer + "#" + name] = s } }
+            return (uid, attributes)
+        }
+    }
+
+    /// An external subject's name: `sub@iss`.
+    public static func qualified(sub: String, issuer: String) -> String { sub + "@" + issuer }
 }

@@ -78,16 +78,6 @@ public enum AMWire {
         return .success(out)
     }
 
-    /// The `sub` of a token shaped like a JWT (three base64url parts, a JSON payload), read
-    /// without verifying it: only to name the subject in the log; the AM verifies the token
-    /// (`subject.jwt`). nil for anything else (an SSO token).
-    public static func unverifiedJWTSubject(_ token: String) -> String? {
-        let parts = token.split(byte: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        guard parts.count == 3, let payload = Base64URL.decode(String(parts[1])),
-              let sub = JSONValue.parse(payload)?["sub"]?.stringValue, !sub.isEmpty else { return nil }
-        return sub
-    }
-
     /// `sessions?_action=validate`: the user behind a live session, nil when AM says it is not valid.
     public static func validatedUser(_ body: [UInt8]) -> Result<(uid: String, realm: String)?, Malformed> {
         guard let o = JSONValue.parse(body)?.objectValue, case .bool(let valid)? = o["valid"] else {
