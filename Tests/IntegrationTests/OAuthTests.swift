@@ -87,6 +87,15 @@ import TestSupport
         #expect(r["shown"] as? [String] == ["Approve 100 EUR to Bob?"])
         #expect(r["approved"] as? Int == 200)
         #expect(r["txn"] as? String == txid)
+        // Issue 23 item 3: the approval completes the transaction, nothing more: the token keeps the
+        // acr and auth_time of the login that happened, and a refresh does not carry the txn.
+        let before = try #require(r["authBefore"] as? [String: Any])
+        let after = try #require(r["authAfter"] as? [String: Any])
+        #expect(after["acr"] as? String == before["acr"] as? String && before["acr"] as? String == "Login", "\(before) → \(after)")
+        #expect((after["auth_time"] as? Int) == (before["auth_time"] as? Int), "the approval refreshed auth_time: \(before) → \(after)")
+        if let refreshed = r["authRefreshed"] as? [String: Any] {
+            #expect(refreshed["acr"] as? String == "Login" && refreshed["txn"] as? String == nil, "\(refreshed)")
+        }
         let retry = try #require(r["retry"] as? [String: Any])
         #expect(retry["status"] as? Int == 201, "\(retry)")
         #expect((retry["body"] as? [String: Any])?["status"] as? String == "executed")

@@ -89,7 +89,8 @@ import TxGateCrypto
         #expect(try Self.step("&txid=\(txid)&prompt=none", tx: tx)
                 == .refuse(OAuthError("interaction_required", "prompt=none, and the user must interact")))
         tx.state = .completed
-        #expect(try Self.step("&txid=\(txid)&acr_values=Confirm", tx: tx) == .issue(acr: "Confirm", authTime: 1_100, txn: txid))
+        // The session's own authentication, not the approval's journey nor its time (issue 23 item 3).
+        #expect(try Self.step("&txid=\(txid)&acr_values=Confirm", tx: tx) == .issue(acr: "Login", authTime: 1_000, txn: txid))
         guard case .refuse(let wrongJourney) = try Self.step("&txid=\(txid)&acr_values=Login", tx: tx) else { Issue.record(); return }
         #expect(wrongJourney.code == "invalid_request")
         tx.subject = "other"

@@ -167,7 +167,10 @@ public enum AuthorizeStep: Equatable, Sendable {
                 return .refuse(.invalidRequest("acr_values must name the transaction's journey '\(tx.journey)'"))
             }
             guard tx.state == .completed else { return interact(.approve(txid: txid), "interaction_required") }
-            return .issue(acr: tx.journey, authTime: now, txn: txid)
+            // The approval completes this transaction, nothing more: the token carries it as
+            // `txn`; its `acr` and `auth_time` stay those of the authentication that happened, so
+            // that neither it nor a refresh counts as a step-up for another resource.
+            return .issue(acr: s.journeys.first ?? loginJourney, authTime: s.authTime, txn: txid)
         }
         if let acr = r.acr, !s.journeys.contains(acr) { return interact(.authenticate(journey: acr), "interaction_required") }
         return .issue(acr: r.acr ?? s.journeys.first ?? loginJourney, authTime: s.authTime, txn: nil)

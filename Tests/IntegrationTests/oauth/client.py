@@ -160,6 +160,15 @@ def transfer():
     report["codeRedirect"] = {"status": r.status_code, "location": r.headers.get("Location", "")}
     approved = token_for(client, disc, r.headers["Location"], verifier, state)
     report["txn"] = claims_of(approved["access_token"], jwks).get("txn")
+    # What the approval may not change: the authentication the tokens speak of (acr, auth_time).
+    before, after = claims_of(token["access_token"], jwks), claims_of(approved["access_token"], jwks)
+    report["authBefore"] = {"acr": before.get("acr"), "auth_time": before.get("auth_time")}
+    report["authAfter"] = {"acr": after.get("acr"), "auth_time": after.get("auth_time")}
+    if "refresh_token" in approved:
+        refreshed = requests.post(disc["token_endpoint"], timeout=10, data={
+            "grant_type": "refresh_token", "refresh_token": approved["refresh_token"], "client_id": "app"}).json()
+        claims = claims_of(refreshed["access_token"], jwks) if "access_token" in refreshed else {}
+        report["authRefreshed"] = {"acr": claims.get("acr"), "auth_time": claims.get("auth_time"), "txn": claims.get("txn")}
     retry = requests.post(BASE + "/transfer", json=body, headers=bearer(approved["access_token"]), timeout=10)
     report["retry"] = {"status": retry.status_code, "body": retry.json()}
     again = requests.post(BASE + "/transfer", json=body, headers=bearer(approved["access_token"]), timeout=10)
