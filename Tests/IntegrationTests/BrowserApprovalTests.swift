@@ -103,7 +103,7 @@ struct BrowserApprovalTests {
 
         // The approval URL again, with the session: a new approval is asked for, no second transfer.
         let cookie = try #require(run.cookie("iPlanetDirectoryPro"), "\(run)")
-        let session = [("Cookie", "iPlanetDirectoryPro=\(cookie.value)")]
+        let session = [("Cookie", "iPlanetDirectoryPro=\(cookie.value)"), ("Sec-Fetch-Mode", "navigate")]
         let again = try g.fetch("GET", String(replay.url.dropFirst(g.baseURL.count)), headers: session)
         #expect(again.status == 303 && again.header("Location")?.contains("authIndexType=composite_advice") == true, "\(again)")
         let home = try g.fetch("GET", "/", headers: session)

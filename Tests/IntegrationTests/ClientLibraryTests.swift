@@ -81,10 +81,10 @@ import TestSupport
         #expect(answers.seen.map(\.form) == [form])
         #expect(answers.seen.first?.txid.map(Kit.isUUID) == true)
 
-        // Without a delegate, the challenge comes back to the caller as is (a POST is sent to
-        // the login page with 303, WIRE.md §3b).
+        // Without a delegate, the challenge comes back to the caller as is (IG's 307: the client
+        // is no browser's form navigation, WIRE-EXTENSIONS §3b).
         let bare = try await client.send(request, delegate: nil)
-        #expect(bare.status == (form == .redirect ? 303 : 401))
+        #expect(bare.status == (form == .redirect ? 307 : 401))
         #expect(bare.challenge?.form == form)
         #expect(bare.challenge?.txid != nil && bare.challenge?.txid != answers.seen.first?.txid)
 

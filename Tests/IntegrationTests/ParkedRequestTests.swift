@@ -12,7 +12,7 @@ import TestSupport
 
     /// A browser's request: the session in its cookie, no `x-authenticate-response`.
     static func browserHeaders(_ token: String, _ extra: [(String, String)] = []) -> [(String, String)] {
-        [("Cookie", "iPlanetDirectoryPro=\(token)"), ("Accept", "text/html")] + extra
+        [("Cookie", "iPlanetDirectoryPro=\(token)"), ("Accept", "text/html"), ("Sec-Fetch-Mode", "navigate")] + extra
     }
 
     static let jsonType = [("Content-Type", "application/json")]
@@ -231,5 +231,37 @@ import TestSupport
             #expect(try Self.parked(again).txid != txid, "\(again)")
         }
         #expect(try Self.transfersSoFar(a, token: token, codes: &codes) == 1)
+    }
+}
+
+// MARK: 5. Who gets the 303 (issue 23, the Android SDK without the header)
+
+extension ParkedRequestTests {
+    /// Only a browser's form navigation gets the 303 and is parked; every other request without
+    /// `x-authenticate-response: header` gets IG's 307 (WIRE-EXTENSIONS §3b), which the Android
+    /// SDK's `IdentityGatewayAdviceInterceptor` reads, runs the journey for and retries.
+    @Test func onlyABrowsersFormNavigationIsParkedEveryOtherRequestGetsIGs307() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let token = try Kit.login(g)
+        let cookie = ("Cookie", "iPlanetDirectoryPro=\(token)")
+        let form = [("Content-Type", "application/x-www-form-urlencoded")]
+        let formBody = Array("amount=100&currency=EUR&payee=Bob".utf8)
+        func status(_ headers: [(String, String)], _ body: [UInt8]) throws -> HTTPResponse {
+            try g.fetch("POST", "/transfer", headers: [cookie] + headers, body: body)
+        }
+        // The Android SDK's OkHttp: a JSON body, Accept application/json, no Sec-Fetch-*.
+        let android = try status(Self.jsonType + [("Accept", "application/json")], Kit.transferBody)
+        #expect(android.status == 307, "\(android)")
+        #expect(android.header("Location")?.contains("authIndexType=composite_advice") == true, "\(android.headerSummary)")
+        // A page's fetch() (Sec-Fetch-Mode: cors), even with a form body, and curl (*/*).
+        #expect(try status(form + [("Sec-Fetch-Mode", "cors"), ("Accept", "text/html")], formBody).status == 307)
+        #expect(try status(form + [("Accept", "*/*")], formBody).status == 307)
+        // A browser's form post: Sec-Fetch-Mode navigate, or (an older browser) text/html preferred and a form body.
+        #expect(try status(form + [("Sec-Fetch-Mode", "navigate"), ("Accept", "text/html,*/*;q=0.8")], formBody).status == 303)
+        #expect(try status(form + [("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")], formBody).status == 303)
+        #expect(try status(Self.jsonType + [("Accept", "text/html")], Kit.transferBody).status == 307, "no form body: no browser form")
+        // Only the two 303s parked anything.
+        #expect(g.process.stderr.components(separatedBy: "request parked").count - 1 == 2, "\(g.process.stderr)")
     }
 }

@@ -97,7 +97,8 @@ import TestSupport
         var codes = Kit.Codes()
         let cookie = ("Cookie", "theme=dark; iPlanetDirectoryPro=\(token)")
 
-        let r = try g.fetch("POST", "/transfer?ref=inv-42", headers: [cookie, ("Content-Type", "application/json")],
+        let r = try g.fetch("POST", "/transfer?ref=inv-42", headers: [cookie, ("Content-Type", "application/json"),
+                                                                   ("Sec-Fetch-Mode", "navigate")],
                             body: Kit.transferBody)
         // 303, not 307: the browser must not re-send its body to the login page (the request is
         // parked instead, ParkedRequestTests).

@@ -71,14 +71,14 @@ struct ChallengePhase: RequestPhase {
         if bearerForm == "both" { h.add("WWW-Authenticate", ssoAdvice(advices)) }
     }
 
-    /// A browser goes to the login page (on `/-/authz`, `browserStatus`). A GET or HEAD is sent there with 307; any other method
-    /// with 303, so that the browser does not re-send its body to the login page, and a
-    /// transaction's request is parked first, to be replayed when the browser comes back
-    /// approved (WIRE-EXTENSIONS §3b).
+    /// A browser goes to the login page (on `/-/authz`, `browserStatus`) with IG's 307; a
+    /// browser's form navigation (`ParkedRequest.isFormNavigation`) with 303 instead, so that the
+    /// browser does not re-send its body to the login page, and a transaction's request is
+    /// parked first, to be replayed when the browser comes back approved (WIRE-EXTENSIONS §3b).
     private func browserRedirect(_ ctx: RequestContext, _ advices: Advices, _ headers: HTTPHeaders) {
         var h = headers
         h.add("Location", loginRedirect(ctx, advices))
-        let status = ctx.forwardedBy.map(Self.browserStatus) ?? (ParkedRequest.isParkable(method: ctx.method) ? 303 : 307)
+        let status = ctx.forwardedBy.map(Self.browserStatus) ?? (ParkedRequest.isFormNavigation(method: ctx.method, headers: ctx.head.headers) ? 303 : 307)
         let send = {
             let body = ErrorBody.text(status: status, message: "authentication required", members: #""advices":\#(advices.json)"#)
             ctx.respondJSON(status: status, body, headers: h)

@@ -1,3 +1,5 @@
+import Foundation
+import HTTPCore
 import TxGateCrypto
 
 /// A browser's request kept while its user approves it (WIRE-EXTENSIONS.md §3b): a browser
@@ -61,6 +63,41 @@ public struct ParkedRequest: Equatable, Sendable {
     /// Whether a request with this method is parked rather than sent to the login page with its
     /// body (a browser re-sends a body only after a 307, and the login page cannot take it).
     public static func isParkable(method: String) -> Bool { method != "GET" && method != "HEAD" }
+
+    /// Whether a request is a browser's top-level form navigation, the only kind that gets a
+    /// 303 and is parked (WIRE-EXTENSIONS §3b): a method with a body, and `Sec-Fetch-Mode:
+    /// navigate`, or, from a browser that sends no `Sec-Fetch-*` at all, an `Accept` that
+    /// prefers `text/html` with a body an HTML form sends. Every other request without
+    /// `x-authenticate-response: header` gets IG's 307: the Android SDK's interceptor reads
+    /// only a 307, then runs the journey and retries the request itself.
+    public static func isFormNavigation(method: String, headers: HTTPHeaders) -> Bool {
+        guard isParkable(method: method) else { return false }
+        if let mode = headers.first("Sec-Fetch-Mode") { return asciiCaseInsensitiveEquals(mode.trimmingOWS(), "navigate") }
+        if headers.fields.contains(where: { $0.name.utf8.count > 10 && asciiCaseInsensitiveEquals(String($0.name.prefix(10)), "sec-fetch-") }) {
+            return false
+        }
+        guard let accept = headers.first("Accept"), prefersHTML(accept),
+              let type = headers.first("Content-Type").flatMap(MediaType.init) else { return false }
+        return type.isForm || type.essence == "multipart/form-data" || type.essence == "text/plain"
+    }
+
+    /// Whether an `Accept` value gives `text/html` a weight at least that of every other range
+    /// (a browser's `text/html,…,*/*;q=0.8`; not curl's `*/*`, not `application/json`).
+    static func prefersHTML(_ accept: String) -> Bool {
+        var html = 0.0
+        var others = 0.0
+        for range in accept.split(separator: ",") {
+            let parts = range.split(separator: ";")
+            guard let first = parts.first else { continue }
+            var q = 1.0
+            for p in parts.dropFirst() {
+                let kv = p.trimmingCharacters(in: .whitespaces)
+                if kv.lowercased().hasPrefix("q=") { q = Double(kv.dropFirst(2)) ?? 0 }
+            }
+            if first.trimmingCharacters(in: .whitespaces).lowercased() == "text/html" { html = max(html, q) } else { others = max(others, q) }
+        }
+        return html > 0 && html >= others
+    }
 
     /// Why a body cannot be parked, for the 413 the browser shows; nil when it fits.
     public static func tooLarge(bodyBytes: Int, limit: Int) -> String? {
