@@ -36,8 +36,8 @@ final class ConnectAttempt: ChannelHandler {
         self.channel = channel
         channel.setHandler(self)
         if !channel.connect(to: address) {
-            let why = String(cString: strerror(errno))
-            later(.failure(SocketError(why)))
+            let code = errno
+            later(.failure(SocketError(String(cString: strerror(code)), code: code)))
         }
     }
 
@@ -50,7 +50,7 @@ final class ConnectAttempt: ChannelHandler {
             finish(.success(()))
         } else {
             let err = errno
-            finish(.failure(SocketError(err != 0 ? String(cString: strerror(err)) : "connection closed")))
+            finish(.failure(err != 0 ? SocketError(String(cString: strerror(err)), code: err) : SocketError("connection closed")))
         }
     }
 

@@ -97,7 +97,16 @@ public func probeListenAddress(_ address: SocketAddress) throws {
 
 public struct SocketError: Error, CustomStringConvertible {
     public let description: String
-    public init(_ description: String) { self.description = description }
+    /// The `errno` behind it, when there was one.
+    public let code: Int32?
+    public init(_ description: String, code: Int32? = nil) {
+        self.description = description
+        self.code = code
+    }
+
+    /// The process (EMFILE) or the system (ENFILE) is out of file descriptors: nothing is wrong
+    /// with the peer, and saying it refuses connections would send the operator the wrong way.
+    public var isDescriptorExhaustion: Bool { code == EMFILE || code == ENFILE }
 }
 
 func setNoDelay(_ fd: Int32) {

@@ -96,7 +96,8 @@ final class RedisConnection {
     private var state = State.waiting
     private var inFlight = 0
     private var backoffMs = RedisConnection.minBackoffMs
-    private var downSince: Date? = Date()
+    /// Monotonic (`EventLoop.nowNanos`): a clock step must not make an outage look longer or negative.
+    private var downSinceNanos: UInt64? = EventLoop.nowNanos()
     private var reportedDown = false
     private var closed = false
     private(set) var lastError = "not connected yet"
@@ -214,13 +215,13 @@ final class RedisConnection {
         state = .ready
         backoffMs = Self.minBackoffMs
         if inFlight == 0 { watchdog.cancel() } else { watchdog.schedule(afterMs: timeoutMs) }
-        if reportedDown, let since = downSince {
+        if reportedDown, let since = downSinceNanos {
             logger.notice("redis connection restored", metadata: [
-                "redis": .string(url.description), "down_ms": .stringConvertible(Int(Date().timeIntervalSince(since) * 1000)),
+                "redis": .string(url.description), "down_ms": .stringConvertible((EventLoop.nowNanos() &- since) / 1_000_000),
             ])
         }
         reportedDown = false
-        downSince = nil
+        downSinceNanos = nil
     }
 
     private func disconnected(_ why: String) {
@@ -245,7 +246,7 @@ final class RedisConnection {
             forget()
             if free { redisAsyncFree(ac) }
         }
-        if downSince == nil { downSince = Date() }
+        if downSinceNanos == nil { downSinceNanos = EventLoop.nowNanos() }
         if !reportedDown {
             reportedDown = true
             logger.error("redis unavailable: requests that need state fail with 503 until it is back", metadata: [

@@ -203,12 +203,14 @@ public final class RedisStore: Store, Sendable {
         return c
     }
 
-    /// `SET <prefixed key> <value> PX <ttl>`.
+    /// `SET <prefixed key> <value> PX <ttl>`, without `PX` for `StoreExpiry.never`.
     private func set(_ key: String, _ value: [UInt8], ttlMs: Int) -> RedisCommand {
         var c = command("SET", key)
         c.add(value)
-        c.add("PX")
-        c.add(String(ttlMs))
+        if ttlMs != StoreExpiry.never {
+            c.add("PX")
+            c.add(String(ttlMs))
+        }
         return c
     }
 

@@ -12,6 +12,9 @@ import TxGateCore
 public final class SQLiteStore: Store, @unchecked Sendable {
     /// How often expired rows are deleted. Expiry itself is checked on every read.
     static let purgeInterval: DispatchTimeInterval = .seconds(60)
+    /// A purge that deletes at least this many rows is followed by a truncating checkpoint
+    /// (`WALCheckpointer.truncate`): its transaction grew the log by every page it touched.
+    static let truncateAfterPurgedRows = 1000
 
     public let path: String
     /// The time, in epoch milliseconds, every operation and purge compares expiries against.
@@ -62,7 +65,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         timer.setEventHandler { [weak self] in
             guard let self else { return }
             // A failed purge loses nothing: expired rows are ignored by every read anyway.
-            _ = try? self.table?.purge(now: self.clock())
+            if let purged = try? self.table?.purge(now: self.clock()) { self.purged(purged) }
         }
         timer.resume()
         purgeTimer = timer
@@ -92,7 +95,14 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     /// Deletes expired rows now (the store also does it every minute); returns how many.
     @discardableResult
     public func purgeExpired() throws -> Int {
-        try onQueue { try perform("purge") { table, now in try table.purge(now: now) }.get() }
+        let purged = try onQueue { try perform("purge") { table, now in try table.purge(now: now) }.get() }
+        self.purged(purged)
+        return purged
+    }
+
+    /// After a purge: a large one leaves a large log file behind, truncated off the store's queue.
+    private func purged(_ rows: Int) {
+        if rows >= Self.truncateAfterPurgedRows { checkpointer.truncate() }
     }
 
     // MARK: Store

@@ -1,5 +1,6 @@
 import CSQLite
 import Dispatch
+import Glibc
 import Synchronization
 
 /// Copies the write-ahead log back into the database file mostly on a thread of its own, so
@@ -30,6 +31,8 @@ final class WALCheckpointer: @unchecked Sendable {
     private let pending = Atomic<Bool>(false)
     /// Checkpoints run to the end (for tests).
     let completed = Atomic<Int>(0)
+    /// Logs truncated (for tests).
+    let truncated = Atomic<Int>(0)
 
     init(path: String, finish: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) throws {
         self.finish = finish
@@ -62,6 +65,40 @@ final class WALCheckpointer: @unchecked Sendable {
         }
     }
 
+    /// Copies the whole log into the database and truncates the log file to zero bytes, on this
+    /// checkpointer's queue and connection: after a large purge, whose one transaction grew the log
+    /// by every page it touched. A checkpoint resets the log for reuse but never shrinks the file,
+    /// so without this the disk keeps the purge's size for good (13.5 MB seen, issue 22).
+    ///
+    /// The passive pass first copies the bulk without holding anyone; the TRUNCATE pass then waits
+    /// (busy_timeout) for the writer of the moment and holds the write lock while it copies the
+    /// rest and truncates, so store operations queued meanwhile wait for that short last step, not
+    /// for the whole copy. A log that cannot be truncated now (a reader in another process) is
+    /// left as it is, and tried again after the next large purge.
+    func truncate() {
+        queue.async { [self] in
+            guard let connection else { return }
+            _ = try? connection.checkpointPassive()
+            // Busy at once, without the busy handler, while another connection checkpoints: the
+            // store's own last step, started by the purge's commit, usually is. Tried again a
+            // few times; this queue waits, nothing else does.
+            for attempt in 1...Self.truncateAttempts {
+                do {
+                    try connection.checkpointTruncate()
+                    truncated.add(1, ordering: .relaxed)
+                    return
+                } catch let error as SQLiteError where error.primaryCode == SQLITE_BUSY && attempt < Self.truncateAttempts {
+                    usleep(Self.truncateRetryMicros)
+                } catch {
+                    return
+                }
+            }
+        }
+    }
+
+    static let truncateAttempts = 20
+    static let truncateRetryMicros: UInt32 = 50_000
+
     func close() {
         queue.sync {
             connection?.close()
@@ -86,6 +123,15 @@ extension SQLiteConnection {
     func checkpointPassive() throws {
         try withHandle { db in
             let rc = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_PASSIVE, nil, nil)
+            guard rc == SQLITE_OK else { throw error(rc) }
+        }
+    }
+
+    /// Copies the whole log into the database and truncates the log file to zero bytes; waits
+    /// (busy_timeout) for writers and for readers of older snapshots. SQLITE_BUSY if they outlast it.
+    func checkpointTruncate() throws {
+        try withHandle { db in
+            let rc = sqlite3_wal_checkpoint_v2(db, nil, SQLITE_CHECKPOINT_TRUNCATE, nil, nil)
             guard rc == SQLITE_OK else { throw error(rc) }
         }
     }

@@ -62,6 +62,52 @@ import TestSupport
         #expect(try Self.waitReady(g, 200, timeout: 15).bodyText == #"{"status":"ready","version":"\#(TxGateVersion.current)","workers":1,"upstream":"up","store":"up"}"#)
     }
 
+    /// Issue 22, item 5: a Redis that answers pings but refuses writes (out of memory under
+    /// `noeviction`, or `min-replicas-to-write` unmet) fails every stateful request, so the
+    /// gateway is not ready, and says the store is not writable; it is ready again by itself.
+    @Test(.timeLimit(.minutes(1)))
+    func readinessSaysWhenTheStoreRefusesWrites() throws {
+        let bed = try Testbed.current
+        let redis = try RedisServer.start(in: bed.dir.url)
+        defer { redis.kill() }
+        let bank = try bed.startDemoBank()
+        let g = try bed.startGateway(upstream: bank.url, config: deepMerge(AuthTests.authConfig(), [
+            "readiness": ["intervalMs": 200],
+            "store": ["type": "redis", "url": redis.url, "timeoutMs": 500],
+        ]))
+        let v = TxGateVersion.current
+        let ready = #"{"status":"ready","version":"\#(v)","workers":1,"upstream":"up","store":"up"}"#
+        let notWritable = #"{"status":"not ready","version":"\#(v)","workers":1,"upstream":"up","store":"not writable"}"#
+        #expect(try Self.waitReady(g, 200).bodyText == ready)
+
+        // Out of memory: about 1 MB of data, then a limit below what Redis uses (filling up to a
+        // limit instead is at the mercy of client buffers, which count too and come and go).
+        var fillers: [String] = []
+        for batch in 0..<20 {
+            let keys = (0..<50).map { "filler:\(batch):\($0)" }
+            _ = try redis.commands(keys.map { ["SET", $0, String(repeating: "x", count: 1024)] })
+            fillers += keys
+        }
+        guard case .bulk(let info) = try redis.command(["INFO", "memory"]),
+              let line = String(decoding: info, as: UTF8.self).split(separator: "\r\n").first(where: { $0.hasPrefix("used_memory:") }),
+              let used = Int(line.dropFirst("used_memory:".count)) else { Issue.record("INFO memory has no used_memory"); return }
+        _ = try redis.commands([["CONFIG", "SET", "maxmemory-policy", "noeviction"], ["CONFIG", "SET", "maxmemory", String(used - (256 << 10))]])
+        if case .error(let e) = try redis.command(["SET", "probe", "1"]) { #expect(e.hasPrefix("OOM"), "\(e)") } else {
+            Issue.record("redis accepted a write past maxmemory")
+        }
+        #expect(try Self.waitReady(g, 503).bodyText == notWritable)
+        #expect(try g.fetch("GET", "/-/health").status == 200, "liveness: the process and the store still answer")
+        #expect(g.logLines().contains { $0["msg"] as? String == "readiness: the store answers but refuses writes" && ($0["error"] as? String ?? "").contains("OOM") })
+        _ = try redis.commands([["DEL"] + fillers, ["CONFIG", "SET", "maxmemory", "0"]])
+        #expect(try Self.waitReady(g, 200).bodyText == ready)
+
+        // A primary told to refuse writes without a replica.
+        _ = try redis.command(["CONFIG", "SET", "min-replicas-to-write", "1"])
+        #expect(try Self.waitReady(g, 503).bodyText == notWritable)
+        _ = try redis.command(["CONFIG", "SET", "min-replicas-to-write", "0"])
+        #expect(try Self.waitReady(g, 200).bodyText == ready)
+    }
+
     static func accessLines(_ g: GatewayInstance) -> [[String: Any]] {
         g.logLines().filter { $0["log"] as? String == "access" }
     }

@@ -150,6 +150,30 @@ import TestSupport
         #expect(try counts.map { try $0.get() }.sorted() == Array(1...400))
     }
 
+    /// Issue 22, item 4: a user's last accepted TOTP step has no expiry on the server, and of
+    /// concurrent logins with the same code across connections exactly one raises it.
+    @Test func raisedNumbersNeverExpireAndExactlyOneRaiseWins() async throws {
+        let redis = try RedisServer.start()
+        defer { redis.kill() }
+        let loops = RunningLoops(4)
+        let a = makeStore(redis.storeURL, on: Array(loops.loops[0..<2]))
+        let b = makeStore(redis.storeURL, on: Array(loops.loops[2..<4]))
+        defer { loops.stop(detaching: [a, b]) }
+        func store(_ loop: EventLoop) -> RedisStore { loops.loops.firstIndex { $0 === loop }! < 2 ? a : b }
+
+        for step in UInt64(1)...10 {
+            let raised = await concurrently(40, loops: loops.loops) { _, loop, done in
+                store(loop).raise("totp-step:demo", to: step * 10, on: loop, attempts: 100, done)
+            }
+            #expect(try raised.filter { try $0.get() }.count == 1, "step \(step)")
+        }
+        #expect(try redis.pttl("t:totp-step:demo") == -1, "no expiry")
+        #expect(try await call(on: loops.loops[0]) { a.get("totp-step:demo", on: $0, $1) }.get() == bytes("100"))
+        #expect(try await call(on: loops.loops[0]) { a.raise("totp-step:demo", to: 99, on: $0, $1) }.get() == false)
+        #expect(try await call(on: loops.loops[0]) { a.raise("totp-step:demo", to: 101, on: $0, $1) }.get() == true)
+        #expect(try redis.pttl("t:totp-step:demo") == -1, "still no expiry after a swap")
+    }
+
     @Test func aStoppedRedisFailsFastAndIsReconnected() async throws {
         let fixture = try RedisFixture()
         defer { fixture.close() }

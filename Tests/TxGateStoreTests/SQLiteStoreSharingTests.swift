@@ -95,6 +95,29 @@ import TestSupport
         }
     }
 
+    /// Two logins with the same TOTP code, on two gateway processes sharing the file: exactly
+    /// one raises the user's last step; and raises to many steps at once end at the highest.
+    @Test func ofConcurrentRaisesToOneStepExactlyOneWins() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let clock = TestClock()
+        let first = try SQLiteStore(path: folder.path("shared.db"), clock: clock.read)
+        let second = try SQLiteStore(path: folder.path("shared.db"), clock: clock.read)
+        defer { first.close(); second.close() }
+        let stores = [first, second]
+        for step in UInt64(1)...10 {
+            let raised = await concurrently(20, executors: executors) { i, executor, done in
+                stores[i % 2].raise("totp-step:demo", to: step * 10, on: executor, attempts: 100, done)
+            }
+            #expect(try raised.filter { try $0.get() }.count == 1, "step \(step)")
+        }
+        let mixed = await concurrently(50, executors: executors) { i, executor, done in
+            stores[i % 2].raise("totp-step:other", to: UInt64(i + 1), on: executor, attempts: 100, done)
+        }
+        #expect(try mixed.allSatisfy { _ = try $0.get(); return true })
+        #expect(try await call { first.get("totp-step:other", on: $0, $1) }.get() == bytes("50"))
+    }
+
     @Test func valuesSurviveCloseAndReopen() async throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }

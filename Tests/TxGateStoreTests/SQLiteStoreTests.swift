@@ -68,6 +68,35 @@ func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryDi
         }
     }
 
+    /// Issue 22, item 4: a user's last accepted TOTP step is kept by `raise`, which never
+    /// expires: neither a purge while the clock runs a century ahead nor the clock stepped back
+    /// afterwards lets a step at or below it through again.
+    @Test func aRaisedNumberOutlivesAPurgeAndAClockStepBack() async throws {
+        let clock = TestClock()
+        try await withStore(clock: clock) { store, _ async throws in
+            try await call { store.put("marker", value: [1], ttlMs: 120_000, on: $0, $1) }.get()
+            #expect(try await call { store.raise("totp-step:demo", to: 56_666_666, on: $0, $1) }.get() == true)
+            #expect(try await call { store.raise("totp-step:demo", to: 56_666_666, on: $0, $1) }.get() == false, "the same step")
+            #expect(try await call { store.raise("totp-step:demo", to: 56_666_665, on: $0, $1) }.get() == false, "an earlier step")
+
+            let century: Int64 = 100 * 365 * 86_400_000
+            clock.advance(ms: century)
+            #expect(try store.purgeExpired() == 1, "the expiring marker went, the raised number stayed")
+            clock.stepBack(ms: century)
+            #expect(try await call { store.get("totp-step:demo", on: $0, $1) }.get() == bytes("56666666"))
+            #expect(try await call { store.raise("totp-step:demo", to: 56_666_666, on: $0, $1) }.get() == false)
+            #expect(try await call { store.raise("totp-step:demo", to: 56_666_667, on: $0, $1) }.get() == true)
+            #expect(try await call { store.get("totp-step:demo", on: $0, $1) }.get() == bytes("56666667"))
+
+            try await call { store.put("not-a-number", value: bytes("x"), ttlMs: 60_000, on: $0, $1) }.get()
+            let refused = await call { store.raise("not-a-number", to: 1, on: $0, $1) }
+            guard case .failure(.failed(let why)) = refused else {
+                Issue.record("a value that is not a number must not be overwritten"); return
+            }
+            #expect(why.contains("not-a-number") && why.contains("not a number"))
+        }
+    }
+
     @Test func createSetsOnlyWhenAbsent() async throws {
         try await withStore { store, _ async throws in
             #expect(try await call { store.create("txn:1", value: bytes("first"), ttlMs: 60_000, on: $0, $1) }.get() == true)

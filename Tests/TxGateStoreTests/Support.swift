@@ -52,6 +52,13 @@ final class TestClock: @unchecked Sendable {
         lock.withLock { ms += delta }
     }
 
+    /// Steps the clock back by `ms` milliseconds, as an operator or NTP stepping a clock that ran
+    /// ahead does: for the tests of what a clock step must not undo.
+    func stepBack(ms delta: Int64) {
+        precondition(delta >= 0)
+        lock.withLock { ms -= delta }
+    }
+
     /// The clock as a store reads it.
     var read: @Sendable () -> Int64 { { [self] in now } }
 }

@@ -38,4 +38,39 @@ import TestSupport
             #expect(try await call { other.get("k\(i)", on: $0, $1) }.get() == value)
         }
     }
+
+    /// Issue 22, item 8: purging many expired rows is one transaction that writes every page it
+    /// touches to the log; a checkpoint lets the log be reused but leaves the file that size. After
+    /// a large purge the log file is truncated, off the store's queue.
+    @Test func aLargePurgeLeavesNoLargeLogBehind() async throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let path = folder.path("store.db")
+        let clock = TestClock()
+        let store = try SQLiteStore(path: path, clock: clock.read)
+        defer { store.close() }
+        let value = [UInt8](repeating: 7, count: 300)
+        for i in 0..<20_000 {
+            try await call { store.put("k\(i)", value: value, ttlMs: 60_000, on: $0, $1) }.get()
+        }
+        try await call { store.put("kept", value: [1], ttlMs: 3_600_000, on: $0, $1) }.get()
+        let size = { (p: String) in ((try? FileManager.default.attributesOfItem(atPath: p)[.size]) as? Int) ?? 0 }
+        clock.advance(ms: 60_000)
+        #expect(try store.purgeExpired() == 20_000)
+        let grown = size(path + "-wal")
+        #expect(grown > 2_000_000, "the purge wrote its pages to the log: \(grown) bytes")
+        var waited = 0
+        while size(path + "-wal") > 0 && waited < 100 {
+            try await Task.sleep(for: .milliseconds(50))
+            waited += 1
+        }
+        #expect(size(path + "-wal") == 0, "the log was truncated after the purge (it had grown to \(grown) bytes)")
+        #expect(try await call { store.get("kept", on: $0, $1) }.get() == [1])
+        #expect(try await call { store.get("k0", on: $0, $1) }.get() == nil)
+        // The store goes on writing after the truncation.
+        try await call { store.put("after", value: [2], ttlMs: 60_000, on: $0, $1) }.get()
+        let other = try SQLiteStore(path: path, clock: clock.read)
+        defer { other.close() }
+        #expect(try await call { other.get("after", on: $0, $1) }.get() == [2])
+    }
 }

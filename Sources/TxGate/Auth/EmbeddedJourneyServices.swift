@@ -138,7 +138,7 @@ final class EmbeddedJourneyServices: JourneyServices {
         store.take(key, on: loop, done)
     }
 
-    func claimOnce(_ key: String, ttlS: Int, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        store.create("once:" + key, value: [1], ttlMs: ttlS * 1000, on: loop, done)
+    func acceptTOTPStep(_ step: UInt64, of username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        store.raise("totp-step:" + username, to: step, on: loop, done)
     }
 }

@@ -32,7 +32,7 @@ final class ExternalIssuers {
     func subject(_ token: String, _ done: @escaping (Subject?, JWS.Verified?) -> Void) {
         guard let iss = JWS.unverifiedParts(token)?.claims["iss"]?.stringValue, let set = byIssuer[iss],
               let kid = JWS.unverifiedParts(token)?.header["kid"]?.stringValue else { done(nil, nil); return }
-        set.withKey(kid, now: clock.now) { [self] in
+        set.withKey(kid, nowNanos: EventLoop.nowNanos()) { [self] in
             guard let v = try? JWS.verify(token, typ: nil, now: clock.now, key: { set.keys[$0] }),
                   Self.names(v.claims["aud"], set.issuer.audience),
                   let named = set.issuer.subject(claims: v.claims, localUsers: users) else { done(nil, nil); return }
@@ -57,7 +57,9 @@ private final class KeySet: UpstreamResponseHandler {
     private var pool: UpstreamPool?
     private var waiting: [() -> Void] = []
     private var fetching = false
-    private var lastFetch = Int.min / 2
+    /// Monotonic, as every interval the gateway measures for itself: a wall clock stepped back
+    /// would hold off the next fetch (and with it a rotated key) until it caught up again.
+    private var lastFetchNanos: UInt64?
     private var received: [UInt8] = []
     private var status = 0
 
@@ -72,12 +74,13 @@ private final class KeySet: UpstreamResponseHandler {
     }
 
     /// Runs `then` once the key `kid` is known, or once a fetch has been tried.
-    func withKey(_ kid: String, now: Int, _ then: @escaping () -> Void) {
-        guard keys[kid] == nil, now - lastFetch >= ExternalIssuers.refetchS else { then(); return }
+    func withKey(_ kid: String, nowNanos: UInt64, _ then: @escaping () -> Void) {
+        let due = lastFetchNanos.map { nowNanos &- $0 >= UInt64(ExternalIssuers.refetchS) * 1_000_000_000 } ?? true
+        guard keys[kid] == nil, due else { then(); return }
         waiting.append(then)
         guard !fetching else { return }
         fetching = true
-        lastFetch = now
+        lastFetchNanos = nowNanos
         received = []
         var h = HTTPHeaders()
         h.add("Host", issuer.jwksUri.authority)

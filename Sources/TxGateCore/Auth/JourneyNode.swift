@@ -93,8 +93,11 @@ public protocol JourneyServices: AnyObject {
     func isLockedOut(_ who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void)
     /// Counts a failed attempt; locks when a limit is reached.
     func recordFailure(_ who: Attempter, _ done: @escaping (StoreResult<Void>) -> Void)
-    /// Marks a one-time value as used. False if it was used already.
-    func claimOnce(_ key: String, ttlS: Int, _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// Records `step` as the last TOTP time step accepted for `username` if it is later than the
+    /// one recorded (RFC 6238 §5.2). False if it is not: that code, or a later one, was accepted
+    /// already. The record never expires, so that no purge and no clock step can re-open a code;
+    /// of concurrent callers with the same step, exactly one gets true.
+    func acceptTOTPStep(_ step: UInt64, of username: String, _ done: @escaping (StoreResult<Bool>) -> Void)
     /// Unix time in seconds.
     var now: Int { get }
     /// Sends an email; the error says what failed.
@@ -271,7 +274,8 @@ struct UsernamePasswordNode: JourneyNode {
     }
 }
 
-/// RFC 6238 one-time password (SHA-1, 30 s, 6 digits, ±1 step), each code usable once per user.
+/// RFC 6238 one-time password (SHA-1, 30 s, 6 digits, ±1 step). Each user's time steps are
+/// accepted in increasing order only: a code is refused once it, or a later one, has been used.
 struct TOTPNode: JourneyNode {
     let prompt: String
     static let window = 1
@@ -299,11 +303,12 @@ struct TOTPNode: JourneyNode {
                 services.failAttempt(context.attempter(username), reason: "wrong one-time password", done)
                 return
             }
-            // Long enough to outlive the window in which this code is accepted.
-            services.claimOnce("totp:\(username):\(counter)", ttlS: Self.period * (2 * Self.window + 2)) { claimed in
-                switch claimed {
+            // Not a marker per code that expires on the wall clock: a clock stepped back past a
+            // purged marker would accept the spent code again.
+            services.acceptTOTPStep(counter, of: username) { accepted in
+                switch accepted {
                 case .failure(let e): done(.unavailable(e.description))
-                case .success(false): done(.failure(reason: "one-time password already used"))
+                case .success(false): done(.failure(reason: "one-time password already used (or an earlier one than the last accepted)"))
                 case .success(true): done(.next(state))
                 }
             }

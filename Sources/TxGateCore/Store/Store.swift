@@ -42,6 +42,48 @@ extension Store {
     }
 }
 
+/// Expiries a store understands beyond a number of milliseconds.
+public enum StoreExpiry {
+    /// A time to live meaning "never expires", accepted by `create` and `put`: for records that
+    /// no purge and no clock step may undo (a user's last accepted TOTP time step). Only a
+    /// `delete` removes such a key.
+    public static let never = Int.max
+}
+
+extension Store {
+    /// Raises the number kept at `key` (decimal ASCII, never expiring) to `value`, if the key is
+    /// absent or holds a smaller number. `done` gets true if raised, false if the number kept is
+    /// already `value` or more. Built from `create` and `compareAndSwap` over what was read, so
+    /// that of concurrent callers raising to the same value exactly one sees true (the loser's
+    /// swap fails, it reads again and finds the winner's value); retried while other callers
+    /// keep changing the key. A value that is not a number fails rather than being overwritten.
+    public func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor, attempts: Int = 5,
+                      _ done: @escaping (StoreResult<Bool>) -> Void) {
+        let new = Array(String(value).utf8)
+        let retry: (StoreResult<Bool>) -> Void = { [self] r in
+            switch r {
+            case .success(false) where attempts > 1: raise(key, to: value, on: executor, attempts: attempts - 1, done)
+            case .success(false): done(.failure(.failed("raise '\(key)': other callers kept changing the value; nothing was raised")))
+            default: done(r)
+            }
+        }
+        get(key, on: executor) { [self] r in
+            switch r {
+            case .failure(let e): done(.failure(e))
+            case .success(nil):
+                create(key, value: new, ttlMs: StoreExpiry.never, on: executor, retry)
+            case .success(let bytes?):
+                guard let kept = UInt64(String(decoding: bytes, as: UTF8.self)) else {
+                    done(.failure(.failed("raise '\(key)': the value kept there is not a number")))
+                    return
+                }
+                guard kept < value else { done(.success(false)); return }
+                compareAndSwap(key, expected: bytes, new: new, ttlMs: nil, on: executor, retry)
+            }
+        }
+    }
+}
+
 /// What `Store.takeIf` found.
 public enum ConditionalTake: Equatable, Sendable {
     /// No such key (or it expired).
@@ -61,7 +103,8 @@ public enum ConditionalTake: Equatable, Sendable {
 
 /// Shared state: sessions, transactions, suspended journeys, used one-time codes, counters.
 ///
-/// Keys are strings, values opaque bytes, and every key has a time to live (`ttlMs`, > 0).
+/// Keys are strings, values opaque bytes, and every key has a time to live (`ttlMs`, > 0), or
+/// `StoreExpiry.never` for the few records no clock may expire.
 /// Each operation is atomic on its own, so that a Redis implementation can do each in one
 /// server-side step. Every completion runs on `executor`, never on the caller's stack.
 public protocol Store: AnyObject, Sendable {
