@@ -14,7 +14,14 @@ import TestSupport
     /// userinfo, refresh rotation, revoke, introspect, end session; and each refusal.
     @Test(.timeLimit(.minutes(2))) func authlibDrivesTheProviderAndEveryRefusalHolds() throws {
         let bed = try Testbed.current
-        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        _ = try bed.dir.write("backend.secret", "s3cret-backend-value-0123456789\n")
+        var config = Kit.config()
+        var oauth = config["oauth2"] as? [String: Any] ?? [:]
+        oauth["clients"] = (oauth["clients"] as? [[String: Any]] ?? []) + [[
+            "clientId": "backend", "clientSecretFile": "backend.secret", "redirectUris": ["https://backend.example/cb"], "scopes": ["openid"],
+        ]]
+        config["oauth2"] = oauth
+        let (g, _) = try bed.startGatewayWithBank(config: config)
         let base = "http://127.0.0.1:\(g.port)"
         let r = try Kit.runClient(bed, g, scenario: "provider")
 
@@ -57,6 +64,10 @@ import TestSupport
         #expect((unregistered["body"] as? [String: Any])?["error"] as? String == "invalid_request")
 
         #expect((r["introspectBefore"] as? [String: Any])?["active"] as? Bool == true)
+        // RFC 7662 §2.1: a public client that only names itself is not an authenticated caller (issue 23 item 10).
+        let publicIntrospect = try #require(r["introspectPublic"] as? [String: Any])
+        #expect(publicIntrospect["status"] as? Int == 401 && (publicIntrospect["body"] as? [String: Any])?["error"] as? String == "invalid_client",
+                "\(publicIntrospect)")
         #expect(r["revokeStatus"] as? Int == 200)
         #expect((r["introspectAfter"] as? [String: Any])?["active"] as? Bool == false)
         #expect(r["refreshAfterRevoke"] as? String == "invalid_grant")
@@ -226,5 +237,36 @@ import TestSupport
         #expect(!(try kids()).contains(kid(retired)))
         let token = try OAuthKit.accessToken(g, session: try TransactionKit.login(g))
         #expect(OAuthKit.header(token)["kid"] as? String == kid(newer))
+    }
+}
+
+extension OAuthTests {
+    /// Issue 23 item 10: `connect/endSession` without `id_token_hint` does not log the user out
+    /// from any page's navigation (logout CSRF): it asks, and the POST must come from the
+    /// gateway's own origin.
+    @Test func endSessionWithoutAHintAsksFirst() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
+        let token = try TransactionKit.login(g)
+        let cookie = ("Cookie", "iPlanetDirectoryPro=\(token)")
+        let endSession = Kit.issuerPath + "/connect/endSession"
+        func alive() throws -> Bool {
+            try g.fetch("GET", "/accounts", headers: [cookie, ("x-authenticate-response", "header")]).status == 200
+        }
+        let asked = try g.fetch("GET", endSession, headers: [cookie])
+        #expect(asked.status == 200 && asked.header("Content-Type")?.hasPrefix("text/html") == true, "\(asked)")
+        #expect(asked.bodyText.contains("<form method=\"post\""), "\(asked.bodyText)")
+        #expect(try alive(), "a GET without id_token_hint ended the session")
+
+        let form = [cookie, ("Content-Type", "application/x-www-form-urlencoded")]
+        let crossSite = try g.fetch("POST", endSession, headers: form + [("Origin", "https://evil.example")], body: [])
+        expectGatewayError(crossSite, 403)
+        #expect(try alive(), "a cross-site POST ended the session")
+        let noOrigin = try g.fetch("POST", endSession, headers: form, body: [])
+        expectGatewayError(noOrigin, 403)
+
+        let confirmed = try g.fetch("POST", endSession, headers: form + [("Origin", "http://127.0.0.1:\(g.port)")], body: [])
+        #expect(confirmed.status == 200 && confirmed.bodyText.contains("loggedOut"), "\(confirmed)")
+        #expect(try !alive(), "the confirmed logout left the session alive")
     }
 }

@@ -37,7 +37,12 @@ struct OAuthEndpoints {
             h.add("Cache-Control", "max-age=300")
             ctx.respondJSON(status: 200, provider.keys.jwkSet, headers: h)
         case ("userinfo", "GET"), ("userinfo", "POST"): tokenInfo.userinfo(ctx)
-        case ("connect/endSession", "GET"): tokenInfo.endSession(ctx)
+        case ("connect/endSession", "GET"):
+            tokenInfo.endSession(ctx, params: Dictionary(Query(target: ctx.head.target).pairs.map { ($0.name, $0.value) }) { a, _ in a },
+                                 posted: false)
+        case ("connect/endSession", "POST"):
+            guard let form = Self.form(ctx) else { return }
+            tokenInfo.endSession(ctx, params: form, posted: true)
         case ("access_token", "POST"), ("token/revoke", "POST"), ("introspect", "POST"):
             guard let form = Self.form(ctx) else { return }
             switch endpoint {
@@ -45,8 +50,10 @@ struct OAuthEndpoints {
             case "token/revoke": tokenInfo.revoke(ctx, form: form)
             default: tokenInfo.introspect(ctx, form: form)
             }
-        case ("authorize", _), (".well-known/openid-configuration", _), ("connect/jwk_uri", _), ("connect/endSession", _):
+        case ("authorize", _), (".well-known/openid-configuration", _), ("connect/jwk_uri", _):
             ctx.fail(.methodNotAllowed("\(method) is not allowed here; use GET"))
+        case ("connect/endSession", _):
+            ctx.fail(.methodNotAllowed("\(method) is not allowed here; use GET or POST"))
         case ("access_token", _), ("token/revoke", _), ("introspect", _):
             ctx.fail(.methodNotAllowed("\(method) is not allowed here; use POST"))
         default:

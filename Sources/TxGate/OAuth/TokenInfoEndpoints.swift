@@ -42,9 +42,16 @@ struct TokenInfoEndpoints {
         }
     }
 
-    /// RFC 7662, for registered clients (a backend registers as one).
+    /// RFC 7662, for confidential clients (a backend registers as one): the caller must
+    /// authenticate (§2.1); a public client, which can only name itself, is refused.
     func introspect(_ ctx: RequestContext, form: [String: String]) {
-        guard case .success = provider.authenticateClient(form, ctx.head.headers) else {
+        switch provider.authenticateClient(form, ctx.head.headers) {
+        case .success(let client) where client.isPublic:
+            OAuthProvider.refuse(ctx, .invalidClient("introspection needs client authentication (RFC 7662 §2.1): '\(client.clientId)' is a public client"))
+            return
+        case .success:
+            break
+        case .failure:
             OAuthProvider.refuse(ctx, .invalidClient("client authentication failed"))
             return
         }
@@ -59,10 +66,13 @@ struct TokenInfoEndpoints {
         }
     }
 
-    /// Ends the browser's session; redirects to `post_logout_redirect_uri` only when it is
-    /// registered for the client the `id_token_hint` was issued to.
-    func endSession(_ ctx: RequestContext) {
-        let q = Query(target: ctx.head.target)
+    /// Ends the browser's session (OIDC RP-Initiated Logout, `GET` with the query or `POST`
+    /// with a form); redirects to `post_logout_redirect_uri` only when it is registered for the
+    /// client the `id_token_hint` was issued to. Without a valid hint nothing shows that the
+    /// user asked for it (any page could navigate there: logout CSRF), so a `GET` asks the user
+    /// first (§2: a page with a button that POSTs back), and a `POST` without a hint must come
+    /// from the gateway's own origin (`Origin`, else `Sec-Fetch-Site: same-origin`).
+    func endSession(_ ctx: RequestContext, params q: [String: String], posted: Bool) {
         var client: OAuthClient?
         if let hint = q["id_token_hint"] {
             // An expired ID token still names who logs out (RP-Initiated Logout §2): exp is not checked.
@@ -81,17 +91,14 @@ struct TokenInfoEndpoints {
             target = q["state"].map { AuthorizationRequest.redirect(uri, [("state", $0)]) } ?? uri
         }
         let sessions = provider.auth.sessions
-        let done = {
-            var h = OAuthProvider.noStore()
-            h.add("Set-Cookie", sessions.clearCookie())
-            if let target {
-                h.add("Location", target)
-                ctx.respond(status: 302, headers: h, body: [])
-            } else {
-                ctx.respondJSON(status: 200, #"{"loggedOut":true}"#, headers: h)
+        guard let token = sessions.token(in: ctx.head.headers) else { loggedOut(ctx, target: target); return }
+        if q["id_token_hint"] == nil {
+            guard posted else { confirmLogout(ctx); return }
+            guard isSameOrigin(ctx.head.headers) else {
+                ctx.fail(.forbidden("a logout without id_token_hint must be confirmed on the gateway's own page"))
+                return
             }
         }
-        guard let token = sessions.token(in: ctx.head.headers) else { done(); return }
         SessionFamilies.revokeAll(of: SessionManager.key(token), store: store, loop: loop) { r in
             guard case .success(let revoked) = r else {
                 if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)) }
@@ -102,9 +109,43 @@ struct TokenInfoEndpoints {
                 provider.auth.logger.info("session ended (OIDC end session)", metadata: [
                     "request_id": .string(ctx.requestId), "refresh_families_revoked": .stringConvertible(revoked),
                 ])
-                done()
+                loggedOut(ctx, target: target)
             }
         }
+    }
+
+    private func loggedOut(_ ctx: RequestContext, target: String?) {
+        var h = OAuthProvider.noStore()
+        h.add("Set-Cookie", provider.auth.sessions.clearCookie())
+        if let target {
+            h.add("Location", target)
+            ctx.respond(status: 302, headers: h, body: [])
+        } else {
+            ctx.respondJSON(status: 200, #"{"loggedOut":true}"#, headers: h)
+        }
+    }
+
+    /// A page that asks the user to sign out, with a button that POSTs back here.
+    private func confirmLogout(_ ctx: RequestContext) {
+        var h = OAuthProvider.noStore()
+        h.add("Content-Type", "text/html; charset=utf-8")
+        h.add("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+        let html = """
+            <!doctype html><html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+            <title>Sign out</title><style>body{font-family:system-ui,sans-serif;max-width:28rem;margin:4rem auto;padding:0 1rem}
+            button{font-size:1rem;padding:.6rem 1.2rem}</style></head><body><h1>Sign out?</h1>
+            <p>An application asked to end your session here. Sign out only if you meant to.</p>
+            <form method="post" action="\(ctx.path)"><button type="submit">Sign out</button></form></body></html>
+            """
+        ctx.respond(status: 200, headers: h, body: Array(html.utf8))
+    }
+
+    /// Whether a POST comes from a page of the gateway's own origin.
+    private func isSameOrigin(_ headers: HTTPHeaders) -> Bool {
+        if let origin = headers.first("Origin") {
+            return HTTPURL(parsing: provider.publicURL).map { $0.origin == origin.trimmingOWS() } ?? false
+        }
+        return headers.first("Sec-Fetch-Site").map { asciiCaseInsensitiveEquals($0.trimmingOWS(), "same-origin") } ?? false
     }
 
     /// A verified access token whose family has not been revoked, else nil.

@@ -112,8 +112,11 @@ def provider():
 
     r, verifier, state, _, _ = authorize(client, browser, disc)
     token2 = token_for(client, disc, r.headers["Location"], verifier, state)
-    introspect = lambda: requests.post(disc["introspection_endpoint"], data={"token": token2["access_token"], "client_id": "app"},
-                                       timeout=10).json()
+    # A confidential client (the test registers "backend" with this secret); a public one may not introspect.
+    introspect = lambda: requests.post(disc["introspection_endpoint"], timeout=10, data={
+        "token": token2["access_token"], "client_id": "backend", "client_secret": "s3cret-backend-value-0123456789"}).json()
+    public = requests.post(disc["introspection_endpoint"], data={"token": token2["access_token"], "client_id": "app"}, timeout=10)
+    report["introspectPublic"] = {"status": public.status_code, "body": public.json()}
     report["introspectBefore"] = introspect()
     report["revokeStatus"] = client.revoke_token(disc["revocation_endpoint"], token=token2["refresh_token"]).status_code
     report["introspectAfter"] = introspect()
