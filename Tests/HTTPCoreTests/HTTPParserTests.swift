@@ -10,6 +10,20 @@ import Testing
         do { _ = try request(s); return nil } catch { return (error as? HTTPParseError)?.status }
     }
 
+    /// RFC 9112 §2.2 (issue 23 item 10): the server drains these before looking for the head.
+    @Test func emptyLinesBeforeARequestLine() {
+        func prefix(_ s: String) -> Int { Array(s.utf8).withUnsafeBytes { HTTPParser.emptyLinesPrefix($0) } }
+        #expect(prefix("GET / HTTP/1.1\r\n") == 0)
+        #expect(prefix("\r\nGET") == 2)
+        #expect(prefix("\r\n\r\n\r\nGET") == 6)
+        #expect(prefix("\r\n\r") == 2, "a lone CR may be the start of another empty line")
+        #expect(prefix("\r") == 0)
+        #expect(prefix("\n\r\n") == 0, "a bare LF is no empty line")
+        #expect(prefix("\r\r\n") == 0)
+        #expect(prefix("") == 0)
+        #expect(HTTPParser.maxEmptyLinesBeforeRequest >= 1)
+    }
+
     @Test func parsesARequestHead() throws {
         let h = try request("\r\nPOST /transfer?x=1 HTTP/1.1\r\nHost: a\r\nX-Pad:   v  \r\nContent-Length: 3\r\n\r\n")
         #expect(h.method == "POST")
