@@ -230,7 +230,7 @@ public enum HTTPParser {
             while i < ve, base[i] >= 0x20 && base[i] != 0x7F || base[i] == 0x09 { i += 1 }
             let name = String(decoding: UnsafeBufferPointer(start: base + start, count: colon - start), as: UTF8.self)
             guard i == ve else { throw HTTPParseError(400, "invalid character in header '\(name)'") }
-            headers.add(name, String(decoding: UnsafeBufferPointer(start: base + vs, count: ve - vs), as: UTF8.self))
+            headers.append(HTTPHeaders.Field(name: name, bytes: UnsafeBufferPointer(start: base + vs, count: ve - vs)))
         }
         throw HTTPParseError(400, "header block not terminated")
     }

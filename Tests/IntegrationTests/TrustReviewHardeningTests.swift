@@ -223,3 +223,28 @@ extension TrustReviewHardeningTests {
         #expect(r.bodyText.contains("empty lines"), "\(r.bodyText)")
     }
 }
+
+// MARK: item 10: header bytes that are not UTF-8
+
+extension TrustReviewHardeningTests {
+    @Test("header values that are not UTF-8 reach the backend as the bytes received")
+    func nonUTF8HeaderBytesAreForwardedAsReceived() throws {
+        let bed = try Testbed.current
+        let upstream = try RawUpstream(response: Self.ok)
+        defer { upstream.stop() }
+        let g = try bed.startGateway(upstream: upstream.url)
+        let c = try g.connect()
+        defer { c.close() }
+        // Latin-1 "café" (obs-text, RFC 9110 §5.5) and a lone continuation byte.
+        try c.send(Array("GET /x HTTP/1.1\r\nHost: x\r\nX-Name: caf".utf8) + [0xE9] + Array("\r\nX-Odd: a".utf8) + [0x80, 0x62]
+                   + Array("\r\n\r\n".utf8))
+        #expect(try c.readResponse().status == 200)
+        let received = try #require(upstream.receivedRequestBytes.first)
+        func contains(_ needle: [UInt8]) -> Bool {
+            received.count >= needle.count && (0...(received.count - needle.count)).contains { Array(received[$0..<($0 + needle.count)]) == needle }
+        }
+        #expect(contains(Array("X-Name: caf".utf8) + [0xE9, 0x0D, 0x0A]), "\(upstream.receivedRequests)")
+        #expect(contains(Array("X-Odd: a".utf8) + [0x80, 0x62, 0x0D, 0x0A]), "\(upstream.receivedRequests)")
+        #expect(!contains([0xEF, 0xBF, 0xBD]), "rewritten as U+FFFD")
+    }
+}
