@@ -53,7 +53,10 @@ public struct ChunkedDecoder {
         }
     }
 
-    /// Reads one CRLF-terminated line, or nil if it has not fully arrived yet.
+    /// Reads one CRLF-terminated line, or nil if it has not fully arrived yet. A control byte
+    /// other than HTAB in it is refused, as in the head: a bare CR or LF inside a chunk extension
+    /// or a trailer is a line end to a lenient parser behind or in front of the gateway, and so a
+    /// smuggling vector (`5;a\nb`, a trailer `X: y\n`).
     private func readLine(_ input: OpaquePointer) throws(HTTPParseError) -> String? {
         guard let eol = EvBuffer.search(input, "\r\n") else {
             if evbuffer_get_length(input) > Self.maxLine { throw HTTPParseError(400, "chunk line too long") }
@@ -62,7 +65,13 @@ public struct ChunkedDecoder {
         guard eol <= Self.maxLine else { throw HTTPParseError(400, "chunk line too long") }
         var bytes = [UInt8](repeating: 0, count: eol + 2)
         _ = bytes.withUnsafeMutableBytes { evbuffer_remove(input, $0.baseAddress, eol + 2) }
-        return String(decoding: bytes[0..<eol], as: UTF8.self)
+        let line = bytes[0..<eol]
+        if let bad = line.first(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
+            throw HTTPParseError(400, bad == 0x0A || bad == 0x0D
+                ? "bare \(bad == 0x0A ? "LF" : "CR") in a chunk line (size, extension or trailer); lines end in CRLF"
+                : "control character in a chunk line (size, extension or trailer)")
+        }
+        return String(decoding: line, as: UTF8.self)
     }
 }
 

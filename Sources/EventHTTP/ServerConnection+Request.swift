@@ -40,6 +40,7 @@ extension ServerConnection {
     private func readHead() -> Bool {
         guard let parsed = parseHead() else { return false }
         headDeadline = 0
+        emptyLinesBeforeHead = 0
         keepAlive = parsed.wantsKeepAlive && !server.draining
         if case .contentLength(let n) = framing, n > limits.maxBodyBytes {
             fail(413, "request body of \(n) bytes exceeds the limit of \(limits.maxBodyBytes) bytes")
@@ -69,8 +70,9 @@ extension ServerConnection {
     /// nil while it is incomplete or after answering an error.
     private func parseHead() -> RequestHead? {
         let input = self.input
-        let available = evbuffer_get_length(input)
+        var available = evbuffer_get_length(input)
         if available == 0 { return nil }
+        if !skipEmptyLines(&available) { return nil }
         let limit = limits.maxHeaderBytes
         guard let end = EvBuffer.search(input, "\r\n\r\n") else {
             if available > limit {
@@ -96,6 +98,33 @@ extension ServerConnection {
         }
         evbuffer_drain(input, headLength)
         return parsed
+    }
+
+    /// Drains the empty lines before a request line (RFC 9112 §2.2), at most
+    /// `HTTPParser.maxEmptyLinesBeforeRequest` per request. False when nothing is left to parse
+    /// yet (the head deadline runs) or after answering 400. One byte is peeked first, so a
+    /// request that starts with its method costs one copy of one byte.
+    private func skipEmptyLines(_ available: inout Int) -> Bool {
+        var first: UInt8 = 0
+        guard evbuffer_copyout(input, &first, 1) == 1, first == 0x0D else { return true }
+        let bound = HTTPParser.maxEmptyLinesBeforeRequest
+        let window = min(available, 2 * (bound + 1))
+        let skip = HTTPParser.emptyLinesPrefix(UnsafeRawBufferPointer(start: evbuffer_pullup(input, window), count: window))
+        emptyLinesBeforeHead += skip / 2
+        guard emptyLinesBeforeHead <= bound else {
+            fail(400, "more than \(bound) empty lines before the request line")
+            return false
+        }
+        if skip > 0 {
+            evbuffer_drain(input, skip)
+            available -= skip
+        }
+        if available < 2 {
+            // Nothing yet, or a lone CR: wait for more, within the head's deadline.
+            armHeadDeadline()
+            return false
+        }
+        return true
     }
 
     /// A head is incomplete: it must be whole by its deadline (counted from its first byte

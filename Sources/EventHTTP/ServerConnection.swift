@@ -27,6 +27,8 @@ final class ServerConnection: ChannelHandler {
     var responseComplete = false
     /// When the request head must be complete (monotonic nanoseconds; 0: not counting yet).
     var headDeadline: UInt64 = 0
+    /// Empty lines skipped before the request line being read (`HTTPParser.maxEmptyLinesBeforeRequest`).
+    var emptyLinesBeforeHead = 0
     /// When the body clock started, for `minBodyRate` (0: not yet).
     var bodyStartNanos: UInt64 = 0
     /// The request asked for `100 Continue`, which has not been sent: it is sent when the

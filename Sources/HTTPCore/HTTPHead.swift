@@ -69,6 +69,19 @@ public struct HTTPParseError: Error, Equatable, CustomStringConvertible, Sendabl
 }
 
 public enum HTTPParser {
+    /// How many empty lines (CRLF) a server skips before a request line (RFC 9112 §2.2: "SHOULD
+    /// ignore at least one"; old clients send one after a POST body). More is a 400: an endless
+    /// stream of them would otherwise hold a connection open as a head that never comes.
+    public static let maxEmptyLinesBeforeRequest = 16
+
+    /// The number of bytes of empty lines (CRLF pairs) that start `bytes`. A lone CR at the end
+    /// is not counted: its LF may still come.
+    public static func emptyLinesPrefix(_ bytes: UnsafeRawBufferPointer) -> Int {
+        var i = 0
+        while i + 1 < bytes.count, bytes[i] == 0x0D, bytes[i + 1] == 0x0A { i += 2 }
+        return i
+    }
+
     /// Parses a request head. `bytes` holds the request line and the header lines, each ending
     /// in CRLF, followed by the empty line.
     public static func parseRequestHead(_ bytes: UnsafeRawBufferPointer) throws(HTTPParseError) -> RequestHead {
@@ -217,7 +230,7 @@ public enum HTTPParser {
             while i < ve, base[i] >= 0x20 && base[i] != 0x7F || base[i] == 0x09 { i += 1 }
             let name = String(decoding: UnsafeBufferPointer(start: base + start, count: colon - start), as: UTF8.self)
             guard i == ve else { throw HTTPParseError(400, "invalid character in header '\(name)'") }
-            headers.add(name, String(decoding: UnsafeBufferPointer(start: base + vs, count: ve - vs), as: UTF8.self))
+            headers.append(HTTPHeaders.Field(name: name, bytes: UnsafeBufferPointer(start: base + vs, count: ve - vs)))
         }
         throw HTTPParseError(400, "header block not terminated")
     }

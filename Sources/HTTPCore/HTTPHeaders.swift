@@ -3,8 +3,29 @@
 public struct HTTPHeaders: Sequence, Sendable, Equatable {
     public struct Field: Sendable, Equatable {
         public var name: String
-        public var value: String
+        /// The value as text. Bytes that are not UTF-8 (obs-text, RFC 9110 §5.5: Latin-1 from
+        /// old clients) read as U+FFFD here; `received` keeps them. Setting it drops `received`.
+        public var value: String { didSet { received = nil } }
+        /// The value's bytes as received, only when they are not valid UTF-8: a proxy forwards
+        /// what it received, and `HeadWriter` writes these instead of `value`.
+        public private(set) var received: [UInt8]?
+
         public init(name: String, value: String) { self.name = name; self.value = value }
+
+        /// A field read off the wire: `value` decoded, the bytes kept when they are not UTF-8.
+        /// Valid UTF-8 (the usual case) costs the one validating pass that decoding costs anyway.
+        public init(name: String, bytes: UnsafeBufferPointer<UInt8>) {
+            self.name = name
+            if let text = String(validating: bytes, as: UTF8.self) {
+                value = text
+            } else {
+                value = String(decoding: bytes, as: UTF8.self)
+                received = Array(bytes)
+            }
+        }
+
+        /// The value's size on the wire.
+        var wireCount: Int { received?.count ?? value.utf8.count }
     }
 
     public private(set) var fields: [Field]
@@ -96,7 +117,7 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     public mutating func append(_ field: Field) { fields.append(field) }
 
     /// Sum of the wire size of the fields ("Name: value\r\n").
-    public var wireSize: Int { fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 } }
+    public var wireSize: Int { fields.reduce(0) { $0 + $1.name.utf8.count + $1.wireCount + 4 } }
 }
 
 @inline(__always) @usableFromInline

@@ -69,8 +69,8 @@ final class Worker: @unchecked Sendable {
         let config = shared.config
         let publicURL = config.effectivePublicURL.description
         var phases: [RequestPhase] = [
-            CanonicalRequestPhase(encodedSlash: config.paths.encodedSlash),
-            ForwardAuthPhase(config: config.forwardAuth, encodedSlash: config.paths.encodedSlash),
+            CanonicalRequestPhase(paths: config.paths),
+            ForwardAuthPhase(config: config.forwardAuth, paths: config.paths),
             MetricsEndpointPhase(metrics: shared.metrics),
             GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, readiness: readiness,
                                   logger: shared.logger),

@@ -10,6 +10,38 @@ import Testing
         do { _ = try request(s); return nil } catch { return (error as? HTTPParseError)?.status }
     }
 
+    /// RFC 9112 §2.2 (issue 23 item 10): the server drains these before looking for the head.
+    @Test func emptyLinesBeforeARequestLine() {
+        func prefix(_ s: String) -> Int { Array(s.utf8).withUnsafeBytes { HTTPParser.emptyLinesPrefix($0) } }
+        #expect(prefix("GET / HTTP/1.1\r\n") == 0)
+        #expect(prefix("\r\nGET") == 2)
+        #expect(prefix("\r\n\r\n\r\nGET") == 6)
+        #expect(prefix("\r\n\r") == 2, "a lone CR may be the start of another empty line")
+        #expect(prefix("\r") == 0)
+        #expect(prefix("\n\r\n") == 0, "a bare LF is no empty line")
+        #expect(prefix("\r\r\n") == 0)
+        #expect(prefix("") == 0)
+        #expect(HTTPParser.maxEmptyLinesBeforeRequest >= 1)
+    }
+
+    /// Issue 23 item 10: a value that is not UTF-8 is forwarded as the bytes received.
+    @Test func headerBytesThatAreNotUTF8AreKept() throws {
+        let wire = Array("GET / HTTP/1.1\r\nHost: a\r\nX-Name: caf".utf8) + [0xE9] + Array("\r\nX-Text: caf\u{e9}\r\n\r\n".utf8)
+        let h = try wire.withUnsafeBytes { try HTTPParser.parseRequestHead($0) }
+        let latin1 = try #require(h.headers.fields.first { $0.name == "X-Name" })
+        #expect(latin1.received == Array("caf".utf8) + [0xE9])
+        #expect(latin1.value == "caf\u{FFFD}")
+        #expect(h.headers.fields.first { $0.name == "X-Text" }?.received == nil, "valid UTF-8 keeps no copy")
+        var w = HeadWriter()
+        w.writeFields(h.headers)
+        #expect(w.bytes == Array("Host: a\r\nX-Name: caf".utf8) + [0xE9] + Array("\r\nX-Text: caf\u{e9}\r\n".utf8))
+        #expect(h.headers.wireSize == w.count)
+        // A value set anew is the text set.
+        var changed = latin1
+        changed.value = "cafe"
+        #expect(changed.received == nil)
+    }
+
     @Test func parsesARequestHead() throws {
         let h = try request("\r\nPOST /transfer?x=1 HTTP/1.1\r\nHost: a\r\nX-Pad:   v  \r\nContent-Length: 3\r\n\r\n")
         #expect(h.method == "POST")

@@ -20,9 +20,13 @@ public final class RawUpstream: @unchecked Sendable {
     private var clients: [Int32] = []
     private var stopped = false
     private var heads: [String] = []
+    private var rawHeads: [[UInt8]] = []
 
     /// The requests received so far (request line, header lines, body), in order.
     public var receivedRequests: [String] { lock.withLock { heads } }
+
+    /// The same requests as the bytes received (for bytes that are not UTF-8).
+    public var receivedRequestBytes: [[UInt8]] { lock.withLock { rawHeads } }
 
     public var url: String { "http://127.0.0.1:\(port)" }
 
@@ -109,7 +113,8 @@ public final class RawUpstream: @unchecked Sendable {
                 let head = String(decoding: pending[0..<end], as: UTF8.self)
                 let length = Self.contentLength(head)
                 guard pending.count >= end + length else { break }
-                let request = String(decoding: pending[0..<(end + length)], as: UTF8.self)
+                let bytes = Array(pending[0..<(end + length)])
+                let request = String(decoding: bytes, as: UTF8.self)
                 pending.removeSubrange(0..<(end + length))
                 onThisConnection += 1
                 if onThisConnection == resetAt {
@@ -128,6 +133,7 @@ public final class RawUpstream: @unchecked Sendable {
                 }
                 let response = lock.withLock {
                     heads.append(request)
+                    rawHeads.append(bytes)
                     return responses[min(heads.count - 1, responses.count - 1)]
                 }
                 let ok = response.withUnsafeBytes { send(fd, $0.baseAddress!, $0.count, Int32(MSG_NOSIGNAL)) }

@@ -57,14 +57,41 @@ import Testing
         #expect(client("10.0.0.1", ["10.3.3.3, 10.2.2.2"]).address == "10.3.3.3")
         // None: the peer.
         #expect(client("10.0.0.1", []) == .init(address: "10.0.0.1", viaTrustedProxy: true))
-        // An entry that is not an address ends the walk at the last address known.
-        #expect(client("10.0.0.1", ["198.51.100.7, unknown, 10.2.2.2"]).address == "10.2.2.2")
-        #expect(client("10.0.0.1", ["garbage"]).address == "10.0.0.1")
+        // An entry that is not an address is a hop nobody can name: the client is unknown, never
+        // the trusted proxy (which would put every client behind it in one lockout bucket).
+        #expect(client("10.0.0.1", ["198.51.100.7, unknown, 10.2.2.2"]) == .init(address: "unknown", viaTrustedProxy: true))
+        #expect(client("10.0.0.1", ["garbage"]).address == TrustedProxies.unknownClient)
+        #expect(client("10.0.0.1", ["UNKNOWN"]).address == "unknown")
+        // Ports (Azure Application Gateway) are dropped, for IPv4 and bracketed IPv6.
+        #expect(client("10.0.0.1", ["6.6.6.6:1234"]).address == "6.6.6.6")
+        #expect(client("10.0.0.1", ["[2001:db8::1]:80"]).address == "2001:db8::1")
+        #expect(client("10.0.0.1", ["[2001:db8::1]"]).address == "2001:db8::1")
+        #expect(client("10.0.0.1", ["198.51.100.7:1, 10.2.2.2:443"]).address == "198.51.100.7", "trusted hops with ports are walked past")
         // Canonical text, so that one address is one lockout key.
         #expect(client("10.0.0.1", ["2001:DB8::0:1"]).address == "2001:db8::1")
         #expect(client("::ffff:10.0.0.1", ["::ffff:198.51.100.7"]).address == "198.51.100.7")
         // Nothing is trusted without ranges.
         #expect(TrustedProxies().client(peer: "10.0.0.1", forwardedFor: ["1.2.3.4"]).address == "10.0.0.1")
+    }
+
+    @Test(arguments: [
+        ("192.0.2.1", "192.0.2.1"), ("192.0.2.1:8080", "192.0.2.1"), ("192.0.2.1:65535", "192.0.2.1"),
+        ("2001:db8::1", "2001:db8::1"), ("[2001:db8::1]", "2001:db8::1"), ("[2001:db8::1]:80", "2001:db8::1"),
+        ("[::ffff:192.0.2.1]:1", "192.0.2.1"),
+    ])
+    func forwardedEntriesWithPorts(_ entry: String, _ address: String) {
+        #expect(TrustedProxies.forwardedAddress(entry)?.description == address)
+    }
+
+    @Test(arguments: ["unknown", "_hidden", "192.0.2.1:", "192.0.2.1:123456", "192.0.2.1:8o", "[192.0.2.1]", "[2001:db8::1]80",
+                      "[2001:db8::1", "2001:db8::1]:80", "192.0.2.1:80:80", "example.com:80", "", ":80"])
+    func forwardedEntriesThatAreNoAddress(_ entry: String) {
+        #expect(TrustedProxies.forwardedAddress(entry) == nil, "\(entry)")
+    }
+
+    @Test func anUnknownSourceIsNoLockoutKey() {
+        #expect(!Attempter(user: "demo", source: TrustedProxies.unknownClient).hasKnownSource)
+        #expect(Attempter(user: "demo", source: "192.0.2.1").hasKnownSource)
     }
 
     /// `metrics.allowFrom`'s default and its check on a socket's address.

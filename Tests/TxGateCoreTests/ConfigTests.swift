@@ -194,6 +194,14 @@ import Testing
         #expect(try decode(#"{"encodedSlash": "keep"}"#).get().paths.encodedSlash == .keep)
     }
 
+    @Test func semicolonDefaultsToStrip() throws {
+        #expect(try decode("").get().paths.semicolon == .strip)
+        #expect(try decode("{}").get().paths.semicolon == .strip)
+        #expect(try decode(#"{"semicolon": "reject"}"#).get().paths.semicolon == .reject)
+        #expect(try decode(#"{"semicolon": "keep"}"#).get().paths.semicolon == .keep)
+        #expect(errors(#"{"semicolon": "drop"}"#) == ["paths.semicolon: 'drop' is not one of strip, reject, keep"])
+    }
+
     @Test func badPathsValuesAreNamedByTheirPath() {
         #expect(errors(#"{"encodedSlash": "decode"}"#) == ["paths.encodedSlash: 'decode' is not one of reject, keep"])
         #expect(errors(#"{"encodedSlash": true}"#) == ["paths.encodedSlash: wrong type: expected a string"])

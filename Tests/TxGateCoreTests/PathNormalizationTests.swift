@@ -45,7 +45,8 @@ import Testing
         ("/a b|c^", "/a%20b%7Cc%5E"),
         ("/café", "/caf%C3%A9"),
         // Sub-delims, ':' and '@' stay raw.
-        ("/a:b@c!$&'()*+,;=", "/a:b@c!$&'()*+,;="),
+        ("/a:b@c!$&'()*+,=", "/a:b@c!$&'()*+,="),
+        ("/a:b@c!$&'()*+,;=", "/a:b@c!$&'()*+,"),  // ';' starts parameters, stripped by default
     ])
     func normalizes(raw: String, expected: String) {
         #expect(norm(raw) == .path(expected), "\(raw)")
@@ -96,7 +97,61 @@ import Testing
         #expect(norm("/a/%2e%2e/%2E%2E", .keep) == .rejected(.climbsAboveRoot))
     }
 
+    // MARK: path parameters (issue 23 item 4)
+
+    func norm(_ raw: String, semicolon: SemicolonAction) -> NormalizedPath {
+        PathNormalizer.normalize(raw[...], semicolon: semicolon)
+    }
+
+    /// Tomcat, Jetty and Spring read `/public/..;/secret` as `/secret`: refused in every mode.
+    @Test(arguments: ["/public/..;/secret/x", "/public/a/..;/..;/secret/x", "/public/..;x/secret", "/public/..%3B/secret",
+                      "/public/..%3b/secret", "/public/%2e%2e;/secret", "/public/.%2E%3Bx/secret", "/public/.;x", "/..;",
+                      "/a/..;"])
+    func dotSegmentsWithParametersAreRefused(_ raw: String) {
+        for mode in SemicolonAction.allCases where mode != .reject || !raw.contains(";") {
+            #expect(norm(raw, semicolon: mode) == .rejected(.dotSegmentWithParameters), "\(raw) \(mode)")
+        }
+        if raw.contains(";") { #expect(norm(raw, semicolon: .reject) == .rejected(.semicolon), "\(raw)") }
+    }
+
+    @Test func stripDropsEachSegmentsParameters() {
+        #expect(norm("/public/a;v=1/b", semicolon: .strip) == .path("/public/a/b"))
+        #expect(norm("/public;x/file;jsessionid=1", semicolon: .strip) == .path("/public/file"))
+        #expect(norm("/a;x=1;y=2", semicolon: .strip) == .path("/a"))
+        #expect(norm("/a/;x/b", semicolon: .strip) == .path("/a/b"), "a segment of parameters only is empty, and merged")
+        #expect(norm("/a/;x", semicolon: .strip) == .path("/a/"))
+        #expect(norm("/a;x/../b", semicolon: .strip) == .path("/b"), "a segment with parameters is still a segment for '..'")
+        #expect(norm("/a/b;x/..", semicolon: .strip) == .path("/a/"))
+        // An encoded ';' is data, never a delimiter, and it stays.
+        #expect(norm("/a%3Bb", semicolon: .strip) == .path("/a%3Bb"))
+        #expect(norm("/a%3bb;x", semicolon: .strip) == .path("/a%3Bb"))
+        // Names that merely contain dots are not dot segments.
+        #expect(norm("/a/...;x/b", semicolon: .strip) == .path("/a/.../b"))
+        #expect(norm("/a/..x;y", semicolon: .strip) == .path("/a/..x"))
+        // The rest of the rules still apply inside parameters.
+        #expect(norm("/a;x%2Fy", semicolon: .strip) == .rejected(.encodedSlash))
+        #expect(norm("/a;x\\y", semicolon: .strip) == .rejected(.backslash))
+        #expect(norm("/a;%zz", semicolon: .strip) == .rejected(.malformedEscape))
+    }
+
+    @Test func rejectRefusesAnySemicolonAndKeepKeepsIt() {
+        #expect(norm("/a;v=1", semicolon: .reject) == .rejected(.semicolon))
+        #expect(norm("/a%3Bv=1", semicolon: .reject) == .path("/a%3Bv=1"))
+        #expect(norm("/a;v=1/b", semicolon: .keep) == .path("/a;v=1/b"))
+        #expect(norm("/a;v=1/../b", semicolon: .keep) == .path("/b"))
+        #expect(norm("/a/;v", semicolon: .keep) == .path("/a/;v"))
+        // The default is strip.
+        #expect(PathNormalizer.normalize("/a;v=1/b") == .path("/a/b"))
+    }
+
+    @Test func aSemicolonNeverTakesTheFastPath() {
+        #expect(!PathNormalizer.isAlreadyNormal("/a;b".utf8[...]))
+        #expect(PathNormalizer.isAlreadyNormal("/a/b:c@d".utf8[...]))
+    }
+
     @Test func rejectionsSayWhatIsWrong() {
+        #expect(PathRejection.semicolon.description.contains("';'"))
+        #expect(PathRejection.dotSegmentWithParameters.description.contains("parameters"))
         #expect(PathRejection.encodedSlash.description == "the request path contains an encoded '/' (%2F)")
         #expect(PathRejection.climbsAboveRoot.description.contains(".."))
     }

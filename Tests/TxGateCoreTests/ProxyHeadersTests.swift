@@ -27,6 +27,24 @@ import Testing
         #expect(h.first("Accept") == "*/*")
     }
 
+    /// Issue 23 item 7: fields a backend may trust never come from the client, in any case,
+    /// and a response may still carry them.
+    @Test func clientAssertedFieldsAreDropped() {
+        let client = HTTPHeaders(ProxyHeaders.clientOverrides.map { ($0, "x") } + ProxyHeaders.clientOverrides.map { ($0.lowercased(), "y") }
+                                 + [("X-TxGate-Username", "kept"), ("X-Real-IPs", "kept")])
+        let h = ProxyHeaders.upstreamRequest(client, clientIP: "10.0.0.1", isTLS: false, upstreamAuthority: "b", requestId: "r")
+        for name in ["X-TxGate-User", "X-Original-URL", "X-Rewrite-URL", "X-Real-IP", "True-Client-IP", "X-Client-IP",
+                     "Forwarded", "X-HTTP-Method-Override"] {
+            #expect(ProxyHeaders.clientOverrides.contains(name))
+            #expect(h.first(name) == nil, "\(name)")
+        }
+        #expect(h.first("X-TxGate-Username") == "kept")
+        #expect(h.first("X-Real-IPs") == "kept")
+        #expect(h.values("X-Forwarded-For") == ["10.0.0.1"])
+        let back = ProxyHeaders.clientResponse(HTTPHeaders([("X-Real-IP", "1.2.3.4")]), requestId: "r", keepContentLength: false)
+        #expect(back.first("X-Real-IP") == "1.2.3.4")
+    }
+
     @Test func aTrustedPeersChainIsPassedOnWithThePeerAppended() {
         let client = HTTPHeaders([("X-Forwarded-For", "198.51.100.9, 203.0.113.7"), ("X-Forwarded-For", "10.0.0.5")])
         let h = ProxyHeaders.upstreamRequest(client, clientIP: "10.0.0.1", forwardedChain: true, isTLS: false,

@@ -2,7 +2,8 @@
 // The first input byte seeds how the rest is cut into pieces; the decoder is fed piece by piece
 // and, separately, all at once. Invariants: both feedings agree (outcome, decoded bytes, bytes
 // left after the last chunk and trailers), and both agree with a strict reference decoder
-// written here from RFC 9112 §7.1 (chunk-size = 1*HEXDIG).
+// written here from RFC 9112 §7.1 (chunk-size = 1*HEXDIG; no control byte but HTAB in a size,
+// extension or trailer line, so no bare CR or LF).
 import CLibevent
 import EventHTTP
 import HTTPCore
@@ -57,9 +58,10 @@ func reference(_ b: [UInt8]) -> Result {
         defer { i = j + 2 }
         return .some(Array(b[i..<j]))
     }
+    func hasControl(_ l: [UInt8]) -> Bool { l.contains { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F } }
     while true {
         guard let l = line() else { return Result(outcome: .needMore, output: out, leftover: []) }
-        guard var l else { return Result(outcome: .failed, output: [], leftover: []) }
+        guard var l, !hasControl(l) else { return Result(outcome: .failed, output: [], leftover: []) }
         if let semi = l.firstIndex(of: 0x3B) { l = Array(l[..<semi]) }
         while let f = l.first, f == 0x20 || f == 0x09 { l.removeFirst() }
         while let f = l.last, f == 0x20 || f == 0x09 { l.removeLast() }
@@ -76,7 +78,7 @@ func reference(_ b: [UInt8]) -> Result {
     }
     while true {
         guard let l = line() else { return Result(outcome: .needMore, output: out, leftover: []) }
-        guard let l else { return Result(outcome: .failed, output: [], leftover: []) }
+        guard let l, !hasControl(l) else { return Result(outcome: .failed, output: [], leftover: []) }
         if l.isEmpty { return Result(outcome: .done, output: out, leftover: Array(b[i...])) }
     }
 }

@@ -1,7 +1,9 @@
-// Path normalization (PathNormalizer.normalize). Invariants: a normalized path is a fixed point,
-// starts with `/`, has no empty, `.` or `..` segment, no raw byte outside the path characters,
-// every `%` starts an upper-case escape that is not an unreserved character, and `keep` agrees
-// with `reject` whenever `reject` accepts.
+// Path normalization (PathNormalizer.normalize), under every encodedSlash × semicolon mode.
+// Invariants: a normalized path is a fixed point, starts with `/`, has no empty, `.` or `..`
+// segment, and no segment that is `.` or `..` before its first `;` or `%3B`; no raw byte outside
+// the path characters; every `%` starts an upper-case escape that is not an unreserved
+// character; no raw `;` unless semicolon is `keep`. `keep` agrees with `reject` whenever
+// `reject` accepts (for either option), and `strip` with `keep` on a path without a raw `;`.
 import TxGateCore
 import FuzzSupport
 
@@ -11,15 +13,20 @@ func isUnreserved(_ c: UInt8) -> Bool {
     (c >= 0x30 && c <= 0x39) || (c >= 0x41 && c <= 0x5A) || (c >= 0x61 && c <= 0x7A) || c == 0x2D || c == 0x2E || c == 0x5F || c == 0x7E
 }
 
-func check(_ p: String, _ action: EncodedSlashAction, input: String) {
+func check(_ p: String, _ action: EncodedSlashAction, _ semicolon: SemicolonAction, input: String) {
     let b = Array(p.utf8)
     require(b.first == 0x2F, "not absolute: \(p.debugDescription)")
-    require(PathNormalizer.normalize(Substring(p), encodedSlash: action) == .path(p),
-            "not a fixed point: \(input.debugDescription) -> \(p.debugDescription)")
+    require(PathNormalizer.normalize(Substring(p), encodedSlash: action, semicolon: semicolon) == .path(p),
+            "not a fixed point (\(semicolon)): \(input.debugDescription) -> \(p.debugDescription)")
+    require(semicolon == .keep || !b.contains(0x3B), "';' left by \(semicolon) in \(p.debugDescription)")
     let segments = p.split(separator: "/", omittingEmptySubsequences: false).dropFirst()
     for (i, s) in segments.enumerated() {
         require(s != "." && s != "..", "dot segment in \(p.debugDescription)")
         require(!s.isEmpty || i == segments.count - 1, "empty segment in \(p.debugDescription)")
+        // What a parameter-stripping server (Tomcat, Spring) would resolve: never a dot segment.
+        let name = s.split(separator: ";", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        let beforeEncoded = name.range(of: "%3B").map { name[..<$0.lowerBound] } ?? name
+        require(beforeEncoded != "." && beforeEncoded != "..", "dot segment with parameters in \(p.debugDescription)")
     }
     var i = 0
     while i < b.count {
@@ -44,14 +51,24 @@ func check(_ p: String, _ action: EncodedSlashAction, input: String) {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzPath(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
-    let rejecting = PathNormalizer.normalize(Substring(input), encodedSlash: .reject)
-    let keeping = PathNormalizer.normalize(Substring(input), encodedSlash: .keep)
-    if case .path(let p) = rejecting {
-        check(p, .reject, input: input)
-        require(keeping == rejecting, "keep and reject disagree on \(input.debugDescription)")
+    var results: [SemicolonAction: (reject: NormalizedPath, keep: NormalizedPath)] = [:]
+    for semicolon in SemicolonAction.allCases {
+        let rejecting = PathNormalizer.normalize(Substring(input), encodedSlash: .reject, semicolon: semicolon)
+        let keeping = PathNormalizer.normalize(Substring(input), encodedSlash: .keep, semicolon: semicolon)
+        results[semicolon] = (rejecting, keeping)
+        if case .path(let p) = rejecting {
+            check(p, .reject, semicolon, input: input)
+            require(keeping == rejecting, "encodedSlash keep and reject disagree on \(input.debugDescription)")
+        }
+        if case .path(let p) = keeping { check(p, .keep, semicolon, input: input) }
+        if case .rejected(let r) = keeping { _ = r.description; require(r != .encodedSlash, "keep rejected %2F") }
+        if case .rejected(.semicolon) = rejecting { require(semicolon == .reject, "\(semicolon) rejected ';'") }
     }
-    if case .path(let p) = keeping { check(p, .keep, input: input) }
-    if case .rejected(let r) = keeping { _ = r.description; require(r != .encodedSlash, "keep rejected %2F") }
+    for slash in [\(reject: NormalizedPath, keep: NormalizedPath).reject, \.keep] {
+        let strip = results[.strip]![keyPath: slash], reject = results[.reject]![keyPath: slash], keep = results[.keep]![keyPath: slash]
+        if case .path = reject { require(strip == reject && keep == reject, "semicolon modes disagree on \(input.debugDescription)") }
+        if !input.utf8.contains(0x3B) { require(strip == keep, "strip and keep disagree without ';' on \(input.debugDescription)") }
+    }
     return 0
 }
 

@@ -55,10 +55,13 @@ final class EmbeddedJourneyServices: JourneyServices {
 
     /// The counters an attempt by `who` goes to, each with its failure limit. Inside a
     /// session: that session only. Outside: the source (a few failures) and the account (many,
-    /// for guessing spread over many sources).
+    /// for guessing spread over many sources). A source a trusted proxy could not name is
+    /// counted by its account only (`Attempter.hasKnownSource`).
     func counters(_ who: Attempter) -> [(subject: String, limit: Int)] {
         if let session = who.session { return [("session:" + session, security.maxFailedAttempts)] }
-        return [("source:" + who.source, security.maxFailedAttempts), ("user:" + who.user, security.maxFailedAttemptsPerUser)]
+        let account = ("user:" + who.user, security.maxFailedAttemptsPerUser)
+        guard who.hasKnownSource else { return [account] }
+        return [("source:" + who.source, security.maxFailedAttempts), account]
     }
 
     func isLockedOut(_ who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void) {
@@ -121,7 +124,8 @@ final class EmbeddedJourneyServices: JourneyServices {
     /// request (a magic link, a code for a login) against its source, so that nobody can spend
     /// another user's quota.
     func allowEmail(to username: String, requestedBy who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        let counter = who.session != nil ? "emailrate:user:" + username : "emailrate:source:" + who.source
+        // A source no proxy could name is everyone behind that proxy: its quota is the user's.
+        let counter = who.session != nil || !who.hasKnownSource ? "emailrate:user:" + username : "emailrate:source:" + who.source
         store.increment(counter, ttlMs: security.emailWindowS * 1000, on: loop) { [self] r in
             if case .success(let n) = r, n > security.maxEmailsPerWindow {
                 logger.warning("email rate limit reached", metadata: ["user": .string(username), "limit": .stringConvertible(security.maxEmailsPerWindow)])

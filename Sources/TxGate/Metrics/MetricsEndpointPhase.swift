@@ -2,9 +2,10 @@ import EventHTTP
 import HTTPCore
 import TxGateCore
 
-/// `/-/metrics`: the Prometheus text format, to peers in `metrics.allowFrom` only (the
-/// connection's own address; by default loopback). Everything else goes on to the other
-/// gateway endpoints and the proxy.
+/// `/-/metrics`: the Prometheus text format, to clients in `metrics.allowFrom` only (by default
+/// loopback). The client is the one a trusted proxy relays for (`RequestContext.client`), not
+/// the connection's peer: with nginx on loopback in front, the peer is always allowed.
+/// Everything else goes on to the other gateway endpoints and the proxy.
 struct MetricsEndpointPhase: RequestPhase {
     static let path = "/-/metrics"
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
@@ -12,7 +13,7 @@ struct MetricsEndpointPhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) {
         guard ctx.path == Self.path else { ctx.proceed(); return }
-        guard metrics.allowFrom.contains(address: ctx.exchange.remoteIP) else {
+        guard metrics.allowFrom.contains(address: ctx.client.address) else {
             ctx.fail(.forbidden("metrics are not served to this address (see metrics.allowFrom)"))
             return
         }

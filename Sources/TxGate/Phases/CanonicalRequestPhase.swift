@@ -4,11 +4,12 @@ import TxGateCore
 /// The request every later phase and the upstream see must be unambiguous: exactly one
 /// `Host` (HTTP/1.1 requires one; two let a backend pick another than the gateway did), and
 /// one normalized path (`PathNormalizer`: dot segments removed, `//` merged, unreserved
-/// escapes decoded; `%2F`, `\`, NUL and climbs above the root refused). Policies match that
+/// escapes decoded, path parameters stripped; `%2F`, `\`, NUL, climbs above the root and
+/// `..;` refused). Policies match that
 /// path and the upstream receives it, so the backend never sees another path than the one
 /// decided on.
 struct CanonicalRequestPhase: RequestPhase {
-    let encodedSlash: EncodedSlashAction
+    let paths: PathsConfig
 
     func handle(_ ctx: RequestContext) {
         var hosts = 0
@@ -26,7 +27,8 @@ struct CanonicalRequestPhase: RequestPhase {
 
     private func normalize(_ ctx: RequestContext, _ target: Substring) {
         let q = target.utf8.firstIndex(of: UInt8(ascii: "?"))
-        switch PathNormalizer.normalize(q.map { target[..<$0] } ?? target, encodedSlash: encodedSlash) {
+        switch PathNormalizer.normalize(q.map { target[..<$0] } ?? target, encodedSlash: paths.encodedSlash,
+                                       semicolon: paths.semicolon) {
         case .rejected(let why):
             ctx.fail(.badRequest("the request path is refused: \(why)"))
         case .path(let path):

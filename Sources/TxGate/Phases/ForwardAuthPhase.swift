@@ -8,7 +8,7 @@ import TxGateCore
 struct ForwardAuthPhase: RequestPhase {
     static let path = "/-/authz"
     let config: ForwardAuthConfig
-    let encodedSlash: EncodedSlashAction
+    let paths: PathsConfig
 
     func handle(_ ctx: RequestContext) {
         guard ctx.path == Self.path else { ctx.proceed(); return }
@@ -23,7 +23,8 @@ struct ForwardAuthPhase: RequestPhase {
         case .success(let r): original = r
         }
         let q = original.target.firstIndex(of: "?")
-        switch PathNormalizer.normalize(original.target[..<(q ?? original.target.endIndex)], encodedSlash: encodedSlash) {
+        switch PathNormalizer.normalize(original.target[..<(q ?? original.target.endIndex)], encodedSlash: paths.encodedSlash,
+                                       semicolon: paths.semicolon) {
         case .rejected(let why):
             ctx.fail(.badRequest("the original request path is refused: \(why)"))
         case .path(let path):

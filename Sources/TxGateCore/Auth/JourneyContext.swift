@@ -48,4 +48,8 @@ public struct Attempter: Equatable, Sendable {
         self.source = source
         self.session = session
     }
+
+    /// Whether `source` names one client: not `TrustedProxies.unknownClient` (every client a
+    /// proxy cannot name shares that, so counting it would let one of them lock out all).
+    public var hasKnownSource: Bool { source != TrustedProxies.unknownClient }
 }

@@ -67,14 +67,26 @@ public struct LimitsConfig: Decodable, Sendable {
 public struct PathsConfig: Decodable, Sendable {
     /// What a `%2F` in a request path gets: 400 (`reject`, the default) or kept opaque (`keep`).
     public var encodedSlash = EncodedSlashAction.reject
+    /// What `;` (path parameters) means: stripped from each segment (`strip`, the default),
+    /// 400 (`reject`), or an ordinary character (`keep`). A `.`/`..` segment with parameters
+    /// is refused in every mode.
+    public var semicolon = SemicolonAction.strip
 
-    public init(encodedSlash: EncodedSlashAction = .reject) { self.encodedSlash = encodedSlash }
+    public init(encodedSlash: EncodedSlashAction = .reject, semicolon: SemicolonAction = .strip) {
+        self.encodedSlash = encodedSlash
+        self.semicolon = semicolon
+    }
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["encodedSlash"])
+        let o = try StrictObject(decoder, known: ["encodedSlash", "semicolon"])
         if let s: String = o.optional("encodedSlash") {
             if let a = EncodedSlashAction(rawValue: s) { encodedSlash = a } else {
                 o.invalid("encodedSlash", "'\(s)' is not one of \(EncodedSlashAction.allCases.map(\.rawValue).joined(separator: ", "))")
+            }
+        }
+        if let s: String = o.optional("semicolon") {
+            if let a = SemicolonAction(rawValue: s) { semicolon = a } else {
+                o.invalid("semicolon", "'\(s)' is not one of \(SemicolonAction.allCases.map(\.rawValue).joined(separator: ", "))")
             }
         }
     }

@@ -165,12 +165,21 @@ public struct TrustedProxies: Sendable {
         }
     }
 
+    /// The address of a client that a trusted proxy could not name (its `X-Forwarded-For`
+    /// entry was `unknown`, RFC 7239 §6.1, or not an address at all). It is nobody's address:
+    /// no source lockout or rate limit counts it (`Attempter.hasKnownSource`), so that one
+    /// such client cannot lock out all the others.
+    public static let unknownClient = "unknown"
+
     /// The peer itself, unless it is trusted: then the right-most `X-Forwarded-For` entry that
     /// is not itself trusted (each trusted proxy vouches for the hop before it), or the
-    /// left-most when all of them are (nginx's `real_ip_recursive on`). An entry that is not an
-    /// IP address ends the walk at the last address known: nothing unparsable becomes a
-    /// lockout key. `forwardedFor` gives the header's values in the order received; it is
-    /// read only for a trusted peer.
+    /// left-most when all of them are (nginx's `real_ip_recursive on`). An entry may carry a
+    /// port (`192.0.2.1:1234`, `[2001:db8::1]:80`, as Azure Application Gateway sends them),
+    /// which is dropped. An entry that is not an address (`unknown`, garbage) is an untrusted
+    /// hop nobody can name: the walk ends there with `unknownClient`, never with the proxy's
+    /// own address, which would put every client behind it in one lockout bucket.
+    /// `forwardedFor` gives the header's values in the order received; it is read only for a
+    /// trusted peer.
     public func client(peer: String, forwardedFor: @autoclosure () -> [String]) -> Client {
         guard !ranges.isEmpty, let peerIP = IPAddress(peer), trusts(peerIP) else {
             return Client(address: peer, viaTrustedProxy: false)
@@ -180,11 +189,40 @@ public struct TrustedProxies: Sendable {
             for entry in value.split(separator: ",").reversed() {
                 let e = entry.trimmingOWS()
                 if e.isEmpty { continue }
-                guard let ip = IPAddress(e) else { return Client(address: address, viaTrustedProxy: true) }
+                guard let ip = Self.forwardedAddress(e) else { return Client(address: Self.unknownClient, viaTrustedProxy: true) }
                 address = ip.description
                 if !trusts(ip) { return Client(address: address, viaTrustedProxy: true) }
             }
         }
         return Client(address: address, viaTrustedProxy: true)
+    }
+
+    /// The address of one `X-Forwarded-For` entry: `192.0.2.1`, `192.0.2.1:1234`, `2001:db8::1`,
+    /// `[2001:db8::1]` or `[2001:db8::1]:80`; nil for anything else (`unknown`, a name, a port
+    /// that is not 1 to 5 digits).
+    static func forwardedAddress(_ entry: some StringProtocol) -> IPAddress? {
+        let u = entry.utf8
+        func isPort(_ p: Substring.UTF8View) -> Bool {
+            (1...5).contains(p.count) && p.allSatisfy { $0 >= 0x30 && $0 <= 0x39 }
+        }
+        let s = Substring(entry)
+        if u.first == UInt8(ascii: "[") {
+            guard let close = s.utf8.firstIndex(of: UInt8(ascii: "]")) else { return nil }
+            let rest = s.utf8[s.utf8.index(after: close)...]
+            if !rest.isEmpty {
+                guard rest.first == UInt8(ascii: ":"), isPort(rest.dropFirst()) else { return nil }
+            }
+            let inner = s[s.index(after: s.startIndex)..<close]
+            guard inner.utf8.contains(UInt8(ascii: ":")) else { return nil }  // brackets are for IPv6 only
+            return IPAddress(inner)
+        }
+        let colons = s.utf8.lazy.filter { $0 == UInt8(ascii: ":") }.count
+        if colons == 1, let colon = s.utf8.firstIndex(of: UInt8(ascii: ":")) {
+            // IPv4 with a port; a bare IPv6 address has at least two colons.
+            guard isPort(s.utf8[s.utf8.index(after: colon)...]) else { return nil }
+            let host = s[..<colon]
+            return host.utf8.contains(UInt8(ascii: ":")) ? nil : IPAddress(host)
+        }
+        return IPAddress(s)
     }
 }

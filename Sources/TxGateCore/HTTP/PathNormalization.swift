@@ -9,6 +9,22 @@ public enum EncodedSlashAction: String, Sendable, CaseIterable {
     case keep
 }
 
+/// What `;` (path parameters, RFC 3986 §3.3) means in a request path: `paths.semicolon` in
+/// gateway.json. Tomcat, Jetty and Spring drop `;params` from each segment before they resolve a
+/// path, so `/public/..;/secret` is `/secret` to them while a `;`-blind proxy sees a segment
+/// named `..;` under `/public`: the gateway decides once what `;` means, and in every mode a
+/// segment whose part before its first `;` (or `%3B`) is `.` or `..` is refused.
+public enum SemicolonAction: String, Sendable, CaseIterable {
+    /// The default: each segment loses its parameters (`/a;v=1/b` → `/a/b`), for policies and
+    /// for the backend alike, as a parameter-stripping server would resolve it.
+    case strip
+    /// 400 for any raw `;` in the path.
+    case reject
+    /// `;` stays an ordinary character of its segment: policies match `a;v=1` as it is. For
+    /// backends that treat `;` as data and never strip parameters.
+    case keep
+}
+
 /// The one path everything after parsing uses: policies match it and the upstream receives it,
 /// so the backend can never be asked for another path than the one decided on.
 public enum NormalizedPath: Equatable, Sendable {
@@ -32,6 +48,11 @@ public enum PathRejection: Equatable, Sendable, CustomStringConvertible {
     case backslash
     /// A `..` segment with nothing left to remove.
     case climbsAboveRoot
+    /// A `;`, when `semicolon` is `reject`.
+    case semicolon
+    /// A segment that is `.` or `..` before its parameters (`..;`, `..;x`, `..%3B`): a
+    /// parameter-stripping backend would climb with it.
+    case dotSegmentWithParameters
 
     public var description: String {
         switch self {
@@ -42,6 +63,9 @@ public enum PathRejection: Equatable, Sendable, CustomStringConvertible {
         case .encodedSlash: return "the request path contains an encoded '/' (%2F)"
         case .backslash: return "the request path contains a backslash ('\\' or %5C)"
         case .climbsAboveRoot: return "the request path climbs above the root with '..'"
+        case .semicolon: return "the request path contains ';' (paths.semicolon is reject)"
+        case .dotSegmentWithParameters:
+            return "the request path has a '.' or '..' segment with parameters (';' or %3B), which servers that strip them would climb with"
         }
     }
 }
@@ -61,9 +85,14 @@ public enum PathNormalizer {
     /// - Rejected: a path not starting with `/`, a malformed escape, a raw control byte, `%00`,
     ///   `\` or `%5C` (always), `%2F` (unless `encodedSlash` is `keep`), and a `..` that would
     ///   climb above the root (instead of silently stopping at the root, as RFC 3986 would).
+    /// - Path parameters (`semicolon`): a segment that is `.` or `..` before its first `;` or
+    ///   `%3B` is refused; then each segment loses its parameters (`strip`, the default), any
+    ///   `;` is refused (`reject`), or `;` stays (`keep`). An encoded `%3B` is data, never a
+    ///   parameter delimiter, and stays.
     ///
     /// One pass over the bytes; the result is itself normalized (normalizing it again gives it back).
-    public static func normalize(_ raw: Substring, encodedSlash: EncodedSlashAction = .reject) -> NormalizedPath {
+    public static func normalize(_ raw: Substring, encodedSlash: EncodedSlashAction = .reject,
+                                 semicolon: SemicolonAction = .strip) -> NormalizedPath {
         let bytes = raw.utf8
         guard bytes.first == UInt8(ascii: "/") else { return .rejected(.notAbsolute) }
         if isAlreadyNormal(bytes) { return .path(String(raw)) }
@@ -71,19 +100,30 @@ public enum PathNormalizer {
         var segment: [UInt8] = []
         // Whether the output ends with `/`: the last segment was empty, `.` or `..`.
         var trailingSlash = false
+        // Where the segment's parameters start: its first raw `;` (stripped in `strip` mode),
+        // and its first `;` raw or `%3B` (what comes before it must not be a dot segment).
+        var parameters: Int?
+        var semicolonLike: Int?
 
-        func close(_ segment: [UInt8]) -> Bool {
+        func close(_ segment: inout [UInt8]) -> PathRejection? {
+            if let at = semicolonLike {
+                let name = segment[..<at]
+                if name.elementsEqual([0x2E]) || name.elementsEqual([0x2E, 0x2E]) { return .dotSegmentWithParameters }
+            }
+            if let at = parameters, semicolon == .strip { segment.removeSubrange(at...) }
+            parameters = nil
+            semicolonLike = nil
             if segment.isEmpty || segment == [0x2E] {
                 trailingSlash = true
             } else if segment == [0x2E, 0x2E] {
-                guard !segments.isEmpty else { return false }
+                guard !segments.isEmpty else { return .climbsAboveRoot }
                 segments.removeLast()
                 trailingSlash = true
             } else {
                 segments.append(segment)
                 trailingSlash = false
             }
-            return true
+            return nil
         }
 
         var i = bytes.index(after: bytes.startIndex)
@@ -92,10 +132,19 @@ public enum PathNormalizer {
             i = bytes.index(after: i)
             switch b {
             case UInt8(ascii: "/"):
-                guard close(segment) else { return .rejected(.climbsAboveRoot) }
+                if let rejection = close(&segment) { return .rejected(rejection) }
                 segment.removeAll(keepingCapacity: true)
+            case UInt8(ascii: ";"):
+                guard semicolon != .reject else { return .rejected(.semicolon) }
+                if parameters == nil { parameters = segment.count }
+                if semicolonLike == nil { semicolonLike = segment.count }
+                segment.append(b)
             case UInt8(ascii: "%"):
+                let at = segment.count
                 if let rejection = unescape(bytes, &i, into: &segment, encodedSlash: encodedSlash) { return .rejected(rejection) }
+                if semicolonLike == nil, segment.count == at + 3, segment[at + 1] == UInt8(ascii: "3"), segment[at + 2] == UInt8(ascii: "B") {
+                    semicolonLike = at
+                }
             case UInt8(ascii: "\\"):
                 return .rejected(.backslash)
             case 0..<0x20, 0x7F:
@@ -104,7 +153,7 @@ public enum PathNormalizer {
                 if isPathCharacter(b) { segment.append(b) } else { appendEscape(b, to: &segment) }
             }
         }
-        guard close(segment) else { return .rejected(.climbsAboveRoot) }
+        if let rejection = close(&segment) { return .rejected(rejection) }
 
         return .path(join(segments, trailingSlash: trailingSlash, capacity: bytes.count))
     }
@@ -174,7 +223,7 @@ public enum PathNormalizer {
     }
 
     /// The common case, in one pass and no allocation: only plain path characters (RFC 3986
-    /// pchar without `%`, and `/`), no empty segment inside (`//`), no `.` or `..` segment.
+    /// pchar without `%` and `;`, and `/`), no empty segment inside (`//`), no `.` or `..` segment.
     static func isAlreadyNormal(_ bytes: Substring.UTF8View) -> Bool {
         var segmentLength = 0
         var dots = 0
@@ -197,7 +246,7 @@ public enum PathNormalizer {
 
     private static let plain: [Bool] = {
         var t = [Bool](repeating: false, count: 256)
-        for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,;=:@".utf8 { t[Int(c)] = true }
+        for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~!$&'()*+,=:@".utf8 { t[Int(c)] = true }
         return t
     }()
 }

@@ -7,10 +7,15 @@ public enum ProxyHeaders {
     public static let hopByHop = ["Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
                                   "Transfer-Encoding", "Upgrade", "Proxy-Authorization", "Proxy-Authenticate"]
 
-    /// Fields a client may not send through: method overrides (a backend's override middleware
-    /// would execute another method than the one policy decided on) and `Forwarded` (the
-    /// gateway's own `X-Forwarded-*` say where the request came from).
-    public static let clientOverrides = ["Forwarded", "X-HTTP-Method", "X-HTTP-Method-Override", "X-Method-Override"]
+    /// Fields a client may not send through, because a backend may trust them: method overrides
+    /// (a backend's override middleware would execute another method than the one policy
+    /// decided on), route overrides (`X-Original-URL`, `X-Rewrite-URL`: Symfony and IIS serve
+    /// that path instead of the one decided on), the gateway's own identity header
+    /// (`X-TxGate-User`), and client addresses (`Forwarded`, `X-Real-IP`, `True-Client-IP`,
+    /// `X-Client-IP`: the gateway's own `X-Forwarded-For` says where the request came from).
+    public static let clientOverrides = ["Forwarded", "X-HTTP-Method", "X-HTTP-Method-Override", "X-Method-Override",
+                                         "X-Original-URL", "X-Rewrite-URL", "X-TxGate-User",
+                                         "X-Real-IP", "True-Client-IP", "X-Client-IP"]
 
     enum Kind { case hopByHop, host, contentLength, forwardedFor, forwardedProto, forwardedHost, requestId, override, other }
 
@@ -21,11 +26,12 @@ public enum ProxyHeaders {
         case 2: return eq("TE") ? .hopByHop : .other
         case 4: return eq("Host") ? .host : .other
         case 7: return eq("Upgrade") || eq("Trailer") ? .hopByHop : .other
-        case 9: return eq("Forwarded") ? .override : .other
-        case 13: return eq("X-HTTP-Method") ? .override : .other
+        case 9: return eq("Forwarded") || eq("X-Real-IP") ? .override : .other
+        case 13: return eq("X-HTTP-Method") || eq("X-TxGate-User") || eq("X-Rewrite-URL") ? .override : .other
         case 10: return eq("Connection") || eq("Keep-Alive") ? .hopByHop : .other
+        case 11: return eq("X-Client-IP") ? .override : .other
         case 12: return eq("X-Request-Id") ? .requestId : .other
-        case 14: return eq("Content-Length") ? .contentLength : .other
+        case 14: return eq("Content-Length") ? .contentLength : eq("X-Original-URL") || eq("True-Client-IP") ? .override : .other
         case 15: return eq("X-Forwarded-For") ? .forwardedFor : .other
         case 16: return eq("Proxy-Connection") ? .hopByHop : eq("X-Forwarded-Host") ? .forwardedHost : .other
         case 17: return eq("Transfer-Encoding") ? .hopByHop : eq("X-Forwarded-Proto") ? .forwardedProto
@@ -51,7 +57,7 @@ public enum ProxyHeaders {
     }
 
     /// The headers sent upstream for a client request. Besides the hop-by-hop fields, the
-    /// client's method overrides, `Forwarded`, and any field whose name has an underscore are
+    /// client's overrides (`clientOverrides`), and any field whose name has an underscore are
     /// dropped: a backend (or a CGI-style one) may read `X_Forwarded_For` as `X-Forwarded-For`
     /// (nginx drops them too, `underscores_in_headers off`). `X-Forwarded-For` is the peer
     /// (`clientIP`) appended to the chain the client sent when that peer is a trusted proxy
