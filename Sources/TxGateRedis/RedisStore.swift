@@ -273,7 +273,7 @@ public final class RedisStore: Store, Sendable {
         }
         if message.hasPrefix("OOM") {
             eviction.refusedForMemory(command.name, message: message, redis: url.description, logger: logger)
-            return .unavailable("redis \(url) is out of memory and refuses writes (\(command.name))")
+            return .unavailable("redis \(url) is out of memory and refuses writes: \(command.name): \(message)")
         }
         return .failed("redis refused \(command.name): \(message)")
     }
