@@ -155,8 +155,14 @@ final class SharedState: Sendable {
         let store: Store
         let storeDescription: String
         if let url = config.store.redis {
-            store = MeasuredStore(RedisStore(url: url, keyPrefix: config.store.keyPrefix, timeoutMs: config.store.timeoutMs,
-                               waitReplicas: config.store.waitReplicas, waitTimeoutMs: config.store.waitTimeoutMs, logger: logger), metrics: metrics)
+            let gauge = metrics.storeEvictionPolicyOK
+            let redis = RedisStore(url: url, keyPrefix: config.store.keyPrefix, timeoutMs: config.store.timeoutMs,
+                                   waitReplicas: config.store.waitReplicas, waitTimeoutMs: config.store.waitTimeoutMs,
+                                   fenced: .oneShot, allowEviction: config.store.allowEviction,
+                                   onEvictionPolicy: { ok in gauge.record(ok ? 1 : 0) }, logger: logger)
+            // Before any worker: a Redis that may evict keys is refused here, with the fix.
+            if let warning = try redis.checkEvictionPolicyAtStart() { logger.warning("\(warning)") }
+            store = MeasuredStore(redis, metrics: metrics)
             storeDescription = url.description
         } else {
             store = MeasuredStore(try SQLiteStore(path: config.store.path), metrics: metrics)

@@ -81,6 +81,11 @@ private final class PendingReply {
 /// The one Redis connection of one event loop: hiredis's async context on the loop's
 /// `event_base`, so that commands never block and never leave the loop's thread.
 ///
+/// A connection is ready only once its `handshake` (the store's fence and eviction checks)
+/// has succeeded. Commands asked for while it connects wait in `held`, not in hiredis's
+/// pipeline: pipelined behind the handshake they would reach Redis before the fence had moved
+/// on to a new epoch, and a restored record would still count as current for them.
+///
 /// hiredis 0.14 has no command timeout, so a watchdog timer runs while replies are due: when
 /// Redis (or the connect) makes no progress for `timeoutMs`, the connection is dropped and every
 /// waiting command fails as unavailable. A dropped connection is retried with backoff
@@ -103,6 +108,12 @@ final class RedisConnection {
     private(set) var lastError = "not connected yet"
     private var watchdog: LoopTimer!
     private var retry: LoopTimer!
+    /// Commands asked for while connecting, sent once the handshake is done.
+    private var held: [(command: RedisCommand, done: (RedisReply?) -> Void)] = []
+    /// Runs after Redis first answered on a new connection, before anything else is sent;
+    /// calls back nil when the connection may serve, or why not (the connection is dropped and
+    /// retried). Set before `connect()`.
+    var handshake: ((RedisConnection, @escaping (String?) -> Void) -> Void)?
 
     static let minBackoffMs = 100
     static let maxBackoffMs = 5000
@@ -118,6 +129,9 @@ final class RedisConnection {
         }
         retry = LoopTimer(loop: loop) { [unowned self] in connect() }
     }
+
+    /// The server's address, without credentials.
+    var urlDescription: String { url.description }
 
     /// Why commands fail now, for errors and the health endpoint.
     var unavailableReason: String {
@@ -183,7 +197,30 @@ final class RedisConnection {
         }
         // A TCP connect alone proves little (a frozen Redis still completes the handshake in
         // the kernel): the connection is ready once Redis has answered.
-        setup(RedisCommand("PING")) { [self] in ready() }
+        setup(RedisCommand("PING")) { [self] in
+            guard let handshake else { ready(); return }
+            handshake(self) { [self] failure in
+                guard context == ac, state == .connecting else { return }
+                if let failure {
+                    loop.execute { [self] in if context == ac { drop(failure, free: true) } }
+                } else {
+                    ready()
+                }
+            }
+        }
+    }
+
+    /// Sends one handshake command (only while connecting): `done` gets the reply, or nil
+    /// when the connection failed first.
+    func sendSetup(_ command: RedisCommand, _ done: @escaping (RedisReply?) -> Void) {
+        if !send(command, setup: true, done) { done(nil) }
+    }
+
+    /// Drops this connection (on the next loop turn) and connects again, which runs the
+    /// handshake again: for a reply that says the fence record is gone.
+    func reconnect(because why: String) {
+        let ac = context
+        loop.execute { [self] in if ac != nil, context == ac { drop(why, free: true) } }
     }
 
     private func setup(_ command: RedisCommand, then: (() -> Void)? = nil) {
@@ -215,6 +252,9 @@ final class RedisConnection {
         state = .ready
         backoffMs = Self.minBackoffMs
         if inFlight == 0 { watchdog.cancel() } else { watchdog.schedule(afterMs: timeoutMs) }
+        let waiting = held
+        held = []
+        for (command, done) in waiting where !send(command, done) { done(nil) }
         if reportedDown, let since = downSinceNanos {
             logger.notice("redis connection restored", metadata: [
                 "redis": .string(url.description), "down_ms": .stringConvertible((EventLoop.nowNanos() &- since) / 1_000_000),
@@ -247,6 +287,7 @@ final class RedisConnection {
             if free { redisAsyncFree(ac) }
         }
         if downSinceNanos == nil { downSinceNanos = EventLoop.nowNanos() }
+        failHeld()
         if !reportedDown {
             reportedDown = true
             logger.error("redis unavailable: requests that need state fail with 503 until it is back", metadata: [
@@ -260,10 +301,18 @@ final class RedisConnection {
         backoffMs = min(backoffMs * 2, Self.maxBackoffMs)
     }
 
+    /// Fails every held command, on the next loop turn (never on a caller's stack).
+    private func failHeld() {
+        let waiting = held
+        held = []
+        if !waiting.isEmpty { loop.execute { for (_, done) in waiting { done(nil) } } }
+    }
+
     /// Closes for good (on the loop thread), failing what is waiting.
     func close() {
         loop.preconditionInEventLoop()
         closed = true
+        failHeld()
         retry.cancel()
         watchdog.cancel()
         if let ac = context {
@@ -282,7 +331,11 @@ final class RedisConnection {
     @discardableResult
     func send(_ command: RedisCommand, setup: Bool = false, _ done: @escaping (RedisReply?) -> Void) -> Bool {
         loop.preconditionInEventLoop()
-        guard let ac = context, state == .ready || setup || (state == .connecting && !reportedDown) else { return false }
+        if !setup && state == .connecting && !reportedDown && !closed {
+            held.append((command, done))
+            return true
+        }
+        guard let ac = context, state == .ready || setup else { return false }
         let pending = Unmanaged.passRetained(PendingReply(self, done)).toOpaque()
         let rc: Int32 = command.bytes.withUnsafeBufferPointer { buffer in
             var argv: [UnsafePointer<CChar>?] = []

@@ -12,6 +12,11 @@ extension EventLoop: CallbackExecutor {}
 /// compare-and-swap and check-then-take. Nothing is read and then written from the gateway,
 /// so of concurrent callers across the whole cluster exactly one takes a value or wins a swap.
 ///
+/// Keys of the `fenced` classes (transactions, one-time markers, ...) carry the epoch they were
+/// written in and are only touched by scripts that refuse an older epoch: see `RedisFence` for
+/// why (a Redis restored behind what the gateway saw) and how. Each connection checks the fence
+/// and the `maxmemory-policy` before it serves (`RedisEviction`).
+///
 /// Needs Redis >= 6.2 (GETDEL, KEEPTTL), a single primary (not Redis Cluster's sharding).
 public final class RedisStore: Store, Sendable {
     public let url: RedisURL
@@ -20,15 +25,42 @@ public final class RedisStore: Store, Sendable {
     /// Replicas that must acknowledge a one-shot step (`WAIT`), and for how long to wait.
     public let waitReplicas: Int
     public let waitTimeoutMs: Int
+    /// The key classes whose older epochs are refused.
+    public let fenced: FencedKeys
+    private let fence: RedisFence
+    private let eviction: EvictionWatch
     private let logger: Logger
 
-    public init(url: RedisURL, keyPrefix: String, timeoutMs: Int, waitReplicas: Int = 0, waitTimeoutMs: Int = 200, logger: Logger) {
+    /// `onEvictionPolicy` gets, after every (re)connect, whether the server's maxmemory-policy
+    /// is `noeviction` (for a gauge).
+    public init(url: RedisURL, keyPrefix: String, timeoutMs: Int, waitReplicas: Int = 0, waitTimeoutMs: Int = 200,
+                fenced: FencedKeys = .oneShot, allowEviction: Bool = false,
+                onEvictionPolicy: (@Sendable (Bool) -> Void)? = nil, logger: Logger) {
         self.url = url
         self.keyPrefix = keyPrefix
         self.timeoutMs = timeoutMs
         self.waitReplicas = waitReplicas
         self.waitTimeoutMs = waitTimeoutMs
+        self.fenced = fenced
+        fence = RedisFence(keyPrefix: keyPrefix)
+        eviction = EvictionWatch(allowed: allowEviction, onPolicy: onEvictionPolicy)
         self.logger = logger
+    }
+
+    /// The highest fence epoch a connection of this store has seen (0 before the first connect).
+    public var epoch: Int { fence.lastSeenEpoch }
+
+    /// What every new connection does before it serves: move the fence on if the server is not
+    /// the one recorded, then read the eviction policy (a warning, not a refusal, once running:
+    /// the start-up check is `checkEvictionPolicyAtStart`).
+    private func handshake(_ connection: RedisConnection, logger: Logger, _ done: @escaping (String?) -> Void) {
+        fence.check(connection, logger: logger) { [eviction] r in
+            if case .failure(let e) = r { done(e.description); return }
+            EvictionWatch.read(connection) { policy in
+                eviction.observed(policy, redis: connection.urlDescription, logger: logger)
+                done(nil)
+            }
+        }
     }
 
     /// Gives `loop` its own connection, which starts connecting once the loop runs. From any
@@ -37,10 +69,14 @@ public final class RedisStore: Store, Sendable {
         var logger = logger
         if let worker { logger[metadataKey: "worker"] = .stringConvertible(worker) }
         let (url, timeoutMs, key) = (url, timeoutMs, ObjectIdentifier(self))
+        let handshake: (RedisConnection, @escaping (String?) -> Void) -> Void = { [self, logger] connection, done in
+            self.handshake(connection, logger: logger, done)
+        }
         // Always on the loop's own thread, also before it runs (the work waits for `run()`):
         // deciding by `inEventLoop` here raced with a loop thread just starting.
         loop.execute { [logger] in
             let connection = RedisConnection(loop: loop, url: url, timeoutMs: timeoutMs, logger: logger)
+            connection.handshake = handshake
             loop.setLocal(connection, for: key)
             connection.connect()
         }
@@ -55,9 +91,17 @@ public final class RedisStore: Store, Sendable {
 
     public func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
                        _ done: @escaping (StoreResult<Bool>) -> Void) {
+        if let kind = fenced.kind(of: key) {
+            var c = fencedEval(RedisFence.create, key)
+            c.add(value)
+            c.add(String(ttlMs))
+            c.add(kind == .marker ? "1" : "0")
+            run(c, on: executor, oneShot: true, writes: true, done, Self.flag)
+            return
+        }
         var c = set(key, value, ttlMs: ttlMs)
         c.add("NX")
-        run(c, on: executor, oneShot: true, done) { reply in
+        run(c, on: executor, oneShot: true, writes: true, done) { reply in
             switch reply {
             case .status("OK"): return true
             case .null: return false
@@ -68,31 +112,49 @@ public final class RedisStore: Store, Sendable {
 
     public func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
                     _ done: @escaping (StoreResult<Void>) -> Void) {
-        run(set(key, value, ttlMs: ttlMs), on: executor, done) { reply in reply == .status("OK") ? () : nil }
+        if fenced.kind(of: key) != nil {
+            var c = fencedEval(RedisFence.put, key)
+            c.add(value)
+            c.add(String(ttlMs))
+            run(c, on: executor, writes: true, done) { reply in reply == .integer(1) ? () : nil }
+            return
+        }
+        run(set(key, value, ttlMs: ttlMs), on: executor, writes: true, done) { reply in reply == .status("OK") ? () : nil }
     }
 
     public func get(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
+        if fenced.kind(of: key) != nil {
+            run(fencedEval(RedisFence.get, key), on: executor, done, Self.optionalValue)
+            return
+        }
         run(command("GET", key), on: executor, done, Self.optionalValue)
     }
 
     public func touch(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        var c = command("PEXPIRE", key)
+        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.touch, key) : command("PEXPIRE", key)
         c.add(String(ttlMs))
-        run(c, on: executor, done, Self.flag)
+        run(c, on: executor, writes: true, done, Self.flag)
     }
 
     public func delete(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        run(command("DEL", key), on: executor, done, Self.flag)
+        let c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.delete, key) : command("DEL", key)
+        run(c, on: executor, writes: true, done, Self.flag)
     }
 
     public func take(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
-        run(command("GETDEL", key), on: executor, oneShot: true, done, Self.optionalValue)
+        let c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.take, key) : command("GETDEL", key)
+        run(c, on: executor, oneShot: true, writes: true, done, Self.optionalValue)
     }
 
     public func increment(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Int>) -> Void) {
+        if fenced.kind(of: key) != nil {
+            // A counter's digits would be read as the epoch stamp: fenced classes hold records.
+            executor.execute { done(.failure(.failed("increment of '\(key.prefix { $0 != ":" })' keys: that key class is fenced and holds records, not counters"))) }
+            return
+        }
         var c = eval(Self.incrementScript, key)
         c.add(String(ttlMs))
-        run(c, on: executor, done) { reply in
+        run(c, on: executor, writes: true, done) { reply in
             if case .integer(let n) = reply { return n }
             return nil
         }
@@ -100,7 +162,7 @@ public final class RedisStore: Store, Sendable {
 
     public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, on executor: CallbackExecutor,
                                _ done: @escaping (StoreResult<Bool>) -> Void) {
-        var c = eval(Self.compareAndSwapScript, key)
+        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.compareAndSwap, key) : eval(Self.compareAndSwapScript, key)
         c.add(expected)
         if let new {
             c.add("set")
@@ -109,17 +171,17 @@ public final class RedisStore: Store, Sendable {
         } else {
             c.add("del")
         }
-        run(c, on: executor, done, Self.flag)
+        run(c, on: executor, writes: true, done, Self.flag)
     }
 
     public func takeIf(_ key: String, fields: [String: String], on executor: CallbackExecutor,
                        _ done: @escaping (StoreResult<ConditionalTake>) -> Void) {
-        var c = eval(Self.takeIfScript, key)
+        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.takeIf, key) : eval(Self.takeIfScript, key)
         for (name, value) in fields {
             c.add(name)
             c.add(value)
         }
-        run(c, on: executor, oneShot: true, done) { reply in
+        run(c, on: executor, oneShot: true, writes: true, done) { reply in
             guard case .array(let items) = reply, case .integer(let outcome)? = items.first else { return nil }
             if outcome == 0 { return .absent }
             guard items.count == 2, case .string(let value) = items[1] else { return nil }
@@ -196,6 +258,26 @@ public final class RedisStore: Store, Sendable {
 
     // MARK: running commands
 
+    /// What an error reply means for the caller, and for the connection.
+    private func refused(_ command: RedisCommand, _ message: String, on connection: RedisConnection) -> StoreError {
+        if message.hasPrefix("TXGATEFENCE") {
+            // The fence record is gone (FLUSHALL, eviction): reconnecting fences the store again.
+            connection.reconnect(because: "the store's fence record \(fence.key) is missing; fencing again")
+            return .unavailable("redis \(url) lost the store's fence record (flushed or evicted); fencing again before serving")
+        }
+        if message.hasPrefix("TXGATEQUARANTINE") {
+            let ms = Int(message.split(separator: " ").last ?? "") ?? 0
+            return .unavailable("redis \(url) was restarted, restored or failed over moments ago: a one-time code used just "
+                + "before may have been forgotten with it, so one-time codes are refused for \(ms) ms more, until every code that "
+                + "could have been used before has expired")
+        }
+        if message.hasPrefix("OOM") {
+            eviction.refusedForMemory(command.name, message: message, redis: url.description, logger: logger)
+            return .unavailable("redis \(url) is out of memory and refuses writes: \(command.name): \(message)")
+        }
+        return .failed("redis refused \(command.name): \(message)")
+    }
+
     /// `NAME <prefixed key>`, for more arguments to be added.
     private func command(_ name: String, _ key: String) -> RedisCommand {
         var c = RedisCommand(name)
@@ -223,6 +305,16 @@ public final class RedisStore: Store, Sendable {
         return c
     }
 
+    /// `EVAL <script> 2 <prefixed key> <fence record>`: a fenced operation reads the epoch itself.
+    private func fencedEval(_ script: String, _ key: String) -> RedisCommand {
+        var c = RedisCommand("EVAL")
+        c.add(script)
+        c.add("2")
+        c.add(keyPrefix + key)
+        c.add(fence.key)
+        return c
+    }
+
     private static func optionalValue(_ reply: RedisReply) -> [UInt8]?? {
         switch reply {
         case .string(let bytes): return .some(bytes)
@@ -239,15 +331,16 @@ public final class RedisStore: Store, Sendable {
     /// Sends `command` on the executor's loop connection and maps the reply; a reply `map`
     /// does not expect is an error. Completions run on the executor's loop: from the reply's
     /// read event, or through `execute` when the command could not be sent. A `oneShot` step
-    /// is followed by `WAIT` when replicas must acknowledge it.
-    private func run<T>(_ command: RedisCommand, on executor: CallbackExecutor, oneShot: Bool = false,
+    /// is followed by `WAIT` when replicas must acknowledge it. A command that `writes` ends an
+    /// out-of-memory episode when it succeeds.
+    private func run<T>(_ command: RedisCommand, on executor: CallbackExecutor, oneShot: Bool = false, writes: Bool = false,
                         _ done: @escaping (StoreResult<T>) -> Void, _ map: @escaping (RedisReply) -> T?) {
         guard let loop = executor as? EventLoop else {
             executor.execute { done(.failure(.failed("redis store completions must run on an EventLoop"))) }
             return
         }
         guard loop.inEventLoop else {
-            loop.execute { [self] in run(command, on: executor, oneShot: oneShot, done, map) }
+            loop.execute { [self] in run(command, on: executor, oneShot: oneShot, writes: writes, done, map) }
             return
         }
         guard let connection = loop.local(ObjectIdentifier(self)) as? RedisConnection else {
@@ -255,13 +348,14 @@ public final class RedisStore: Store, Sendable {
             return
         }
         let done = oneShot && waitReplicas > 0 ? replicated(on: connection, done) : done
-        let sent = connection.send(command) { [connection] reply in
+        let sent = connection.send(command) { [self, connection] reply in
             switch reply {
             case nil:
                 done(.failure(.unavailable(connection.unavailableReason)))
             case .error(let message)?:
-                done(.failure(.failed("redis refused \(command.name): \(message)")))
+                done(.failure(refused(command, message, on: connection)))
             case let reply?:
+                if writes { eviction.wroteSuccessfully(redis: url.description, logger: logger) }
                 if let value = map(reply) {
                     done(.success(value))
                 } else {
@@ -273,5 +367,33 @@ public final class RedisStore: Store, Sendable {
             let reason = connection.unavailableReason
             loop.execute { done(.failure(.unavailable(reason))) }
         }
+    }
+}
+
+/// Why `txgate serve` must not start on this Redis.
+public struct RedisStartError: Error, CustomStringConvertible, Sendable {
+    public let description: String
+}
+
+extension RedisStore {
+    /// At start, before any worker runs: refuses a Redis whose `maxmemory-policy` may evict
+    /// keys, unless `allowEviction`. One blocking connection (hiredis's synchronous API, off
+    /// every loop). A Redis that cannot be reached now is not an error (the gateway fails closed
+    /// until it can, and each connection checks the policy when it gets there): the answer is
+    /// then a warning to log.
+    public func checkEvictionPolicyAtStart() throws(RedisStartError) -> String? {
+        let policy: String?
+        do {
+            policy = try BlockingRedis.evictionPolicy(url, timeoutMs: timeoutMs)
+        } catch {
+            return "redis \(url) not reachable at start (\(error)); its maxmemory-policy is checked when it is"
+        }
+        guard let policy else {
+            return "redis \(url) does not say its maxmemory-policy (CONFIG GET and INFO memory refused): eviction cannot be ruled out"
+        }
+        if EvictionWatch.isSafe(policy) { return nil }
+        let problem = EvictionWatch.problem(policy, redis: "redis \(url)")
+        if eviction.allowed { return "store.allowEviction is set: \(problem)" }
+        throw RedisStartError(description: "store.url: \(problem)")
     }
 }

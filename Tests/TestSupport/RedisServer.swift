@@ -171,6 +171,33 @@ public final class RedisServer: @unchecked Sendable {
         return try c.command(arguments)
     }
 
+    /// One INFO section as name -> value (`INFO persistence`, `INFO replication`, ...).
+    public func info(_ section: String) throws -> [String: String] {
+        guard case .bulk(let bytes) = try command(["INFO", section]) else { throw HarnessError("INFO \(section): not a bulk string") }
+        var fields: [String: String] = [:]
+        for line in String(decoding: bytes, as: UTF8.self).split(whereSeparator: \.isNewline) {
+            guard let colon = line.firstIndex(of: ":"), !line.hasPrefix("#") else { continue }
+            fields[String(line[..<colon])] = String(line[line.index(after: colon)...])
+        }
+        return fields
+    }
+
+    /// BGSAVE, and waits until the snapshot is on disk (`dump.rdb` in `directory`).
+    public func snapshot(timeout: Double = 15) throws {
+        // The reply comes after the fork: from then on rdb_bgsave_in_progress is 1 until it is done.
+        guard case .simple = try command(["BGSAVE"]) else { throw HarnessError("BGSAVE was refused") }
+        let deadline = Timing.now() + timeout
+        while Timing.now() < deadline {
+            let p = try info("persistence")
+            if p["rdb_bgsave_in_progress"] == "0" {
+                guard p["rdb_last_bgsave_status"] == "ok" else { throw HarnessError("BGSAVE failed: \(p)") }
+                return
+            }
+            Timing.sleep(0.05)
+        }
+        throw HarnessError("BGSAVE did not finish within \(timeout) s")
+    }
+
     /// Every key in database 0 (KEYS *: fine for a test's few keys).
     public func keys() throws -> [String] {
         guard case .array(let items) = try command(["KEYS", "*"]) else { throw HarnessError("KEYS * did not answer an array") }

@@ -111,3 +111,41 @@ extension Result where Failure == StoreError {
         return false
     }
 }
+
+/// Log lines a store wrote, for tests that count them (swift-log handler; thread-safe).
+final class CapturedLogs: @unchecked Sendable {
+    // @unchecked: `lines` is only touched under `lock`.
+    private let lock = NSLock()
+    private var lines: [(level: Logger.Level, message: String)] = []
+
+    var logger: Logger {
+        Logger(label: "test") { _ in Handler(sink: self) }
+    }
+
+    func append(_ level: Logger.Level, _ message: String) {
+        lock.lock()
+        lines.append((level, message))
+        lock.unlock()
+    }
+
+    /// The messages containing `text`.
+    func matching(_ text: String) -> [String] {
+        lock.lock()
+        defer { lock.unlock() }
+        return lines.map(\.message).filter { $0.contains(text) }
+    }
+
+    struct Handler: LogHandler {
+        let sink: CapturedLogs
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .trace
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(level: Logger.Level, message: Logger.Message, metadata: Logger.Metadata?, source: String,
+                 file: String, function: String, line: UInt) {
+            sink.append(level, message.description)
+        }
+    }
+}

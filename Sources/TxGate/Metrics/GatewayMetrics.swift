@@ -37,6 +37,9 @@ final class GatewayMetrics: @unchecked Sendable {
 
     private let storeTimers: [StoreOperation: Timer]
     private let storeFailures: [StoreOperation: Counter]
+    /// 1 while the store cannot evict keys (SQLite; Redis with `maxmemory-policy noeviction`),
+    /// 0 once a Redis connection found another policy (allowed only by `store.allowEviction`).
+    let storeEvictionPolicyOK: Gauge
 
     let upstreamLatency: Timer
     let upstreamConnectFailures: Counter
@@ -98,6 +101,9 @@ final class GatewayMetrics: @unchecked Sendable {
         storeFailures = Dictionary(uniqueKeysWithValues: StoreOperation.allCases.map {
             ($0, counter("txgate_store_operation_failures_total", [("operation", $0.rawValue)]))
         })
+
+        storeEvictionPolicyOK = Gauge(label: "txgate_store_eviction_policy_ok", dimensions: [], factory: f)
+        storeEvictionPolicyOK.record(1)
 
         upstreamLatency = Timer(label: "txgate_upstream_response_duration_seconds", dimensions: [], factory: f)
         upstreamConnectFailures = counter("txgate_upstream_connect_failures_total")

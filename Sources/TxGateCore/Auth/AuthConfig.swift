@@ -121,11 +121,16 @@ public struct StoreConfig: Decodable, Sendable {
     public var waitReplicas = 0
     /// How long `WAIT` may take; fewer acknowledgements in time fail the step closed.
     public var waitTimeoutMs = 200
+    /// Accept a Redis whose `maxmemory-policy` may evict keys. Off by default: an evicted
+    /// one-time marker, lockout or fence record silently re-enables what it enforced, so a
+    /// policy other than `noeviction` refuses the start unless this says the operator knows.
+    public var allowEviction = false
 
     public init() {}
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["type", "path", "url", "keyPrefix", "timeoutMs", "waitReplicas", "waitTimeoutMs", "tls"])
+        let o = try StrictObject(decoder, known: ["type", "path", "url", "keyPrefix", "timeoutMs", "waitReplicas", "waitTimeoutMs",
+                                                       "allowEviction", "tls"])
         type = o.value("type", default: type)
         path = o.value("path", default: path)
         url = o.value("url", default: url)
@@ -133,10 +138,11 @@ public struct StoreConfig: Decodable, Sendable {
         timeoutMs = o.value("timeoutMs", default: timeoutMs)
         waitReplicas = o.value("waitReplicas", default: waitReplicas)
         waitTimeoutMs = o.value("waitTimeoutMs", default: waitTimeoutMs)
+        allowEviction = o.value("allowEviction", default: allowEviction)
         switch type {
         case "sqlite":
             if path.isEmpty { o.invalid("path", "must not be empty") }
-            for k in ["url", "keyPrefix", "timeoutMs", "waitReplicas", "waitTimeoutMs", "tls"] where o.has(k) {
+            for k in ["url", "keyPrefix", "timeoutMs", "waitReplicas", "waitTimeoutMs", "allowEviction", "tls"] where o.has(k) {
                 o.invalid(k, "only for type redis")
             }
         case "redis":

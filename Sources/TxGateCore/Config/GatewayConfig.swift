@@ -166,6 +166,10 @@ public struct GatewayConfig: Decodable, Sendable {
             out.append("store.type is redis but publicUrl is not set: give every instance the address clients use "
                 + "(the load balancer's), or transactions approved through one instance do not match on another")
         }
+        if store.type == "redis" && store.allowEviction {
+            out.append("store.allowEviction is set: if Redis's maxmemory-policy evicts keys, a used one-time code can work again, "
+                + "a lockout can vanish and sessions and approvals can disappear; prefer maxmemory-policy noeviction")
+        }
         return out
     }
 

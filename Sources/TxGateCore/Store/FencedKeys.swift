@@ -1,0 +1,47 @@
+/// The records whose presence or absence enforces "exactly once", named by key prefix, for a
+/// store that can lose or roll back writes (Redis restarted from a snapshot, a lagging replica
+/// promoted). Such a store keeps an epoch that moves on whenever it may have lost writes, and
+/// treats these keys by their class (see `RedisStore` and docs/ARCHITECTURE.md, "Fencing"):
+///
+/// - **records**: a record written in an older epoch does not exist. A transaction consumed
+///   before a restart and brought back by the snapshot is absent, not COMPLETED: the user
+///   approves again, nothing runs twice. The same holds for a record that was pending or
+///   approved when Redis went down: its approval cannot be told apart from a resurrected one.
+/// - **markers**: one-time markers, whose *absence* lets something happen once (a TOTP code
+///   not used yet). A restore can lose a marker, and nothing that is left can say so; the
+///   only safe answer is to refuse new markers until every marker that could have been lost
+///   would have expired anyway: a claim with a time to live of T made less than T after the
+///   epoch moved on is refused (the store is "unavailable" for it), never granted.
+///
+/// Sessions, rate counters and lockouts are not fenced: a resurrected session or lockout fails
+/// no exactly-once promise, and a lost lockout or counter cannot be brought back by refusing
+/// anything (it only gives a guesser one more window; eviction, which would do the same at
+/// any time, is refused separately: `store.allowEviction`).
+public struct FencedKeys: Sendable, Equatable {
+    public enum Kind: Sendable, Equatable { case record, marker }
+
+    public var records: [String]
+    public var markers: [String]
+
+    public init(records: [String], markers: [String]) {
+        self.records = records
+        self.markers = markers
+    }
+
+    /// The gateway's own: transactions, email codes, suspended journeys (a magic link),
+    /// OAuth authorization codes; and `once:` markers (used TOTP codes). FencedKeysTests checks
+    /// these against the keys the gateway really writes.
+    public static let oneShot = FencedKeys(
+        records: [TransactionRecord.key(""), "emailotp:", "suspended:", "oauth2:code:"],
+        markers: ["once:"])
+
+    /// Nothing fenced (a store that cannot lose writes, or a test of the raw protocol).
+    public static let none = FencedKeys(records: [], markers: [])
+
+    /// How `key` (without the store's own prefix) is fenced, if at all.
+    public func kind(of key: String) -> Kind? {
+        if records.contains(where: { key.hasPrefix($0) }) { return .record }
+        if markers.contains(where: { key.hasPrefix($0) }) { return .marker }
+        return nil
+    }
+}

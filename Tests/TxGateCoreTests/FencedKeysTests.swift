@@ -1,0 +1,19 @@
+import Testing
+import TxGateCore
+
+/// The key classes a Redis store fences must match the keys the gateway really writes: a
+/// transaction key that slipped out of `records` would be consumable again after a restore.
+@Suite struct FencedKeysTests {
+    @Test func theGatewaysOneShotKeysAreFencedAndNothingElse() {
+        let f = FencedKeys.oneShot
+        #expect(f.kind(of: TransactionRecord.key("abc")) == .record)
+        #expect(f.kind(of: SuspendedJourney.storeKey("id", realm: "/")) == .record)
+        #expect(f.kind(of: AuthorizationGrant.key("code")) == .record)
+        #expect(f.kind(of: "emailotp:ref") == .record)
+        #expect(f.kind(of: "once:totp:demo:1") == .marker)
+        for key in [TransactionRecord.pendingKey("demo"), ParkedRequest.key("abc"), "session:x", "fail:user:demo", "lock:user:demo",
+                    "emailrate:user:demo", RefreshRecord.key("t"), RefreshRecord.familyKey("f")] {
+            #expect(f.kind(of: key) == nil, "\(key) is not fenced")
+        }
+    }
+}
