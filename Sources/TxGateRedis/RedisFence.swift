@@ -138,21 +138,26 @@ final class RedisFence: Sendable {
 
     static let get = prelude + "return current(redis.call('GET', KEYS[1]))"
 
-    /// ARGV: value, ttl ms, '1' for a one-time marker. A marker claimed less than its own time to
-    /// live after the epoch moved on is refused: a marker of the same name may have been lost
-    /// with the old epoch, and its absence proves nothing until it would have expired.
+    /// ARGV: value, ttl ms ('0': never expires), '1' for a one-time marker, its quarantine ms
+    /// (its own time to live, or a high-water mark's fixed time). A marker claimed less than its
+    /// quarantine after the epoch moved on is refused: a marker of the same name may have been
+    /// lost with the old epoch, and its absence proves nothing until it would have expired.
     static let create = prelude + """
         if current(redis.call('GET', KEYS[1])) then return 0 end
         if ARGV[3] == '1' then
           local at = tonumber(redis.call('HGET', KEYS[2], 'fenced_at')) or 0
           local t = redis.call('TIME')
           local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-          local untilMs = at + tonumber(ARGV[2])
+          local untilMs = at + tonumber(ARGV[4])
           if at > 0 and now < untilMs then
             return redis.error_reply('TXGATEQUARANTINE ' .. string.format('%d', untilMs - now))
           end
         end
-        redis.call('SET', KEYS[1], stamped(ARGV[1]), 'PX', ARGV[2])
+        if ARGV[2] == '0' then
+          redis.call('SET', KEYS[1], stamped(ARGV[1]))
+        else
+          redis.call('SET', KEYS[1], stamped(ARGV[1]), 'PX', ARGV[2])
+        end
         return 1
         """
 

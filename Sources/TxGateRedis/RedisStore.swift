@@ -94,8 +94,9 @@ public final class RedisStore: Store, Sendable {
         if let kind = fenced.kind(of: key) {
             var c = fencedEval(RedisFence.create, key)
             c.add(value)
-            c.add(String(ttlMs))
+            c.add(ttlMs == StoreExpiry.never ? "0" : String(ttlMs))
             c.add(kind == .marker ? "1" : "0")
+            c.add(String(fenced.quarantine(of: key, ttlMs: ttlMs)))
             run(c, on: executor, oneShot: true, writes: true, done, Self.flag)
             return
         }

@@ -10,7 +10,9 @@ import TxGateCore
         #expect(f.kind(of: SuspendedJourney.storeKey("id", realm: "/")) == .record)
         #expect(f.kind(of: AuthorizationGrant.key("code")) == .record)
         #expect(f.kind(of: "emailotp:ref") == .record)
-        #expect(f.kind(of: "once:totp:demo:1") == .marker)
+        #expect(f.kind(of: TOTPStepRecord.key("demo")) == .marker)
+        #expect(f.quarantine(of: TOTPStepRecord.key("demo"), ttlMs: StoreExpiry.never) == TOTPStepRecord.replayWindowMs)
+        #expect(TOTPStepRecord.replayWindowMs >= 90_000, "a code is accepted for up to 90 s after its step began")
         for key in [TransactionRecord.pendingKey("demo"), ParkedRequest.key("abc"), "session:x", "fail:user:demo", "lock:user:demo",
                     "emailrate:user:demo", RefreshRecord.key("t"), RefreshRecord.familyKey("f")] {
             #expect(f.kind(of: key) == nil, "\(key) is not fenced")

@@ -12,9 +12,9 @@ import TestSupport
 /// killed with SIGKILL; the store is the one the gateway uses, with the gateway's key classes.
 @Suite(.serialized) struct RedisFenceTests {
     static let count = 20
-    /// A used TOTP code's marker, as `claimOnce` writes it (ttl: 4 periods of 30 s).
-    static let marker = "once:totp:demo:58000001"
-    static let markerTTLMs = 120_000
+    /// The user's last accepted TOTP step, as the TOTP node raises it (`Store.raise`, never expiring).
+    static let stepKey = TOTPStepRecord.key("demo")
+    static let step: UInt64 = 58_000_001
 
     /// Writes `count` approved transactions, as the journey completion leaves them.
     static func approve(_ store: RedisStore, on loop: EventLoop) async throws -> [(key: String, fields: [String: String])] {
@@ -33,8 +33,8 @@ import TestSupport
             let r = try await call(on: loop) { store.takeIf(tx.key, fields: tx.fields, on: $0, $1) }.get()
             guard case .taken = r else { Issue.record("\(tx.key) before the crash: \(r)"); return }
         }
-        #expect(try await call(on: loop) { store.create(marker, value: [1], ttlMs: markerTTLMs, on: $0, $1) }.get() == true)
-        #expect(try await call(on: loop) { store.create(marker, value: [1], ttlMs: markerTTLMs, on: $0, $1) }.get() == false)
+        #expect(try await call(on: loop) { store.raise(stepKey, to: step, on: $0, $1) }.get() == true)
+        #expect(try await call(on: loop) { store.raise(stepKey, to: step, on: $0, $1) }.get() == false)
     }
 
     /// After Redis came back behind: nothing consumed runs again, the spent code is not
@@ -48,9 +48,9 @@ import TestSupport
             #expect(try await call(on: loop) { store.get(tx.key, on: $0, $1) }.get() == nil)
         }
         #expect(again == 0, "\(again) of \(txs.count) consumed transactions were consumed a second time")
-        let claim = await call(on: loop) { store.create(marker, value: [1], ttlMs: markerTTLMs, on: $0, $1) }
+        let claim = await call(on: loop) { store.raise(stepKey, to: step, on: $0, $1) }
         #expect((try? claim.get()) != true, "the TOTP code spent before the crash was accepted again: \(claim)")
-        #expect(claim.isUnavailable, "a marker claim right after the fence fails closed as unavailable: \(claim)")
+        #expect(claim.isUnavailable, "a TOTP step right after the fence fails closed as unavailable: \(claim)")
 
         // Liveness: a new approval is consumed once; a code with no lost past is claimable.
         let (key, value, fields) = approvedTransaction(1000)
@@ -162,7 +162,7 @@ import TestSupport
             let r = try await call(on: loop) { store.takeIf(tx.key, fields: tx.fields, on: $0, $1) }.get()
             guard case .taken = r else { Issue.record("\(tx.key) after a reconnect: \(r)"); return }
         }
-        #expect(try await call(on: loop) { store.create(Self.marker, value: [1], ttlMs: Self.markerTTLMs, on: $0, $1) }.get() == true)
+        #expect(try await call(on: loop) { store.raise(Self.stepKey, to: Self.step + 1, on: $0, $1) }.get() == true)
         #expect(try redis.command(["HGET", "t:fence", "epoch"]) == .bulk(Array("1".utf8)))
     }
 

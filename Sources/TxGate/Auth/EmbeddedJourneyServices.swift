@@ -143,6 +143,6 @@ final class EmbeddedJourneyServices: JourneyServices {
     }
 
     func acceptTOTPStep(_ step: UInt64, of username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        store.raise("totp-step:" + username, to: step, on: loop, done)
+        store.raise(TOTPStepRecord.key(username), to: step, on: loop, done)
     }
 }

@@ -274,6 +274,18 @@ struct UsernamePasswordNode: JourneyNode {
     }
 }
 
+/// Where a user's last accepted TOTP time step is kept (`Store.raise`, never expiring), and how
+/// long a lost or rolled-back one matters.
+public enum TOTPStepRecord {
+    public static let keyPrefix = "totp-step:"
+    public static func key(_ username: String) -> String { keyPrefix + username }
+    /// How long after its last use a code is still inside the acceptance window (its own step
+    /// and `TOTPNode.window` steps either side), rounded up: a store that may have rolled the
+    /// last accepted step back refuses TOTP for this long, after which no code it could have
+    /// covered is accepted anyway (`FencedKeys`).
+    public static let replayWindowMs = (2 * TOTPNode.window + 2) * TOTPNode.period * 1000
+}
+
 /// RFC 6238 one-time password (SHA-1, 30 s, 6 digits, ±1 step). Each user's time steps are
 /// accepted in increasing order only: a code is refused once it, or a later one, has been used.
 struct TOTPNode: JourneyNode {

@@ -13,6 +13,12 @@
 ///   would have expired anyway: a claim with a time to live of T made less than T after the
 ///   epoch moved on is refused (the store is "unavailable" for it), never granted.
 ///
+/// - **high-water marks**, a kind of marker: a number only ever raised (a user's last accepted
+///   TOTP time step), whose loss or roll-back would let something happen again. Its value from
+///   an older epoch is not trusted (absent), and setting it again is refused for its
+///   `quarantineMs` after the epoch moved on (for TOTP, until every code the lost value could
+///   have covered is out of its window); it then starts over.
+///
 /// Sessions, rate counters and lockouts are not fenced: a resurrected session or lockout fails
 /// no exactly-once promise, and a lost lockout or counter cannot be brought back by refusing
 /// anything (it only gives a guesser one more window; eviction, which would do the same at
@@ -22,21 +28,31 @@ public struct FencedKeys: Sendable, Equatable {
 
     public var records: [String]
     public var markers: [String]
+    /// Markers refused for a fixed time after the epoch moved on, rather than for their own time
+    /// to live (a high-water mark never expires), by key prefix.
+    public var quarantineMs: [String: Int]
 
-    public init(records: [String], markers: [String]) {
+    public init(records: [String], markers: [String], quarantineMs: [String: Int] = [:]) {
         self.records = records
         self.markers = markers
+        self.quarantineMs = quarantineMs
     }
 
     /// The gateway's own: transactions, email codes, suspended journeys (a magic link),
-    /// OAuth authorization codes; and `once:` markers (used TOTP codes). FencedKeysTests checks
-    /// these against the keys the gateway really writes.
+    /// OAuth authorization codes; and each user's last accepted TOTP step, a marker.
+    /// FencedKeysTests checks these against the keys the gateway really writes.
     public static let oneShot = FencedKeys(
         records: [TransactionRecord.key(""), "emailotp:", "suspended:", "oauth2:code:"],
-        markers: ["once:"])
+        markers: [TOTPStepRecord.keyPrefix],
+        quarantineMs: [TOTPStepRecord.keyPrefix: TOTPStepRecord.replayWindowMs])
 
     /// Nothing fenced (a store that cannot lose writes, or a test of the raw protocol).
     public static let none = FencedKeys(records: [], markers: [])
+
+    /// How long after the epoch moved on a marker `key` of `ttlMs` is refused.
+    public func quarantine(of key: String, ttlMs: Int) -> Int {
+        quarantineMs.first { key.hasPrefix($0.key) }?.value ?? ttlMs
+    }
 
     /// How `key` (without the store's own prefix) is fenced, if at all.
     public func kind(of key: String) -> Kind? {
