@@ -97,3 +97,33 @@ extension SecurityReviewTests {
         }
     }
 }
+
+/// Issue 24 item 10: a bound field of a declared type is checked before any challenge.
+extension SecurityReviewTests {
+    @Test("a bound value that is not of its declared type is a 400 naming the field and the rule, before any approval")
+    func typedFieldsAreRefusedBeforeTheChallenge() throws {
+        var c = Kit.config(["metrics": ["allowFrom": ["127.0.0.1/32"]]])
+        var policies = c["policies"] as? [[String: Any]] ?? []
+        let i = try #require(policies.firstIndex { $0["name"] as? String == "transfer" })
+        var tx = policies[i]["transaction"] as? [String: Any] ?? [:]
+        tx["bind"] = ["body": ["/amount", "/currency", "/payee"],
+                      "types": ["/amount": ["type": "decimal", "maxScale": 2, "min": "0.01"], "/currency": ["oneOf": ["EUR", "USD"]]]]
+        policies[i]["transaction"] = tx
+        c["policies"] = policies
+        let g = try Testbed.current.startGatewayWithBank(config: c).0
+        let token = try Kit.login(g)
+        let form = Kit.apiHeaders(token).filter { $0.0 != "Content-Type" } + [("Content-Type", "application/x-www-form-urlencoded")]
+        let comma = try g.fetch("POST", "/transfer", headers: form, body: Array("amount=12,50&currency=EUR&payee=Bob".utf8))
+        expectGatewayError(comma, 400)
+        #expect((try? comma.json())?["message"] as? String == "'/amount' must be a decimal number like 12.50 (digits, one '.' at most), not '12,50'",
+                "\(comma.bodyText)")
+        let gbp = try Kit.transfer(g, token: token, body: Array(#"{"amount":12.5,"currency":"GBP","payee":"Bob"}"#.utf8))
+        expectGatewayError(gbp, 400)
+        #expect(gbp.bodyText.contains("one of EUR, USD"), "\(gbp.bodyText)")
+        // No approval was asked for: no transaction exists.
+        let metrics = try g.fetch("GET", "/-/metrics").bodyText
+        #expect(metrics.split(separator: "\n").contains("txgate_transactions_created_total 0"), "a transaction was created")
+        // A value of its type is challenged as before.
+        #expect(try Kit.transfer(g, token: token, body: Array(#"{"amount":12.5,"currency":"EUR","payee":"Bob"}"#.utf8)).status == 401)
+    }
+}

@@ -1,4 +1,5 @@
 import Testing
+import Foundation
 import TxGateCore
 
 /// Issue 11 items 2, 3 and the missing-field half of 5: what is bound from a body is what the
@@ -95,10 +96,13 @@ import TxGateCore
     }
 
     @Test func aMissingBoundFieldIsRefusedByName() {
-        #expect(bind(#"{"amount":"100"}"#, Self.json).bodyOutcome == .missingField("/payee"))
-        #expect(bind("amount=100", Self.form).bodyOutcome == .missingField("/payee"))
-        #expect(bind("", Self.json).bodyOutcome == .missingField("/amount"), "an empty body binds nothing, not nulls")
-        #expect(bind("", Self.form).bodyOutcome == .missingField("/amount"))
+        #expect(bind(#"{"amount":"100"}"#, Self.json).bodyOutcome == .missingField("/payee", readAs: Self.json))
+        #expect(bind("amount=100", Self.form).bodyOutcome == .missingField("/payee", readAs: Self.form))
+        #expect(bind("", Self.json).bodyOutcome == .missingField("/amount", readAs: Self.json), "an empty body binds nothing, not nulls")
+        #expect(bind("", Self.form).bodyOutcome == .missingField("/amount", readAs: Self.form))
+        // Issue 24 item 1: the message says how the body was read (a JSON body sent without its
+        // Content-Type reads as a form, and its fields are "not in the body").
+        #expect(BodyBindingOutcome.missingField("/amount", readAs: Self.form).message.contains("read as \(Self.form)"))
         let missing = bind("{}", Self.json).bodyOutcome
         #expect(missing.status == 400)
         #expect(missing.message.contains("'/amount'"))
@@ -208,5 +212,36 @@ import TxGateCore
         guard case .malformed(let why) = outcome(String(repeating: "x", count: 257)) else { Issue.record("long bound"); return }
         #expect(why.contains("longer than 256"))
         #expect(outcome(String(repeating: "x", count: 256)) == .bindable)
+    }
+}
+
+extension BodyBindingTests {
+    /// Issue 24 item 10: typed bound fields are checked before any approval is asked for.
+    @Test func typedFieldsAreCheckedBeforeAnyApproval() {
+        let rule = TransactionRule(journey: "Confirm", bindFields: ["/amount", "/currency", "/payee", "/n"], fieldTypes: [
+            "/amount": .decimal(maxScale: 2, min: Decimal(string: "0.01"), max: Decimal(10_000)),
+            "/currency": .oneOf(["EUR", "USD"]),
+            "/payee": .string(maxLength: 10, pattern: "[A-Za-z ]+"),
+            "/n": .integer(min: 1, max: 5),
+        ])
+        func outcome(_ body: String, _ type: String = Self.json) -> BodyBindingOutcome {
+            TransactionBinding(realm: "/", resource: "r", method: "POST", subject: "demo", rule: rule, body: Array(body.utf8),
+                               contentType: type).bodyOutcome
+        }
+        #expect(outcome(#"{"amount":12.5,"currency":"EUR","payee":"Bob","n":2}"#) == .bindable)
+        #expect(outcome("amount=12.50&currency=USD&payee=Bob+Smith&n=5", Self.form) == .bindable)
+        #expect(outcome("amount=12,50&currency=EUR&payee=Bob&n=1", Self.form)
+                == .invalidField("/amount", rule: "a decimal number like 12.50 (digits, one '.' at most)", value: "12,50"))
+        #expect(outcome(#"{"amount":12.505,"currency":"EUR","payee":"Bob","n":1}"#).message
+                == "'/amount' must be a decimal number with at most 2 digits after the point, not '12.505'")
+        #expect(outcome(#"{"amount":0,"currency":"EUR","payee":"Bob","n":1}"#).status == 400)
+        #expect(outcome(#"{"amount":10001,"currency":"EUR","payee":"Bob","n":1}"#).status == 400)
+        #expect(outcome(#"{"amount":"1e3","currency":"EUR","payee":"Bob","n":1}"#).status == 400)
+        #expect(outcome(#"{"amount":1,"currency":"GBP","payee":"Bob","n":1}"#).message.contains("one of EUR, USD"))
+        #expect(outcome(#"{"amount":1,"currency":"EUR","payee":"Bob1","n":1}"#).status == 400)
+        #expect(outcome(#"{"amount":1,"currency":"EUR","payee":"Bob Smithson","n":1}"#).message.contains("at most 10 characters"))
+        #expect(outcome(#"{"amount":1,"currency":"EUR","payee":7,"n":1}"#).message.contains("a string"))
+        #expect(outcome(#"{"amount":1,"currency":"EUR","payee":"Bob","n":2.5}"#).message.contains("a whole number"))
+        #expect(outcome(#"{"amount":1,"currency":"EUR","payee":"Bob","n":6}"#).message.contains("at most 5"))
     }
 }

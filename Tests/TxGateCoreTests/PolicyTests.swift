@@ -84,7 +84,7 @@ import Testing
         #expect(base.bodyOutcome == .bindable)
         #expect(base.bodyDigest == b(#"{"payee":"Bob","memo":"y","amount":10}"#).bodyDigest)
         #expect(base.bodyDigest != b(#"{"amount": 11, "payee": "Bob"}"#).bodyDigest)
-        #expect(b(#"{"amount": 10}"#).bodyOutcome == .missingField("/payee"))
+        #expect(b(#"{"amount": 10}"#).bodyOutcome == .missingField("/payee", readAs: "application/json"))
         #expect(TransactionBinding.display("Pay {amount} to {payee}?", bound: base.bound) == "Pay 10 to Bob?")
     }
 

@@ -122,6 +122,23 @@ import TxGateCore
         #expect(u.count == 1 && u[0].hasPrefix("policies[0].transaction.display: unknown placeholder '{amount}': no field is bound"), "\(u)")
     }
 
+    @Test func boundFieldTypesAreCheckedWhereTheyAreDeclared() {
+        func typeErrors(_ bind: String) -> [String] {
+            let p = policy("t", #"{"journey": "T", "bind": \#(bind)}"#)
+            return errors(#"{"upstream": {"url": "http://a"}, \#(Self.journeys), "policies": [\#(p)]}"#)
+        }
+        #expect(typeErrors(#"{"body": ["/amount"], "types": {"/amount": {"type": "decimal", "maxScale": 2, "min": "0.01"}}}"#) == [])
+        #expect(typeErrors(#"{"body": ["/amount"], "types": {"/payee": {"type": "string"}}}"#)
+                == ["policies[0].transaction.bind.types: '/payee' is not a field of bind.body (/amount)"])
+        #expect(typeErrors(#"{"body": ["/amount"], "types": {"/amount": {"type": "money"}}}"#)
+                == ["policies[0].transaction.bind.types./amount.type: 'money' is not decimal, integer or string (or use oneOf)"])
+        #expect(typeErrors(#"{"body": ["/p"], "types": {"/p": {"type": "string", "pattern": "("}}}"#)
+                == ["policies[0].transaction.bind.types./p.pattern: '(' is not a valid regular expression"])
+        #expect(typeErrors(#"{"body": ["/a"], "types": {"/a": {"type": "decimal", "min": "1,5"}}}"#).count == 1)
+        #expect(typeErrors(#"{"body": ["/a"], "types": {"/a": {"type": "integer", "maxLength": 3}}}"#)
+                == ["policies[0].transaction.bind.types./a.maxLength: only for a string"])
+    }
+
     @Test func emailPlaceholdersMustBeKnownVariables() {
         func journeyErrors(_ nodes: String) -> [String] {
             errors(#"{"upstream": {"url": "http://a"}, "email": {"outbox": "/tmp/txgate-outbox"}, "journeys": {"Login": [{"type": "UsernameOnly"}, \#(nodes)]}}"#)

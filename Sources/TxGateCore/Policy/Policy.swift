@@ -26,13 +26,17 @@ public struct TransactionRule: Equatable, Sendable {
     public var bindWholeBody: Bool
     /// Prompt shown to the user, with `{field}` replaced by the bound values.
     public var display: String?
+    /// The declared types of bound fields (`bind.types`), by JSON Pointer.
+    public var fieldTypes: [String: FieldType]
 
-    public init(journey: String, ttlS: Int = 180, bindFields: [String] = [], bindWholeBody: Bool = false, display: String? = nil) {
+    public init(journey: String, ttlS: Int = 180, bindFields: [String] = [], bindWholeBody: Bool = false, display: String? = nil,
+                fieldTypes: [String: FieldType] = [:]) {
         self.journey = journey
         self.ttlS = ttlS
         self.bindFields = bindFields
         self.bindWholeBody = bindWholeBody
         self.display = display
+        self.fieldTypes = fieldTypes
     }
 }
 
@@ -176,6 +180,7 @@ struct TransactionConfig: Decodable {
         if let b: BindConfig = o.optional("bind") {
             rule.bindFields = b.fields
             rule.bindWholeBody = b.whole
+            rule.fieldTypes = b.types
         }
         if let display = rule.display {
             // What the display may name: each bound pointer, with or without its leading '/'.
@@ -192,15 +197,25 @@ struct TransactionConfig: Decodable {
 struct BindConfig: Decodable {
     var fields: [String] = []
     var whole = false
+    var types: [String: FieldType] = [:]
     init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["body"])
-        guard o.has("body") else { return }
+        let o = try StrictObject(decoder, known: ["body", "types"])
+        if let t: [String: FieldTypeConfig] = o.optional("types") {
+            types = t.mapValues(\.type)
+        }
+        guard o.has("body") else {
+            if !types.isEmpty { o.invalid("types", "types need bind.body to list the fields they type") }
+            return
+        }
         if let all = o.attempt("body", as: Bool.self) { whole = all }
         else if let list = o.attempt("body", as: [String].self) {
             for p in list where !p.hasPrefix("/") { o.invalid("body", "'\(p)' is not a JSON Pointer (like /amount)") }
             fields = list
         } else {
             o.invalid("body", "must be true (the whole body) or a list of JSON Pointers")
+        }
+        for p in types.keys.sorted() where !fields.contains(p) {
+            o.invalid("types", "'\(p)' is not a field of bind.body (\(fields.joined(separator: ", ")))")
         }
     }
 }

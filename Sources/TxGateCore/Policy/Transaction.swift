@@ -101,16 +101,19 @@ public enum BodyBindingOutcome: Equatable, Sendable {
     case malformed(String)
     /// 400: a bound field could be read two ways (a repeated form field, repeated JSON key).
     case ambiguous(String)
-    /// 400: a bound field is not in the body (the pointer): the user is never asked to approve
-    /// a null that was not sent.
-    case missingField(String)
+    /// 400: a bound field is not in the body (the pointer, and the media type the body was
+    /// read as): the user is never asked to approve a null that was not sent.
+    case missingField(String, readAs: String? = nil)
+    /// 400: a bound field's value is not of its declared type (`bind.types`): the pointer, the
+    /// rule, the value as sent.
+    case invalidField(String, rule: String, value: String)
 
     /// The status to answer with when not bindable (200 for `.bindable`).
     public var status: Int {
         switch self {
         case .bindable: return 200
         case .unsupportedMediaType: return 415
-        case .malformed, .ambiguous, .missingField: return 400
+        case .malformed, .ambiguous, .missingField, .invalidField: return 400
         }
     }
 
@@ -119,8 +122,12 @@ public enum BodyBindingOutcome: Equatable, Sendable {
         switch self {
         case .bindable: return ""
         case .unsupportedMediaType(let m), .malformed(let m), .ambiguous(let m): return m
-        case .missingField(let pointer):
+        case .missingField(let pointer, let type):
             return "this request needs its own approval of '\(pointer)', which is not in the body"
+                + (type.map { " (read as \($0), its Content-Type)" } ?? "")
+        case .invalidField(let pointer, let rule, let value):
+            let shown = value.count > 40 ? String(value.prefix(40)) + "…" : value
+            return "'\(pointer)' must be \(rule), not '\(shown)'"
         }
     }
 }
@@ -181,6 +188,12 @@ public struct TransactionBinding: Equatable, Sendable {
         } else if !rule.bindFields.isEmpty {
             switch Self.readFields(rule.bindFields, body: body, contentType: contentType) {
             case .success(let (type, fields)):
+                for p in rule.bindFields {
+                    if let t = rule.fieldTypes[p], let value = fields[p], let why = t.violation(value) {
+                        bodyOutcome = .invalidField(p, rule: why, value: value.displayText)
+                        return
+                    }
+                }
                 mediaType = type
                 bound = fields
                 let parts: [JSONValue] = [.string(type), .object(fields)]
@@ -236,14 +249,14 @@ public struct TransactionBinding: Equatable, Sendable {
         if let charset = type.parameters["charset"], charset != "utf-8" {
             return .failure(Refusal(outcome: .unsupportedMediaType("the charset of a body with fields to approve must be utf-8, not '\(charset)'")))
         }
-        if body.isEmpty { return .failure(Refusal(outcome: .missingField(pointers[0]))) }
+        if body.isEmpty { return .failure(Refusal(outcome: .missingField(pointers[0], readAs: type.essence))) }
         var bound: [String: JSONValue] = [:]
         if type.isJSON {
             guard let doc = JSONValue.parse(body) else {
                 return .failure(Refusal(outcome: .malformed("the body must be one JSON document without repeated keys")))
             }
             for p in pointers {
-                guard let v = doc.at(pointer: p) else { return .failure(Refusal(outcome: .missingField(p))) }
+                guard let v = doc.at(pointer: p) else { return .failure(Refusal(outcome: .missingField(p, readAs: type.essence))) }
                 bound[p] = v
             }
         } else {
@@ -261,7 +274,7 @@ public struct TransactionBinding: Equatable, Sendable {
                 guard values.count <= 1 else {
                     return .failure(Refusal(outcome: .ambiguous("the form field '\(name)' appears more than once")))
                 }
-                guard let v = values.first else { return .failure(Refusal(outcome: .missingField(p))) }
+                guard let v = values.first else { return .failure(Refusal(outcome: .missingField(p, readAs: type.essence))) }
                 bound[p] = .string(v.value)
             }
         }
