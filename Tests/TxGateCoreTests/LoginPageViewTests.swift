@@ -13,11 +13,16 @@ import TxGateCore
                                "/memo/text": .string("rent")],
                        display: "Approve {amount} {currency} to {/payee}?")
         let a = LoginPageView.Approval(r)
-        #expect(a.rows.map(\.label) == ["Amount", "Currency", "Payee", "Memo text"])
-        #expect(a.rows.map(\.value) == ["2500", "EUR", "Mallory Ltd", "rent"])
+        // Amount and currency, side by side in the sentence, are one row that never wraps apart (issue 24 item 13).
+        #expect(a.rows.map(\.label) == ["Amount", "Payee", "Memo text"])
+        #expect(a.rows.map(\.value) == ["2500\u{00A0}EUR", "Mallory Ltd", "rent"])
         #expect(a.display == "Approve {amount} {currency} to {/payee}?")
         let labelled = LoginPageView.Approval(r, labels: ["/payee": "To", "/memo/text": "Reference"])
-        #expect(labelled.rows.map(\.label) == ["Amount", "Currency", "To", "Reference"])
+        #expect(labelled.rows.map(\.label) == ["Amount", "To", "Reference"])
+        // Apart in the sentence: apart on the page.
+        let apart = LoginPageView.Approval(record(bound: ["/amount": .string("5"), "/currency": .string("EUR")],
+                                                  display: "Pay {amount} in {currency}?"))
+        #expect(apart.rows.map(\.label) == ["Amount", "Currency"])
     }
 
     @Test func everythingShownIsEscapedAndThePageHasNoExternalAsset() {

@@ -26,19 +26,37 @@ public struct LoginPageView: Sendable {
 
         /// The record's bound fields, labelled from `labels` or after their pointers (`/amount`
         /// → "Amount", `/payee/name` → "Payee name"), in the order the rule's `display` names
-        /// them, then the others by pointer.
+        /// them, then the others by pointer. Fields the display names next to each other with
+        /// only a space between (`{amount} {currency}`) are one row, under the first one's
+        /// label, their values joined by a no-break space: "100 EUR" never wraps apart.
         public init(_ record: TransactionRecord, labels: [String: String] = [:]) {
             display = record.display
             let template = record.display ?? ""
-            func position(_ pointer: String) -> Int {
+            func placeholder(_ pointer: String) -> Range<String.Index>? {
                 let name = String(pointer.dropFirst())
                 for form in ["{\(name)}", "{\(pointer)}"] {
-                    if let r = template.range(of: form) { return template.distance(from: template.startIndex, to: r.lowerBound) }
+                    if let r = template.range(of: form) { return r }
                 }
-                return Int.max
+                return nil
+            }
+            func position(_ pointer: String) -> Int {
+                placeholder(pointer).map { template.distance(from: template.startIndex, to: $0.lowerBound) } ?? Int.max
             }
             let pointers = record.bound.keys.sorted { (position($0), $0) < (position($1), $1) }
-            rows = pointers.map { (labels[$0] ?? Self.label($0), record.bound[$0]?.displayText ?? "") }
+            var rows: [(label: String, value: String)] = []
+            var previous: Range<String.Index>?
+            for p in pointers {
+                let value = record.bound[p]?.displayText ?? ""
+                let here = placeholder(p)
+                if let previous, let here, previous.upperBound <= here.lowerBound,
+                   template[previous.upperBound..<here.lowerBound] == " ", !rows.isEmpty {
+                    rows[rows.count - 1].value += "\u{00A0}" + value
+                } else {
+                    rows.append((labels[p] ?? Self.label(p), value))
+                }
+                previous = here
+            }
+            self.rows = rows
         }
 
         static func label(_ pointer: String) -> String {
@@ -76,12 +94,13 @@ public struct LoginPageView: Sendable {
     static func style(accent: String) -> String {
         """
         body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:#f4f5f7;margin:0;display:flex;min-height:100vh;align-items:center;justify-content:center;color:#1f2933}
-        main{background:#fff;padding:2rem 2.25rem;border-radius:10px;box-shadow:0 2px 14px rgba(0,0,0,.08);width:min(380px,90vw);border-top:4px solid \(accent)}
+        main{background:#fff;padding:2rem 2.25rem;border-radius:10px;box-shadow:0 2px 14px rgba(0,0,0,.08);width:min(380px,94vw);box-sizing:border-box;border-top:4px solid \(accent)}
         .brand{display:flex;align-items:center;gap:.6rem;font-weight:600;color:\(accent);margin:0 0 1rem;overflow-wrap:anywhere}.logo{height:32px;width:auto}
         h1{font-size:1.3rem;margin:0 0 1.1rem}
         dl#approval{margin:0 0 1rem;padding:.9rem 1rem;border-radius:8px;background:#f7f9fb;border:1px solid #e4e7eb}
-        .row{display:flex;justify-content:space-between;align-items:baseline;gap:1rem;padding:.35rem 0}.row+.row{border-top:1px solid #e4e7eb}
-        dt{color:#52606d;font-size:.9rem}dd{margin:0;font-size:1.35rem;font-weight:600;text-align:right;overflow-wrap:anywhere}
+        .row{display:flex;flex-wrap:wrap;justify-content:space-between;align-items:baseline;gap:.25rem 1rem;padding:.35rem 0}.row+.row{border-top:1px solid #e4e7eb}
+        dt{color:#52606d;font-size:.9rem}dd{margin:0 0 0 auto;font-size:1.35rem;font-weight:600;text-align:right;overflow-wrap:break-word;min-width:0}
+        @media (max-width:420px){main{padding:1.5rem 1.25rem}dd{font-size:1.2rem}}
         label{display:block;font-size:.85rem;margin:.9rem 0 .3rem;color:#52606d}
         input[type=text],input[type=password],select{width:100%;box-sizing:border-box;padding:.6rem .7rem;border:1px solid #cbd2d9;border-radius:6px;font-size:1rem}
         input.code{font-size:1.4rem;letter-spacing:.3em;text-align:center}
