@@ -23,6 +23,11 @@ import TxGateCore
         let apart = LoginPageView.Approval(record(bound: ["/amount": .string("5"), "/currency": .string("EUR")],
                                                   display: "Pay {amount} in {currency}?"))
         #expect(apart.rows.map(\.label) == ["Amount", "Currency"])
+        // A record keeps the sentence as shown: the values place the rows.
+        let shown = LoginPageView.Approval(record(bound: ["/payee": .string("Mallory Ltd"), "/amount": .string("2500"), "/currency": .string("EUR")],
+                                                  display: "Approve 2500 EUR to Mallory Ltd?"))
+        #expect(shown.rows.map(\.label) == ["Amount", "Payee"])
+        #expect(shown.rows.map(\.value) == ["2500\u{00A0}EUR", "Mallory Ltd"])
     }
 
     @Test func everythingShownIsEscapedAndThePageHasNoExternalAsset() {

@@ -32,12 +32,15 @@ public struct LoginPageView: Sendable {
         public init(_ record: TransactionRecord, labels: [String: String] = [:]) {
             display = record.display
             let template = record.display ?? ""
+            // Where the display names a field: its placeholder in a template, or (a record keeps
+            // the sentence as shown, placeholders filled in) the first place its value appears.
             func placeholder(_ pointer: String) -> Range<String.Index>? {
                 let name = String(pointer.dropFirst())
                 for form in ["{\(name)}", "{\(pointer)}"] {
                     if let r = template.range(of: form) { return r }
                 }
-                return nil
+                guard let value = record.bound[pointer]?.displayText, !value.isEmpty else { return nil }
+                return template.range(of: value)
             }
             func position(_ pointer: String) -> Int {
                 placeholder(pointer).map { template.distance(from: template.startIndex, to: $0.lowerBound) } ?? Int.max
