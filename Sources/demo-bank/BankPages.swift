@@ -1,4 +1,5 @@
 import Foundation
+import TxGateCrypto
 import TxGateCore
 
 /// One transfer as the bank executes it, read from a JSON body or from the home page's form.
@@ -48,14 +49,23 @@ struct TransferOrder {
 /// demo-bank's HTML pages: home (balance and the transfer form), receipt, refusal. No script
 /// and no external asset.
 enum BankPages {
-    static let csp = "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    /// A page brought back from the back/forward cache shows a stale balance and a form that was
+    /// already sent (a user re-submitted and approved the same transfer twice): reload it.
+    static let script = "addEventListener('pageshow',function(e){if(e.persisted)location.reload();});"
+    static let csp = "default-src 'none'; style-src 'unsafe-inline'; script-src 'sha256-"
+        + Data(Crypto.sha256(Array(script.utf8))).base64EncodedString() + "'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
+    /// Where the gateway ends the session (OIDC end session; a POST from this origin needs no ID token).
+    static let signOutPath = "/am/oauth2/realms/root/connect/endSession"
 
-    static func home(balance: Decimal, transfers: Int) -> String {
-        layout("Your account", """
+    /// `formToken`: a fresh token for this form, so that the bank recognizes the same form sent
+    /// twice (`Bank.formTokens`).
+    static func home(balance: Decimal, transfers: Int, formToken: String) -> Page {
+        Page(title: "Your account", content: """
             <section class="balance"><p class="label">Everyday account</p><p class="amount" id="balance">\(money(balance)) EUR</p>
             <p class="note">\(transfers == 1 ? "1 transfer" : "\(transfers) transfers") made</p></section>
             <h2>New transfer</h2>
             <form id="transfer" method="post" action="/transfer">
+            <input type="hidden" name="formToken" value="\(MarkupText.escape(formToken))">
             <label for="amount">Amount</label><input id="amount" name="amount" inputmode="decimal" required placeholder="25.00">
             <label for="currency">Currency</label><select id="currency" name="currency"><option>EUR</option></select>
             <label for="payee">Payee</label><input id="payee" name="payee" required placeholder="Name of the person or company">
@@ -64,8 +74,8 @@ enum BankPages {
             """)
     }
 
-    static func receipt(_ t: TransferOrder, sequence: Int, balance: Decimal) -> String {
-        layout("Receipt", """
+    static func receipt(_ t: TransferOrder, sequence: Int, balance: Decimal) -> Page {
+        Page(title: "Receipt", content: """
             <p class="ok">&#10003; Transfer executed</p>
             <dl id="receipt">
             <dt>Amount</dt><dd id="r-amount">\(MarkupText.escape(money(t.amount))) \(MarkupText.escape(t.currency))</dd>
@@ -77,8 +87,16 @@ enum BankPages {
             """)
     }
 
-    static func refused(_ message: String) -> String {
-        layout("Transfer not made", "<p class=\"err\">\(MarkupText.escape(message))</p><p><a href=\"/\">Back to your account</a></p>")
+    static func refused(_ message: String) -> Page {
+        Page(title: "Transfer not made", content: "<p class=\"err\">\(MarkupText.escape(message))</p><p><a href=\"/\">Back to your account</a></p>")
+    }
+
+    /// The same form sent again (back, then send): nothing is executed a second time.
+    static func alreadySent(sequence: Int) -> Page {
+        Page(title: "Already sent", content: """
+            <p class="err" id="already-sent">You already sent this transfer: it was executed once, as transfer number \(sequence).</p>
+            <p><a href="/receipt?seq=\(sequence)">See its receipt</a> · <a href="/">Back to your account</a></p>
+            """)
     }
 
     static func money(_ d: Decimal) -> String {
@@ -90,14 +108,25 @@ enum BankPages {
         return f.string(from: NSDecimalNumber(decimal: d)) ?? "\(d)"
     }
 
-    private static func layout(_ title: String, _ content: String) -> String {
-        """
+    /// A page's title and content, laid out by `layout` with who is signed in.
+    struct Page {
+        let title: String
+        let content: String
+    }
+
+    /// The whole page; `user` (the gateway's `X-TxGate-User`) is shown in the header with a
+    /// sign-out button.
+    static func layout(_ page: Page, user: String?) -> String {
+        let (title, content) = (page.title, page.content)
+        return """
         <!doctype html>
         <html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
         <title>\(MarkupText.escape(title))</title>
         <style>
         body{font-family:system-ui,-apple-system,"Segoe UI",Roboto,sans-serif;background:#f3f6f4;margin:0;color:#1f2933}
-        header{background:#0f766e;color:#fff;padding:1rem 1.5rem;font-weight:600;font-size:1.1rem}
+        header{background:#0f766e;color:#fff;padding:1rem 1.5rem;font-weight:600;font-size:1.1rem;display:flex;flex-wrap:wrap;justify-content:space-between;align-items:center;gap:.5rem}
+        header .who{margin:0;font-weight:400;font-size:.9rem;display:flex;align-items:center;gap:.6rem}
+        header .who button{margin:0;width:auto;padding:.35rem .7rem;background:#fff;color:#0f766e;font-size:.85rem}
         main{max-width:420px;margin:2rem auto;background:#fff;padding:1.75rem 2rem;border-radius:10px;box-shadow:0 2px 14px rgba(0,0,0,.08)}
         h1{font-size:1.3rem;margin:0 0 1rem}h2{font-size:1.05rem;margin:1.5rem 0 .5rem}
         .balance .label{margin:0;color:#52606d;font-size:.85rem}.balance .amount{margin:.2rem 0;font-size:2rem;font-weight:600}
@@ -109,9 +138,12 @@ enum BankPages {
         .ok{font-size:1.2rem;color:#0f766e;font-weight:600}.err{color:#8a1c1c}
         a{color:#0f766e}
         </style></head>
-        <body><header>Demo Bank</header><main><h1>\(MarkupText.escape(title))</h1>
+        <body><header><span>Demo Bank</span>\(user.map { """
+            <form class="who" method="post" action="\(signOutPath)"><span id="signed-in">\(MarkupText.escape($0))</span> \
+            <button type="submit" id="sign-out">Sign out</button></form>
+            """ } ?? "")</header><main><h1>\(MarkupText.escape(title))</h1>
         \(content)
-        </main></body></html>
+        </main><script>\(script)</script></body></html>
         """
     }
 }

@@ -74,6 +74,11 @@ final class Bank {
     private var answers: [String: IdempotentAnswer] = [:]
     private var answerOrder: [String] = []
     static let maxKeys = 10_000
+    /// The home page's forms already executed (their hidden `formToken`), and as which
+    /// transfer: the same form sent again (back, then send; a page restored from the cache)
+    /// executes nothing and says so. The oldest are forgotten past `maxKeys`.
+    private var formTokens: [String: Int] = [:]
+    private var formTokenOrder: [String] = []
 
     init(loop: EventLoop) { self.loop = loop }
 
@@ -84,7 +89,7 @@ final class Bank {
         case ("GET", "/health"):
             json(ex, 200, ["status": "ok"])
         case ("GET", "/"), ("GET", "/transfer"):
-            page(ex, 200, BankPages.home(balance: balance, transfers: transfers.count))
+            page(ex, 200, BankPages.home(balance: balance, transfers: transfers.count, formToken: UUID().uuidString.lowercased()))
         case ("GET", "/receipt"):
             receipt(ex, query)
         case ("GET", "/accounts"):
@@ -202,8 +207,17 @@ final class Bank {
         case .success(let o):
             order = o
         }
+        let formToken = isForm ? FormBody.parse(ex.body.bytes)?.first(where: { $0.name == "formToken" })?.value : nil
+        if let formToken, let first = formTokens[formToken] {
+            return page(ex, 409, BankPages.alreadySent(sequence: first))
+        }
         transfers.append(order)
         let sequence = transfers.count
+        if let formToken {
+            formTokens[formToken] = sequence
+            formTokenOrder.append(formToken)
+            if formTokenOrder.count > Self.maxKeys { formTokens.removeValue(forKey: formTokenOrder.removeFirst()) }
+        }
         if isForm {
             var h = HTTPHeaders()
             h.add("Location", "/receipt?seq=\(sequence)")
@@ -229,7 +243,8 @@ final class Bank {
     }
 
     @discardableResult
-    private func page(_ ex: ServerExchange, _ status: Int, _ html: String) -> (status: Int, headers: HTTPHeaders, body: [UInt8]) {
+    private func page(_ ex: ServerExchange, _ status: Int, _ page: BankPages.Page) -> (status: Int, headers: HTTPHeaders, body: [UInt8]) {
+        let html = BankPages.layout(page, user: ex.head.headers.first("X-TxGate-User"))
         var h = HTTPHeaders()
         h.add("Content-Type", "text/html; charset=utf-8")
         h.add("Cache-Control", "no-store")

@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TxGateCrypto
 
 /// Issue 22 item 1: the gateway never executes a request twice itself. A kept-alive upstream
 /// connection that fails before any response byte may have carried a request the backend
@@ -132,5 +133,59 @@ extension UpstreamResendTests {
         #expect(try transfer("\"tx-2\"", body).status == 201)
         #expect(try transfer(nil, body).status == 201)
         #expect(try balance() == before - 30)
+    }
+}
+
+/// Issue 24 item 11: the demo bank operators copy shows who is signed in, signs out to a page,
+/// and recognizes the same form sent twice.
+@Suite(.testbed) struct DemoBankPageTests {
+    typealias Kit = TransactionKit
+
+    @Test func theBankShowsWhoIsSignedInAndSignsOutToAPage() throws {
+        // The sign-out button ends the session at the OIDC end-session endpoint (oauth2, as gateway.json has).
+        var config = OAuthKit.config()
+        config["policies"] = [["name": "home", "resources": ["/"], "actions": ["GET"], "subjects": "authenticated"]]
+            + (config["policies"] as? [[String: Any]] ?? [])
+        let (g, _) = try Testbed.current.startGatewayWithBank(config: config)
+        let token = try Kit.login(g)
+        let cookie = ("Cookie", "iPlanetDirectoryPro=\(token)")
+        let home = try g.fetch("GET", "/", headers: [cookie])
+        #expect(home.status == 200, "\(home)")
+        #expect(home.bodyText.contains(#"<span id="signed-in">demo</span>"#), "\(home.bodyText)")
+        #expect(home.bodyText.contains(#"action="/am/oauth2/realms/root/connect/endSession""#))
+        // The page reloads when restored from the back/forward cache: its script is allowed by hash.
+        let csp = try #require(home.header("Content-Security-Policy"))
+        let script = try #require(home.bodyText.range(of: #"<script>(.*)</script>"#, options: .regularExpression)
+            .map { String(home.bodyText[$0].dropFirst(8).dropLast(9)) })
+        #expect(script.contains("persisted") && csp.contains("'sha256-\(Data(Crypto.sha256(Array(script.utf8))).base64EncodedString())'"), "\(csp)")
+        // A client cannot name itself: its own X-TxGate-User is replaced by the verified user.
+        let forged = try g.fetch("GET", "/", headers: [cookie, ("X-TxGate-User", "admin")])
+        #expect(forged.bodyText.contains(#"<span id="signed-in">demo</span>"#) && !forged.bodyText.contains("admin"), "\(forged.bodyText)")
+
+        // The sign-out button: a same-origin form post, ending on the sign-in page.
+        let out = try g.fetch("POST", "/am/oauth2/realms/root/connect/endSession",
+                              headers: [cookie, ("Origin", "http://127.0.0.1:\(g.port)"), ("Accept", "text/html,*/*;q=0.8"),
+                                        ("Content-Type", "application/x-www-form-urlencoded")], body: [])
+        #expect(out.status == 303 && out.header("Location") == "http://127.0.0.1:\(g.port)/am/XUI/", "\(out)")
+        #expect(try g.fetch("GET", "/", headers: [cookie, ("x-authenticate-response", "header")]).status == 401)
+    }
+
+    @Test func theSameFormSentTwiceIsExecutedOnce() throws {
+        let bank = try Testbed.current.startDemoBank()
+        let home = try RawHTTPClient.fetch(port: bank.port, "GET", "/")
+        let token = try #require(home.bodyText.range(of: #"name="formToken" value="[^"]+""#, options: .regularExpression)
+            .map { String(home.bodyText[$0].split(separator: "\"")[3]) })
+        let form = [("Content-Type", "application/x-www-form-urlencoded")]
+        let body = Array("formToken=\(token)&amount=25.50&currency=EUR&payee=Bob".utf8)
+        let first = try RawHTTPClient.fetch(port: bank.port, "POST", "/transfer", headers: form, body: body)
+        #expect(first.status == 303 && first.header("Location") == "/receipt?seq=1", "\(first)")
+        let again = try RawHTTPClient.fetch(port: bank.port, "POST", "/transfer", headers: form, body: body)
+        #expect(again.status == 409 && again.bodyText.contains("You already sent this transfer"), "\(again)")
+        #expect(again.bodyText.contains(#"href="/receipt?seq=1""#))
+        let after = try RawHTTPClient.fetch(port: bank.port, "GET", "/")
+        #expect(after.bodyText.contains("1 transfer made"), "\(after.bodyText)")
+        // Another form (a new token) is another transfer.
+        let other = Array("formToken=another&amount=1&currency=EUR&payee=Bob".utf8)
+        #expect(try RawHTTPClient.fetch(port: bank.port, "POST", "/transfer", headers: form, body: other).status == 303)
     }
 }

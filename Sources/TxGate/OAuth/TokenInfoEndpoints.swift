@@ -120,6 +120,11 @@ struct TokenInfoEndpoints {
         if let target {
             h.add("Location", target)
             ctx.respond(status: 302, headers: h, body: [])
+        } else if ctx.head.headers.first("Accept").map(ParkedRequest.prefersHTML) == true {
+            // A person signing out (the confirmation page's button, an app's sign-out form)
+            // ends on the sign-in page, not on JSON.
+            h.add("Location", provider.publicURL + "/am/XUI/")
+            ctx.respond(status: 303, headers: h, body: [])
         } else {
             ctx.respondJSON(status: 200, #"{"loggedOut":true}"#, headers: h)
         }

@@ -6,7 +6,8 @@ import TxGateCore
 /// forwarding headers set), without the gateway's own credentials. A request that spends an
 /// approval carries `Idempotency-Key` with its TxId (draft-ietf-httpapi-idempotency-key-header),
 /// replacing the client's: however the request reaches the backend, the backend can tell a
-/// repetition of the approved one.
+/// repetition of the approved one. A request with a subject the gateway verified carries it as
+/// `X-TxGate-User` (the client's own is never passed on), as forward-auth's answer does.
 struct UpstreamRequestFilter: RequestPhase {
     let upstreamAuthority: String
     /// The session cookie/header name, when there is an authentication service.
@@ -27,6 +28,7 @@ struct UpstreamRequestFilter: RequestPhase {
             if let type = parked.contentType { headers.add("Content-Type", type) }
             if let accept = parked.accept { headers.add("Accept", accept) }
         }
+        if let subject = ctx.subject { headers.add("X-TxGate-User", subject.uid) }
         if let txid = ctx.consumedTxid {
             headers.remove("Idempotency-Key")
             headers.add("Idempotency-Key", "\"" + txid + "\"")

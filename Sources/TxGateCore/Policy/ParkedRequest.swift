@@ -83,7 +83,7 @@ public struct ParkedRequest: Equatable, Sendable {
 
     /// Whether an `Accept` value gives `text/html` a weight at least that of every other range
     /// (a browser's `text/html,…,*/*;q=0.8`; not curl's `*/*`, not `application/json`).
-    static func prefersHTML(_ accept: String) -> Bool {
+    public static func prefersHTML(_ accept: String) -> Bool {
         var html = 0.0
         var others = 0.0
         for range in accept.split(separator: ",") {
