@@ -17,7 +17,7 @@ import TestSupport
     static let validatePath = "/am/json/realms/root/sessions?_action=validate"
     static let magicStart = authPath + "?authIndexType=service&authIndexValue=MagicLink"
 
-    static let suspendedMessage = "An email has been sent to the address you entered. Click the link in that email to proceed."
+    static let suspendedMessage = "An email has been sent to your email address. Click the link in that email to proceed."
     /// AM's exact answer to an unknown, expired or used suspendedId (WIRE.md §5).
     static let notFound = #"{"code":401,"reason":"Unauthorized","message":"org.forgerock.openam.auth.nodes.framework.token.SuspendedAuthSessionException: Token not found. It may have expired."}"#
     static let loginFailure = #"{"code":401,"reason":"Unauthorized","message":"Login failure","detail":{"failureUrl":""}}"#

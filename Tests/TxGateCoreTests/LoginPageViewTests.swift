@@ -70,4 +70,20 @@ import TxGateCore
             #expect(e.first?.contains("is not an origin") == true, "\(bad): \(e)")
         }
     }
+
+    /// Issue 24 item 12: the sign-in page offers the magic-link journey when there is one.
+    @Test func theSignInPageOffersAMagicLinkJourneyWhenThereIsOne() {
+        let journeys: [String: [NodeConfig]] = [
+            "Login": [NodeConfig(type: "UsernamePassword")],
+            "MagicLink": [NodeConfig(type: "UsernameOnly"), NodeConfig(type: "EmailSuspend")],
+            "Confirm": [NodeConfig(type: "EmailSuspend")],
+        ]
+        #expect(LoginPageView.magicLinkJourney(in: journeys) == "MagicLink")
+        #expect(LoginPageView.magicLinkJourney(in: ["Login": [NodeConfig(type: "UsernamePassword")]]) == nil)
+        let view = LoginPageView(config: LoginPageConfig(), logo: nil, magicLinkJourney: "MagicLink")
+        #expect(view.html(message: nil, approval: nil, script: nil).contains(#"data-journey="MagicLink""#))
+        let r = record(bound: ["/amount": .string("1")], display: nil)
+        #expect(!view.html(message: nil, approval: LoginPageView.Approval(r), script: nil).contains("magic-link"),
+                "an approval is no place to sign in by email")
+    }
 }

@@ -44,7 +44,8 @@ final class AuthService: Sendable {
         gotoPolicy = GotoPolicy(origin: publicURL)
         self.publicURL = publicURL.description
         let logo = config.loginPage.logoFile.flatMap { FileManager.default.contents(atPath: $0) }.map { [UInt8]($0) }
-        loginPageView = LoginPageView(config: config.loginPage, logo: logo)
+        loginPageView = LoginPageView(config: config.loginPage, logo: logo,
+                                      magicLinkJourney: LoginPageView.magicLinkJourney(in: config.journeys))
     }
 
     var now: Int { clock.now }

@@ -10,7 +10,39 @@ enum LoginPageScript {
       var endpoint = "/am/json/realms/root" + (realm ? "/realms/" + encodeURIComponent(realm) : "") + "/authenticate";
       var form = document.getElementById("step"), status = document.getElementById("status");
       var approval = document.getElementById("approval");
-      var current = null, askedCode = false;
+      var current = null, askedCode = false, waiting = null;
+      // The plain sign-in page offers the magic-link journey, back to the same goto.
+      var magic = document.getElementById("magic");
+      if (magic && !q.has("authIndexType") && !q.has("suspendedId")) {
+        var mp = new URLSearchParams();
+        if (q.has("goto")) mp.set("goto", q.get("goto"));
+        if (q.has("realm")) mp.set("realm", q.get("realm"));
+        mp.set("authIndexType", "service");
+        mp.set("authIndexValue", document.getElementById("magic-link").getAttribute("data-journey"));
+        document.getElementById("magic-link").href = "?" + mp.toString();
+        magic.hidden = false;
+      }
+      // While a link is on its way: the link opened in another tab or browser signs this one in
+      // too (the session cookie), so look for it and move on; or send another link.
+      function awaitLink() {
+        var again = document.createElement("button");
+        again.type = "button"; again.className = "secondary"; again.id = "resend"; again.textContent = "Send another link";
+        again.addEventListener("click", function () { stopWaiting(); say(""); start(true); });
+        form.appendChild(again);
+        var until = Date.now() + 10 * 60 * 1000;
+        waiting = setInterval(function () {
+          if (Date.now() > until) { stopWaiting(); return; }
+          post("/am/json/realms/root/sessions?_action=validate", {}).then(function (r) {
+            if (r.status === 200 && r.body && r.body.valid === true) {
+              stopWaiting();
+              form.textContent = "";
+              say("Signed in with the link.", "");
+              location.assign(q.get("goto") || "/");
+            }
+          }, function () {});
+        }, 2000);
+      }
+      function stopWaiting() { if (waiting) { clearInterval(waiting); waiting = null; } }
 
       function say(text, kind) {
         status.textContent = "";
@@ -119,7 +151,7 @@ enum LoginPageScript {
               p.className = "msg " + (t === "1" ? "warning" : t === "2" ? "error" : "");
               p.textContent = out(cb, "message") || "";
               form.appendChild(p);
-              if (cb.type === "SuspendedTextOutputCallback") submit = false;
+              if (cb.type === "SuspendedTextOutputCallback") { submit = false; awaitLink(); }
               break;
             case "ConfirmationCallback":
               submit = false;

@@ -42,7 +42,7 @@ struct EmailSuspendNode: JourneyNode {
     /// What `subject` and `body` may name (what `enter` fills in).
     static let subjectVariables = ["username"]
     static let bodyVariables = ["link", "username", "display"]
-    static let defaultMessage = "An email has been sent to the address you entered. Click the link in that email to proceed."
+    static let defaultMessage = "An email has been sent to your email address. Click the link in that email to proceed."
     let message: String
     let subject: String
     let body: String

@@ -8,7 +8,20 @@ public struct LoginPageView: Sendable {
     /// `data:<type>;base64,...` of the logo, when one is configured.
     public let logoDataURI: String?
 
-    public init(config: LoginPageConfig, logo: [UInt8]?) {
+    /// A journey that signs in by an emailed link (`UsernameOnly`, then `EmailSuspend`), offered
+    /// on the sign-in page as "Email me a sign-in link instead".
+    public var magicLinkJourney: String?
+
+    /// The first journey (by name) that asks only for a username and then emails a link.
+    public static func magicLinkJourney(in journeys: [String: [NodeConfig]]) -> String? {
+        journeys.keys.sorted().first { name in
+            let types = journeys[name]!.map(\.type)
+            return types.first == "UsernameOnly" && types.contains("EmailSuspend")
+        }
+    }
+
+    public init(config: LoginPageConfig, logo: [UInt8]?, magicLinkJourney: String? = nil) {
+        self.magicLinkJourney = magicLinkJourney
         self.config = config
         logoDataURI = logo.flatMap { bytes in config.logoMediaType.map { "data:\($0);base64," + Base64.encode(bytes) } }
     }
@@ -82,7 +95,9 @@ public struct LoginPageView: Sendable {
         <style>\(Self.style(accent: config.accentColor))</style></head>
         <body><main>\(brand.isEmpty ? "" : "<div class=\"brand\">\(brand)</div>")<h1 id="heading">\(e(heading))</h1>
         \(approval.map(rows) ?? "")<div id="status" role="alert">\(message.map { "<p class=\"msg error\">\(e($0))</p>" } ?? "")</div>
-        <form id="step" autocomplete="off" novalidate></form>\(config.supportText.map { "<p class=\"support\">\(e($0))</p>" } ?? "")</main>
+        <form id="step" autocomplete="off" novalidate></form>\(approval == nil ? magicLinkJourney.map {
+            "<p class=\"alt\" id=\"magic\" hidden><a id=\"magic-link\" data-journey=\"\(e($0))\" href=\"#\">Email me a sign-in link instead</a></p>"
+        } ?? "" : "")\(config.supportText.map { "<p class=\"support\">\(e($0))</p>" } ?? "")</main>
         \(script.map { "<script>\($0)</script>" } ?? "")
         </body></html>
         """
@@ -112,6 +127,7 @@ public struct LoginPageView: Sendable {
         .msg{padding:.7rem .8rem;border-radius:6px;margin:.6rem 0;background:#eef2ff;overflow-wrap:anywhere}
         .msg.warning{background:#fff7e6}.msg.error{background:#fdecea;color:#8a1c1c}
         .support{margin:1.4rem 0 0;font-size:.8rem;color:#7b8794;text-align:center}
+        .alt{margin:1rem 0 0;text-align:center;font-size:.9rem}.alt a{color:\(accent)}
         """
     }
 }
