@@ -252,7 +252,8 @@ public final class RedisStore: Store, Sendable {
     /// The audit trail inside a script (issue 22 item 7): `audit(entry, found)` adds the entry
     /// to the stream KEYS[#KEYS] in the same script as the change it records, so that the two
     /// cannot disagree, and trims records older than the retention (ARGV[3] ms, by Redis's
-    /// clock; `MINID ~` trims whole macro nodes, cheaply, so a few older records may linger).
+    /// clock; exact, so that the retention is what the configuration says: the first entry's ID
+    /// is compared on every add, and only expired entries are ever removed).
     /// An empty entry writes nothing.
     static let auditPrelude = """
         local function audit(entry, found)
@@ -261,9 +262,9 @@ public final class RedisStore: Store, Sendable {
           local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
           local minid = string.format('%d', math.max(0, now - tonumber(ARGV[3])))
           if found then
-            redis.call('XADD', KEYS[#KEYS], 'MINID', '~', minid, '*', 'e', entry, 'f', found)
+            redis.call('XADD', KEYS[#KEYS], 'MINID', minid, '*', 'e', entry, 'f', found)
           else
-            redis.call('XADD', KEYS[#KEYS], 'MINID', '~', minid, '*', 'e', entry)
+            redis.call('XADD', KEYS[#KEYS], 'MINID', minid, '*', 'e', entry)
           end
         end
 
