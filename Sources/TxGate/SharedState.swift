@@ -147,7 +147,8 @@ final class SharedState: Sendable {
         let decider = PolicyDecider(policies: policies, loginJourney: config.loginJourney,
                                     maxPending: config.security.maxPendingTransactions)
         logger.info("policy decisions from the embedded engine", metadata: ["policies": .stringConvertible(policies.policies.count)])
-        return EmbeddedPDP(decider: decider, store: store, clock: clock, logger: logger, metrics: metrics)
+        return EmbeddedPDP(decider: decider, store: store, clock: clock, logger: logger, metrics: metrics,
+                           auditRetentionMs: config.audit.retentionMs)
     }
 
     /// The store and the signing key: opened once per process (a reload keeps them).

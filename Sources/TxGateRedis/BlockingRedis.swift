@@ -34,7 +34,7 @@ enum BlockingRedis {
         return nil
     }
 
-    private static func command(_ c: UnsafeMutablePointer<redisContext>, _ arguments: [String]) throws(Failure) -> RedisReply {
+    static func command(_ c: UnsafeMutablePointer<redisContext>, _ arguments: [String]) throws(Failure) -> RedisReply {
         var cStrings = arguments.map { strdup($0) }
         defer { cStrings.forEach { free($0) } }
         let lengths = arguments.map { $0.utf8.count }
@@ -48,7 +48,7 @@ enum BlockingRedis {
         return RedisReply(raw.assumingMemoryBound(to: redisReply.self).pointee)
     }
 
-    private static func errorString(_ c: UnsafeMutablePointer<redisContext>) -> String {
+    static func errorString(_ c: UnsafeMutablePointer<redisContext>) -> String {
         let message = withUnsafeBytes(of: c.pointee.errstr) { String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self) }
         return message.isEmpty ? "connection error \(c.pointee.err)" : message
     }

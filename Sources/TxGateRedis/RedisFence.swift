@@ -184,35 +184,57 @@ final class RedisFence: Sendable {
         return current(raw)
         """
 
-    /// ARGV: expected, 'set'|'del', new value, ttl ms ('' keeps the expiry).
-    static let compareAndSwap = prelude + """
-        if current(redis.call('GET', KEYS[1])) ~= ARGV[1] then return 0 end
-        if ARGV[2] == 'del' then
-          redis.call('DEL', KEYS[1])
-        elseif ARGV[4] == '' then
-          redis.call('SET', KEYS[1], stamped(ARGV[3]), 'KEEPTTL')
-        else
-          redis.call('SET', KEYS[1], stamped(ARGV[3]), 'PX', ARGV[4])
+    /// KEYS[3] the audit stream; ARGV[1..3] the audit entries and retention
+    /// (`RedisStore.auditPrelude`), then: expected, 'set'|'del', new value, ttl ms ('' keeps
+    /// the expiry). The audit entry is added only in the script that made the change.
+    static let compareAndSwap = prelude + RedisStore.auditPrelude + """
+        if current(redis.call('GET', KEYS[1])) ~= ARGV[4] then
+          audit(ARGV[2], nil)
+          return 0
         end
+        if ARGV[5] == 'del' then
+          redis.call('DEL', KEYS[1])
+        elseif ARGV[7] == '' then
+          redis.call('SET', KEYS[1], stamped(ARGV[6]), 'KEEPTTL')
+        else
+          redis.call('SET', KEYS[1], stamped(ARGV[6]), 'PX', ARGV[7])
+        end
+        audit(ARGV[1], nil)
         return 1
         """
 
     /// As `RedisStore.takeIfScript`, on the value of this epoch; one of an older epoch is
-    /// deleted and absent: a transaction from before a restore is never consumed.
-    static let takeIf = prelude + """
+    /// deleted and absent: a transaction from before a restore is never consumed (and its
+    /// audit record, if asked for, is a refusal that found nothing).
+    static let takeIf = prelude + RedisStore.auditPrelude + """
         local raw = redis.call('GET', KEYS[1])
         local v = current(raw)
         if not v then
           if raw then redis.call('DEL', KEYS[1]) end
+          audit(ARGV[2], nil)
           return {0}
         end
         local ok, doc = pcall(cjson.decode, v)
-        if not ok or type(doc) ~= 'table' then return {2, v} end
-        for i = 1, #ARGV, 2 do
-          if doc[ARGV[i]] ~= ARGV[i + 1] then return {2, v} end
+        if not ok or type(doc) ~= 'table' then
+          audit(ARGV[2], v)
+          return {2, v}
+        end
+        for i = 4, #ARGV, 2 do
+          if doc[ARGV[i]] ~= ARGV[i + 1] then
+            audit(ARGV[2], v)
+            return {2, v}
+          end
         end
         redis.call('DEL', KEYS[1])
+        audit(ARGV[1], v)
         return {1, v}
+        """
+
+    /// KEYS[3] the audit stream, ARGV[1] the entry, ARGV[2] the retention; the value of
+    /// KEYS[1] in this epoch, if any, is recorded with it.
+    static let appendAudit = prelude + RedisStore.auditPrelude + """
+        audit(ARGV[1], current(redis.call('GET', KEYS[1])))
+        return 1
         """
 }
 

@@ -161,9 +161,11 @@ public final class RedisStore: Store, Sendable {
         }
     }
 
-    public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, on executor: CallbackExecutor,
-                               _ done: @escaping (StoreResult<Bool>) -> Void) {
-        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.compareAndSwap, key) : eval(Self.compareAndSwapScript, key)
+    public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
+                               on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.compareAndSwap, key, audited: true)
+            : eval(Self.compareAndSwapScript, key, audited: true)
+        addAudit(audit, to: &c)
         c.add(expected)
         if let new {
             c.add("set")
@@ -175,9 +177,10 @@ public final class RedisStore: Store, Sendable {
         run(c, on: executor, writes: true, done, Self.flag)
     }
 
-    public func takeIf(_ key: String, fields: [String: String], on executor: CallbackExecutor,
+    public func takeIf(_ key: String, fields: [String: String], audit: AuditAppend?, on executor: CallbackExecutor,
                        _ done: @escaping (StoreResult<ConditionalTake>) -> Void) {
-        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.takeIf, key) : eval(Self.takeIfScript, key)
+        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.takeIf, key, audited: true) : eval(Self.takeIfScript, key, audited: true)
+        addAudit(audit, to: &c)
         for (name, value) in fields {
             c.add(name)
             c.add(value)
@@ -188,6 +191,24 @@ public final class RedisStore: Store, Sendable {
             guard items.count == 2, case .string(let value) = items[1] else { return nil }
             return outcome == 1 ? .taken(value) : .kept(value)
         }
+    }
+
+    public func appendAudit(_ entry: [UInt8], foundKey: String?, retentionMs: Int, on executor: CallbackExecutor,
+                            _ done: @escaping (StoreResult<Void>) -> Void) {
+        // The found key is read as the fenced scripts read it: a value of an older epoch is none.
+        var c = fencedEval(RedisFence.appendAudit, foundKey ?? "audit:none", audited: true)
+        addAudit(AuditAppend(ifChanged: entry, retentionMs: retentionMs), to: &c)
+        run(c, on: executor, oneShot: true, writes: true, done) { reply in reply == .integer(1) ? () : nil }
+    }
+
+    /// The audit trail's stream: `<keyPrefix>audit`.
+    public var auditKey: String { keyPrefix + "audit" }
+
+    /// ARGV[1] the entry if changed, ARGV[2] if unchanged ('' for none), ARGV[3] the retention ms.
+    private func addAudit(_ audit: AuditAppend?, to c: inout RedisCommand) {
+        c.add(audit?.ifChanged ?? [])
+        c.add(audit?.ifUnchanged ?? [])
+        c.add(String(audit?.retentionMs ?? 0))
     }
 
     public func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {
@@ -228,32 +249,68 @@ public final class RedisStore: Store, Sendable {
         return n
         """
 
-    /// Compare and swap (or delete) in one step. ARGV: expected, 'set'|'del', new value,
-    /// ttl in ms ('' keeps the current expiry).
-    static let compareAndSwapScript = """
-        if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-        if ARGV[2] == 'del' then
-          redis.call('DEL', KEYS[1])
-        elseif ARGV[4] == '' then
-          redis.call('SET', KEYS[1], ARGV[3], 'KEEPTTL')
-        else
-          redis.call('SET', KEYS[1], ARGV[3], 'PX', ARGV[4])
+    /// The audit trail inside a script (issue 22 item 7): `audit(entry, found)` adds the entry
+    /// to the stream KEYS[#KEYS] in the same script as the change it records, so that the two
+    /// cannot disagree, and trims records older than the retention (ARGV[3] ms, by Redis's
+    /// clock; exact, so that the retention is what the configuration says: the first entry's ID
+    /// is compared on every add, and only expired entries are ever removed).
+    /// An empty entry writes nothing.
+    static let auditPrelude = """
+        local function audit(entry, found)
+          if entry == '' then return end
+          local t = redis.call('TIME')
+          local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+          local minid = string.format('%d', math.max(0, now - tonumber(ARGV[3])))
+          if found then
+            redis.call('XADD', KEYS[#KEYS], 'MINID', minid, '*', 'e', entry, 'f', found)
+          else
+            redis.call('XADD', KEYS[#KEYS], 'MINID', minid, '*', 'e', entry)
+          end
         end
+
+        """
+
+    /// Compare and swap (or delete) in one step. ARGV[1..3] the audit (`auditPrelude`), then:
+    /// expected, 'set'|'del', new value, ttl in ms ('' keeps the current expiry).
+    static let compareAndSwapScript = auditPrelude + """
+        if redis.call('GET', KEYS[1]) ~= ARGV[4] then
+          audit(ARGV[2], nil)
+          return 0
+        end
+        if ARGV[5] == 'del' then
+          redis.call('DEL', KEYS[1])
+        elseif ARGV[7] == '' then
+          redis.call('SET', KEYS[1], ARGV[6], 'KEEPTTL')
+        else
+          redis.call('SET', KEYS[1], ARGV[6], 'PX', ARGV[7])
+        end
+        audit(ARGV[1], nil)
         return 1
         """
 
-    /// Deletes the value only if it is a JSON object whose members ARGV[1] = ARGV[2], ... hold
-    /// exactly those strings (the same rule as `ConditionalTake.matches`).
+    /// Deletes the value only if it is a JSON object whose members ARGV[4] = ARGV[5], ... hold
+    /// exactly those strings (the same rule as `ConditionalTake.matches`); ARGV[1..3] the
+    /// audit (`auditPrelude`), written with the value found.
     /// Returns {0} absent, {1, value} taken, {2, value} kept.
-    static let takeIfScript = """
+    static let takeIfScript = auditPrelude + """
         local v = redis.call('GET', KEYS[1])
-        if not v then return {0} end
+        if not v then
+          audit(ARGV[2], nil)
+          return {0}
+        end
         local ok, doc = pcall(cjson.decode, v)
-        if not ok or type(doc) ~= 'table' then return {2, v} end
-        for i = 1, #ARGV, 2 do
-          if doc[ARGV[i]] ~= ARGV[i + 1] then return {2, v} end
+        if not ok or type(doc) ~= 'table' then
+          audit(ARGV[2], v)
+          return {2, v}
+        end
+        for i = 4, #ARGV, 2 do
+          if doc[ARGV[i]] ~= ARGV[i + 1] then
+            audit(ARGV[2], v)
+            return {2, v}
+          end
         end
         redis.call('DEL', KEYS[1])
+        audit(ARGV[1], v)
         return {1, v}
         """
 
@@ -297,22 +354,25 @@ public final class RedisStore: Store, Sendable {
         return c
     }
 
-    /// `EVAL <script> 1 <prefixed key>`, for the script's ARGV to be added.
-    private func eval(_ script: String, _ key: String) -> RedisCommand {
+    /// `EVAL <script> 1 <prefixed key>`, for the script's ARGV to be added; `audited` adds the
+    /// audit stream as the last key.
+    private func eval(_ script: String, _ key: String, audited: Bool = false) -> RedisCommand {
         var c = RedisCommand("EVAL")
         c.add(script)
-        c.add("1")
+        c.add(audited ? "2" : "1")
         c.add(keyPrefix + key)
+        if audited { c.add(auditKey) }
         return c
     }
 
     /// `EVAL <script> 2 <prefixed key> <fence record>`: a fenced operation reads the epoch itself.
-    private func fencedEval(_ script: String, _ key: String) -> RedisCommand {
+    private func fencedEval(_ script: String, _ key: String, audited: Bool = false) -> RedisCommand {
         var c = RedisCommand("EVAL")
         c.add(script)
-        c.add("2")
+        c.add(audited ? "3" : "2")
         c.add(keyPrefix + key)
         c.add(fence.key)
+        if audited { c.add(auditKey) }
         return c
     }
 

@@ -14,6 +14,7 @@ final class KeyValueTable {
     private let begin, commit, rollback: SQLiteStatement
     private let selectLive, upsert, touchLive, deleteLive, deleteKey, purgeExpired, ping: SQLiteStatement
     private let insertUnlessLive, swapIfEqual, deleteIfEqual: SQLiteStatement
+    private let audit: AuditTable
 
     init(_ db: SQLiteConnection) throws {
         self.db = db
@@ -43,6 +44,7 @@ final class KeyValueTable {
         swapIfEqual = try db.prepare(
             "UPDATE kv SET value = ?3, expires_at = CASE WHEN ?4 < 0 THEN expires_at ELSE ?4 END WHERE key = ?1 AND value = ?2 AND expires_at > ?5")
         deleteIfEqual = try db.prepare("DELETE FROM kv WHERE key = ?1 AND value = ?2 AND expires_at > ?3")
+        audit = try AuditTable(db)
     }
 
     func create(_ key: String, value: [UInt8], expiresAt: Int64, now: Int64) throws -> Bool {
@@ -118,7 +120,22 @@ final class KeyValueTable {
     }
 
     /// `expiresAt` nil keeps the row's expiry. The value compares byte for byte (both are blobs).
-    func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, expiresAt: Int64?, now: Int64) throws -> Bool {
+    /// With an audit entry for the outcome, the swap and the entry are one transaction.
+    func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, expiresAt: Int64?, now: Int64,
+                        audit append: AuditAppend? = nil) throws -> Bool {
+        guard let append, append.ifChanged != nil || append.ifUnchanged != nil else {
+            return try swap(key, expected: expected, new: new, expiresAt: expiresAt, now: now)
+        }
+        return try transaction {
+            let swapped = try swap(key, expected: expected, new: new, expiresAt: expiresAt, now: now)
+            if let entry = append.entry(changed: swapped) {
+                try audit.append(entry, found: nil, retentionMs: append.retentionMs, now: now)
+            }
+            return swapped
+        }
+    }
+
+    private func swap(_ key: String, expected: [UInt8], new: [UInt8]?, expiresAt: Int64?, now: Int64) throws -> Bool {
         if let new {
             try swapIfEqual.use { s in
                 try s.bind(1, key)
@@ -139,12 +156,41 @@ final class KeyValueTable {
         return db.changes > 0
     }
 
-    func takeIf(_ key: String, fields: [String: String], now: Int64) throws -> ConditionalTake {
+    /// With an audit entry for the outcome, it is written with the value found, in the same
+    /// transaction as the take.
+    func takeIf(_ key: String, fields: [String: String], now: Int64, audit append: AuditAppend? = nil) throws -> ConditionalTake {
         try transaction {
-            guard let row = try live(key, now: now) else { return .absent }
-            guard ConditionalTake.matches(row.value, fields) else { return .kept(row.value) }
-            try remove(key)
-            return .taken(row.value)
+            let outcome: ConditionalTake
+            if let row = try live(key, now: now) {
+                if ConditionalTake.matches(row.value, fields) {
+                    try remove(key)
+                    outcome = .taken(row.value)
+                } else {
+                    outcome = .kept(row.value)
+                }
+            } else {
+                outcome = .absent
+            }
+            if let append {
+                var taken = false, found: [UInt8]?
+                switch outcome {
+                case .absent: break
+                case .kept(let v): found = v
+                case .taken(let v): found = v; taken = true
+                }
+                if let entry = append.entry(changed: taken) {
+                    try audit.append(entry, found: found, retentionMs: append.retentionMs, now: now)
+                }
+            }
+            return outcome
+        }
+    }
+
+    /// Appends an audit entry with the live value under `foundKey`, read in the same transaction.
+    func appendAudit(_ entry: [UInt8], foundKey: String?, retentionMs: Int, now: Int64) throws {
+        try transaction {
+            let found = try foundKey.flatMap { try live($0, now: now)?.value }
+            try audit.append(entry, found: found, retentionMs: retentionMs, now: now)
         }
     }
 
@@ -152,13 +198,14 @@ final class KeyValueTable {
         try ping.use { s in _ = try s.step() }
     }
 
-    /// Deletes expired rows; returns how many.
+    /// Deletes expired rows, and audit records past their retention; returns how many.
     func purge(now: Int64) throws -> Int {
         try purgeExpired.use { s in
             try s.bind(1, now)
             try s.step()
         }
-        return db.changes
+        let rows = db.changes
+        return rows + (try audit.purge(now: now))
     }
 
     func close() { db.close() }

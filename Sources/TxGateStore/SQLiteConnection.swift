@@ -135,6 +135,14 @@ final class SQLiteStatement {
         try check(rc)
     }
 
+    /// Binds NULL for nil.
+    func bind(_ index: Int32, _ bytes: [UInt8]?) throws {
+        guard let bytes else { try check(sqlite3_bind_null(stmt, index)); return }
+        try bind(index, bytes)
+    }
+
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(stmt, column) == SQLITE_NULL }
+
     /// Steps once: true when a row is ready, false when the statement is done.
     @discardableResult
     func step() throws -> Bool {

@@ -145,22 +145,47 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         }
     }
 
-    public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, on executor: CallbackExecutor,
-                               _ done: @escaping (StoreResult<Bool>) -> Void) {
+    public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
+                               on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
         guard let ttlMs else {
             run("compareAndSwap", executor, done) { table, now in
-                try table.compareAndSwap(key, expected: expected, new: new, expiresAt: nil, now: now)
+                try table.compareAndSwap(key, expected: expected, new: new, expiresAt: nil, now: now, audit: audit)
             }
             return
         }
         run("compareAndSwap", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
-            try table.compareAndSwap(key, expected: expected, new: new, expiresAt: expiresAt, now: now)
+            try table.compareAndSwap(key, expected: expected, new: new, expiresAt: expiresAt, now: now, audit: audit)
         }
     }
 
-    public func takeIf(_ key: String, fields: [String: String], on executor: CallbackExecutor,
+    public func takeIf(_ key: String, fields: [String: String], audit: AuditAppend?, on executor: CallbackExecutor,
                        _ done: @escaping (StoreResult<ConditionalTake>) -> Void) {
-        run("takeIf", executor, done) { table, now in try table.takeIf(key, fields: fields, now: now) }
+        run("takeIf", executor, done) { table, now in try table.takeIf(key, fields: fields, now: now, audit: audit) }
+    }
+
+    public func appendAudit(_ entry: [UInt8], foundKey: String?, retentionMs: Int, on executor: CallbackExecutor,
+                            _ done: @escaping (StoreResult<Void>) -> Void) {
+        run("appendAudit", executor, done) { table, now in
+            try table.appendAudit(entry, foundKey: foundKey, retentionMs: retentionMs, now: now)
+        }
+    }
+
+    /// The audit records written in [sinceMs, untilMs), oldest first (`txgate audit`), read
+    /// through a connection of its own: the file must exist (an export creates nothing).
+    public static func auditRecords(path: String, sinceMs: Int64, untilMs: Int64,
+                                    _ each: (StoredAuditRecord) throws -> Void) throws {
+        guard FileManager.default.fileExists(atPath: path) else {
+            throw StoreError.unavailable("sqlite '\(path)': no such file (store.path names the gateway's database)")
+        }
+        do {
+            let db = try SQLiteConnection(path: path)
+            defer { db.close() }
+            try db.execute("PRAGMA busy_timeout=5000")
+            try db.execute(AuditTable.schema)
+            try AuditTable.read(db, sinceMs: sinceMs, untilMs: untilMs, each)
+        } catch let error as SQLiteError {
+            throw storeError(error, operation: "audit export", path: path)
+        }
     }
 
     public func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {

@@ -14,7 +14,7 @@ struct TxGateCommand: ParsableCommand {
             named in the configuration file (gateway.json). See README.md for the configuration keys.
             """,
         version: "txgate \(TxGateVersion.description)",
-        subcommands: [Serve.self, Check.self, HashPassword.self, Login.self, Request.self, Resume.self, Logout.self],
+        subcommands: [Serve.self, Check.self, Audit.self, HashPassword.self, Login.self, Request.self, Resume.self, Logout.self],
         defaultSubcommand: nil)
 
     /// As ArgumentParser's, except that a usage error of a client command exits 2 (as its
@@ -110,6 +110,58 @@ struct Check: ParsableCommand {
             throw ExitCode(1)
         }
         print("configuration OK")
+    }
+}
+
+struct Audit: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Export the audit trail: approvals, denials, consumptions and refusals of transactions.",
+        discussion: """
+            Reads the store the configuration names (the SQLite file, or Redis) and prints one JSON object per \
+            line, oldest first, for the records written from --since up to --until (default: now). A time is \
+            RFC 3339 (2024-05-01T09:00:00Z) or a duration back from now (90s, 15m, 24h, 7d). Records carry \
+            full TxIds: the export is the record an operator asks for. Starts nothing; the gateway may run.
+            """)
+
+    @OptionGroup var options: ConfigOptions
+    @Option(help: ArgumentHelp("The oldest records to print: an RFC 3339 time or a duration back from now.", valueName: "time"))
+    var since: String
+    @Option(help: ArgumentHelp("Print records written before this time (default: now).", valueName: "time"))
+    var until: String?
+    @Option(help: ArgumentHelp("Output format: jsonl.", valueName: "format"))
+    var format: String = "jsonl"
+
+    func run() throws {
+        let nowMs = WallClock.system.nowMs()
+        guard format == "jsonl" else {
+            printError("audit: --format '\(format)' is not supported (use jsonl)")
+            throw ExitCode(2)
+        }
+        guard let sinceMs = AuditTime.parse(since, nowMs: nowMs) else {
+            printError("audit: --since '\(since)' is neither an RFC 3339 time nor a duration such as 24h")
+            throw ExitCode(2)
+        }
+        var untilMs = nowMs + 1
+        if let until {
+            guard let t = AuditTime.parse(until, nowMs: nowMs) else {
+                printError("audit: --until '\(until)' is neither an RFC 3339 time nor a duration such as 24h")
+                throw ExitCode(2)
+            }
+            untilMs = t
+        }
+        let config: GatewayConfig
+        do {
+            config = try ConfigLoader.load(path: options.config)
+        } catch {
+            for e in error.errors { printError("\(options.config): \(e)") }
+            throw ExitCode(1)
+        }
+        do {
+            try AuditExport.run(config, sinceMs: sinceMs, untilMs: untilMs) { line in print(line) }
+        } catch {
+            printError("audit: \(error)")
+            throw ExitCode(1)
+        }
     }
 }
 

@@ -89,7 +89,7 @@ final class AuthenticateEndpoint {
         let hint = submitted.first(where: { $0.type == "NameCallback" })?.text
         engine.proceed(state, submitted: submitted, context: auth.context(state, services, ctx)) { [completion, auth] result in
             auth.metrics.journey(state.journey, result)
-            completion.finish(ctx, result, submittedUser: state.username ?? hint)
+            completion.finish(ctx, result, submittedUser: state.username ?? hint, journey: state)
         }
     }
 
@@ -131,7 +131,7 @@ final class AuthenticateEndpoint {
         auth.metrics.journeyStarted(state.journey)
         engine.start(state, context: auth.context(state, services, ctx)) { [completion, auth] in
             auth.metrics.journey(state.journey, $0)
-            completion.finish(ctx, $0, submittedUser: nil)
+            completion.finish(ctx, $0, submittedUser: nil, journey: state)
         }
     }
 
@@ -230,7 +230,7 @@ final class AuthenticateEndpoint {
                                                                "user": .string(state.username ?? "-")])
                 engine.resume(state, context: auth.context(state, services, ctx)) { [completion, auth] in
                     auth.metrics.journey(state.journey, $0)
-                    completion.finish(ctx, $0, submittedUser: state.username)
+                    completion.finish(ctx, $0, submittedUser: state.username, journey: state)
                 }
             }
         }

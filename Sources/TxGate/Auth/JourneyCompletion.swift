@@ -11,7 +11,9 @@ struct JourneyCompletion {
     static let loginFailure = AuthService.unauthorized("Login failure", members: #""detail":{"failureUrl":""}"#)
     static let timedOut = AuthService.unauthorized("Session has timed out", members: #""detail":{"errorCode":"110"}"#)
 
-    func finish(_ ctx: RequestContext, _ result: JourneyResult, submittedUser: String?) {
+    /// `journey` is the state the step ran from, when there was one: a failed journey for a
+    /// transaction is a denial, and goes into the audit trail.
+    func finish(_ ctx: RequestContext, _ result: JourneyResult, submittedUser: String?, journey: JourneyState? = nil) {
         switch result {
         case .step(let authId, let callbacks):
             ctx.respondJSON(status: 200, JourneyEngine.stepJSON(authId: authId, callbacks: callbacks))
@@ -34,7 +36,11 @@ struct JourneyCompletion {
             auth.logger.warning("login failed", metadata: [
                 "request_id": .string(ctx.requestId), "user": .string(known ?? "-"), "reason": .string(reason),
             ])
-            ctx.respondJSON(status: 401, Self.loginFailure)
+            if let journey, let txid = journey.txid, let user = journey.username {
+                declined(ctx, journey, txid: txid, user: user, reason: reason)
+            } else {
+                ctx.respondJSON(status: 401, Self.loginFailure)
+            }
         case .timedOut:
             ctx.respondJSON(status: 401, Self.timedOut)
         case .rejected(let why):
@@ -94,14 +100,40 @@ struct JourneyCompletion {
                     finish(ctx, .failure(reason: "transaction gone before completion"), submittedUser: state.username)
                     return
                 }
-                auth.store.compareAndSwap(key, expected: bytes, new: tx.encoded, ttlMs: nil, on: loop) { r in
+                // The approval's audit record is written by the same store step as the approval.
+                let audit = AuditAppend(ifChanged: AuditEvent.approved(tx, requestId: ctx.requestId).entry,
+                                        retentionMs: auth.config.audit.retentionMs)
+                auth.store.compareAndSwap(key, expected: bytes, new: tx.encoded, ttlMs: nil, audit: audit, on: loop) { r in
                     switch r {
                     case .failure(let e): ctx.fail(.storeUnavailable(e.description))
                     case .success(false): finish(ctx, .failure(reason: "transaction changed during completion"), submittedUser: state.username)
-                    case .success(true): approved(ctx, state, tx)
+                    case .success(true):
+                        auth.metrics.audited(.approved)
+                        approved(ctx, state, tx)
                     }
                 }
             }
+        }
+    }
+
+    /// A transaction's journey failed (the user declined, or failed a step): the denial goes
+    /// into the audit trail, with the transaction as stored (what was shown), before the answer.
+    /// Nothing changes state, so a store that cannot write it loses no decision: the answer is
+    /// the same, and the loss is logged.
+    private func declined(_ ctx: RequestContext, _ state: JourneyState, txid: String, user: String, reason: String) {
+        let event = AuditEvent(kind: .declined, txid: txid, subject: user, requestId: ctx.requestId, realm: state.realm,
+                               journey: state.journey, display: state.shared["display"], reason: reason)
+        auth.store.appendAudit(event.entry, foundKey: TransactionRecord.key(txid), retentionMs: auth.config.audit.retentionMs,
+                               on: loop) { [auth] r in
+            switch r {
+            case .success:
+                auth.metrics.audited(.declined)
+            case .failure(let e):
+                auth.logger.error("declined approval not recorded in the audit trail", metadata: [
+                    "request_id": .string(ctx.requestId), "txid": .string(masked(txid)), "error": .string(e.description),
+                ])
+            }
+            ctx.respondJSON(status: 401, Self.loginFailure)
         }
     }
 

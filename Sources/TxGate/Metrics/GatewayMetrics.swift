@@ -28,6 +28,8 @@ final class GatewayMetrics: @unchecked Sendable {
     let transactionsCreated: Counter
     let transactionsCompleted: Counter
     let transactionsConsumed: Counter
+    /// Audit records written (`txgate_audit_events_total{event}`), by their event.
+    private let auditEvents: [AuditEvent.Kind: Counter]
     private let transactionsRefused: [String: Counter]
 
     private let journeys: [String: (started: Counter, succeeded: Counter, failed: Counter)]
@@ -82,6 +84,9 @@ final class GatewayMetrics: @unchecked Sendable {
         transactionsCreated = counter("txgate_transactions_created_total")
         transactionsCompleted = counter("txgate_transactions_completed_total")
         transactionsConsumed = counter("txgate_transactions_consumed_total")
+        auditEvents = Dictionary(uniqueKeysWithValues: AuditEvent.Kind.allCases.map {
+            ($0, counter("txgate_audit_events_total", [("event", $0.rawValue)]))
+        })
         transactionsRefused = Dictionary(uniqueKeysWithValues: Self.refusalReasons.map {
             ($0, counter("txgate_transactions_refused_total", [("reason", $0)]))
         })
@@ -132,6 +137,9 @@ final class GatewayMetrics: @unchecked Sendable {
         }
     }
 
+    /// An audit record the store wrote (with the state change it records).
+    func audited(_ kind: AuditEvent.Kind) { auditEvents[kind]!.increment() }
+
     /// A consumed retry refused, by `PolicyDecider.refusal`'s reason, mapped to a fixed label.
     func transactionRefused(_ reason: String) {
         let label: String
@@ -178,7 +186,7 @@ final class GatewayMetrics: @unchecked Sendable {
 }
 
 enum StoreOperation: String, CaseIterable, Sendable {
-    case create, put, get, touch, delete, take, increment, compareAndSwap = "compare_and_swap", takeIf = "take_if", ping
+    case create, put, get, touch, delete, take, increment, compareAndSwap = "compare_and_swap", takeIf = "take_if", appendAudit = "append_audit", ping
 }
 
 extension GatewayMetrics {

@@ -54,14 +54,19 @@ final class MeasuredStore: Store {
         inner.increment(key, ttlMs: ttlMs, on: executor, measured(.increment, done))
     }
 
-    func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, on executor: CallbackExecutor,
-                        _ done: @escaping (StoreResult<Bool>) -> Void) {
-        inner.compareAndSwap(key, expected: expected, new: new, ttlMs: ttlMs, on: executor, measured(.compareAndSwap, done))
+    func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
+                        on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        inner.compareAndSwap(key, expected: expected, new: new, ttlMs: ttlMs, audit: audit, on: executor, measured(.compareAndSwap, done))
     }
 
-    func takeIf(_ key: String, fields: [String: String], on executor: CallbackExecutor,
+    func takeIf(_ key: String, fields: [String: String], audit: AuditAppend?, on executor: CallbackExecutor,
                 _ done: @escaping (StoreResult<ConditionalTake>) -> Void) {
-        inner.takeIf(key, fields: fields, on: executor, measured(.takeIf, done))
+        inner.takeIf(key, fields: fields, audit: audit, on: executor, measured(.takeIf, done))
+    }
+
+    func appendAudit(_ entry: [UInt8], foundKey: String?, retentionMs: Int, on executor: CallbackExecutor,
+                     _ done: @escaping (StoreResult<Void>) -> Void) {
+        inner.appendAudit(entry, foundKey: foundKey, retentionMs: retentionMs, on: executor, measured(.appendAudit, done))
     }
 
     func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {

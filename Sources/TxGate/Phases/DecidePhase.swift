@@ -32,6 +32,7 @@ struct DecidePhase: RequestPhase {
         var q = DecisionQuery(realm: "/", path: ctx.path[...], resource: publicURL + ctx.target, method: ctx.method,
                               subject: ctx.subject, txid: ctx.txid, body: { ctx.bodyBytes }, contentType: ctx.contentType)
         q.receivedNanos = ctx.exchange.startNanos
+        q.requestId = ctx.requestId
         pdp.evaluate(q, on: loop) { [cache] r in
             switch r {
             case .failure(let e):

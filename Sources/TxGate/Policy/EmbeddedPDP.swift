@@ -10,9 +10,13 @@ final class EmbeddedPDP: PolicyDecisionPoint {
     let clock: WallClock
     let logger: Logger
     let metrics: GatewayMetrics
+    /// How long the store keeps a consume's audit record (`audit.retentionDays`).
+    let auditRetentionMs: Int
 
-    init(decider: PolicyDecider, store: Store, clock: WallClock, logger: Logger, metrics: GatewayMetrics) {
+    init(decider: PolicyDecider, store: Store, clock: WallClock, logger: Logger, metrics: GatewayMetrics,
+         auditRetentionMs: Int = AuditConfig().retentionMs) {
         self.metrics = metrics
+        self.auditRetentionMs = auditRetentionMs
         self.decider = decider
         self.store = store
         self.clock = clock
@@ -24,10 +28,10 @@ final class EmbeddedPDP: PolicyDecisionPoint {
     }
 
     func evaluate(_ q: DecisionQuery, on executor: CallbackExecutor, _ done: @escaping (Result<Decision, PDPError>) -> Void) {
-        run(decider.decide(q, nowMs: clock.nowMs()), executor, done)
+        run(decider.decide(q, nowMs: clock.nowMs()), requestId: q.requestId ?? "-", executor, done)
     }
 
-    private func run(_ plan: PolicyDecider.Plan, _ executor: CallbackExecutor,
+    private func run(_ plan: PolicyDecider.Plan, requestId: String, _ executor: CallbackExecutor,
                      _ done: @escaping (Result<Decision, PDPError>) -> Void) {
         switch plan {
         case .decided(let d):
@@ -36,9 +40,13 @@ final class EmbeddedPDP: PolicyDecisionPoint {
             done(.failure(e))
         case .consume(let txid, let intent):
             // In one store step, the record is deleted only if it is COMPLETED and sealed to this
-            // very request, so of all concurrent retries, on any instance, exactly one gets through.
-            store.takeIf(TransactionRecord.key(txid), fields: TransactionRecord.consumable(by: intent.binding), on: executor) { [self] r in
-                step(r, executor, done) { take in
+            // very request, so of all concurrent retries, on any instance, exactly one gets through;
+            // the same step writes the audit record of what happened: consumed, or refused.
+            let audit = AuditEvent.consume(txid: txid, intent.binding, requestId: requestId).append(retentionMs: auditRetentionMs)
+            store.takeIf(TransactionRecord.key(txid), fields: TransactionRecord.consumable(by: intent.binding), audit: audit,
+                         on: executor) { [self] r in
+                step(r, requestId, executor, done) { take in
+                    if case .taken = take { metrics.audited(.consumed) } else { metrics.audited(.refused) }
                     let nowMs = clock.nowMs()
                     logConsume(txid, intent, take, nowMs: nowMs)
                     return decider.afterConsume(intent, take, nowMs: nowMs)
@@ -47,11 +55,11 @@ final class EmbeddedPDP: PolicyDecisionPoint {
         case .countPending(let intent):
             // Bounded per subject so that a client cannot fill the store.
             store.increment(TransactionRecord.pendingKey(intent.binding.subject), ttlMs: intent.rule.ttlS * 1000, on: executor) { [self] r in
-                step(r, executor, done) { decider.afterCount(intent, pending: $0, nowMs: clock.nowMs()) }
+                step(r, requestId, executor, done) { decider.afterCount(intent, pending: $0, nowMs: clock.nowMs()) }
             }
         case .create(let record, let ttlMs):
             store.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: ttlMs, on: executor) { [self] r in
-                step(r, executor, done) { _ in
+                step(r, requestId, executor, done) { _ in
                     metrics.transactionsCreated.increment()
                     logger.info("transaction created", metadata: [
                         "txid": .string(masked(record.txid)), "user": .string(record.subject), "journey": .string(record.journey),
@@ -64,11 +72,11 @@ final class EmbeddedPDP: PolicyDecisionPoint {
     }
 
     /// A store failure fails closed; a store answer gives the next plan.
-    private func step<T>(_ r: StoreResult<T>, _ executor: CallbackExecutor, _ done: @escaping (Result<Decision, PDPError>) -> Void,
-                         _ next: (T) -> PolicyDecider.Plan) {
+    private func step<T>(_ r: StoreResult<T>, _ requestId: String, _ executor: CallbackExecutor,
+                         _ done: @escaping (Result<Decision, PDPError>) -> Void, _ next: (T) -> PolicyDecider.Plan) {
         switch r {
         case .failure(let e): done(.failure(.unavailable(e.description)))
-        case .success(let value): run(next(value), executor, done)
+        case .success(let value): run(next(value), requestId: requestId, executor, done)
         }
     }
 

@@ -99,12 +99,13 @@ public struct GatewayConfig: Decodable, Sendable {
     public var forwardAuth = ForwardAuthConfig()
     /// Other OpenID providers whose access tokens are subjects.
     public var bearer = BearerConfig()
+    public var audit = AuditConfig()
 
     public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
                               "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
                               "security", "policies", "cache", "challenges", "email",
                               "trustedProxies", "readiness", "metrics", "loginPage", "cors", "oauth2", "txnTokens",
-                              "pdp", "forwardAuth", "bearer"]
+                              "pdp", "forwardAuth", "bearer", "audit"]
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
@@ -150,6 +151,7 @@ public struct GatewayConfig: Decodable, Sendable {
         pdp = o.value("pdp", default: pdp)
         forwardAuth = o.value("forwardAuth", default: forwardAuth)
         bearer = o.value("bearer", default: bearer)
+        audit = o.value("audit", default: audit)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.

@@ -47,6 +47,8 @@ public struct DecisionQuery {
     /// When the gateway received the request (monotonic ns): a remote PDP's timeout counts
     /// from there, so that looking up the session and deciding share one time budget.
     public var receivedNanos: UInt64?
+    /// The gateway's request id, for the audit trail (`AuditEvent.requestId`).
+    public var requestId: String?
 
     public init(realm: String, path: Substring, resource: String, method: String, subject: Subject?,
                 txid: String? = nil, body: (() -> [UInt8])? = nil, contentType: String? = nil) {

@@ -84,6 +84,20 @@ extension Store {
     }
 }
 
+extension Store {
+    /// `compareAndSwap` with no audit record.
+    public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, on executor: CallbackExecutor,
+                               _ done: @escaping (StoreResult<Bool>) -> Void) {
+        compareAndSwap(key, expected: expected, new: new, ttlMs: ttlMs, audit: nil, on: executor, done)
+    }
+
+    /// `takeIf` with no audit record.
+    public func takeIf(_ key: String, fields: [String: String], on executor: CallbackExecutor,
+                       _ done: @escaping (StoreResult<ConditionalTake>) -> Void) {
+        takeIf(key, fields: fields, audit: nil, on: executor, done)
+    }
+}
+
 /// What `Store.takeIf` found.
 public enum ConditionalTake: Equatable, Sendable {
     /// No such key (or it expired).
@@ -126,13 +140,21 @@ public protocol Store: AnyObject, Sendable {
     /// returns the new value.
     func increment(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Int>) -> Void)
     /// Replaces the value with `new` (or deletes it when `new` is nil) only if it currently
-    /// equals `expected`. True if replaced. `ttlMs` nil keeps the current expiry.
-    func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, on executor: CallbackExecutor,
-                        _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// equals `expected`. True if replaced. `ttlMs` nil keeps the current expiry. With `audit`,
+    /// its entry for the outcome is appended to the audit trail in the same step.
+    func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
+                        on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void)
     /// Checks the value and removes it in one step (see `ConditionalTake.matches`), so that a
-    /// record is consumed exactly once and only in the state the caller names.
-    func takeIf(_ key: String, fields: [String: String], on executor: CallbackExecutor,
+    /// record is consumed exactly once and only in the state the caller names. With `audit`,
+    /// its entry for the outcome (taken, or absent/kept) is appended to the audit trail in the
+    /// same step, with the value found.
+    func takeIf(_ key: String, fields: [String: String], audit: AuditAppend?, on executor: CallbackExecutor,
                 _ done: @escaping (StoreResult<ConditionalTake>) -> Void)
+    /// Appends `entry` to the audit trail, kept `retentionMs`, with the value under
+    /// `foundKey` (if any, and live) read in the same step: for what changes no state (a
+    /// declined approval).
+    func appendAudit(_ entry: [UInt8], foundKey: String?, retentionMs: Int, on executor: CallbackExecutor,
+                     _ done: @escaping (StoreResult<Void>) -> Void)
     /// Whether the store answers (for the health endpoint).
     func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void)
 }

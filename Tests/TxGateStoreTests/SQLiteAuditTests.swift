@@ -1,0 +1,124 @@
+import Foundation
+import Testing
+import TxGateCore
+import TestSupport
+@testable import TxGateStore
+
+/// The audit trail in the SQLite file (issue 22 item 7): a record is written by the same
+/// transaction as the change it records, so it exists if and only if the change happened.
+@Suite struct SQLiteAuditTests {
+    static let rule = TransactionRule(journey: "Confirm", ttlS: 180, bindFields: ["/amount"], display: "Pay {amount}?")
+    static let request = TransactionBinding(realm: "/", resource: "https://gw/transfer", method: "POST", subject: "alice", rule: rule,
+                                            body: Array(#"{"amount":5}"#.utf8), contentType: "application/json")
+
+    static func record(_ txid: String, _ state: TransactionRecord.State, clock: TestClock) -> TransactionRecord {
+        TransactionRecord(txid: txid, state: state, realm: "/", resource: request.resource, method: "POST", subject: "alice",
+                          journey: "Confirm", bodyDigest: request.bodyDigest, bound: request.bound, display: "Pay 5?",
+                          expires: Int(clock.now / 1000) + 180)
+    }
+
+    func trail(_ path: String, sinceMs: Int64 = 0, untilMs: Int64 = .max) throws -> [AuditEvent] {
+        var out: [AuditEvent] = []
+        try SQLiteStore.auditRecords(path: path, sinceMs: sinceMs, untilMs: untilMs) { out.append(try #require(AuditEvent(stored: $0))) }
+        return out
+    }
+
+    /// Ten retries at once from several threads: one consumed, nine refused, and the file's
+    /// trail (read by a connection of its own, as `txgate audit` does) says exactly that.
+    @Test func ofTenConcurrentConsumesExactlyOneIsRecordedConsumed() async throws {
+        let clock = TestClock()
+        try await withStore(clock: clock) { store, folder async throws in
+            let tx = Self.record("tx-10", .completed, clock: clock)
+            try await call { store.put(TransactionRecord.key(tx.txid), value: tx.encoded, ttlMs: 60_000, on: $0, $1) }.get()
+            let executors = (0..<4).map { TestExecutor($0) }
+            let results = await concurrently(10, executors: executors) { i, executor, done in
+                let audit = AuditEvent.consume(txid: tx.txid, Self.request, requestId: "req-\(i)").append(retentionMs: 86_400_000)
+                store.takeIf(TransactionRecord.key(tx.txid), fields: TransactionRecord.consumable(by: Self.request), audit: audit,
+                             on: executor, done)
+            }
+            #expect(try results.filter { if case .taken = try $0.get() { return true } else { return false } }.count == 1)
+            let events = try trail(folder.path("store.db"))
+            #expect(events.count == 10)
+            #expect(events.filter { $0.kind == .consumed }.count == 1)
+            let consumed = try #require(events.first { $0.kind == .consumed })
+            #expect(consumed.display == "Pay 5?" && consumed.journey == "Confirm" && consumed.bound == ["/amount": .number(5)])
+            #expect(consumed.timeMs == clock.now)
+            #expect(events.filter { $0.kind == .refused }.allSatisfy { $0.reason == "unknown, expired or consumed" })
+            #expect(Set(events.map(\.requestId)).count == 10)
+        }
+    }
+
+    /// A refused retry is recorded with the record it found and why; a consume without an
+    /// audit entry writes nothing.
+    @Test func aRefusalIsRecordedWithTheRecordFound() async throws {
+        let clock = TestClock()
+        try await withStore(clock: clock) { store, folder async throws in
+            let pending = Self.record("tx-p", .created, clock: clock)
+            try await call { store.put(TransactionRecord.key(pending.txid), value: pending.encoded, ttlMs: 60_000, on: $0, $1) }.get()
+            let audit = AuditEvent.consume(txid: pending.txid, Self.request, requestId: "r").append(retentionMs: 60_000)
+            let take = try await call { store.takeIf(TransactionRecord.key(pending.txid), fields: TransactionRecord.consumable(by: Self.request),
+                                                     audit: audit, on: $0, $1) }.get()
+            #expect(take == .kept(pending.encoded))
+            _ = try await call { store.takeIf(TransactionRecord.key(pending.txid), fields: ["state": "COMPLETED"], on: $0, $1) }.get()
+            let events = try trail(folder.path("store.db"))
+            #expect(events.map(\.kind) == [.refused])
+            #expect(events.first?.reason == "not completed")
+            #expect(events.first?.display == "Pay 5?")
+        }
+    }
+
+    /// An approval's record is written only by the swap that approved; a failed swap, and a
+    /// rolled-back one, write nothing.
+    @Test func anApprovalIsRecordedOnlyByTheSwapThatMadeIt() async throws {
+        let clock = TestClock()
+        try await withStore(clock: clock) { store, folder async throws in
+            let created = Self.record("tx-a", .created, clock: clock)
+            let approved = try #require(created.approved(by: "alice"))
+            let key = TransactionRecord.key(created.txid)
+            try await call { store.put(key, value: created.encoded, ttlMs: 60_000, on: $0, $1) }.get()
+            let results = await concurrently(8, executors: [TestExecutor(1), TestExecutor(2)]) { i, executor, done in
+                let audit = AuditAppend(ifChanged: AuditEvent.approved(approved, requestId: "req-\(i)").entry, retentionMs: 60_000)
+                store.compareAndSwap(key, expected: created.encoded, new: approved.encoded, ttlMs: nil, audit: audit, on: executor, done)
+            }
+            #expect(try results.filter { try $0.get() }.count == 1)
+            #expect(try trail(folder.path("store.db")).map(\.kind) == [.approved])
+            // A retention of 0 fails the operation, and the swap with it: the two never disagree.
+            let bad = AuditAppend(ifChanged: AuditEvent.approved(approved, requestId: "x").entry, retentionMs: 0)
+            let r = await call { store.compareAndSwap(key, expected: approved.encoded, new: created.encoded, ttlMs: nil, audit: bad, on: $0, $1) }
+            #expect(throws: StoreError.self) { try r.get() }
+            #expect(try await call { store.get(key, on: $0, $1) }.get() == approved.encoded)
+            #expect(try trail(folder.path("store.db")).count == 1)
+        }
+    }
+
+    /// Records are time-ordered and filtered by the store's clock; the minute's purge deletes
+    /// those past their retention, and nothing else.
+    @Test func theWindowFiltersAndThePurgeKeepsTheRetention() async throws {
+        let clock = TestClock()
+        try await withStore(clock: clock) { store, folder async throws in
+            func append(_ id: String, retentionMs: Int) async throws {
+                let e = AuditEvent(kind: .declined, txid: id, subject: "alice", requestId: id)
+                try await call { store.appendAudit(e.entry, foundKey: nil, retentionMs: retentionMs, on: $0, $1) }.get()
+            }
+            let t0 = clock.now
+            try await append("a", retentionMs: 10_000)
+            clock.advance(ms: 5_000)
+            try await append("b", retentionMs: 60_000)
+            clock.advance(ms: 5_000)
+            let path = folder.path("store.db")
+            #expect(try trail(path).map(\.txid) == ["a", "b"])
+            #expect(try trail(path, sinceMs: t0 + 1).map(\.txid) == ["b"])
+            #expect(try trail(path, untilMs: t0 + 5_000).map(\.txid) == ["a"])
+            #expect(try store.purgeExpired() == 1)
+            #expect(try trail(path).map(\.txid) == ["b"])
+        }
+    }
+
+    @Test func exportingAFileThatIsNotThereCreatesNothing() throws {
+        let folder = try TemporaryDirectory()
+        defer { folder.remove() }
+        let path = folder.path("missing.db")
+        #expect(throws: StoreError.self) { try trail(path) }
+        #expect(!FileManager.default.fileExists(atPath: path))
+    }
+}
