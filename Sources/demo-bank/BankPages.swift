@@ -12,20 +12,23 @@ struct TransferOrder {
 
     struct Refusal: Error { var message: String }
 
+    /// Read with the gateway's own JSON parser: `JSONSerialization` on Linux gives `1` as a
+    /// number that also casts to `Bool`, so `"amount":1` was refused as "not a number".
     static func fromJSON(_ body: [UInt8]) -> Result<TransferOrder, Refusal> {
-        guard let obj = try? JSONSerialization.jsonObject(with: Data(body)) as? [String: Any] else {
+        guard case .object(let obj)? = JSONValue.parse(body) else {
             return .failure(Refusal(message: "the body must be a JSON object {amount, currency, payee}"))
         }
-        for field in ["amount", "currency", "payee"] where obj[field] == nil || obj[field] is NSNull {
+        for field in ["amount", "currency", "payee"] where obj[field] == nil || obj[field] == .null {
             return .failure(Refusal(message: "missing field '\(field)'"))
         }
-        guard let amount = obj["amount"] as? NSNumber, !(obj["amount"] is Bool), amount.doubleValue > 0 else {
+        guard case .number(let n)? = obj["amount"], let amount = Decimal(string: n.text, locale: Locale(identifier: "en_US_POSIX")),
+              amount > 0 else {
             return .failure(Refusal(message: "'amount' must be a positive number"))
         }
-        guard let currency = obj["currency"] as? String, let payee = obj["payee"] as? String else {
+        guard case .string(let currency)? = obj["currency"], case .string(let payee)? = obj["payee"] else {
             return .failure(Refusal(message: "'currency' and 'payee' must be strings"))
         }
-        return .success(TransferOrder(amount: amount.decimalValue, amountNumber: amount, currency: currency, payee: payee))
+        return .success(TransferOrder(amount: amount, amountNumber: NSDecimalNumber(decimal: amount), currency: currency, payee: payee))
     }
 
     /// The home page's form: `amount` (a decimal number), `currency`, `payee`.
