@@ -145,7 +145,7 @@ final class FakeServices: JourneyServices {
         guard case .failure(let reason) = run(e, start, [login("demo", "Ch4ngeMe!")]) else {
             Issue.record("a locked-out user must fail even with the right password"); return
         }
-        #expect(reason == "user is locked out")
+        #expect(reason.reason == "user is locked out" && reason.kind == .lockedOut)
     }
 
     @Test func totpCodeWorksOnceOnly() {
@@ -154,7 +154,7 @@ final class FakeServices: JourneyServices {
         let code = [SubmittedCallback(type: "PasswordCallback", inputs: [.string(totpCode)])]
         guard case .success = run(e, s, [code]) else { Issue.record("first use must pass"); return }
         guard case .failure(let why) = run(e, s, [code]) else { Issue.record("reuse must fail"); return }
-        #expect(why.hasPrefix("one-time password already used"))
+        #expect(why.reason.hasPrefix("one-time password already used") && why.kind == .codeUsed)
         guard case .failure = run(e, s, [[SubmittedCallback(type: "PasswordCallback", inputs: ["000000"])]]) else {
             Issue.record("a wrong code must fail"); return
         }
@@ -178,7 +178,7 @@ final class FakeServices: JourneyServices {
         guard case .failure(let reason) = run(e, s, [answer(spent)]) else {
             Issue.record("a spent code was accepted again after a purge and a clock step back"); return
         }
-        #expect(reason.hasPrefix("one-time password already used"))
+        #expect(reason.reason.hasPrefix("one-time password already used") && reason.kind == .codeUsed)
         guard case .failure = run(e, s, [answer(totp.code(at: t - 30))]) else {
             Issue.record("the code before the last accepted one must be refused"); return
         }
@@ -223,7 +223,7 @@ final class FakeServices: JourneyServices {
         guard case .failure(let why) = run(e, s, [text, [SubmittedCallback(type: "ConfirmationCallback", inputs: [1])]]) else {
             Issue.record("No must fail"); return
         }
-        #expect(why == "declined")
+        #expect(why.reason == "declined" && why.kind == .declined)
     }
 
     @Test func badNodeConfigurationIsNamed() {

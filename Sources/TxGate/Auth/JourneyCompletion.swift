@@ -29,17 +29,18 @@ struct JourneyCompletion {
             } else {
                 createSession(ctx, state, user: user)
             }
-        case .failure(let reason):
+        case .failure(let reason, let kind):
             // A name as typed is logged only when it is an account: a password typed into the
             // name field must not land in the log.
             let known = submittedUser.flatMap { auth.users[$0] != nil ? $0 : nil }
             auth.logger.warning("login failed", metadata: [
                 "request_id": .string(ctx.requestId), "user": .string(known ?? "-"), "reason": .string(reason),
             ])
+            let answer = journey.map(Self.inLiveSession) == true ? failureTold(kind) : Self.loginFailure
             if let journey, let txid = journey.txid, let user = journey.username {
-                declined(ctx, journey, txid: txid, user: user, reason: reason)
+                declined(ctx, journey, txid: txid, user: user, reason: reason, answer: answer)
             } else {
-                ctx.respondJSON(status: 401, Self.loginFailure)
+                ctx.respondJSON(status: 401, answer)
             }
         case .timedOut:
             ctx.respondJSON(status: 401, Self.timedOut)
@@ -49,6 +50,19 @@ struct JourneyCompletion {
         case .unavailable(let why):
             ctx.fail(.storeUnavailable(why))
         }
+    }
+
+    /// Whether a journey runs inside a live session (a transaction's approval, a step-up): only
+    /// then is the person told what failed (issue 24: a used code is not a wrong code).
+    static func inLiveSession(_ state: JourneyState) -> Bool {
+        state.txid != nil || state.shared[JourneyState.stepUpSessionKey] != nil || state.shared[JourneyState.approvalSessionKey] != nil
+    }
+
+    /// AM's failure answer with what failed in `detail.reason` (`FailureKind`), and for a
+    /// lockout the longest it lasts (`detail.retryAfterS`); the message stays AM's.
+    func failureTold(_ kind: FailureKind) -> String {
+        let retry = kind == .lockedOut ? #","retryAfterS":\#(auth.config.security.lockoutDurationS)"# : ""
+        return AuthService.unauthorized("Login failure", members: #""detail":{"failureUrl":"","reason":"\#(kind.rawValue)"\#(retry)}"#)
     }
 
     /// AM's success answer: the session's token, where to go next, the realm.
@@ -120,7 +134,7 @@ struct JourneyCompletion {
     /// into the audit trail, with the transaction as stored (what was shown), before the answer.
     /// Nothing changes state, so a store that cannot write it loses no decision: the answer is
     /// the same, and the loss is logged.
-    private func declined(_ ctx: RequestContext, _ state: JourneyState, txid: String, user: String, reason: String) {
+    private func declined(_ ctx: RequestContext, _ state: JourneyState, txid: String, user: String, reason: String, answer: String) {
         let event = AuditEvent(kind: .declined, txid: txid, subject: user, requestId: ctx.requestId, realm: state.realm,
                                journey: state.journey, display: state.shared["display"], reason: reason)
         auth.store.appendAudit(event.entry, foundKey: TransactionRecord.key(txid), retentionMs: auth.config.audit.retentionMs,
@@ -133,7 +147,7 @@ struct JourneyCompletion {
                     "request_id": .string(ctx.requestId), "txid": .string(masked(txid)), "error": .string(e.description),
                 ])
             }
-            ctx.respondJSON(status: 401, Self.loginFailure)
+            ctx.respondJSON(status: 401, answer)
         }
     }
 

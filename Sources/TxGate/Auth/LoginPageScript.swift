@@ -10,7 +10,7 @@ enum LoginPageScript {
       var endpoint = "/am/json/realms/root" + (realm ? "/realms/" + encodeURIComponent(realm) : "") + "/authenticate";
       var form = document.getElementById("step"), status = document.getElementById("status");
       var approval = document.getElementById("approval");
-      var current = null, askedCode = false, waiting = null;
+      var current = null, askedCode = false, waiting = null, typed = {}, carried = "", starting = false;
       // The plain sign-in page offers the magic-link journey, back to the same goto.
       var magic = document.getElementById("magic");
       if (magic && !q.has("authIndexType") && !q.has("suspendedId")) {
@@ -72,6 +72,7 @@ enum LoginPageScript {
           if (q.has(k)) p.set(k, q.get(k));
         });
         var s = p.toString();
+        starting = true;
         post(endpoint + (s ? "?" + s : ""), {}).then(handle, failed);
       }
       function failed() { say("The sign-in service cannot be reached. Try again.", "error"); }
@@ -84,26 +85,68 @@ enum LoginPageScript {
         b.addEventListener("click", function () { say(""); start(fresh); });
         form.appendChild(b);
       }
-      // AM's answers, worded for people (the JSON API keeps AM's exact bodies).
+      // Tries again at once, the failure shown above the fresh step: one click fewer, and
+      // what was typed (not passwords or codes) is filled in again.
+      // A journey that fails as it starts is not tried again by itself (it would fail again).
+      function retry(text) { if (starting) { restart(text); return; } carried = text; start(); }
+      // AM's answers, worded for people (the JSON API keeps AM's exact bodies). Inside a live
+      // session (an approval, a step-up) the gateway says what failed (detail.reason).
       function failure(j) {
-        var m = j.message || "";
+        var m = j.message || "", why = (j.detail && j.detail.reason) || "";
+        var nothing = approval ? " Nothing was approved." : "";
         if (m.indexOf("SuspendedAuthSessionException") >= 0) {
           restart("This sign-in link has expired or has already been used. Sign in again to get a new one.", true);
         } else if (j.detail && j.detail.errorCode === "110") {
-          restart("This sign-in took too long. Start again.");
+          retry("This took too long, so it started again.");
+        } else if (why === "code_used") {
+          retry("That code was already used." + nothing + " Wait for the next code in your authenticator app and enter it.");
+        } else if (why === "wrong_code") {
+          retry("That code is not right." + nothing + " Enter the code your authenticator app shows now.");
+        } else if (why === "locked_out") {
+          var min = Math.max(1, Math.ceil((j.detail.retryAfterS || 900) / 60));
+          done("Too many wrong codes: approvals are locked for up to " + min + " minute" + (min > 1 ? "s" : "") + "." + nothing +
+            " Try again later.");
+        } else if (why === "declined") {
+          done("Declined. Nothing was approved, and the request was not sent.");
         } else if ((m === "Login failure" || !m) && askedCode) {
-          restart("That code was not accepted: it is wrong, has expired, or was already used. " +
-            (approval ? "Nothing was approved. " : "") + "Start again and enter a new code.");
+          retry("That code was not accepted: it is wrong, has expired, or was already used." + nothing + " Enter a new code.");
         } else if (m === "Login failure" || !m) {
-          restart("Sign-in failed. Check your user name and password, then start again.");
+          retry("Sign-in failed. Check your user name and password.");
+        } else if (approval && /expired|unknown|no longer/i.test(m)) {
+          done("This approval has expired or was already used." + nothing + " Go back and send the request again.");
         } else {
           restart(m.charAt(0).toUpperCase() + m.slice(1) + ".");
         }
+      }
+      // The end of the road for this page: what happened, and the way back.
+      function done(text) {
+        stopWaiting();
+        current = null;
+        form.textContent = "";
+        say(text, "error");
+        var back = document.getElementById("back");
+        if (back) back.hidden = false;
+        var decline = document.getElementById("decline");
+        if (decline) decline.hidden = true;
+      }
+      // "This wasn't me": the transaction is refused at once, its parked request dropped.
+      var declineButton = document.getElementById("decline");
+      if (declineButton && approval) {
+        declineButton.hidden = false;
+        declineButton.addEventListener("click", function () {
+          post("/am/json/realms/root" + (realm ? "/realms/" + encodeURIComponent(realm) : "") + "/transactions?_action=decline",
+               {txid: approval.getAttribute("data-txid")}).then(function (r) {
+            if (r.status === 200) { done("Declined. Nothing was approved, and the request was not sent."); }
+            else if (r.status === 409) { done("This request was already approved, so it can no longer be declined."); }
+            else { done("This approval has expired or was already used. Nothing more was approved."); }
+          }, failed);
+        });
       }
       function handle(res) {
         var j = res.body || {};
         if (res.status === 200 && j.tokenId !== undefined) {
           form.textContent = "";
+          if (declineButton) declineButton.hidden = true;
           say(approval ? "Approved." : "Signed in.", "");
           location.assign(j.successUrl || "/");
           return;
@@ -114,7 +157,8 @@ enum LoginPageScript {
       function render(step) {
         current = step;
         form.textContent = "";
-        say("");
+        say(carried, carried ? "error" : "");
+        carried = "";
         var submit = true;
         askedCode = false;
         step.callbacks.forEach(function (cb, i) {
@@ -129,7 +173,7 @@ enum LoginPageScript {
               el = document.createElement("input");
               el.id = id; el.name = id;
               el.type = cb.type === "NameCallback" || cb.type === "StringAttributeInputCallback" ? "text" : "password";
-              if (cb.type === "NameCallback") el.autocomplete = "username";
+              if (cb.type === "NameCallback") { el.autocomplete = "username"; el.value = typed[out(cb, "prompt")] || ""; }
               if (cb.type === "PasswordCallback" && /one.?time|code|otp/i.test(l.textContent)) {
                 // A one-time code: shown while typed, offered from SMS/email by the browser, digits keypad.
                 askedCode = true;
@@ -196,12 +240,14 @@ enum LoginPageScript {
         if (!current) return;
         current.callbacks.forEach(function (cb, i) {
           var el = document.getElementById("cb" + i);
+          if (el && cb.type === "NameCallback") typed[out(cb, "prompt")] = el.value;
           if (el && cb.input && cb.input.length) {
             cb.input[0].value = cb.type === "ChoiceCallback" ? Number(el.value) : el.value;
           }
         });
         var body = current;
         current = null;
+        starting = false;
         post(endpoint, body).then(handle, failed);
       }
       form.addEventListener("submit", function (e) { e.preventDefault(); send(); });

@@ -27,6 +27,8 @@ final class GatewayMetrics: @unchecked Sendable {
 
     let transactionsCreated: Counter
     let transactionsCompleted: Counter
+    /// Transactions the user declined on the approval page ("this wasn't me").
+    let transactionsDeclined: Counter
     let transactionsConsumed: Counter
     /// Audit records written (`txgate_audit_events_total{event}`), by their event.
     private let auditEvents: [AuditEvent.Kind: Counter]
@@ -83,6 +85,7 @@ final class GatewayMetrics: @unchecked Sendable {
 
         transactionsCreated = counter("txgate_transactions_created_total")
         transactionsCompleted = counter("txgate_transactions_completed_total")
+        transactionsDeclined = counter("txgate_transactions_declined_total")
         transactionsConsumed = counter("txgate_transactions_consumed_total")
         auditEvents = Dictionary(uniqueKeysWithValues: AuditEvent.Kind.allCases.map {
             ($0, counter("txgate_audit_events_total", [("event", $0.rawValue)]))

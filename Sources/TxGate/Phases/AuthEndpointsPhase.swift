@@ -7,6 +7,7 @@ struct AuthEndpointsPhase: RequestPhase {
         let auth: AuthService
         let authenticate: AuthenticateEndpoint
         let sessions: SessionsEndpoint
+        let transactions: TransactionsEndpoint
         let policies: PoliciesEndpoint?
         let loginPage: LoginPage
     }
@@ -18,6 +19,7 @@ struct AuthEndpointsPhase: RequestPhase {
         endpoints = auth.map { auth in
             Endpoints(auth: auth, authenticate: AuthenticateEndpoint(auth: auth, loop: loop),
                       sessions: SessionsEndpoint(auth: auth, loop: loop),
+                      transactions: TransactionsEndpoint(auth: auth, loop: loop),
                       policies: pdp.map { PoliciesEndpoint(auth: auth, pdp: $0, policies: policies, loop: loop) },
                       loginPage: LoginPage(auth: auth, loop: loop))
         }
@@ -54,6 +56,7 @@ struct AuthEndpointsPhase: RequestPhase {
         switch endpoint {
         case "authenticate": endpoints.authenticate.handle(ctx, realm: realm)
         case "sessions": endpoints.sessions.handle(ctx, realm: realm)
+        case "transactions": endpoints.transactions.handle(ctx, realm: realm)
         case "policies" where endpoints.policies != nil: endpoints.policies?.handle(ctx, realm: realm)
         default: ctx.fail(.notFound("no authentication service endpoint at \(path)"))
         }

@@ -186,7 +186,7 @@ struct EmailOTPNode: JourneyNode {
                     next.shared[Self.refKey] = nil
                     done(.next(next))
                 case .success:
-                    services.failAttempt(context.attempter(name), reason: "wrong or expired email code", done)
+                    services.failAttempt(context.attempter(name), reason: "wrong or expired email code", kind: .wrongCode, done)
                 }
             }
         }

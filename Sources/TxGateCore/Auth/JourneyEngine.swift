@@ -13,8 +13,8 @@ public enum JourneyResult: Error, Sendable {
     case step(authId: String, callbacks: [Callback])
     /// Every node passed.
     case success(JourneyState)
-    /// 401 "Login failure". The reason is for the log.
-    case failure(reason: String)
+    /// 401 "Login failure". The reason is for the log; the kind may be told inside a live session.
+    case failure(reason: String, kind: FailureKind = .other)
     /// 401 with errorCode "110": the authId expired.
     case timedOut
     /// 401: the authId was forged or tampered with, or the answers do not fit the step.
@@ -101,8 +101,8 @@ public final class JourneyEngine: Sendable {
         }
         node.process(submitted, state, context) { [self] outcome in
             switch outcome {
-            case .failure(let reason):
-                done(.failure(reason: reason))
+            case .failure(let reason, let kind):
+                done(.failure(reason: reason, kind: kind))
             case .unavailable(let why):
                 done(.unavailable(why))
             case .next(var next):

@@ -52,11 +52,25 @@ public struct JourneyState: Codable, Equatable, Sendable {
 }
 
 /// How a node's step ended.
+/// What kind of failure ended a journey. Only a journey inside a live session (an approval, a
+/// step-up) tells the person which it was (`detail.reason` of the 401): an unauthenticated
+/// caller gets AM's plain "Login failure" whatever happened, so that a guesser learns nothing.
+public enum FailureKind: String, Equatable, Sendable {
+    case wrongCode = "wrong_code"
+    /// A one-time code that was already used (or an earlier one than the last accepted).
+    case codeUsed = "code_used"
+    case lockedOut = "locked_out"
+    /// The person said no (a Confirmation step's "No").
+    case declined
+    case other
+}
+
 public enum NodeOutcome: Equatable, Sendable {
     /// Go on to the next node with this state.
     case next(JourneyState)
-    /// The journey fails (401 Login failure). The reason is for the log only, never the client.
-    case failure(reason: String)
+    /// The journey fails (401 Login failure). The reason is for the log only, never the client;
+    /// the kind may be told to a person inside a live session (`FailureKind`).
+    case failure(reason: String, kind: FailureKind = .other)
     /// A backing service is down: fail closed with 503.
     case unavailable(String)
 }
@@ -137,17 +151,17 @@ extension JourneyServices {
         isLockedOut(who) { r in
             switch r {
             case .failure(let e): done(.unavailable(e.description))
-            case .success(true): done(.failure(reason: "user is locked out"))
+            case .success(true): done(.failure(reason: "user is locked out", kind: .lockedOut))
             case .success(false): then()
             }
         }
     }
 
     /// Counts a failed attempt toward the lockout, then fails the step.
-    func failAttempt(_ who: Attempter, reason: String, _ done: @escaping (NodeOutcome) -> Void) {
+    func failAttempt(_ who: Attempter, reason: String, kind: FailureKind = .other, _ done: @escaping (NodeOutcome) -> Void) {
         recordFailure(who) { r in
             if case .failure(let e) = r { done(.unavailable(e.description)); return }
-            done(.failure(reason: reason))
+            done(.failure(reason: reason, kind: kind))
         }
     }
 }
@@ -258,7 +272,7 @@ struct UsernamePasswordNode: JourneyNode {
             case .failure(let e): done(.unavailable(e.description))
             case .success(true):
                 // Same work, same answer as a wrong password.
-                services.verifyPassword(password, of: nil) { _ in done(.failure(reason: "user is locked out")) }
+                services.verifyPassword(password, of: nil) { _ in done(.failure(reason: "user is locked out", kind: .lockedOut)) }
             case .success(false):
                 services.verifyPassword(password, of: user) { ok in
                     if ok, user != nil {
@@ -312,7 +326,7 @@ struct TOTPNode: JourneyNode {
             guard let secret = services.user(named: username)?.totpSecret.flatMap(Base32.decode),
                   let counter = TOTP(secret: secret, digits: 6, period: Self.period)
                     .matchingCounter(code, at: services.now, window: Self.window) else {
-                services.failAttempt(context.attempter(username), reason: "wrong one-time password", done)
+                services.failAttempt(context.attempter(username), reason: "wrong one-time password", kind: .wrongCode, done)
                 return
             }
             // Not a marker per code that expires on the wall clock: a clock stepped back past a
@@ -320,7 +334,8 @@ struct TOTPNode: JourneyNode {
             services.acceptTOTPStep(counter, of: username) { accepted in
                 switch accepted {
                 case .failure(let e): done(.unavailable(e.description))
-                case .success(false): done(.failure(reason: "one-time password already used (or an earlier one than the last accepted)"))
+                case .success(false):
+                    done(.failure(reason: "one-time password already used (or an earlier one than the last accepted)", kind: .codeUsed))
                 case .success(true): done(.next(state))
                 }
             }
@@ -374,7 +389,7 @@ struct ConfirmNode: JourneyNode {
         if submitted.last?.inputs.first?.intValue == 0 {
             done(.next(state))
         } else {
-            done(.failure(reason: "declined"))
+            done(.failure(reason: "declined", kind: .declined))
         }
     }
 }

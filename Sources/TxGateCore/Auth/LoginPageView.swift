@@ -29,6 +29,8 @@ public struct LoginPageView: Sendable {
     /// What the user approves, as the page shows it.
     public struct Approval: Equatable, Sendable {
         public var rows: [(label: String, value: String)]
+        /// The transaction's TxId, for the page's Decline button.
+        public var txid: String = ""
         /// The journey's sentence for the same thing (the rule's `display`), which the page
         /// does not repeat under the rows.
         public var display: String?
@@ -44,6 +46,7 @@ public struct LoginPageView: Sendable {
         /// label, their values joined by a no-break space: "100 EUR" never wraps apart.
         public init(_ record: TransactionRecord, labels: [String: String] = [:]) {
             display = record.display
+            txid = record.txid
             let template = record.display ?? ""
             // Where the display names a field: its placeholder in a template, or (a record keeps
             // the sentence as shown, placeholders filled in) the first place its value appears.
@@ -95,7 +98,10 @@ public struct LoginPageView: Sendable {
         <style>\(Self.style(accent: config.accentColor))</style></head>
         <body><main>\(brand.isEmpty ? "" : "<div class=\"brand\">\(brand)</div>")<h1 id="heading">\(e(heading))</h1>
         \(approval.map(rows) ?? "")<div id="status" role="alert">\(message.map { "<p class=\"msg error\">\(e($0))</p>" } ?? "")</div>
-        <form id="step" autocomplete="off" novalidate></form>\(approval == nil ? magicLinkJourney.map {
+        <form id="step" autocomplete="off" novalidate></form>\(approval == nil ? "" : """
+            <button type="button" class="secondary" id="decline" hidden>Decline: this wasn't me</button>\
+            <p class="alt" id="back" hidden><a href="\(e(config.defaultGoto))">Back to \(e(config.title ?? "the site"))</a></p>
+            """)\(approval == nil ? magicLinkJourney.map {
             "<p class=\"alt\" id=\"magic\" hidden><a id=\"magic-link\" data-journey=\"\(e($0))\" href=\"#\">Email me a sign-in link instead</a></p>"
         } ?? "" : "")\(config.supportText.map { "<p class=\"support\">\(e($0))</p>" } ?? "")</main>
         \(script.map { "<script>\($0)</script>" } ?? "")
@@ -105,7 +111,7 @@ public struct LoginPageView: Sendable {
 
     private func rows(_ a: Approval) -> String {
         let e = MarkupText.escape
-        return "<dl id=\"approval\" data-display=\"\(e(a.display ?? ""))\">"
+        return "<dl id=\"approval\" data-txid=\"\(e(a.txid))\" data-display=\"\(e(a.display ?? ""))\">"
             + a.rows.map { "<div class=\"row\"><dt>\(e($0.label))</dt><dd>\(e($0.value))</dd></div>" }.joined() + "</dl>\n"
     }
 
