@@ -10,14 +10,15 @@
 # and the Python packages selenium and authlib (from PyPI with pip, only those `python3` cannot
 # import): authlib is the real OAuth 2.0 / OpenID Connect client of the provider's tests.
 # python3-aiosmtpd is the real SMTP server the email tests (Tests/TxGateEmailTests) deliver to.
-# redis-server is the real Redis the store and cluster tests start on free loopback ports.
+# redis-server is the real Redis the store and cluster tests start on free loopback ports, and
+# redis-sentinel (Debian's package only adds the command) the real Sentinels of the failover test.
 # nginx-light (it has auth_request) is the real nginx the forward-auth tests put in front of
 # TxGate's /-/authz, and the benchmark's baseline.
 set -euo pipefail
 
 runtime=(libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libssl3 libsqlite3-0 libcurl4 libhiredis0.14 ca-certificates)
 build=(libevent-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev libhiredis-dev pkg-config)
-test=(openssl curl oathtool chromium chromium-driver python3 python3-pip python3-aiosmtpd redis-server nginx-light)
+test=(openssl curl oathtool chromium chromium-driver python3 python3-pip python3-aiosmtpd redis-server redis-sentinel nginx-light)
 bench=(wrk)
 
 want=()

@@ -45,13 +45,11 @@ extension RedisStore {
 }
 
 extension BlockingRedis {
-    /// A blocking connection, authenticated and on the URL's database.
+    /// A blocking connection to the primary (for a sentinel URL: the one the sentinels name),
+    /// authenticated and on the URL's database.
     static func connect(_ url: RedisURL, timeoutMs: Int) throws(Failure) -> UnsafeMutablePointer<redisContext> {
-        let tv = timeval(tv_sec: timeoutMs / 1000, tv_usec: Int((timeoutMs % 1000) * 1000))
-        guard let c = redisConnectWithTimeout(url.host, Int32(url.port), tv) else { throw Failure(description: "out of memory") }
+        let c = try open(try primaryAddress(url, timeoutMs: timeoutMs).address, timeoutMs: timeoutMs)
         do throws(Failure) {
-            if c.pointee.err != 0 { throw Failure(description: errorString(c)) }
-            _ = redisSetTimeout(c, tv)
             if let password = url.password {
                 var auth = ["AUTH"]
                 if let user = url.username { auth.append(user) }

@@ -86,6 +86,15 @@ private final class PendingReply {
 /// pipeline: pipelined behind the handshake they would reach Redis before the fence had moved
 /// on to a new epoch, and a restored record would still count as current for them.
 ///
+/// With a `redis+sentinel://` URL every connect first asks the sentinels which server is the
+/// primary (off the loop: `BlockingRedis.askSentinels`, one short blocking connection per
+/// sentinel on a dispatch queue, as host names are resolved), then checks with `ROLE` that the
+/// server named really is a primary before the handshake (a sentinel cut off from the others
+/// may still name the old one). A failover is followed by reconnecting: the old primary's
+/// connection breaks, or a command is refused with READONLY once it has been demoted
+/// (`reconnect(because:)`), and the next connect asks the sentinels again. The fence handshake
+/// runs on the new primary as on any reconnect: another server, another `run_id`, a new epoch.
+///
 /// hiredis 0.14 has no command timeout, so a watchdog timer runs while replies are due: when
 /// Redis (or the connect) makes no progress for `timeoutMs`, the connection is dropped and every
 /// waiting command fails as unavailable. A dropped connection is retried with backoff
@@ -101,6 +110,11 @@ final class RedisConnection {
     private var state = State.waiting
     private var inFlight = 0
     private var backoffMs = RedisConnection.minBackoffMs
+    /// With sentinels, asking again is cheap and a failover takes a second or two: the backoff
+    /// stops at 1 s rather than 5 s, so that the new primary is found soon after it is promoted.
+    private let maxBackoffMs: Int
+    /// The server this connection is (or was last) connected to, and the sentinel that named it.
+    private var primary: RedisURL.Address?
     /// Monotonic (`EventLoop.nowNanos`): a clock step must not make an outage look longer or negative.
     private var downSinceNanos: UInt64? = EventLoop.nowNanos()
     private var reportedDown = false
@@ -117,12 +131,14 @@ final class RedisConnection {
 
     static let minBackoffMs = 100
     static let maxBackoffMs = 5000
+    static let maxSentinelBackoffMs = 1000
 
     init(loop: EventLoop, url: RedisURL, timeoutMs: Int, logger: Logger) {
         self.loop = loop
         self.url = url
         self.timeoutMs = timeoutMs
         self.logger = logger
+        maxBackoffMs = url.directAddress == nil ? Self.maxSentinelBackoffMs : Self.maxBackoffMs
         watchdog = LoopTimer(loop: loop) { [unowned self] in
             drop(state == .connecting ? "connecting to \(url) timed out after \(timeoutMs) ms"
                                       : "\(url) did not answer within \(timeoutMs) ms", free: true)
@@ -130,8 +146,11 @@ final class RedisConnection {
         retry = LoopTimer(loop: loop) { [unowned self] in connect() }
     }
 
-    /// The server's address, without credentials.
-    var urlDescription: String { url.description }
+    /// The server's address, without credentials (with sentinels: and the primary they named).
+    var urlDescription: String {
+        guard url.directAddress == nil, let primary else { return url.description }
+        return "\(url) (primary \(primary))"
+    }
 
     /// Why commands fail now, for errors and the health endpoint.
     var unavailableReason: String {
@@ -140,31 +159,45 @@ final class RedisConnection {
 
     // MARK: connecting
 
-    /// Starts connecting (on the loop thread). Host names are resolved off the loop.
+    /// Starts connecting (on the loop thread). Host names are resolved, and sentinels asked,
+    /// off the loop.
     func connect() {
         loop.preconditionInEventLoop()
         guard !closed, state == .waiting else { return }
         state = .connecting
-        if Self.isNumericAddress(url.host) {
-            open(ip: url.host)
+        if let address = url.directAddress, Self.isNumericAddress(address.host) {
+            open(address, ip: address.host, namedBy: nil)
             return
         }
-        let (host, port) = (url.host, url.port)
+        let (url, timeoutMs) = (url, timeoutMs)
         let connection = LoopBound(self, loop: loop)
         DispatchQueue.global().async {
-            let resolved = Result { try SocketAddress(host: host, port: port).numericHost }
+            let found = Result { () throws -> (RedisURL.Address, String, RedisURL.Address?) in
+                let (address, sentinel) = try BlockingRedis.primaryAddress(url, timeoutMs: timeoutMs)
+                let ip = Self.isNumericAddress(address.host) ? address.host
+                    : try SocketAddress(host: address.host, port: address.port).numericHost
+                return (address, ip, sentinel)
+            }
             connection.execute { connection in
-                switch resolved {
-                case .success(let ip): connection.open(ip: ip)
+                switch found {
+                case .success(let (address, ip, sentinel)): connection.open(address, ip: ip, namedBy: sentinel)
                 case .failure(let e): connection.drop("\(e)", free: false)
                 }
             }
         }
     }
 
-    private func open(ip: String) {
+    /// Connects to `address` (at `ip`); `namedBy`: the sentinel that named it as the primary.
+    private func open(_ address: RedisURL.Address, ip: String, namedBy sentinel: RedisURL.Address?) {
         guard !closed else { state = .waiting; return }
-        guard let ac = redisAsyncConnect(ip, Int32(url.port)) else { drop("out of memory", free: false); return }
+        if let sentinel, primary != address {
+            logger.notice(primary == nil ? "redis primary found through sentinel" : "redis primary changed (failover): connecting to the new one", metadata: [
+                "redis": .string(url.description), "sentinel": .string(sentinel.description),
+                "primary": .string(address.description), "previous": .string(primary?.description ?? "none"),
+            ])
+        }
+        primary = address
+        guard let ac = redisAsyncConnect(ip, Int32(address.port)) else { drop("out of memory", free: false); return }
         if ac.pointee.err != 0 {
             let why = Self.errorString(ac)
             redisAsyncFree(ac)
@@ -198,16 +231,58 @@ final class RedisConnection {
         // A TCP connect alone proves little (a frozen Redis still completes the handshake in
         // the kernel): the connection is ready once Redis has answered.
         setup(RedisCommand("PING")) { [self] in
-            guard let handshake else { ready(); return }
-            handshake(self) { [self] failure in
-                guard context == ac, state == .connecting else { return }
-                if let failure {
-                    loop.execute { [self] in if context == ac { drop(failure, free: true) } }
-                } else {
-                    ready()
-                }
+            guard sentinel != nil else { handshake(on: ac); return }
+            verifyPrimary(address, on: ac)
+        }
+    }
+
+    /// The connection's handshake (the store's fence), then ready.
+    private func handshake(on ac: UnsafeMutablePointer<redisAsyncContext>) {
+        guard let handshake else { ready(); return }
+        handshake(self) { [self] failure in
+            guard context == ac, state == .connecting else { return }
+            if let failure {
+                loop.execute { [self] in if context == ac { drop(failure, free: true) } }
+            } else {
+                ready()
             }
         }
+    }
+
+    /// A server a sentinel named must say it is a primary (`ROLE`, or `INFO replication` where
+    /// ROLE is renamed) before anything else: during a failover, or from a sentinel on the
+    /// wrong side of a partition, the answer can be a server that is, or is now, a replica.
+    private func verifyPrimary(_ address: RedisURL.Address, on ac: UnsafeMutablePointer<redisAsyncContext>) {
+        sendSetup(RedisCommand("ROLE")) { [self] reply in
+            guard context == ac, state == .connecting else { return }
+            switch reply {
+            case .array(let items)? where !items.isEmpty:
+                if case .string(let role) = items[0], String(decoding: role, as: UTF8.self) == "master" {
+                    handshake(on: ac)
+                } else {
+                    let role = if case .string(let r) = items[0] { String(decoding: r, as: UTF8.self) } else { items[0].kind }
+                    notPrimary(address, role: role, on: ac)
+                }
+            case .error?:
+                var info = RedisCommand("INFO")
+                info.add("replication")
+                sendSetup(info) { [self] reply in
+                    guard context == ac, state == .connecting else { return }
+                    guard case .string(let text)? = reply, let role = RedisFence.field("role", in: text) else {
+                        loop.execute { [self] in if context == ac { drop("\(address) does not say its role (ROLE and INFO replication refused)", free: true) } }
+                        return
+                    }
+                    if role == "master" { handshake(on: ac) } else { notPrimary(address, role: role, on: ac) }
+                }
+            default:
+                break
+            }
+        }
+    }
+
+    private func notPrimary(_ address: RedisURL.Address, role: String, on ac: UnsafeMutablePointer<redisAsyncContext>) {
+        let why = "\(address), named by the sentinels as the primary, is not one (role \(role)); asking the sentinels again"
+        loop.execute { [self] in if context == ac { drop(why, free: true) } }
     }
 
     /// Sends one handshake command (only while connecting): `done` gets the reply, or nil
@@ -257,7 +332,7 @@ final class RedisConnection {
         for (command, done) in waiting where !send(command, done) { done(nil) }
         if reportedDown, let since = downSinceNanos {
             logger.notice("redis connection restored", metadata: [
-                "redis": .string(url.description), "down_ms": .stringConvertible((EventLoop.nowNanos() &- since) / 1_000_000),
+                "redis": .string(urlDescription), "down_ms": .stringConvertible((EventLoop.nowNanos() &- since) / 1_000_000),
             ])
         }
         reportedDown = false
@@ -291,14 +366,14 @@ final class RedisConnection {
         if !reportedDown {
             reportedDown = true
             logger.error("redis unavailable: requests that need state fail with 503 until it is back", metadata: [
-                "redis": .string(url.description), "error": .string(why),
+                "redis": .string(urlDescription), "error": .string(why),
             ])
         } else {
-            logger.debug("redis still unavailable", metadata: ["redis": .string(url.description), "error": .string(why)])
+            logger.debug("redis still unavailable", metadata: ["redis": .string(urlDescription), "error": .string(why)])
         }
         guard !closed else { return }
         retry.schedule(afterMs: backoffMs)
-        backoffMs = min(backoffMs * 2, Self.maxBackoffMs)
+        backoffMs = min(backoffMs * 2, maxBackoffMs)
     }
 
     /// Fails every held command, on the next loop turn (never on a caller's stack).

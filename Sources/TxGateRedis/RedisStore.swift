@@ -17,7 +17,8 @@ extension EventLoop: CallbackExecutor {}
 /// why (a Redis restored behind what the gateway saw) and how. Each connection checks the fence
 /// and the `maxmemory-policy` before it serves (`RedisEviction`).
 ///
-/// Needs Redis >= 6.2 (GETDEL, KEEPTTL), a single primary (not Redis Cluster's sharding).
+/// Needs Redis >= 6.2 (GETDEL, KEEPTTL), a single primary (not Redis Cluster's sharding):
+/// named in the URL, or found through Redis Sentinel (`redis+sentinel://`, see `RedisConnection`).
 public final class RedisStore: Store, Sendable {
     public let url: RedisURL
     public let keyPrefix: String
@@ -322,6 +323,13 @@ public final class RedisStore: Store, Sendable {
             // The fence record is gone (FLUSHALL, eviction): reconnecting fences the store again.
             connection.reconnect(because: "the store's fence record \(fence.key) is missing; fencing again")
             return .unavailable("redis \(url) lost the store's fence record (flushed or evicted); fencing again before serving")
+        }
+        if message.hasPrefix("READONLY") {
+            // The server was demoted (a failover, or a replica behind a name that moved): the
+            // write happened nowhere. Reconnecting asks the sentinels (or DNS) for the primary.
+            let why = "\(connection.urlDescription) is a replica now (READONLY); reconnecting to the primary"
+            connection.reconnect(because: why)
+            return .unavailable("redis \(why)")
         }
         if message.hasPrefix("TXGATEQUARANTINE") {
             let ms = Int(message.split(separator: " ").last ?? "") ?? 0

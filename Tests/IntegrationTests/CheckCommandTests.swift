@@ -106,6 +106,13 @@ struct CheckCommandTests {
         #expect(bad.status == 1, "\(bad)")
         #expect(bad.stderr.contains("store.url: port 'x' is not a number"), "\(bad)")
         #expect(!bad.stderr.contains("hunter2"), "\(bad)")
+        let badSentinel = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:1"}, "store": {"type": "redis", "url": "redis+sentinel://u:hunter2@s1:26379,s2:2637x/mymaster"}}"#)
+        #expect(badSentinel.status == 1, "\(badSentinel)")
+        #expect(badSentinel.stderr.contains("store.url: sentinel 2 of 2 ('s2:2637x'): port '2637x' is not a number"), "\(badSentinel)")
+        #expect(!badSentinel.stderr.contains("hunter2"), "\(badSentinel)")
+        let lone = try bed.check(configText: #"{"upstream": {"url": "http://127.0.0.1:1"}, "store": {"type": "redis", "url": "redis+sentinel://s1/mymaster"}}"#)
+        #expect(lone.status == 0, "\(lone)")
+        #expect(lone.stderr.contains("warning: store.url lists 1 sentinel for 'mymaster'"), "\(lone)")
     }
 
     // MARK: issue 17 item 7: a stricter file, and every check `serve` runs

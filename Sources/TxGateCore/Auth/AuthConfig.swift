@@ -108,7 +108,8 @@ public struct StoreConfig: Decodable, Sendable {
     /// "sqlite" (embedded, one instance) or "redis" (shared by several instances).
     public var type = "sqlite"
     public var path = "var/txgate.db"
-    /// redis://[user:password@]host:port[/db]
+    /// redis://[user:password@]host:port[/db], or
+    /// redis+sentinel://[user:password@]host:port[,host:port...]/master[/db]
     public var url = ""
     /// Parsed `url` (type redis).
     public var redis: RedisURL?
@@ -148,7 +149,7 @@ public struct StoreConfig: Decodable, Sendable {
         case "redis":
             if o.has("path") { o.invalid("path", "only for type sqlite") }
             if url.isEmpty {
-                o.invalid("url", "required for type redis (redis://host:port/db)")
+                o.invalid("url", "required for type redis (redis://host:port/db, or redis+sentinel://host:26379,host:26379/master/db)")
             } else {
                 do { redis = try RedisURL(parsing: url) } catch { o.invalid("url", "\(error)") }
             }

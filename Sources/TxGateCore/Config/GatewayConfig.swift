@@ -172,6 +172,11 @@ public struct GatewayConfig: Decodable, Sendable {
             out.append("store.allowEviction is set: if Redis's maxmemory-policy evicts keys, a used one-time code can work again, "
                 + "a lockout can vanish and sessions and approvals can disappear; prefer maxmemory-policy noeviction")
         }
+        if case .sentinel(let master, let sentinels)? = store.redis?.server, sentinels.count < 3 {
+            out.append("store.url lists \(sentinels.count) sentinel\(sentinels.count == 1 ? "" : "s") for '\(master)': list every sentinel "
+                + "(at least three, on separate machines, with a quorum of two), or the gateway cannot find the primary while "
+                + "the one it knows of is down")
+        }
         return out
     }
 
