@@ -8,13 +8,29 @@ public struct AuthFailure: Error, Equatable, Sendable, CustomStringConvertible {
     /// `detail.errorCode`: `"110"` when the journey timed out.
     public var errorCode: String?
     public var failureUrl: String?
+    /// `detail.reason`: which failure ended a journey run inside a live session (an approval,
+    /// a step-up): `wrong_code`, `code_used`, `locked_out`, `declined`; nil for a sign-in.
+    public var failureReason: String?
 
-    public init(code: Int, reason: String, message: String, errorCode: String? = nil, failureUrl: String? = nil) {
+    public init(code: Int, reason: String, message: String, errorCode: String? = nil, failureUrl: String? = nil,
+                failureReason: String? = nil) {
         self.code = code
         self.reason = reason
         self.message = message
         self.errorCode = errorCode
         self.failureUrl = failureUrl
+        self.failureReason = failureReason
+    }
+
+    /// What `failureReason` means, for a person.
+    public var explanation: String? {
+        switch failureReason {
+        case "wrong_code": return "the code is not right"
+        case "code_used": return "this code was already used: wait for the next one"
+        case "locked_out": return "too many wrong codes: try again later"
+        case "declined": return "declined"
+        default: return nil
+        }
     }
 
     /// AM's code for a journey whose authId expired (WIRE.md §4).
@@ -23,7 +39,7 @@ public struct AuthFailure: Error, Equatable, Sendable, CustomStringConvertible {
     public var isSuspendedSessionNotFound: Bool { message.contains("SuspendedAuthSessionException") }
 
     public var description: String {
-        "\(code) \(reason): \(message)" + (errorCode.map { " (errorCode \($0))" } ?? "")
+        "\(code) \(reason): \(message)" + (errorCode.map { " (errorCode \($0))" } ?? "") + (explanation.map { " (\($0))" } ?? "")
     }
 }
 

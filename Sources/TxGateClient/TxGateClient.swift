@@ -100,7 +100,7 @@ public final class TxGateClient: Sendable {
         let detail = json["detail"]
         return .failure(AuthFailure(code: code, reason: json["reason"]?.stringValue ?? "", message: json["message"]?.stringValue ?? "",
                                     errorCode: detail?["errorCode"].map { $0.stringValue ?? $0.canonical },
-                                    failureUrl: detail?["failureUrl"]?.stringValue))
+                                    failureUrl: detail?["failureUrl"]?.stringValue, failureReason: detail?["reason"]?.stringValue))
     }
 
     // MARK: Sessions

@@ -68,6 +68,8 @@ import TestSupport
         let wrong = try Self.txgate(bed, ["request", Kit.publicURL(g) + "/transfer", "-d", body, "--answer", "PasswordCallback=000000"])
         #expect(wrong.status == 2, "\(wrong)")
         #expect(wrong.stderr.contains("Login failure"), "\(wrong.stderr)")
+        // Inside the session, the CLI says which failure it was (issue 24 item 7).
+        #expect(wrong.stderr.contains("the code is not right"), "\(wrong.stderr)")
 
         let session = try #require(FileManager.default.contents(atPath: Self.sessionFile(bed)))
         let token = try #require((try JSONSerialization.jsonObject(with: session) as? [String: Any])?["tokenId"] as? String)
