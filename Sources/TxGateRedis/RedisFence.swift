@@ -214,21 +214,7 @@ final class RedisFence: Sendable {
           audit(ARGV[2], nil)
           return {0}
         end
-        local ok, doc = pcall(cjson.decode, v)
-        if not ok or type(doc) ~= 'table' then
-          audit(ARGV[2], v)
-          return {2, v}
-        end
-        for i = 4, #ARGV, 2 do
-          if doc[ARGV[i]] ~= ARGV[i + 1] then
-            audit(ARGV[2], v)
-            return {2, v}
-          end
-        end
-        redis.call('DEL', KEYS[1])
-        audit(ARGV[1], v)
-        return {1, v}
-        """
+        """ + "\n" + RedisStore.takeIfPresent
 
     /// KEYS[3] the audit stream, ARGV[1] the entry, ARGV[2] the retention; the value of
     /// KEYS[1] in this epoch, if any, is recorded with it.

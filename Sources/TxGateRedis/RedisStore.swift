@@ -299,6 +299,11 @@ public final class RedisStore: Store, Sendable {
           audit(ARGV[2], nil)
           return {0}
         end
+        """ + "\n" + takeIfPresent
+
+    /// The end of a takeIf, shared with the fenced one (`RedisFence.takeIf`), once the value
+    /// `v` is known to be there: kept unless it matches, else deleted; audited either way.
+    static let takeIfPresent = """
         local ok, doc = pcall(cjson.decode, v)
         if not ok or type(doc) ~= 'table' then
           audit(ARGV[2], v)
