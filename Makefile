@@ -1,7 +1,9 @@
 # TxGate: `make run` starts the demo, `make test` runs the whole suite (and each fuzz target for
 # 20 s). Both install what is missing: `make run` only what building and running need, `make
 # test` also the test set. `make install` (PREFIX=/usr/local, DESTDIR honoured) puts txgate and
-# demo-bank in $(PREFIX)/bin.
+# demo-bank in $(PREFIX)/bin, the systemd unit in $(PREFIX)/lib/systemd/system and, if there is
+# none, a sample /etc/txgate/gateway.json; `make install-service` also enables the unit
+# (docs/OPERATIONS-SYSTEMD.md). BUILT=<folder> installs binaries built there, without building.
 SHELL := /bin/bash
 GATEWAY_CONFIG ?= gateway.json
 # `make fuzz`: each libFuzzer target (Fuzz/) runs this long, two at a time (FUZZ_PARALLEL).
@@ -9,12 +11,16 @@ FUZZ_SECONDS ?= 60
 DEMO_LISTEN ?= 127.0.0.1:9000
 PREFIX ?= /usr/local
 BINDIR ?= $(PREFIX)/bin
+UNITDIR ?= $(PREFIX)/lib/systemd/system
+SYSCONFDIR ?= /etc
+BUILT ?=
+INSTALL_VARS = DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" UNITDIR="$(UNITDIR)" SYSCONFDIR="$(SYSCONFDIR)"
 # The commit baked into the binaries (`txgate --version`, the start-up log line); Package.swift
 # reads it from the environment. Outside a git checkout it stays "unknown".
 TXGATE_COMMIT ?= $(shell git describe --always --dirty --abbrev=12 --exclude '*' 2>/dev/null || echo unknown)
 export TXGATE_COMMIT
 
-.PHONY: deps test-deps build run install uninstall test fuzz fuzz-smoke bench clean
+.PHONY: deps test-deps build run install install-service uninstall test fuzz fuzz-smoke bench clean
 
 deps:
 	@bash scripts/install-deps.sh --build
@@ -28,18 +34,15 @@ build: deps
 run: build
 	@bash scripts/run-demo.sh "$(GATEWAY_CONFIG)" "$(DEMO_LISTEN)"
 
-# Builds as the calling user; only the copy uses sudo, and only when BINDIR is not writable.
-install: build
-	@bin="$$(swift build -c release --show-bin-path)"; dest="$(DESTDIR)$(BINDIR)"; sudo=""; \
-	if [ "$$(id -u)" -ne 0 ] && ! { mkdir -p "$$dest" 2>/dev/null && [ -w "$$dest" ]; }; then sudo=sudo; fi; \
-	$$sudo install -d "$$dest" && \
-	$$sudo install -m 0755 "$$bin/txgate" "$$bin/demo-bank" "$$dest/" && \
-	echo "installed $$("$$bin/txgate" --version) and demo-bank in $$dest"
+# Builds as the calling user; only the copies use sudo, and only when a destination is not writable.
+install: $(if $(BUILT),,build)
+	@$(INSTALL_VARS) BUILT="$(or $(BUILT),$$(swift build -c release --show-bin-path))" bash scripts/install.sh install
+
+install-service: install
+	@$(INSTALL_VARS) bash scripts/install.sh enable
 
 uninstall:
-	@dest="$(DESTDIR)$(BINDIR)"; sudo=""; \
-	if [ "$$(id -u)" -ne 0 ] && [ ! -w "$$dest" ]; then sudo=sudo; fi; \
-	$$sudo rm -f "$$dest/txgate" "$$dest/demo-bank"
+	@$(INSTALL_VARS) bash scripts/install.sh uninstall
 
 test: test-deps
 	swift build --build-tests

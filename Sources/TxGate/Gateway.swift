@@ -14,6 +14,9 @@ public final class Gateway {
     }
     /// The file as last loaded, to name what a reload changes.
     var loadedTopLevel: [String: JSONValue]?
+    /// systemd's `$NOTIFY_SOCKET` (`Type=notify`), told when the gateway serves, reloads and
+    /// stops; nil when there is none.
+    let serviceNotifier: ServiceNotifier?
 
     /// Builds everything that can fail (TLS files, addresses, the listening sockets) before
     /// any thread starts, so that a bad setup is a clear error at start-up.
@@ -22,6 +25,7 @@ public final class Gateway {
         // txgate already there: a bind without it fails first if anyone listens (before the
         // store is opened or anything else is touched).
         try probeListenAddress(SocketAddress(host: config.listen.host, port: config.listen.port))
+        serviceNotifier = try ServiceNotifier()
         shared = try SharedState(config: config, logger: logger)
         var ws: [Worker] = []
         for i in 0..<config.workers {
@@ -49,6 +53,7 @@ public final class Gateway {
                 return
             }
             stopping = true
+            self.notifyServiceManager { try $0.stopping() }
             logger.info("shutting down: finishing requests in flight", metadata: [
                 "signal": .stringConvertible(sig), "timeout_ms": .stringConvertible(config.shutdownTimeoutMs),
             ])
@@ -69,7 +74,12 @@ public final class Gateway {
         }
         var signals = [SIGTERM, SIGINT].map { SignalWatcher(loop: main, signal: $0, onSignal) }
         signals.append(SignalWatcher(loop: main, signal: SIGHUP) { [unowned self] _ in
-            if !stopping { self.reload() }
+            guard !stopping else { return }
+            // READY=1 follows whatever the outcome: a refused reload keeps serving the old
+            // configuration, and systemd must not wait for one that never comes.
+            self.notifyServiceManager { try $0.reloading() }
+            self.reload()
+            self.notifyServiceManager { try $0.ready(status: "serving") }
         })
         // The signals are watched before the workers start and "txgate started" is logged.
         for w in workers {
@@ -85,11 +95,24 @@ public final class Gateway {
             "upstream": .string(shared.upstreamDescription), "workers": .stringConvertible(workers.count),
             "public_url": .string(config.effectivePublicURL.description),
         ])
+        // The listening sockets accept from init on and every worker's loop now runs.
+        notifyServiceManager { try $0.ready(status: "serving") }
 
         main.run()
         withExtendedLifetime((signals, deadline)) {}
         exited.wait()
         logger.info("txgate stopped")
+    }
+
+    /// Sends a notification to systemd, if it listens; a failure is logged, never fatal (the
+    /// gateway serves either way; systemd then says the start or the reload timed out).
+    func notifyServiceManager(_ send: (ServiceNotifier) throws -> Void) {
+        guard let notifier = serviceNotifier else { return }
+        do {
+            try send(notifier)
+        } catch {
+            shared.logger.warning("cannot notify the service manager", metadata: ["error": .string("\(error)")])
+        }
     }
 }
 
