@@ -36,7 +36,11 @@ let package = Package(
         .systemLibrary(name: "CLibevent", pkgConfig: "libevent", providers: [.apt(["libevent-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
-        .systemLibrary(name: "CHiredis", pkgConfig: "hiredis", providers: [.apt(["libhiredis-dev"])]),
+        // No pkgConfig: hiredis.pc adds -D_FILE_OFFSET_BITS=64, which SwiftPM refuses in a package
+        // ("prohibited flag") and which changes nothing on the 64-bit systems TxGate builds for
+        // (off_t is already 64 bits). Its other flag, -I/usr/include/hiredis, is not needed: the
+        // shim includes <hiredis/...>, and the module map links the library.
+        .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // The one thin layer over libevent: loops, HTTP/1.1 server and upstream client, TLS.
