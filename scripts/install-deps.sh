@@ -6,6 +6,9 @@
 #                                      (`make build`, `make run`, `make install`; docker/Dockerfile's build stage)
 #   scripts/install-deps.sh --runtime  only what the built binaries need at run time (the image's final stage)
 #   scripts/install-deps.sh --bench    everything, plus wrk (`make bench`)
+#   ... --list (after the set)          print the set's packages, install nothing
+# --build includes the tools the demo's instructions use (`make run`'s banner, the README's
+# walk-throughs): oathtool for the TOTP codes and curl.
 # The test set also has the browser tests' headless Chromium (Debian's chromium + chromium-driver)
 # and the Python packages selenium and authlib (from PyPI with pip, only those `python3` cannot
 # import): authlib is the real OAuth 2.0 / OpenID Connect client of the provider's tests.
@@ -18,18 +21,25 @@ set -euo pipefail
 
 runtime=(libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libssl3 libsqlite3-0 libcurl4 libhiredis0.14 ca-certificates)
 build=(libevent-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev libhiredis-dev pkg-config)
-test=(openssl curl oathtool chromium chromium-driver python3 python3-pip python3-aiosmtpd redis-server redis-sentinel nginx-light)
+demo=(oathtool curl)
+test=(openssl chromium chromium-driver python3 python3-pip python3-aiosmtpd redis-server redis-sentinel nginx-light)
 bench=(wrk)
 
 want=()
 python_test=0   # 1: also install the test set's Python packages (selenium, authlib)
-case "${1:-}" in
+set_name="${1:-}"
+[ "$set_name" != --list ] || set_name=""
+case "$set_name" in
   --runtime) want=("${runtime[@]}") ;;
-  --build)   want=("${runtime[@]}" "${build[@]}") ;;
-  --bench)   want=("${runtime[@]}" "${build[@]}" "${test[@]}" "${bench[@]}"); python_test=1 ;;
-  "")        want=("${runtime[@]}" "${build[@]}" "${test[@]}"); python_test=1 ;;
-  *) echo "install-deps.sh: unknown option '$1' (use --build, --runtime or --bench)" >&2; exit 2 ;;
+  --build)   want=("${runtime[@]}" "${build[@]}" "${demo[@]}") ;;
+  --bench)   want=("${runtime[@]}" "${build[@]}" "${demo[@]}" "${test[@]}" "${bench[@]}"); python_test=1 ;;
+  "")        want=("${runtime[@]}" "${build[@]}" "${demo[@]}" "${test[@]}"); python_test=1 ;;
+  *) echo "install-deps.sh: unknown option '$1' (use --build, --runtime or --bench, and --list)" >&2; exit 2 ;;
 esac
+if [ "${1:-}" = --list ] || [ "${2:-}" = --list ]; then
+  printf '%s\n' "${want[@]}"
+  exit 0
+fi
 
 missing=()
 for p in "${want[@]}"; do
