@@ -1,4 +1,7 @@
 import Foundation
+#if canImport(Glibc)
+import Glibc
+#endif
 
 /// `HOST:PORT`, `[v6]:PORT` or `:PORT` (all interfaces).
 public struct HostPort: Equatable, Sendable, CustomStringConvertible {
@@ -168,6 +171,7 @@ public struct GatewayConfig: Decodable, Sendable {
             out.append("store.type is redis but publicUrl is not set: give every instance the address clients use "
                 + "(the load balancer's), or transactions approved through one instance do not match on another")
         }
+        if let w = publicUrlMissesListener { out.append(w) }
         if store.type == "redis" && store.allowEviction {
             out.append("store.allowEviction is set: if Redis's maxmemory-policy evicts keys, a used one-time code can work again, "
                 + "a lockout can vanish and sessions and approvals can disappear; prefer maxmemory-policy noeviction")
@@ -178,6 +182,24 @@ public struct GatewayConfig: Decodable, Sendable {
                 + "the one it knows of is down")
         }
         return out
+    }
+
+    /// A `publicUrl` on this machine (a loopback host, or `listen`'s own) whose port is not the
+    /// one the gateway listens on: the links the gateway builds (the login page's, an
+    /// approval's, OAuth redirects) then lead browsers to another port, typically the file's
+    /// after `serve --listen` moved the gateway. Said only where no proxy can be meant: a
+    /// remote host, or https in front of an http listener (a local TLS terminator), is left
+    /// alone.
+    var publicUrlMissesListener: String? {
+        guard let publicUrl, listen.port != 0, publicUrl.port != listen.port, publicUrl.isTLS == (tls != nil) else { return nil }
+        let bare = publicUrl.host.trimmingCharacters(in: CharacterSet(charactersIn: "[]"))
+        let host = bare.lowercased()
+        let loopback = host == "localhost" || host.hasSuffix(".localhost") || host == "::1" || host.hasPrefix("127.")
+        guard loopback || host == listen.host.lowercased() else { return nil }
+        return "publicUrl \(publicUrl) names port \(publicUrl.port) on this machine, but the gateway listens on \(listen): "
+            + "links to the login page and back lead browsers to port \(publicUrl.port), not to the gateway; set publicUrl to "
+            + "\(publicUrl.scheme)://\(HostPort(host: bare, port: listen.port))\(publicUrl.basePath) "
+            + "(unless a proxy on this machine forwards port \(publicUrl.port) to the gateway)"
     }
 
     /// The base URL links point at: `publicUrl`, or one derived from `listen`. Always there in a
@@ -207,11 +229,39 @@ public struct ConfigOverrides: Sendable {
 /// decode → override → validate, as `txgate check` and `txgate serve` both need.
 public enum ConfigLoader {
     public static func load(path: String, overrides: ConfigOverrides = ConfigOverrides()) throws(ConfigErrors) -> GatewayConfig {
-        guard let data = FileManager.default.contents(atPath: path) else {
-            throw ConfigErrors(errors: [ConfigError(path: "", message: "cannot read configuration file '\(path)'")])
+        let data: Data
+        switch read(path) {
+        case .success(let d): data = d
+        case .failure(let why):
+            throw ConfigErrors(errors: [ConfigError(path: "", message: "cannot read configuration file '\(path)': \(why.reason)")])
         }
         let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
         return try decode(data, folder: folder, overrides: overrides)
+    }
+
+    struct Unreadable: Error { let reason: String }
+
+    /// The file's bytes, or the OS's word for why not (no such file, permission denied). Read
+    /// with read(2) to its end, so that a pipe (`--config <(...)`) reads like a file.
+    static func read(_ path: String) -> Result<Data, Unreadable> {
+        var isFolder: ObjCBool = false
+        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
+            return .failure(Unreadable(reason: "it is a folder"))
+        }
+        let fd = open(path, O_RDONLY | O_CLOEXEC)
+        guard fd >= 0 else { return .failure(Unreadable(reason: String(cString: strerror(errno)))) }
+        defer { close(fd) }
+        var data = Data()
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+            if n == 0 { return .success(data) }
+            if n < 0 {
+                if errno == EINTR { continue }
+                return .failure(Unreadable(reason: String(cString: strerror(errno))))
+            }
+            data.append(contentsOf: buffer[0..<n])
+        }
     }
 
     public static func decode(_ data: Data, folder: String, overrides: ConfigOverrides = ConfigOverrides()) throws(ConfigErrors) -> GatewayConfig {
