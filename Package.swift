@@ -76,7 +76,7 @@ let package = Package(
             .product(name: "Prometheus", package: "swift-prometheus"),
         ]),
         .executableTarget(name: "txgate", dependencies: [
-            "TxGate", "TxGateCore", "TxGateClient", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "TxGate", "TxGateCore", "HTTPCore", "TxGateClient", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "demo-bank", dependencies: [

@@ -90,9 +90,9 @@ public func probeListenAddress(_ address: SocketAddress) throws {
     guard rc != 0 else { return }
     let err = errno
     if err == EADDRINUSE {
-        throw SocketError("cannot listen on \(address): address already in use (another process listens on it)")
+        throw SocketError("cannot listen on \(address): address already in use (another process listens on it)", code: err)
     }
-    throw SocketError("cannot listen on \(address): \(String(cString: strerror(err)))")
+    throw SocketError("cannot listen on \(address): \(String(cString: strerror(err)))", code: err)
 }
 
 public struct SocketError: Error, CustomStringConvertible {

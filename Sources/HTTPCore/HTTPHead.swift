@@ -283,36 +283,29 @@ func isTokenChar(_ c: UInt8) -> Bool {
 }
 
 public enum HTTPStatus {
+    /// The reason phrase of every status RFC 9110 (and RFC 6585's 428/429/431, RFC 7725's 451)
+    /// defines, for the status lines the gateway writes and `txgate request -i` prints.
     public static func reason(_ code: Int) -> String {
-        switch code {
-        case 100: return "Continue"
-        case 200: return "OK"
-        case 201: return "Created"
-        case 204: return "No Content"
-        case 301: return "Moved Permanently"
-        case 302: return "Found"
-        case 303: return "See Other"
-        case 304: return "Not Modified"
-        case 307: return "Temporary Redirect"
-        case 400: return "Bad Request"
-        case 401: return "Unauthorized"
-        case 403: return "Forbidden"
-        case 404: return "Not Found"
-        case 405: return "Method Not Allowed"
-        case 408: return "Request Timeout"
-        case 409: return "Conflict"
-        case 413: return "Content Too Large"
-        case 414: return "URI Too Long"
-        case 417: return "Expectation Failed"
-        case 429: return "Too Many Requests"
-        case 431: return "Request Header Fields Too Large"
-        case 500: return "Internal Server Error"
-        case 501: return "Not Implemented"
-        case 502: return "Bad Gateway"
-        case 503: return "Service Unavailable"
-        case 504: return "Gateway Timeout"
-        case 505: return "HTTP Version Not Supported"
-        default: return "Status \(code)"
-        }
+        reasons[code] ?? "Status \(code)"
     }
+
+    /// Whether `code` has a registered reason phrase (not the "Status N" fallback).
+    public static func isRegistered(_ code: Int) -> Bool { reasons[code] != nil }
+
+    static let reasons: [Int: String] = [
+        100: "Continue", 101: "Switching Protocols",
+        200: "OK", 201: "Created", 202: "Accepted", 203: "Non-Authoritative Information", 204: "No Content",
+        205: "Reset Content", 206: "Partial Content",
+        300: "Multiple Choices", 301: "Moved Permanently", 302: "Found", 303: "See Other", 304: "Not Modified",
+        305: "Use Proxy", 307: "Temporary Redirect", 308: "Permanent Redirect",
+        400: "Bad Request", 401: "Unauthorized", 402: "Payment Required", 403: "Forbidden", 404: "Not Found",
+        405: "Method Not Allowed", 406: "Not Acceptable", 407: "Proxy Authentication Required", 408: "Request Timeout",
+        409: "Conflict", 410: "Gone", 411: "Length Required", 412: "Precondition Failed", 413: "Content Too Large",
+        414: "URI Too Long", 415: "Unsupported Media Type", 416: "Range Not Satisfiable", 417: "Expectation Failed",
+        421: "Misdirected Request", 422: "Unprocessable Content", 425: "Too Early", 426: "Upgrade Required",
+        428: "Precondition Required", 429: "Too Many Requests", 431: "Request Header Fields Too Large",
+        451: "Unavailable For Legal Reasons",
+        500: "Internal Server Error", 501: "Not Implemented", 502: "Bad Gateway", 503: "Service Unavailable",
+        504: "Gateway Timeout", 505: "HTTP Version Not Supported",
+    ]
 }

@@ -65,6 +65,27 @@ public enum ConfigCheck {
         return errors
     }
 
+    /// Whether `listen` can be bound now, for `txgate check`: nil, or why not. A warning, not an
+    /// error: `check` also vets a file before a reload of the gateway that holds the address
+    /// (and so reloads fine), and a port below 1024 that the checking user may not bind is
+    /// often bound by a service that holds CAP_NET_BIND_SERVICE. Binds a throw-away socket
+    /// and closes it at once; never used by `serve` or a reload, which bind for real.
+    public static func listenProblem(_ config: GatewayConfig) -> String? {
+        let listen = config.listen
+        do {
+            try probeListenAddress(SocketAddress(host: listen.host, port: listen.port))
+            return nil
+        } catch let e as SocketError where e.code == EADDRINUSE {
+            return "listen address \(listen) is in use (another process listens on it): `txgate serve` with this file "
+                + "would not start; if that process is the gateway running this file, a reload (SIGHUP) is fine"
+        } catch let e as SocketError where e.code == EACCES {
+            return "listen address \(listen) cannot be bound by this user (\(String(cString: strerror(EACCES)))): "
+                + "ports below 1024 need CAP_NET_BIND_SERVICE (the systemd unit grants it) or root"
+        } catch {
+            return "listen address \(listen): \(error)"
+        }
+    }
+
     /// The error as a `ConfigError` at `path`, or at the key its text starts with (TLS and
     /// SMTP errors name their key themselves: `tls.privateKey: does not match tls.certificate`).
     static func configError(_ error: Error, path: String) -> ConfigError {

@@ -3,6 +3,7 @@ import Foundation
 #if canImport(FoundationNetworking)
 import FoundationNetworking
 #endif
+import HTTPCore
 import TxGateClient
 
 struct Request: ParsableCommand {
@@ -42,11 +43,17 @@ struct Request: ParsableCommand {
         let client = TxGateClient(configuration: configuration, tokenStore: FileTokenStore(path: options.sessionFile))
         let response = try await client.send(try request(target), delegate: try CallbackAnswers(options.answers))
         if include {
-            var head = "HTTP/1.1 \(response.status) \(HTTPURLResponse.localizedString(forStatusCode: response.status).capitalized)\r\n"
+            // URLSession does not keep the server's reason phrase: the standard one stands in.
+            var head = "HTTP/1.1 \(response.status) \(HTTPStatus.reason(response.status))\r\n"
             for h in response.headers { head += "\(h.name): \(h.value)\r\n" }
             FileHandle.standardOutput.write(Data((head + "\r\n").utf8))
         }
         FileHandle.standardOutput.write(response.body)
+        // On a terminal, a body without a final newline would run into the shell's prompt;
+        // into a pipe or a file it goes as it came, byte for byte.
+        if isatty(STDOUT_FILENO) == 1, let last = response.body.last, last != UInt8(ascii: "\n") {
+            FileHandle.standardOutput.write(Data("\n".utf8))
+        }
         if response.challenge != nil {
             printError("txgate: the retry was challenged again (a new transaction); not retried")
         }

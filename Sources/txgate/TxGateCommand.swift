@@ -21,6 +21,14 @@ struct TxGateCommand: ParsableCommand {
     /// journey errors do), not 64.
     static func main() {
         let arguments = Array(CommandLine.arguments.dropFirst())
+        // ArgumentParser reads an unknown first word as a stray argument and then complains
+        // about the options after it (`txgate chek --config a.json`: "Unknown option
+        // '--config'"); name the word instead.
+        if let first = arguments.first, let message = unknownCommand(first) {
+            printError("txgate: \(message)")
+            printError("Run 'txgate --help' for the commands.")
+            Foundation.exit(ExitCode.validationFailure.rawValue)
+        }
         do {
             var command = try parseAsRoot(arguments)
             try command.run()
@@ -32,6 +40,35 @@ struct TxGateCommand: ParsableCommand {
             }
             exit(withError: error)
         }
+    }
+}
+
+extension TxGateCommand {
+    /// What to say when `word`, the first argument, names no command; nil when it does (or is
+    /// an option such as --help or --version).
+    static func unknownCommand(_ word: String) -> String? {
+        guard !word.hasPrefix("-") else { return nil }
+        let names = configuration.subcommands.map { $0._commandName } + ["help"]
+        guard !names.contains(word) else { return nil }
+        let close = names.map { ($0, editDistance($0, word.lowercased())) }.filter { $0.1 <= 2 }.min { $0.1 < $1.1 }
+        return "unknown command '\(word)'" + (close.map { " (did you mean '\($0.0)'?)" } ?? "")
+            + "; the commands are " + names.filter { $0 != "help" }.joined(separator: ", ")
+    }
+
+    /// Levenshtein distance, for the "did you mean" of a mistyped command.
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a), b = Array(b)
+        var row = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var previous = row[0]
+            row[0] = i
+            for j in stride(from: 1, through: b.count, by: 1) {
+                let current = row[j]
+                row[j] = min(row[j] + 1, row[j - 1] + 1, previous + (a[i - 1] == b[j - 1] ? 0 : 1))
+                previous = current
+            }
+        }
+        return a.isEmpty ? b.count : row[b.count]
     }
 }
 
@@ -95,7 +132,9 @@ struct Check: ParsableCommand {
         discussion: """
             Runs every check `serve` runs before it starts (the file, then the files, addresses, \
             signing key and email delivery it names), creating nothing. Prints every error, one per \
-            line as `<json.path>: <problem>`, and exits 1 if there is any.
+            line as `<json.path>: <problem>`, and exits 1 if there is any. Whether the listen address \
+            can be bound now is a warning, not an error (exit 0): the gateway this file configures may \
+            be the one holding it, and a reload is fine then.
             """)
 
     @OptionGroup var options: ConfigOptions
@@ -104,6 +143,7 @@ struct Check: ParsableCommand {
         do {
             let config = try ConfigCheck.load(path: options.config)
             for w in config.warnings() { printError("warning: \(w)") }
+            if let w = ConfigCheck.listenProblem(config) { printError("warning: \(w)") }
         } catch {
             for e in error.errors { printError("\(e)") }
             printError("\(options.config): \(error.errors.count) error\(error.errors.count == 1 ? "" : "s")")
