@@ -202,4 +202,58 @@ struct FirstRunTests {
         #expect(dockerfile.contains("RUN bash scripts/install-deps.sh --build\n"), "the build stage no longer runs install-deps.sh --build")
         #expect(!dockerfile.contains("apt-get install"), "the Dockerfile installs packages of its own, not install-deps.sh's")
     }
+
+    // MARK: the README's sample outputs
+
+    /// The README's first inline JSON sample matching `pattern` (N: a number left open), parsed.
+    static func readmeSample(_ readme: String, _ pattern: Regex<Substring>) throws -> [String: Any] {
+        let match = try #require(readme.firstMatch(of: pattern), "the README has no sample matching \(pattern)")
+        let json = String(match.output).replacingOccurrences(of: ":N", with: ":0")
+        return try #require(try JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any], "not JSON: \(json)")
+    }
+
+    @Test("the README's sample outputs (/-/health, /-/ready, the reload line, the refusal reasons) are what the demo answers")
+    func readmeSamplesMatchTheDemo() throws {
+        let bed = try Testbed.current
+        let readme = try String(contentsOf: BinaryLocator.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        let bank = try bed.startDemoBank()
+        let port = try Ports.free()
+        let demo = try String(contentsOf: BinaryLocator.packageRoot.appendingPathComponent("gateway.json"), encoding: .utf8)
+        let config = try bed.dir.write("gateway.json", demo.replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:\(port)")
+            .replacingOccurrences(of: "http://127.0.0.1:9000", with: bank.url))
+        let gateway = try bed.spawn(try BinaryLocator.txgate, ["serve", "--config", config.path, "--workers", "1"])
+        try gateway.waitForPort(port)
+
+        let health = try RawHTTPClient.fetch(port: port, "GET", "/-/health").json()
+        let documentedHealth = try Self.readmeSample(readme, /\{"status":"ok","version":[^}]*"store":"up"\}/)
+        #expect(Set(health.keys) == Set(documentedHealth.keys), "live \(health), README \(documentedHealth)")
+        #expect(health["version"] as? String == documentedHealth["version"] as? String, "live \(health), README \(documentedHealth)")
+
+        var ready: [String: Any] = [:]
+        _ = Timing.poll(timeout: 10) {
+            ready = (try? RawHTTPClient.fetch(port: port, "GET", "/-/ready").json()) ?? [:]
+            return ready["status"] as? String == "ready"
+        }
+        let documentedReady = try Self.readmeSample(readme, /\{"status":"ready",[^}]*\}/)
+        #expect(Set(ready.keys) == Set(documentedReady.keys), "live \(ready), README \(documentedReady)")
+
+        // The reload line: the demo's policy count.
+        gateway.signal(SIGHUP)
+        var reloaded: [String: Any]?
+        _ = Timing.poll(timeout: 10) {
+            reloaded = gateway.stderr.split(separator: "\n").compactMap { (try? JSONSerialization.jsonObject(with: Data($0.utf8))) as? [String: Any] }
+                .first { $0["msg"] as? String == "config reloaded" }
+            return reloaded != nil
+        }
+        let documentedReload = try Self.readmeSample(readme, /\{"ts":"[^"]*","level":"info","label":"txgate","msg":"config reloaded"[^}]*\}/)
+        #expect(reloaded?["policies"] as? Int == documentedReload["policies"] as? Int, "live \(String(describing: reloaded)), README \(documentedReload)")
+        #expect(Set(reloaded?.keys.map { $0 } ?? []) == Set(documentedReload.keys))
+
+        // Every refusal reason /-/metrics exports is in the README's metrics table.
+        let metrics = try RawHTTPClient.fetch(port: port, "GET", "/-/metrics").bodyText
+        let reasons = metrics.matches(of: /txgate_transactions_refused_total\{reason="([a-z_]+)"\}/).map { String($0.output.1) }
+        #expect(!reasons.isEmpty, "\(metrics)")
+        let row = try #require(readme.split(separator: "\n").first { $0.hasPrefix("| `txgate_transactions_refused_total`") })
+        for reason in reasons { #expect(row.contains("`\(reason)`"), "the README's metrics table lacks reason \(reason): \(row)") }
+    }
 }
