@@ -87,7 +87,8 @@ import Testing
         let record = try newRecord(intent)
         #expect(decider.afterCount(record, intent, pending: 2) == decider.created(record))
         #expect(decider.afterCount(record, intent, pending: 3)
-                == .withdraw(txid: record.txid, unindex: intent.pendingKey, then: .failed(.tooManyTransactions(2))))
+                == .withdraw(txid: record.txid, unindex: intent.pendingKey,
+                             then: .uncountPending(subject: "alice", then: .failed(.tooManyTransactions(2)))))
     }
 
     // MARK: The same request challenged again (issue 23 item 9)

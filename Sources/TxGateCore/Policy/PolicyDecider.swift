@@ -58,6 +58,9 @@ public struct PolicyDecider: Sendable {
         /// Delete a record never handed out (and the index entry naming it, if `unindex`), then
         /// go on with `then`. A failure here only leaves a record that expires unused.
         case withdraw(txid: String, unindex: String?, then: Plan)
+        /// Lower the subject's count of waiting transactions by the one just refused, then go on
+        /// with `then`: a refused challenge leaves nothing waiting, so it does not count.
+        case uncountPending(subject: String, then: Plan)
     }
 
     /// Lookups of the pending index one challenge makes before giving up the race for it.
@@ -164,10 +167,11 @@ public struct PolicyDecider: Sendable {
     }
 
     /// After counting the subject's pending transactions (this one included): over the limit,
-    /// the record and its index entry are withdrawn before the refusal.
+    /// the record, its index entry and its count are withdrawn before the refusal.
     public func afterCount(_ record: TransactionRecord, _ intent: Intent, pending: Int) -> Plan {
         guard pending <= maxPending else {
-            return .withdraw(txid: record.txid, unindex: intent.pendingKey, then: .failed(.tooManyTransactions(maxPending)))
+            return .withdraw(txid: record.txid, unindex: intent.pendingKey,
+                             then: .uncountPending(subject: record.subject, then: .failed(.tooManyTransactions(maxPending))))
         }
         return created(record)
     }
