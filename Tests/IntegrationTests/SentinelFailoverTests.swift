@@ -81,7 +81,7 @@ import TestSupport
         let dead = try Ports.free()
         #expect(try replica.command(["REPLICAOF", "127.0.0.1", "\(dead)"]) == .simple("OK"))
         for txid in approvedOnBoth {
-            let r = try Kit.transfer(g, token: tokens[0], body: FailoverRun.body, query: "?_txid=\(txid)")
+            let r = try Kit.transfer(g, token: tokens[0], body: FailoverRun.body(tokens[0], held: true), query: "?_txid=\(txid)")
             #expect(r.status == 201, "consuming \(txid) on the primary alone:\n\(r)")
             if r.status == 201 { run.recordConsumed(txid) }
         }
@@ -129,7 +129,7 @@ import TestSupport
         // replica still holds the lagged ones as approved. None may execute again.
         var again: [String] = []
         for txid in run.consumedSnapshot + held {
-            let r = try Kit.transfer(g, token: tokens[1], body: FailoverRun.body, query: "?_txid=\(txid)")
+            let r = try Kit.transfer(g, token: tokens[1], body: FailoverRun.body(tokens[1], held: true), query: "?_txid=\(txid)")
             if (200..<300).contains(r.status) || r.status != 401 { again.append("\(txid): \(r.status)") }
         }
         #expect(again.isEmpty, "a retry of a consumed or pre-failover TxId was not challenged again (\(again.count)):\n\(again.prefix(5).joined(separator: "\n"))")
@@ -162,7 +162,12 @@ import TestSupport
 final class FailoverRun: @unchecked Sendable {
     // @unchecked: every mutable property is only touched under `lock`.
     typealias Kit = TransactionKit
-    static let body = Array(#"{"amount":100,"payee":"Bob"}"#.utf8)
+    /// One payee per session and per kind of cycle (consumed, or held approved): the transfers
+    /// running at once are different requests, each with its own transaction (the same request
+    /// sent twice while its transaction waits shares its TxId).
+    static func body(_ token: String, held: Bool = false) -> [UInt8] {
+        Array(#"{"amount":100,"payee":"Bob \#(token.prefix(8))\#(held ? " held" : "")"}"#.utf8)
+    }
 
     enum Outcome: Equatable { case consumed, unavailable, askedAgain, unexpected }
 
@@ -225,14 +230,14 @@ final class FailoverRun: @unchecked Sendable {
     private func run(token: String, consume: Bool) -> (Outcome, String?) {
         lock.withLock { running += 1 }
         defer { lock.withLock { running -= 1 } }
-        let first = send { try Kit.transfer(gateway, token: token, body: Self.body) }
+        let first = send { try Kit.transfer(gateway, token: token, body: Self.body(token, held: !consume)) }
         guard let first, first.status == 401, let txid = try? Kit.challengeTxid(first) else { return (note(first, "challenge"), nil) }
         let start = send { try Kit.startComposite(gateway, txid: txid, session: .header(token)) }
         guard let start, start.status == 200, let step = try? start.json() else { return (note(start, "approval start"), nil) }
         let done = send { try Kit.post(gateway, Kit.authPath, Kit.answer(step, [0]), headers: [("iPlanetDirectoryPro", token)]) }
         guard let done, done.status == 200 else { return (note(done, "approval answer"), nil) }
         guard consume else { return (.askedAgain, txid) }
-        let retry = send { try Kit.transfer(gateway, token: token, body: Self.body, query: "?_txid=\(txid)") }
+        let retry = send { try Kit.transfer(gateway, token: token, body: Self.body(token, held: !consume), query: "?_txid=\(txid)") }
         switch retry?.status {
         case 201?:
             lock.withLock { consumed.append(txid) }

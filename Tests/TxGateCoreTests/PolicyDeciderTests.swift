@@ -48,26 +48,121 @@ import Testing
         #expect(decision(decider.decide(query("GET", "/admin/x", admin), nowMs: Self.t0))?.allows("GET") == true)
     }
 
-    @Test func newTransactionIsCountedThenCreatedThenChallenged() throws {
-        let plan = decider.decide(query("POST", "/transfer", Self.alice, body: Self.body), nowMs: Self.t0)
-        guard case .countPending(let intent) = plan else { Issue.record("expected countPending, got \(plan)"); return }
-        #expect(intent.binding.bound["/payee"] == .string("Bob"))
-        guard case .create(let record, let ttlMs) = decider.afterCount(intent, pending: 1, nowMs: Self.t0) else {
-            Issue.record("expected create"); return
+    /// The intent of a request that needs its own transaction (the plan is to look for one first).
+    func intent(_ subject: Subject = PolicyDeciderTests.alice, body: [UInt8] = PolicyDeciderTests.body) throws -> PolicyDecider.Intent {
+        let plan = decider.decide(query("POST", "/transfer", subject, body: body), nowMs: Self.t0)
+        guard case .findPending(let intent, let attempts) = plan else { throw PlanError("expected findPending, got \(plan)") }
+        #expect(attempts == PolicyDecider.claimAttempts)
+        return intent
+    }
+
+    struct PlanError: Error, CustomStringConvertible { var description: String; init(_ d: String) { description = d } }
+
+    /// The record a new transaction for `intent` would write.
+    func newRecord(_ intent: PolicyDecider.Intent, at nowMs: Int64 = PolicyDeciderTests.t0) throws -> TransactionRecord {
+        guard case .create(let record, _, _, _, _) = decider.afterFindPending(intent, indexed: nil, attempts: 3, nowMs: nowMs) else {
+            throw PlanError("expected create")
         }
+        return record
+    }
+
+    @Test func newTransactionIsWrittenThenIndexedThenCountedThenChallenged() throws {
+        let intent = try intent()
+        #expect(intent.binding.bound["/payee"] == .string("Bob"))
+        let plan = decider.afterFindPending(intent, indexed: nil, attempts: 3, nowMs: Self.t0)
+        guard case .create(let record, intent, let ttlMs, nil, 3) = plan else { Issue.record("expected create, got \(plan)"); return }
         #expect(ttlMs == 180_000)
         #expect(record.expires == Int(Self.t0 / 1000) + 180)
         #expect(record.state == .created && record.subject == "alice" && record.journey == "Confirm")
         #expect(record.display == "Pay 100 to Bob?")
-        let challenge = try #require(decision(decider.created(record)))
+        #expect(decider.afterCreate(record, intent, ttlMs: ttlMs, replacing: nil, attempts: 3)
+                == .claimPending(record, intent, ttlMs: 180_000, replacing: nil, attempts: 3))
+        #expect(decider.afterClaim(record, intent, claimed: true, attempts: 3) == .countPending(record, intent))
+        let challenge = try #require(decision(decider.afterCount(record, intent, pending: 1)))
         #expect(challenge.advices[Advices.transaction] == [record.txid])
     }
 
-    @Test func pendingLimit() {
-        guard case .countPending(let intent) = decider.decide(query("POST", "/transfer", Self.alice, body: Self.body), nowMs: Self.t0) else {
-            Issue.record("expected countPending"); return
+    @Test func pendingLimitWithdrawsTheRecordAndItsIndexEntry() throws {
+        let intent = try intent()
+        let record = try newRecord(intent)
+        #expect(decider.afterCount(record, intent, pending: 2) == decider.created(record))
+        #expect(decider.afterCount(record, intent, pending: 3)
+                == .withdraw(txid: record.txid, unindex: intent.pendingKey,
+                             then: .uncountPending(subject: "alice", then: .failed(.tooManyTransactions(2)))))
+    }
+
+    // MARK: The same request challenged again (issue 23 item 9)
+
+    /// A reload or an SDK's retry of a request whose transaction still waits: the same TxId,
+    /// nothing written, nothing counted.
+    @Test func theSameRequestStillPendingGetsTheSameTxId() throws {
+        let intent = try intent()
+        let record = try newRecord(intent)
+        #expect(decider.afterFindPending(intent, indexed: Array(record.txid.utf8), attempts: 3, nowMs: Self.t0)
+                == .checkPending(txid: record.txid, intent, attempts: 3))
+        let again = try #require(decision(decider.afterCheckPending(intent, txid: record.txid, record: record.encoded, attempts: 3,
+                                                                     nowMs: Self.t0 + 60_000)))
+        #expect(again.advices[Advices.transaction] == [record.txid])
+        // The same bound values in another key order: the same request.
+        let reordered = try self.intent(body: Array(#"{ "payee": "Bob", "amount": 100 }"#.utf8))
+        #expect(reordered.pendingKey == intent.pendingKey)
+        #expect(decider.reusable(record, for: reordered, nowMs: Self.t0))
+    }
+
+    /// What is never handed out again: an approved transaction (its own retry consumes it), a
+    /// consumed or expired one, one with less than half its lifetime left, another user's,
+    /// another request's, another journey's.
+    @Test func whatIsNeverHandedOutAgain() throws {
+        let intent = try intent()
+        let record = try newRecord(intent)
+        func replaced(_ bytes: [UInt8]?, for i: PolicyDecider.Intent = intent, at nowMs: Int64 = Self.t0) -> Bool {
+            guard case .create(let fresh, i, _, record.txid, 3) = decider.afterCheckPending(i, txid: record.txid, record: bytes,
+                                                                                         attempts: 3, nowMs: nowMs) else { return false }
+            return fresh.state == .created && fresh.seal == i.binding.seal
         }
-        #expect(decider.afterCount(intent, pending: 3, nowMs: Self.t0) == .failed(.tooManyTransactions(2)))
+        var approved = record
+        approved.state = .completed
+        #expect(replaced(approved.encoded), "an approved transaction")
+        #expect(replaced(nil), "consumed or expired")
+        #expect(!replaced(record.encoded, at: Self.t0 + 90_000))
+        #expect(replaced(record.encoded, at: Self.t0 + 91_000), "less than half of its 180 s left")
+        #expect(replaced(record.encoded, at: Self.t0 + 180_000))
+        var bob = Self.alice
+        bob.uid = "bob"
+        let bobs = try self.intent(bob)
+        #expect(bobs.pendingKey != intent.pendingKey, "one index entry per user")
+        #expect(replaced(record.encoded, for: bobs), "alice's transaction offered to bob")
+        let other = try self.intent(body: Array(#"{"amount":9999,"payee":"Bob"}"#.utf8))
+        #expect(other.pendingKey != intent.pendingKey)
+        #expect(replaced(record.encoded, for: other), "another amount")
+        var journey = intent
+        journey.rule.journey = "Other"
+        #expect(replaced(record.encoded, for: journey), "the policy now asks for another journey")
+        var mislabeled = record
+        mislabeled.txid = "3f2b8c1e-0000-4000-8000-000000000002"
+        #expect(replaced(mislabeled.encoded), "a record under another TxId than the index names")
+        // An entry that is no TxId is replaced too, never looked up as a key.
+        guard case .create(_, _, _, "../x", 3) = decider.afterFindPending(intent, indexed: Array("../x".utf8), attempts: 3, nowMs: Self.t0) else {
+            Issue.record("expected create replacing the entry"); return
+        }
+    }
+
+    /// Concurrent challenges of one request: the loser of the claim withdraws its record and
+    /// reads the index again (the winner's); the race is not run forever.
+    @Test func aLostClaimWithdrawsAndLooksAgain() throws {
+        let intent = try intent()
+        let record = try newRecord(intent)
+        #expect(decider.afterClaim(record, intent, claimed: false, attempts: 3)
+                == .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: 2)))
+        #expect(decider.afterClaim(record, intent, claimed: false, attempts: 1)
+                == .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: 0)))
+        // With no attempt left, still the winner's if it is reusable…
+        #expect(decision(decider.afterCheckPending(intent, txid: record.txid, record: record.encoded, attempts: 0, nowMs: Self.t0)) != nil)
+        // …otherwise a clear failure, never an endless loop.
+        guard case .failed(.unavailable(let why)) = decider.afterFindPending(intent, indexed: nil, attempts: 0, nowMs: Self.t0) else {
+            Issue.record("expected unavailable"); return
+        }
+        #expect(why.contains("pending index"))
     }
 
     @Test func retryConsumesOnceAndIsNeverCached() throws {
@@ -79,36 +174,27 @@ import Testing
         #expect(allow.allows("POST"))
         #expect(allow.ttl == Self.t0 - 1)
         #expect(decider.refusal(intent, .taken([]), nowMs: Self.t0) == nil)
-        // Not taken: a new transaction instead.
-        #expect(decider.afterConsume(intent, .absent, nowMs: Self.t0) == .countPending(intent))
+        // Not taken: the request's pending transaction, or a new one.
+        #expect(decider.afterConsume(intent, .absent, nowMs: Self.t0) == .findPending(intent, attempts: PolicyDecider.claimAttempts))
         #expect(decider.refusal(intent, .absent, nowMs: Self.t0) == "unknown, expired or consumed")
     }
 
     @Test func malformedTxIdIsIgnored() {
         let plan = decider.decide(query("POST", "/transfer", Self.alice, txid: "../../x", body: Self.body), nowMs: Self.t0)
-        guard case .countPending = plan else { Issue.record("expected countPending, got \(plan)"); return }
+        guard case .findPending = plan else { Issue.record("expected findPending, got \(plan)"); return }
     }
 
     /// Why a kept record was refused, from the record and the clock.
     @Test func refusalReasons() throws {
-        guard case .countPending(let intent) = decider.decide(query("POST", "/transfer", Self.alice, body: Self.body), nowMs: Self.t0),
-              case .create(let created, _) = decider.afterCount(intent, pending: 1, nowMs: Self.t0) else {
-            Issue.record("expected a record"); return
-        }
-        var record = created
+        let intent = try intent()
+        var record = try newRecord(intent)
         #expect(decider.refusal(intent, .kept(record.encoded), nowMs: Self.t0) == "not completed")
         record.state = .completed
         #expect(decider.refusal(intent, .kept(record.encoded), nowMs: Self.t0 + 181_000) == "expired")
         var bob = Self.alice
         bob.uid = "bob"
-        guard case .countPending(let bobs) = decider.decide(query("POST", "/transfer", bob, body: Self.body), nowMs: Self.t0) else {
-            Issue.record("expected countPending"); return
-        }
-        #expect(decider.refusal(bobs, .kept(record.encoded), nowMs: Self.t0) == "another subject")
-        let other = Array(#"{"amount":9999,"payee":"Bob"}"#.utf8)
-        guard case .countPending(let changed) = decider.decide(query("POST", "/transfer", Self.alice, body: other), nowMs: Self.t0) else {
-            Issue.record("expected countPending"); return
-        }
+        #expect(decider.refusal(try self.intent(bob), .kept(record.encoded), nowMs: Self.t0) == "another subject")
+        let changed = try self.intent(body: Array(#"{"amount":9999,"payee":"Bob"}"#.utf8))
         #expect(decider.refusal(changed, .kept(record.encoded), nowMs: Self.t0) == "the bound body fields differ")
         // The store kept it although nothing differs (a record written by another version): still refused.
         #expect(decider.refusal(intent, .kept(record.encoded), nowMs: Self.t0) == "does not match this request")

@@ -7,7 +7,16 @@ import Synchronization
 ///
 /// The bound: a session ended or changed on another instance (a logout, a step-up recorded
 /// there, an expiry) can still be seen here for up to `maxAgeNanos` (1 s). On this instance,
-/// a logout and a step-up drop the entry at once (`invalidate`), before the store is written.
+/// a logout and a step-up drop the entry at once (`invalidate`), before the store is written
+/// and again after.
+///
+/// The hazard: a store read started on one worker before another worker's logout reached the
+/// store answers with the live session after the logout has cleared the cache and answered,
+/// and would put it back for a second. So every fill names the `generation` (the number of
+/// invalidations so far) read before its store read began, and is refused if any invalidation
+/// came since. One counter for all keys rather than a tombstone per key: nothing to keep or to
+/// expire, and the only cost is that a read concurrent with some logout or step-up on this
+/// instance is not cached (the next request reads the store again).
 final class SessionCache: Sendable {
     static let maxAgeNanos: UInt64 = 1_000_000_000
     /// Beyond this many entries, expired ones are dropped; if none are, all are.
@@ -24,6 +33,8 @@ final class SessionCache: Sendable {
     private struct Table {
         var byToken: [String: Entry] = [:]
         var tokenByKey: [String: String] = [:]
+        /// Invalidations so far.
+        var generation: UInt64 = 0
     }
 
     private let table = Mutex(Table())
@@ -42,18 +53,30 @@ final class SessionCache: Sendable {
         }
     }
 
-    func put(_ token: String, storeKey: String, _ session: Session, now: Int) {
+    /// To take before a store read whose answer may be `put`.
+    func generation() -> UInt64 {
+        table.withLock { $0.generation }
+    }
+
+    /// Keeps what a store read found, unless a session was invalidated since `generation` (taken
+    /// before the read began): the read may predate a logout. True if kept.
+    @discardableResult
+    func put(_ token: String, storeKey: String, _ session: Session, now: Int, readSince generation: UInt64) -> Bool {
         let entry = Entry(session: session, storeKey: storeKey, fetchedNanos: EventLoop.nowNanos(), fetchedSecond: now)
-        table.withLock { t in
+        return table.withLock { t in
+            guard t.generation == generation else { return false }
             if t.byToken.count >= Self.maxEntries { Self.prune(&t, nanos: entry.fetchedNanos) }
             t.byToken[token] = entry
             t.tokenByKey[storeKey] = token
+            return true
         }
     }
 
-    /// Forgets the session stored under `storeKey` (logout, step-up recorded).
+    /// Forgets the session stored under `storeKey` (logout, step-up recorded), and refuses every
+    /// fill from a store read begun before now.
     func invalidate(storeKey: String) {
         table.withLock { t in
+            t.generation &+= 1
             guard let token = t.tokenByKey.removeValue(forKey: storeKey) else { return }
             t.byToken[token] = nil
         }

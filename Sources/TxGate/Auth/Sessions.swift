@@ -97,6 +97,8 @@ final class SessionManager: Sendable {
             return
         }
         let key = Self.key(token)
+        // Before the read: a logout on another worker while it is in flight must not be undone.
+        let generation = cache.generation()
         store.get(key, on: loop) { [self] r in
             switch r {
             case .failure(let e): done(.failure(e))
@@ -119,7 +121,7 @@ final class SessionManager: Sendable {
                     store.compareAndSwap(key, expected: bytes, new: value, ttlMs: min(config.idleTimeoutS, remainingLife) * 1000,
                                          on: loop) { _ in }
                 }
-                cache.put(token, storeKey: key, s, now: now)
+                cache.put(token, storeKey: key, s, now: now, readSince: generation)
                 done(.success(s))
             }
         }

@@ -26,6 +26,8 @@ final class GatewayMetrics: @unchecked Sendable {
     private let decisionChallenge: [String: Counter]
 
     let transactionsCreated: Counter
+    /// The same request challenged again while its transaction waits: its TxId handed out again.
+    let transactionsReused: Counter
     let transactionsCompleted: Counter
     /// Transactions the user declined on the approval page ("this wasn't me").
     let transactionsDeclined: Counter
@@ -84,6 +86,7 @@ final class GatewayMetrics: @unchecked Sendable {
         })
 
         transactionsCreated = counter("txgate_transactions_created_total")
+        transactionsReused = counter("txgate_transactions_reused_total")
         transactionsCompleted = counter("txgate_transactions_completed_total")
         transactionsDeclined = counter("txgate_transactions_declined_total")
         transactionsConsumed = counter("txgate_transactions_consumed_total")

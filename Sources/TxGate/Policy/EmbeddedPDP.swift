@@ -52,21 +52,78 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                     return decider.afterConsume(intent, take, nowMs: nowMs)
                 }
             }
-        case .countPending(let intent):
-            // Bounded per subject so that a client cannot fill the store.
-            store.increment(TransactionRecord.pendingKey(intent.binding.subject), ttlMs: intent.rule.ttlS * 1000, on: executor) { [self] r in
-                step(r, requestId, executor, done) { decider.afterCount(intent, pending: $0, nowMs: clock.nowMs()) }
+        case .findPending(let intent, let attempts):
+            store.get(intent.pendingKey, on: executor) { [self] r in
+                step(r, requestId, executor, done) { decider.afterFindPending(intent, indexed: $0, attempts: attempts, nowMs: clock.nowMs()) }
             }
-        case .create(let record, let ttlMs):
+        case .checkPending(let txid, let intent, let attempts):
+            store.get(TransactionRecord.key(txid), on: executor) { [self] r in
+                step(r, requestId, executor, done) { bytes in
+                    let next = decider.afterCheckPending(intent, txid: txid, record: bytes, attempts: attempts, nowMs: clock.nowMs())
+                    if case .decided = next {
+                        metrics.transactionsReused.increment()
+                        logger.info("transaction challenged again", metadata: [
+                            "request_id": .string(requestId), "txid": .string(masked(txid)), "user": .string(intent.binding.subject),
+                            "reason": "the same request, still waiting for approval",
+                        ])
+                    }
+                    return next
+                }
+            }
+        case .create(let record, let intent, let ttlMs, let replacing, let attempts):
+            // Written before the index names it, so that whoever reads the index finds it.
             store.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: ttlMs, on: executor) { [self] r in
                 step(r, requestId, executor, done) { _ in
-                    metrics.transactionsCreated.increment()
-                    logger.info("transaction created", metadata: [
-                        "txid": .string(masked(record.txid)), "user": .string(record.subject), "journey": .string(record.journey),
-                        "method": .string(record.method), "resource": .string(record.resource),
-                    ])
-                    return decider.created(record)
+                    decider.afterCreate(record, intent, ttlMs: ttlMs, replacing: replacing, attempts: attempts)
                 }
+            }
+        case .claimPending(let record, let intent, let ttlMs, let replacing, let attempts):
+            // One store step: of concurrent challenges of one request, on any instance, one claims it.
+            let claimed: (StoreResult<Bool>) -> Void = { [self] r in
+                step(r, requestId, executor, done) { decider.afterClaim(record, intent, claimed: $0, attempts: attempts) }
+            }
+            let txid = Array(record.txid.utf8)
+            if let replacing {
+                store.compareAndSwap(intent.pendingKey, expected: Array(replacing.utf8), new: txid, ttlMs: ttlMs, on: executor, claimed)
+            } else {
+                store.create(intent.pendingKey, value: txid, ttlMs: ttlMs, on: executor, claimed)
+            }
+        case .countPending(let record, let intent):
+            // Bounded per subject so that a client cannot fill the store.
+            store.increment(TransactionRecord.pendingKey(intent.binding.subject), ttlMs: intent.rule.ttlS * 1000, on: executor) { [self] r in
+                step(r, requestId, executor, done) { pending in
+                    let next = decider.afterCount(record, intent, pending: pending)
+                    if case .decided = next {
+                        metrics.transactionsCreated.increment()
+                        logger.info("transaction created", metadata: [
+                            "request_id": .string(requestId), "txid": .string(masked(record.txid)), "user": .string(record.subject),
+                            "journey": .string(record.journey), "method": .string(record.method), "resource": .string(record.resource),
+                        ])
+                    }
+                    return next
+                }
+            }
+        case .withdraw(let txid, let unindex, let then):
+            store.delete(TransactionRecord.key(txid), on: executor) { [self] r in
+                if case .failure(let e) = r {
+                    logger.warning("unused transaction not withdrawn; it expires unused", metadata: [
+                        "request_id": .string(requestId), "txid": .string(masked(txid)), "error": .string(e.description),
+                    ])
+                }
+                guard let unindex else { run(then, requestId: requestId, executor, done); return }
+                store.compareAndSwap(unindex, expected: Array(txid.utf8), new: nil, ttlMs: nil, on: executor) { [self] _ in
+                    // Left behind, the entry names a record that is gone: the next challenge replaces it.
+                    run(then, requestId: requestId, executor, done)
+                }
+            }
+        case .uncountPending(let subject, let then):
+            store.decrement(TransactionRecord.pendingKey(subject), on: executor) { [self] r in
+                if case .failure(let e) = r {
+                    logger.warning("pending transaction count not lowered", metadata: [
+                        "request_id": .string(requestId), "error": .string(e.description),
+                    ])
+                }
+                run(then, requestId: requestId, executor, done)
             }
         }
     }

@@ -24,21 +24,47 @@ public struct PolicyDecider: Sendable {
     public struct Intent: Equatable, Sendable {
         public var rule: TransactionRule
         public var binding: TransactionBinding
+
+        /// The index of the transaction last created for this very request: a digest of the
+        /// subject and the seal (which digests the subject too), so that one user's request never
+        /// finds another user's TxId. It names a TxId, never a record: whoever reads it still
+        /// checks the record itself (`reusable`).
+        public var pendingKey: String { TransactionRecord.pendingIndexKey(subject: binding.subject, seal: binding.seal) }
     }
 
     /// What to do next.
-    public enum Plan: Equatable, Sendable {
+    public indirect enum Plan: Equatable, Sendable {
         /// Answer with this decision; nothing (more) to store.
         case decided(Decision)
         case failed(PDPError)
         /// Take the completed transaction `txid` if it is sealed to this request; if it was
         /// taken, allow once (`afterConsume`).
         case consume(txid: String, Intent)
+        /// Read which transaction, if any, was last created for this very request
+        /// (`Intent.pendingKey`), so that the same request challenged again gets the same TxId
+        /// (`afterFindPending`). `attempts`: lookups left before the race for the index is given up.
+        case findPending(Intent, attempts: Int)
+        /// Read the transaction the index names (`afterCheckPending`).
+        case checkPending(txid: String, Intent, attempts: Int)
+        /// Write this new record, not yet handed out (`afterCreate` once it is written).
+        /// `replacing`: the TxId the index names now (a transaction no longer pending), nil if none.
+        case create(TransactionRecord, Intent, ttlMs: Int, replacing: String?, attempts: Int)
+        /// Point the index at the written record, in one store step: created if `replacing` is nil,
+        /// else swapped only while it still names `replacing`. Of concurrent challenges of one
+        /// request exactly one claims it (`afterClaim`).
+        case claimPending(TransactionRecord, Intent, ttlMs: Int, replacing: String?, attempts: Int)
         /// Count one more transaction waiting for the subject's approval (`afterCount`).
-        case countPending(Intent)
-        /// Write this new record (`created` once it is written).
-        case create(TransactionRecord, ttlMs: Int)
+        case countPending(TransactionRecord, Intent)
+        /// Delete a record never handed out (and the index entry naming it, if `unindex`), then
+        /// go on with `then`. A failure here only leaves a record that expires unused.
+        case withdraw(txid: String, unindex: String?, then: Plan)
+        /// Lower the subject's count of waiting transactions by the one just refused, then go on
+        /// with `then`: a refused challenge leaves nothing waiting, so it does not count.
+        case uncountPending(subject: String, then: Plan)
     }
+
+    /// Lookups of the pending index one challenge makes before giving up the race for it.
+    public static let claimAttempts = 3
 
     public func decide(_ q: DecisionQuery, nowMs: Int64) -> Plan {
         let deny = Decision(resource: q.resource)
@@ -62,13 +88,13 @@ public struct PolicyDecider: Sendable {
             }
             let intent = Intent(rule: rule, binding: binding)
             if let txid = q.txid, Self.isTxId(txid) { return .consume(txid: txid, intent) }
-            return .countPending(intent)
+            return .findPending(intent, attempts: Self.claimAttempts)
         }
     }
 
     /// After `Store.takeIf`: a taken record allows this one request; anything else needs a new transaction.
     public func afterConsume(_ intent: Intent, _ take: ConditionalTake, nowMs: Int64) -> Plan {
-        guard case .taken(let bytes) = take else { return .countPending(intent) }
+        guard case .taken(let bytes) = take else { return .findPending(intent, attempts: Self.claimAttempts) }
         // A one-shot allow must never be cached: its ttl has already passed.
         return .decided(Decision(resource: intent.binding.resource, actions: [intent.binding.method: true], ttl: nowMs - 1,
                                  consumed: TransactionRecord.decode(bytes)))
@@ -84,15 +110,70 @@ public struct PolicyDecider: Sendable {
         }
     }
 
-    /// After counting the subject's pending transactions (this one included).
-    public func afterCount(_ intent: Intent, pending: Int, nowMs: Int64) -> Plan {
-        guard pending <= maxPending else { return .failed(.tooManyTransactions(maxPending)) }
+    /// After reading the pending index: the transaction it names, to be checked, or a new one.
+    public func afterFindPending(_ intent: Intent, indexed: [UInt8]?, attempts: Int, nowMs: Int64) -> Plan {
+        guard let indexed else { return create(intent, replacing: nil, attempts: attempts, nowMs: nowMs) }
+        let txid = String(decoding: indexed, as: UTF8.self)
+        // Not a TxId (written by something else): replaced like any stale entry.
+        guard Self.isTxId(txid) else { return create(intent, replacing: txid, attempts: attempts, nowMs: nowMs) }
+        return .checkPending(txid: txid, intent, attempts: attempts)
+    }
+
+    /// After reading the transaction the index names: the same challenge again if it is still
+    /// waiting for this very request's approval (`reusable`), else a new transaction in its place.
+    public func afterCheckPending(_ intent: Intent, txid: String, record: [UInt8]?, attempts: Int, nowMs: Int64) -> Plan {
+        if let record = record.flatMap(TransactionRecord.decode), record.txid == txid, reusable(record, for: intent, nowMs: nowMs) {
+            return created(record)
+        }
+        return create(intent, replacing: txid, attempts: attempts, nowMs: nowMs)
+    }
+
+    /// Whether `record` may be handed out again as the challenge of `intent`: still CREATED (an
+    /// approved one is the approval of a request already sent, and is consumed by that request's
+    /// retry, never offered as a new challenge; a consumed one is gone), created for this very
+    /// request by this very subject (the seal: realm, resource, method, subject, media type and
+    /// bound values) under the same journey, and with at least half its lifetime left, so that
+    /// a user handed a TxId again has time to approve it.
+    public func reusable(_ record: TransactionRecord, for intent: Intent, nowMs: Int64) -> Bool {
+        let now = Int(nowMs / 1000)
+        return record.state == .created && record.subject == intent.binding.subject && record.seal == intent.binding.seal
+            && record.journey == intent.rule.journey && record.expires - now >= (intent.rule.ttlS + 1) / 2
+    }
+
+    /// A new record for `intent`, to be written before the index names it: a challenge that
+    /// reads the index then always finds the record.
+    func create(_ intent: Intent, replacing: String?, attempts: Int, nowMs: Int64) -> Plan {
+        guard attempts > 0 else {
+            return .failed(.unavailable("the pending index of this request kept changing under concurrent challenges; try again"))
+        }
         let b = intent.binding, rule = intent.rule
         let record = TransactionRecord(
             txid: newTxId(), realm: b.realm, resource: b.resource, method: b.method, subject: b.subject,
             journey: rule.journey, bodyDigest: b.bodyDigest, bound: b.bound,
             display: TransactionBinding.display(rule.display, bound: b.bound), expires: Int(nowMs / 1000) + rule.ttlS)
-        return .create(record, ttlMs: rule.ttlS * 1000)
+        return .create(record, intent, ttlMs: rule.ttlS * 1000, replacing: replacing, attempts: attempts)
+    }
+
+    /// The record is written: claim the index for it.
+    public func afterCreate(_ record: TransactionRecord, _ intent: Intent, ttlMs: Int, replacing: String?, attempts: Int) -> Plan {
+        .claimPending(record, intent, ttlMs: ttlMs, replacing: replacing, attempts: attempts)
+    }
+
+    /// After the claim: the winner counts its transaction; a loser withdraws its record, unseen,
+    /// and reads the index again, which now names the winner's (already written) record.
+    public func afterClaim(_ record: TransactionRecord, _ intent: Intent, claimed: Bool, attempts: Int) -> Plan {
+        guard claimed else { return .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: attempts - 1)) }
+        return .countPending(record, intent)
+    }
+
+    /// After counting the subject's pending transactions (this one included): over the limit,
+    /// the record, its index entry and its count are withdrawn before the refusal.
+    public func afterCount(_ record: TransactionRecord, _ intent: Intent, pending: Int) -> Plan {
+        guard pending <= maxPending else {
+            return .withdraw(txid: record.txid, unindex: intent.pendingKey,
+                             then: .uncountPending(subject: record.subject, then: .failed(.tooManyTransactions(maxPending))))
+        }
+        return created(record)
     }
 
     /// The record is written: challenge with its TxId.

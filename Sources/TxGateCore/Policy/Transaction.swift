@@ -53,6 +53,13 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
     /// created (the window is the policy's ttlS), decremented when one is approved.
     public static func pendingKey(_ subject: String) -> String { "txrate:" + subject }
 
+    /// Which transaction was last created for one request (`PolicyDecider.Intent.pendingKey`),
+    /// with the transaction's lifetime: a TxId, as text. Not fenced (`FencedKeys`): an entry
+    /// brought back by a restore names a record that is not, and is replaced.
+    public static func pendingIndexKey(subject: String, seal: String) -> String {
+        "txpending:" + Crypto.hex(Crypto.sha256(JSONValue.array([.string(subject), .string(seal)]).canonicalBytes))
+    }
+
     /// Canonical JSON (sorted keys): the same record always encodes to the same bytes.
     public var encoded: [UInt8] {
         var o: [String: JSONValue] = [
