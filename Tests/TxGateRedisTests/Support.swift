@@ -56,7 +56,7 @@ final class RedisFixture {
     let store: RedisStore
     var loop: EventLoop { loops.loops[0] }
 
-    init(timeoutMs: Int = 500) throws {
+    init(timeoutMs: Int = 2000) throws {
         redis = try RedisServer.start()
         loops = RunningLoops(1)
         store = makeStore(redis.storeURL, timeoutMs: timeoutMs, on: loops.loops)
@@ -69,7 +69,7 @@ final class RedisFixture {
     }
 }
 
-func makeStore(_ url: RedisURL, prefix: String = "t:", timeoutMs: Int = 500, on loops: [EventLoop]) -> RedisStore {
+func makeStore(_ url: RedisURL, prefix: String = "t:", timeoutMs: Int = 2000, on loops: [EventLoop]) -> RedisStore {
     var logger = Logger(label: "test")
     logger.logLevel = .critical
     let store = RedisStore(url: url, keyPrefix: prefix, timeoutMs: timeoutMs, logger: logger)
