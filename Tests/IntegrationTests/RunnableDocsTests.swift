@@ -140,6 +140,9 @@ import TestSupport
             """, file: "t.md")
         #expect(groups.map(\.name) == ["cli", nil])
         #expect(groups[1].blocks.map(\.code) == ["a", "c"])
+        // A longer fence shows the convention without running it.
+        let shown = try RunnableDocs.parse("````markdown\n```sh run\nx\n```\n```text expect\ny\n```\n````\n```sh run\nz\n```", file: "t.md")
+        #expect(shown.flatMap(\.blocks).map(\.code) == ["z"])
         #expect(throws: RunnableDocs.ParseError.self) { try RunnableDocs.parse("```sh rnu\nx\n```", file: "t.md") }
         #expect(throws: RunnableDocs.ParseError.self) { try RunnableDocs.parse("```sh\nx\n```\n```text expect\ny\n```", file: "t.md") }
         #expect(throws: RunnableDocs.ParseError.self) { try RunnableDocs.parse("```sh run\nx\n", file: "t.md") }
