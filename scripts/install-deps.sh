@@ -8,10 +8,11 @@
 #   scripts/install-deps.sh --bench    everything, plus wrk (`make bench`)
 #   ... --list (after the set)          print the set's packages, install nothing
 # --build includes the tools the demo's instructions use (`make run`'s banner, the README's
-# walk-throughs): oathtool for the TOTP codes and curl.
+# walk-throughs): oathtool for the TOTP codes, curl, and jq for the values they capture.
 # The test set also has the browser tests' headless Chromium (Debian's chromium + chromium-driver)
 # and the Python packages selenium and authlib (from PyPI with pip, only those `python3` cannot
 # import): authlib is the real OAuth 2.0 / OpenID Connect client of the provider's tests.
+# The test set runs the same walk-throughs with these tools (RunnableDocsTests, docs/RUNNABLE-DOCS.md).
 # python3-aiosmtpd is the real SMTP server the email tests (Tests/TxGateEmailTests) deliver to.
 # redis-server is the real Redis the store and cluster tests start on free loopback ports, and
 # redis-sentinel (Debian's package only adds the command) the real Sentinels of the failover test.
@@ -21,7 +22,7 @@ set -euo pipefail
 
 runtime=(libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libssl3 libsqlite3-0 libcurl4 libhiredis0.14 ca-certificates)
 build=(libevent-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev libhiredis-dev pkg-config)
-demo=(oathtool curl)
+demo=(oathtool curl jq)
 test=(openssl chromium chromium-driver python3 python3-pip python3-aiosmtpd redis-server redis-sentinel nginx-light)
 bench=(wrk)
 
