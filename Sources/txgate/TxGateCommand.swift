@@ -11,7 +11,7 @@ struct TxGateCommand: ParsableCommand {
         abstract: "A gateway that enforces transactional authorization in front of an HTTP API.",
         discussion: """
             TxGate is a reverse proxy: every request is checked, then forwarded to the upstream \
-            named in the configuration file (gateway.json). See README.md for the configuration keys.
+            named in the configuration file (gateway.json). See docs/CONFIGURATION.md for the configuration keys.
             """,
         version: "txgate \(TxGateVersion.description)",
         subcommands: [Serve.self, Check.self, Audit.self, HashPassword.self, Login.self, Request.self, Resume.self, Logout.self],
@@ -82,7 +82,7 @@ struct Serve: ParsableCommand {
         abstract: "Start the gateway.",
         discussion: """
             Runs until SIGTERM or SIGINT, then stops accepting, finishes the requests in flight (up to shutdownTimeoutMs) \
-            and exits 0. SIGHUP reloads the configuration file (see README.md, "Reloading").
+            and exits 0. SIGHUP reloads the configuration file (see docs/CONFIGURATION.md, "Reloading").
             """)
 
     @OptionGroup var options: ConfigOptions

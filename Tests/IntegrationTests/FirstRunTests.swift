@@ -215,7 +215,12 @@ struct FirstRunTests {
     @Test("the README's sample outputs (/-/health, /-/ready, the reload line, the refusal reasons) are what the demo answers")
     func readmeSamplesMatchTheDemo() throws {
         let bed = try Testbed.current
-        let readme = try String(contentsOf: BinaryLocator.packageRoot.appendingPathComponent("README.md"), encoding: .utf8)
+        // The README and the reference pages in docs/, where the samples may live.
+        let root = BinaryLocator.packageRoot
+        let pages = try FileManager.default.contentsOfDirectory(atPath: root.appendingPathComponent("docs").path)
+            .filter { $0.hasSuffix(".md") }.sorted().map { "docs/" + $0 }
+        let readme = try (["README.md"] + pages).map { try String(contentsOf: root.appendingPathComponent($0), encoding: .utf8) }
+            .joined(separator: "\n")
         let bank = try bed.startDemoBank()
         let port = try Ports.free()
         let demo = try String(contentsOf: BinaryLocator.packageRoot.appendingPathComponent("gateway.json"), encoding: .utf8)
