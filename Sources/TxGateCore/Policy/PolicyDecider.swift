@@ -2,7 +2,7 @@ import Foundation
 
 /// The embedded policy decision, as a value: given the policies, a query, the clock and what
 /// the store returned, it says what to do next. It never touches the store or reads the
-/// time itself; `TransactionExecutor` (in the gateway) carries each plan out and feeds the
+/// time itself; `EmbeddedPDP` (in the gateway) carries each plan out and feeds the
 /// store's answer back in, until the plan is a decision.
 public struct PolicyDecider: Sendable {
     public let policies: PolicySet
