@@ -30,6 +30,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-metrics", from: "2.13.0"),
         .package(url: "https://github.com/swift-server/swift-prometheus", from: "2.4.1"),
+        // `make docs`: the DocC archive of TxGateClient (a command plugin: nothing of it is built
+        // or linked by `swift build`, only by `swift package generate-documentation`).
+        .package(url: "https://github.com/swiftlang/swift-docc-plugin", from: "1.5.0"),
     ],
     targets: [
         // C libraries: module maps and shims only.

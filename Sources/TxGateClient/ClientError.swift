@@ -1,17 +1,35 @@
 import Foundation
 
-/// AM's failure answer: `{"code":401,"reason":"Unauthorized","message":"Login failure","detail":{...}}`.
+/// A journey's failure, as the authentication service answered it.
+///
+/// AM and TxGate answer a failed journey call with
+/// `{"code":401,"reason":"Unauthorized","message":"Login failure","detail":{...}}`. A
+/// ``JourneyOutcome/failure(_:)`` carries it, and ``TxGateClient/complete(_:answering:)`` throws
+/// it as ``TxGateClientError/journeyFailed(_:)``.
 public struct AuthFailure: Error, Equatable, Sendable, CustomStringConvertible {
+    /// The HTTP status the failure came with (`code`), e.g. `401`.
     public var code: Int
+    /// The status's reason phrase (`reason`), e.g. `Unauthorized`.
     public var reason: String
+    /// What failed (`message`), e.g. `Login failure`.
     public var message: String
     /// `detail.errorCode`: `"110"` when the journey timed out.
     public var errorCode: String?
+    /// `detail.failureUrl`: where a browser would be sent after the failure, if the journey names a page.
     public var failureUrl: String?
     /// `detail.reason`: which failure ended a journey run inside a live session (an approval,
     /// a step-up): `wrong_code`, `code_used`, `locked_out`, `declined`; nil for a sign-in.
     public var failureReason: String?
 
+    /// A failure with the fields of AM's answer.
+    ///
+    /// - Parameters:
+    ///   - code: The HTTP status (`code`).
+    ///   - reason: The status's reason phrase (`reason`).
+    ///   - message: What failed (`message`).
+    ///   - errorCode: `detail.errorCode`, `"110"` for a timed-out journey.
+    ///   - failureUrl: `detail.failureUrl`.
+    ///   - failureReason: `detail.reason`, which failure ended a journey inside a live session.
     public init(code: Int, reason: String, message: String, errorCode: String? = nil, failureUrl: String? = nil,
                 failureReason: String? = nil) {
         self.code = code
@@ -22,7 +40,7 @@ public struct AuthFailure: Error, Equatable, Sendable, CustomStringConvertible {
         self.failureReason = failureReason
     }
 
-    /// What `failureReason` means, for a person.
+    /// What ``failureReason`` means, for a person: nil when it is absent or not one TxGate sends.
     public var explanation: String? {
         switch failureReason {
         case "wrong_code": return "the code is not right"
@@ -33,22 +51,30 @@ public struct AuthFailure: Error, Equatable, Sendable, CustomStringConvertible {
         }
     }
 
-    /// AM's code for a journey whose authId expired (WIRE.md §4).
+    /// Whether the journey timed out: AM's `errorCode` 110, for a journey whose `authId` expired.
     public var isTimeout: Bool { errorCode == "110" }
-    /// An unknown, expired or used suspendedId (WIRE.md §5): iOS and Android key on the class name.
+    /// Whether a resume named an unknown, expired or used `suspendedId`: AM says so with
+    /// `SuspendedAuthSessionException` in the message, the class name the iOS and Android SDKs key on.
     public var isSuspendedSessionNotFound: Bool { message.contains("SuspendedAuthSessionException") }
 
+    /// The failure in one line: `401 Unauthorized: Login failure`, then the error code and the
+    /// ``explanation`` when there are any.
     public var description: String {
         "\(code) \(reason): \(message)" + (errorCode.map { " (errorCode \($0))" } ?? "") + (explanation.map { " (\($0))" } ?? "")
     }
 }
 
+/// Why a call of ``TxGateClient`` did not come to an answer.
+///
+/// A journey that ran and failed is ``journeyFailed(_:)``, with the server's ``AuthFailure``; an
+/// answer that is none of the authentication service's forms is ``unexpectedResponse(status:_:)``;
+/// a server that cannot be reached is ``transport(_:)``.
 public enum TxGateClientError: Error, Equatable, Sendable, CustomStringConvertible {
     /// The resume URI was refused before anything was sent.
     case invalidResumeURI(String)
     /// The suspendedId is unknown, expired or already used.
     case suspendedSessionNotFound(AuthFailure)
-    /// The journey ended in a failure (wrong code, timeout: see `AuthFailure.isTimeout`).
+    /// The journey ended in a failure (wrong code, timeout: see ``AuthFailure/isTimeout``).
     case journeyFailed(AuthFailure)
     /// The journey suspended (an email was sent); resume it with the emailed link.
     case journeySuspended(message: String)
@@ -61,6 +87,7 @@ public enum TxGateClientError: Error, Equatable, Sendable, CustomStringConvertib
     /// The server could not be reached.
     case transport(String)
 
+    /// The error in one line, for a person.
     public var description: String {
         switch self {
         case .invalidResumeURI(let why): return "resume URI refused: \(why)"

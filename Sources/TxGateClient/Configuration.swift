@@ -2,8 +2,17 @@ import Foundation
 import TxGateWire
 
 /// Where the client talks to, and how it names things on the wire.
+///
+/// Only ``serverURL`` has no default: the defaults are TxGate's, and AM's for an AM deployment
+/// with IG in front of the API.
+///
+/// ```swift
+/// let configuration = ClientConfiguration(serverURL: URL(string: "https://gw.example.com")!)
+/// ```
 public struct ClientConfiguration: Sendable {
-    /// How a retried request names its approved transaction (WIRE.md §3c).
+    /// How a retried request names its approved transaction.
+    ///
+    /// The gateway strips the TxId before it forwards the request, so the API never sees it.
     public enum TxIdCarrier: Sendable {
         /// `?_txid=TXID` added to the URL (what the SDKs send to IG and TxGate).
         case query
@@ -23,13 +32,29 @@ public struct ClientConfiguration: Sendable {
     public var sessionHeader: String
     /// The journey `login` runs when no other is named.
     public var loginJourney: String
+    /// How the retry after a transaction's approval names it: ``TxIdCarrier/query`` (the default)
+    /// or ``TxIdCarrier/header``.
     public var txidCarrier: TxIdCarrier
     /// Ask for the 401 SSOADVICE form (`x-authenticate-response: header`) rather than a redirect.
     public var requestHeaderChallenges: Bool
     /// `Accept-API-Version` on the authentication calls.
     public var acceptAPIVersion: String
+    /// How long one request may wait for an answer, in seconds (URLSession's request timeout).
     public var timeout: TimeInterval
 
+    /// A configuration for the server at `serverURL`, with TxGate's defaults for the rest.
+    ///
+    /// - Parameters:
+    ///   - serverURL: The gateway: an absolute `http` or `https` URL; only its scheme, host and
+    ///     port are used.
+    ///   - amPath: The authentication service's path under `serverURL`, starting with `/`.
+    ///   - realm: The realm journeys run in.
+    ///   - sessionHeader: The header that carries the session token.
+    ///   - loginJourney: The journey a login challenge without a named tree runs.
+    ///   - txidCarrier: How the retry names an approved transaction.
+    ///   - requestHeaderChallenges: Whether to ask for the 401 form of a challenge rather than a redirect.
+    ///   - acceptAPIVersion: The `Accept-API-Version` of the authentication calls.
+    ///   - timeout: How long one request may wait for an answer, in seconds.
     public init(serverURL: URL, amPath: String = "/am", realm: String = "/", sessionHeader: String = "iPlanetDirectoryPro",
                 loginJourney: String = "Login", txidCarrier: TxIdCarrier = .query, requestHeaderChallenges: Bool = true,
                 acceptAPIVersion: String = "resource=2.0, protocol=1.0", timeout: TimeInterval = 30) {
@@ -54,7 +79,13 @@ public struct ClientConfiguration: Sendable {
         return URL(string: text)!
     }
 
-    /// Whether `url` is on the configured server (same scheme, host and port).
+    /// Whether `url` is on the configured server: the same scheme, host and port, a port left
+    /// out being the scheme's default.
+    ///
+    /// The client sends the session token only to its own origin, and resumes only links on it.
+    ///
+    /// - Parameter url: Any URL.
+    /// - Returns: `true` when `url` has ``serverURL``'s scheme, host and port.
     public func isOwnOrigin(_ url: URL) -> Bool { Origin(url) == Origin(serverURL) }
 }
 

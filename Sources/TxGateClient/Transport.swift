@@ -7,12 +7,22 @@ import TxGateWire
 /// A response as the client hands it back: status, headers (every value of a repeated
 /// header kept), body, and the step-up challenge it carried if any.
 public struct ClientResponse: Sendable {
+    /// The HTTP status code.
     public var status: Int
+    /// The headers, sorted by name (any case); a repeated header is one entry per value.
     public var headers: [(name: String, value: String)]
+    /// The body, as received.
     public var body: Data
     /// Set when this response is itself a step-up answer (e.g. a second one after the retry).
     public var challenge: StepUpChallenge?
 
+    /// A response with these parts (for tests and fakes: the client makes its own).
+    ///
+    /// - Parameters:
+    ///   - status: The HTTP status code.
+    ///   - headers: The headers.
+    ///   - body: The body.
+    ///   - challenge: The step-up challenge the response carries, if any.
     public init(status: Int, headers: [(name: String, value: String)], body: Data, challenge: StepUpChallenge? = nil) {
         self.status = status
         self.headers = headers
@@ -20,8 +30,12 @@ public struct ClientResponse: Sendable {
         self.challenge = challenge
     }
 
-    /// The first value of header `name` (any case).
+    /// The first value of a header.
+    ///
+    /// - Parameter name: The header's name, in any case.
+    /// - Returns: Its first value, or nil when the response has no such header.
     public func header(_ name: String) -> String? { headers.first { $0.name.lowercased() == name.lowercased() }?.value }
+    /// The body as UTF-8 text (an invalid sequence becomes U+FFFD).
     public var bodyText: String { String(decoding: body, as: UTF8.self) }
 }
 

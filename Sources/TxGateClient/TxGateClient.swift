@@ -4,15 +4,32 @@ import FoundationNetworking
 #endif
 import TxGateWire
 
-/// The client half of TxGate (and of AM with IG): runs journeys (WIRE.md §4), resumes suspended
-/// ones (§5), keeps the session in a `TokenStore`, and sends requests that step up when the
-/// gateway asks for it (§3), retrying once with the approved TxId.
+/// The client half of TxGate (and of AM with IG).
+///
+/// It runs journeys (AM's `/json/authenticate`), resumes suspended ones from an emailed link,
+/// keeps the session in a ``TokenStore``, and sends requests that step up when the gateway asks
+/// for it, retrying once with the approved TxId.
+///
+/// ```swift
+/// let client = TxGateClient(configuration: ClientConfiguration(serverURL: URL(string: "https://gw.example.com")!),
+///                           tokenStore: FileTokenStore(path: FileTokenStore.defaultPath))
+/// ```
+///
+/// One client can be shared by several tasks; the journeys they run share its session.
 public final class TxGateClient: Sendable {
+    /// Where the client talks to, and how.
     public let configuration: ClientConfiguration
+    /// Where the session token is kept.
     public let tokenStore: TokenStore
     let interceptors: [RequestInterceptor]
     let transport: Transport
 
+    /// A client for the server `configuration` names.
+    ///
+    /// - Parameters:
+    ///   - configuration: The server and how to talk to it.
+    ///   - tokenStore: Where the session is kept; in memory by default.
+    ///   - interceptors: What changes the journey and logout calls before they are sent, in order.
     public init(configuration: ClientConfiguration, tokenStore: TokenStore = MemoryTokenStore(),
                 interceptors: [RequestInterceptor] = []) {
         self.configuration = configuration
@@ -24,6 +41,9 @@ public final class TxGateClient: Sendable {
     deinit { transport.invalidate() }
 
     /// The stored session token, if it belongs to this server.
+    ///
+    /// - Returns: The token, or nil when there is no session or it is another server's.
+    /// - Throws: What the ``TokenStore`` threw.
     public func currentToken() throws -> String? {
         guard let s = try tokenStore.load(), let url = URL(string: s.server), configuration.isOwnOrigin(url) else { return nil }
         return s.tokenId
@@ -31,13 +51,22 @@ public final class TxGateClient: Sendable {
 
     // MARK: Journeys
 
-    /// Starts the tree `journey` (`authIndexType=service`).
+    /// Starts a journey by its name (`authIndexType=service`), e.g. to log in.
+    ///
+    /// - Parameter journey: The tree's name, e.g. `Login`.
+    /// - Returns: The first step, or at once the journey's success or failure.
+    /// - Throws: ``TxGateClientError/unexpectedResponse(status:_:)`` when the answer is not the
+    ///   authentication service's, ``TxGateClientError/transport(_:)``, and what an interceptor threw.
     public func start(journey: String) async throws -> JourneyOutcome {
         try await start(type: "service", value: journey)
     }
 
     /// Starts the journey a step-up advice asks for (`authIndexType=composite_advice`, the
-    /// advice as AM's XML).
+    /// advice as AM's XML), e.g. a transaction's approval.
+    ///
+    /// - Parameter advice: A challenge's `advices`.
+    /// - Returns: The first step, or at once the journey's success or failure.
+    /// - Throws: As ``start(journey:)`` does.
     public func start(advice: Advices) async throws -> JourneyOutcome {
         try await start(type: "composite_advice", value: advice.xml)
     }
@@ -48,16 +77,28 @@ public final class TxGateClient: Sendable {
         return try await authenticate(url, body: "", action: action, tree: value, treeType: type)
     }
 
-    /// Sends a step back with its inputs filled in (no query parameters: all state is in authId).
+    /// Sends a step back with its inputs filled in (no query parameters: all state is in its
+    /// ``JourneyStep/authId``). A success saves the session token in the ``tokenStore``.
+    ///
+    /// - Parameter step: A step the server sent, with its callbacks answered.
+    /// - Returns: The next step, or the journey's success or failure.
+    /// - Throws: As ``start(journey:)`` does.
     public func next(_ step: JourneyStep) async throws -> JourneyOutcome {
         let action = InterceptorAction(.authenticate, payload: ["tree": step.tree, "type": step.treeType])
         return try await authenticate(configuration.amURL("authenticate"), body: step.body, action: action,
                                       tree: step.tree, treeType: step.treeType)
     }
 
-    /// Resumes a suspended journey from the emailed link. The link is checked before anything
-    /// is sent: it must carry a `suspendedId` and be on the configured server's scheme, host
-    /// and port. An unknown, expired or used id throws `.suspendedSessionNotFound`.
+    /// Resumes a suspended journey from the emailed link.
+    ///
+    /// The link is checked before anything is sent: it must be an absolute http(s) URI on the
+    /// configured server's scheme, host and port, and carry exactly one `suspendedId`.
+    ///
+    /// - Parameter resumeURI: The link from the email, as it is.
+    /// - Returns: The journey's next step, success or failure.
+    /// - Throws: ``TxGateClientError/invalidResumeURI(_:)`` for a link refused before sending,
+    ///   ``TxGateClientError/suspendedSessionNotFound(_:)`` for an unknown, expired or used id,
+    ///   and as ``start(journey:)`` does.
     public func resume(resumeURI: String) async throws -> JourneyOutcome {
         let id = try ResumeURI.suspendedId(resumeURI, server: configuration)
         let url = configuration.amURL("authenticate", query: [("suspendedId", id)])
@@ -106,7 +147,11 @@ public final class TxGateClient: Sendable {
     // MARK: Sessions
 
     /// Ends the session at the server (`sessions?_action=logout`) and forgets it locally,
-    /// whatever the server answered. Returns whether the server knew the session.
+    /// whatever the server answered.
+    ///
+    /// - Returns: Whether the server knew the session; false when there was none to end.
+    /// - Throws: ``TxGateClientError/transport(_:)`` (the session is forgotten locally all the
+    ///   same), what an interceptor threw, and what the ``TokenStore`` threw.
     @discardableResult
     public func logout() async throws -> Bool {
         guard let token = try currentToken() else {
@@ -118,7 +163,11 @@ public final class TxGateClient: Sendable {
         return r.status == 200
     }
 
-    /// Whether the stored session is still valid (`sessions?_action=validate`).
+    /// Whether the stored session is still valid at the server (`sessions?_action=validate`).
+    ///
+    /// - Returns: True when the server says the session is valid; false when it is not, or there
+    ///   is no session.
+    /// - Throws: ``TxGateClientError/transport(_:)`` and what the ``TokenStore`` threw.
     public func validate() async throws -> Bool {
         guard let token = try currentToken() else { return false }
         let r = try await sessionCall("validate", token: token, action: nil)
