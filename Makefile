@@ -20,9 +20,9 @@ INSTALL_VARS = DESTDIR="$(DESTDIR)" PREFIX="$(PREFIX)" BINDIR="$(BINDIR)" UNITDI
 TXGATE_COMMIT ?= $(shell git describe --always --dirty --abbrev=12 --exclude '*' 2>/dev/null || echo unknown)
 export TXGATE_COMMIT
 
-# `make docs`: the DocC archive of the client library, TxGateClient, here (static-hosting form:
-# open index.html through any web server, or `swift package --disable-sandbox preview-documentation
-# --target TxGateClient`).
+# `make docs`: the DocC archive of the client library, TxGateClient, here; a static site to serve
+# from its root (`python3 -m http.server -d .build/docs/TxGateClient.doccarchive`, then
+# /documentation/txgateclient).
 DOCS_DIR ?= .build/docs
 
 .PHONY: deps test-deps build run install install-service uninstall test docs fuzz fuzz-smoke bench clean

@@ -86,6 +86,9 @@ public enum TxGateClientError: Error, Equatable, Sendable, CustomStringConvertib
     case notLoggedIn
     /// The server could not be reached.
     case transport(String)
+    /// The ``ClientConfiguration`` cannot address the authentication service: its `serverURL`
+    /// is not an absolute http(s) URL with a host, or its `amPath` is not a path. Nothing was sent.
+    case invalidConfiguration(String)
 
     /// The error in one line, for a person.
     public var description: String {
@@ -98,6 +101,7 @@ public enum TxGateClientError: Error, Equatable, Sendable, CustomStringConvertib
         case .unexpectedResponse(let status, let what): return "unexpected answer (HTTP \(status)): \(what)"
         case .notLoggedIn: return "not logged in"
         case .transport(let why): return "cannot reach the server: \(why)"
+        case .invalidConfiguration(let why): return "the client's configuration is not usable: \(why)"
         }
     }
 }

@@ -24,7 +24,7 @@ public struct ClientConfiguration: Sendable {
     /// token are only ever for this origin.
     public var serverURL: URL
     /// The path of the authentication service under `serverURL` (`/am` for TxGate; `/am` or
-    /// `/openam` for AM).
+    /// `/openam` for AM): empty, or starting with `/`, with no `?` or `#`.
     public var amPath: String
     /// The realm journeys run in (`/`, or `/sub`).
     public var realm: String
@@ -69,14 +69,26 @@ public struct ClientConfiguration: Sendable {
         self.timeout = timeout
     }
 
-    /// `{server}{amPath}/json/realms/root[/realms/SUB]/<endpoint>`.
-    func amURL(_ endpoint: String, query: [(String, String)] = []) -> URL {
+    /// `{server}{amPath}/json/realms/root[/realms/SUB]/<endpoint>`. Throws
+    /// `.invalidConfiguration` (rather than trapping) when `serverURL` or `amPath`, both the
+    /// caller's, cannot make one.
+    func amURL(_ endpoint: String, query: [(String, String)] = []) throws -> URL {
+        let origin = Origin(serverURL)
+        guard ["http", "https"].contains(origin.scheme), !origin.host.isEmpty else {
+            throw TxGateClientError.invalidConfiguration("serverURL \(serverURL.absoluteString) is not an absolute http(s) URL with a host")
+        }
+        guard amPath.isEmpty || amPath.hasPrefix("/"), !amPath.contains("?"), !amPath.contains("#") else {
+            throw TxGateClientError.invalidConfiguration("amPath \(amPath) is not a path: it must start with '/' and have no '?' or '#'")
+        }
         var path = amPath.hasSuffix("/") ? String(amPath.dropLast()) : amPath
         path += "/json/realms/root"
         for part in realm.split(separator: "/") { path += "/realms/" + Query.encode(String(part)) }
         var text = Origin(serverURL).text + path + "/" + endpoint
         if !query.isEmpty { text += "?" + query.map { "\($0.0)=\(Query.encode($0.1))" }.joined(separator: "&") }
-        return URL(string: text)!
+        guard let url = URL(string: text) else {
+            throw TxGateClientError.invalidConfiguration("\(text) is not a URL (serverURL \(serverURL.absoluteString), amPath \(amPath))")
+        }
+        return url
     }
 
     /// Whether `url` is on the configured server: the same scheme, host and port, a port left

@@ -72,7 +72,7 @@ public final class TxGateClient: Sendable {
     }
 
     private func start(type: String, value: String) async throws -> JourneyOutcome {
-        let url = configuration.amURL("authenticate", query: [("authIndexType", type), ("authIndexValue", value)])
+        let url = try configuration.amURL("authenticate", query: [("authIndexType", type), ("authIndexValue", value)])
         let action = InterceptorAction(.startAuthenticate, payload: ["tree": value, "type": type])
         return try await authenticate(url, body: "", action: action, tree: value, treeType: type)
     }
@@ -85,7 +85,7 @@ public final class TxGateClient: Sendable {
     /// - Throws: As ``start(journey:)`` does.
     public func next(_ step: JourneyStep) async throws -> JourneyOutcome {
         let action = InterceptorAction(.authenticate, payload: ["tree": step.tree, "type": step.treeType])
-        return try await authenticate(configuration.amURL("authenticate"), body: step.body, action: action,
+        return try await authenticate(try configuration.amURL("authenticate"), body: step.body, action: action,
                                       tree: step.tree, treeType: step.treeType)
     }
 
@@ -101,7 +101,7 @@ public final class TxGateClient: Sendable {
     ///   and as ``start(journey:)`` does.
     public func resume(resumeURI: String) async throws -> JourneyOutcome {
         let id = try ResumeURI.suspendedId(resumeURI, server: configuration)
-        let url = configuration.amURL("authenticate", query: [("suspendedId", id)])
+        let url = try configuration.amURL("authenticate", query: [("suspendedId", id)])
         let outcome = try await authenticate(url, body: "", action: InterceptorAction(.resumeAuthenticate), tree: "", treeType: "suspended")
         if case .failure(let f) = outcome, f.isSuspendedSessionNotFound { throw TxGateClientError.suspendedSessionNotFound(f) }
         return outcome
@@ -175,7 +175,7 @@ public final class TxGateClient: Sendable {
     }
 
     private func sessionCall(_ action: String, token: String, action tag: InterceptorAction?) async throws -> ClientResponse {
-        var request = URLRequest(url: configuration.amURL("sessions", query: [("_action", action)]))
+        var request = URLRequest(url: try configuration.amURL("sessions", query: [("_action", action)]))
         request.httpMethod = "POST"
         request.setValue("application/json", forHTTPHeaderField: "Content-Type")
         request.setValue("resource=2.0, protocol=1.0", forHTTPHeaderField: "Accept-API-Version")

@@ -87,13 +87,32 @@ import FoundationNetworking
         }
     }
 
-    @Test func theAuthenticateURLForARealm() {
+    @Test func theAuthenticateURLForARealm() throws {
         var c = ClientConfiguration(serverURL: URL(string: "http://127.0.0.1:8080/ignored/path")!)
-        #expect(c.amURL("authenticate").absoluteString == "http://127.0.0.1:8080/am/json/realms/root/authenticate")
+        #expect(try c.amURL("authenticate").absoluteString == "http://127.0.0.1:8080/am/json/realms/root/authenticate")
         c.realm = "/alpha"
         c.amPath = "/openam/"
-        #expect(c.amURL("authenticate", query: [("suspendedId", "a b")]).absoluteString
+        #expect(try c.amURL("authenticate", query: [("suspendedId", "a b")]).absoluteString
                 == "http://127.0.0.1:8080/openam/json/realms/root/realms/alpha/authenticate?suspendedId=a%20b")
+    }
+
+    /// A server URL without a scheme or host, or an amPath that is no path, used to trap in
+    /// `URL(string:)!` on the first journey call; now the call throws, and nothing is sent.
+    @Test(arguments: [("gw.example.com", "/am", "serverURL gw.example.com"), ("file:///tmp/gw", "/am", "serverURL file:///tmp/gw"),
+                      ("https://gw.example.com", "am", "amPath am "), ("https://gw.example.com", "/am?x=1", "amPath /am?x=1 "),
+                      ("https://gw.example.com", "/am#top", "amPath /am#top ")])
+    func aConfigurationThatCannotAddressTheServerThrows(server: String, amPath: String, named: String) async throws {
+        let client = TxGateClient(configuration: ClientConfiguration(serverURL: try #require(URL(string: server)), amPath: amPath))
+        await #expect {
+            _ = try await client.start(journey: "Login")
+        } throws: { error in
+            guard case TxGateClientError.invalidConfiguration(let why) = error else { return false }
+            return why.contains(named)
+        }
+        let store = MemoryTokenStore(StoredSession(server: server, tokenId: "t"))
+        let withSession = TxGateClient(configuration: ClientConfiguration(serverURL: try #require(URL(string: server)), amPath: amPath),
+                                       tokenStore: store)
+        await #expect(throws: TxGateClientError.self) { try await withSession.validate() }
     }
 
     @Test func theSessionTokenOnlyGoesToTheConfiguredOrigin() throws {
