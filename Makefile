@@ -59,8 +59,8 @@ test: test-deps
 # offline: swift-docc-plugin is a package dependency and docc comes with the toolchain. Fails on any
 # DocC warning (a broken symbol link, a parameter documented under a name the function does not
 # have) and, through scripts/check-doc-coverage.swift on the symbol graph DocC was given, on a public
-# symbol without a doc comment of its own. About 15 s from a warm .build on 2 cores (the first run
-# also builds the plugin's SymbolKit, about 20 s more). The symbol graphs are removed first so that
+# symbol without a doc comment of its own. About 7 s from a warm .build on 2 cores (the first run
+# also builds the plugin's SymbolKit, about 10 s more). The symbol graphs are removed first so that
 # the check reads only this run's.
 docs:
 	rm -rf "$(DOCS_DIR)/TxGateClient.doccarchive" .build/*/extracted-symbols/*/TxGateClient
