@@ -27,6 +27,10 @@ import TestSupport
         return out
     }
 
+    // Records live an hour here, not a minute: in the full suite on two cores this async test can
+    // wait a minute or more for a cooperative thread between its steps, and a record that expired
+    // meanwhile read as "absent" (every consume refused).
+
     /// Ten retries of one approval on two gateways' connections: one consumed, nine refused,
     /// and the trail says exactly that, with what was shown from the record taken.
     @Test func ofTenConcurrentConsumesExactlyOneIsRecordedConsumed() async throws {
@@ -39,7 +43,7 @@ import TestSupport
         func store(_ loop: EventLoop) -> RedisStore { loops.loops.firstIndex { $0 === loop }! < 2 ? a : b }
 
         let tx = Self.record("tx-10", .completed)
-        try await call(on: loops.loops[0]) { a.put(TransactionRecord.key(tx.txid), value: tx.encoded, ttlMs: 60_000, on: $0, $1) }.get()
+        try await call(on: loops.loops[0]) { a.put(TransactionRecord.key(tx.txid), value: tx.encoded, ttlMs: 3_600_000, on: $0, $1) }.get()
         let results = await concurrently(10, loops: loops.loops) { i, loop, done in
             let audit = AuditEvent.consume(txid: tx.txid, Self.request, requestId: "req-\(i)").append(retentionMs: 86_400_000)
             store(loop).takeIf(TransactionRecord.key(tx.txid), fields: TransactionRecord.consumable(by: Self.request), audit: audit,
@@ -73,7 +77,7 @@ import TestSupport
         let created = Self.record("tx-a", .created)
         let approved = try #require(created.approved(by: "alice"))
         let key = TransactionRecord.key(created.txid)
-        try await call(on: loops.loops[0]) { store.put(key, value: created.encoded, ttlMs: 60_000, on: $0, $1) }.get()
+        try await call(on: loops.loops[0]) { store.put(key, value: created.encoded, ttlMs: 3_600_000, on: $0, $1) }.get()
         let results = await concurrently(8, loops: loops.loops) { i, loop, done in
             let audit = AuditAppend(ifChanged: AuditEvent.approved(approved, requestId: "req-\(i)").entry, retentionMs: 86_400_000)
             store.compareAndSwap(key, expected: created.encoded, new: approved.encoded, ttlMs: nil, audit: audit, on: loop, done)
@@ -95,10 +99,10 @@ import TestSupport
         defer { fixture.close() }
         let (store, loop) = (fixture.store, fixture.loop)
         let tx = Self.record("tx-d", .created)
-        try await call(on: loop) { store.put(TransactionRecord.key(tx.txid), value: tx.encoded, ttlMs: 60_000, on: $0, $1) }.get()
+        try await call(on: loop) { store.put(TransactionRecord.key(tx.txid), value: tx.encoded, ttlMs: 3_600_000, on: $0, $1) }.get()
         let event = AuditEvent(kind: .declined, txid: tx.txid, subject: "alice", requestId: "r1", journey: "Confirm", reason: "wrong code")
-        try await call(on: loop) { store.appendAudit(event.entry, foundKey: TransactionRecord.key(tx.txid), retentionMs: 60_000, on: $0, $1) }.get()
-        try await call(on: loop) { store.appendAudit(event.entry, foundKey: "tx:none", retentionMs: 60_000, on: $0, $1) }.get()
+        try await call(on: loop) { store.appendAudit(event.entry, foundKey: TransactionRecord.key(tx.txid), retentionMs: 3_600_000, on: $0, $1) }.get()
+        try await call(on: loop) { store.appendAudit(event.entry, foundKey: "tx:none", retentionMs: 3_600_000, on: $0, $1) }.get()
         let events = try trail(fixture.redis)
         #expect(events.count == 2)
         #expect(events[0].bound == ["/amount": .number(5)])
@@ -116,11 +120,11 @@ import TestSupport
             let e = AuditEvent(kind: .declined, txid: id, subject: "alice", requestId: id)
             try await call(on: loop) { store.appendAudit(e.entry, foundKey: nil, retentionMs: retentionMs, on: $0, $1) }.get()
         }
-        try await append("old", retentionMs: 60_000)
+        try await append("old", retentionMs: 3_600_000)
         try await Task.sleep(nanoseconds: 300_000_000)
         let middle = Int64(Date().timeIntervalSince1970 * 1000)
         try await Task.sleep(nanoseconds: 50_000_000)
-        try await append("new", retentionMs: 60_000)
+        try await append("new", retentionMs: 3_600_000)
         #expect(try trail(fixture.redis).map(\.txid) == ["old", "new"])
         var recent: [String] = []
         try RedisStore.auditRecords(url: fixture.redis.storeURL, keyPrefix: "t:", timeoutMs: 1000, sinceMs: middle, untilMs: .max) {
