@@ -10,7 +10,8 @@ import TestSupport
     /// The Markdown and Swift files git tracks (and the untracked ones it does not ignore).
     static func files() throws -> [String] {
         let r = try SpawnedProcess.run(URL(fileURLWithPath: "/usr/bin/git"),
-                                       ["-C", root.path, "ls-files", "--cached", "--others", "--exclude-standard"], directory: root)
+                                       ["-C", root.path, "ls-files", "--cached", "--others", "--exclude-standard"],
+                                       directory: FileManager.default.temporaryDirectory)
         return r.stdout.split(separator: "\n").map(String.init).filter { $0.hasSuffix(".md") || $0.hasSuffix(".swift") }
     }
 
