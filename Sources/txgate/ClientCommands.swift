@@ -85,7 +85,7 @@ struct Login: ParsableCommand {
 
 struct Resume: ParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Finish a suspended journey with the link from its email (WIRE.md §5).",
+        abstract: "Finish a suspended journey with the link from its email (docs/WIRE.md §5).",
         discussion: "The link must name the configured server (--server, else the session file's) and carry a suspendedId; anything else is refused before a request is sent.")
 
     @Argument(help: "The resume URI from the email.") var resumeURI: String
