@@ -88,11 +88,13 @@ let package = Package(
 
         // Helpers every test target shares: ports, temp folders, spawned processes, a raw HTTP
         // client, redis-server and SMTP sinks, a test executor, polling.
-        .target(name: "TestSupport", dependencies: ["TxGateCore"], path: "Tests/TestSupport"),
+        .target(name: "TestSupport", dependencies: ["TxGateCore", "EventHTTP"], path: "Tests/TestSupport"),
         .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"]),
         .testTarget(name: "TxGateClientTests", dependencies: ["TxGateClient", "TxGateWire"]),
         .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore", "TestSupport"]),
         .testTarget(name: "EventHTTPTests", dependencies: ["EventHTTP", "TestSupport"]),
+        .testTarget(name: "TxGateTests", dependencies: ["TxGate", "TxGateCore", "EventHTTP", "HTTPCore", "TestSupport",
+                                                        .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateClient", "TxGateCrypto", "TestSupport"], exclude: ["browser", "oauth"]),
         .testTarget(name: "TxGateStoreTests", dependencies: ["TxGateStore", "TxGateCore", "TestSupport"]),

@@ -19,6 +19,8 @@ extension ServerConnection {
                         // only when the decision or the upstream needs it.
                         if exchange == nil { dispatch() }
                     }
+                    // Answered at once (and kept alive): the next request may be buffered already.
+                    if state == .head { continue }
                     return
                 }
                 state = .handling
@@ -219,7 +221,11 @@ extension ServerConnection {
         responseComplete = false
         let ex = ServerExchange(connection: self, head: head, body: body, bodyComplete: complete)
         exchange = ex
+        // An exchange answered before the handler returns does not start the next request from
+        // inside the handler: this loop (`process`) reads it when the handler has returned.
+        dispatching = true
         server.handler(ex)
+        dispatching = false
     }
 
     /// Answers an error the HTTP layer detected itself and closes the connection afterwards.

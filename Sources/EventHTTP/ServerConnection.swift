@@ -25,6 +25,10 @@ final class ServerConnection: ChannelHandler {
     var exchange: ServerExchange?
     var keepAlive = true
     var responseComplete = false
+    /// The handler is running for the exchange just dispatched (`dispatch`).
+    var dispatching = false
+    /// A turn of the loop is scheduled to read a request already buffered (`completeExchange`).
+    private var processScheduled = false
     /// When the request head must be complete (monotonic nanoseconds; 0: not counting yet).
     var headDeadline: UInt64 = 0
     /// Empty lines skipped before the request line being read (`HTTPParser.maxEmptyLinesBeforeRequest`).
@@ -113,7 +117,16 @@ final class ServerConnection: ChannelHandler {
         headDeadline = 0
         setReadTimeout(limits.idleTimeoutMs)
         channel.setReading(true)
-        process()
+        // A pipelined request already buffered is read on the loop's next turn, never from inside
+        // the call that ended this response (the application's callback, or the handler itself,
+        // whose `process` loop goes on when it returns): the stack stays flat however many
+        // requests a client pipelines.
+        guard !dispatching, evbuffer_get_length(input) > 0, !processScheduled else { return }
+        processScheduled = true
+        server.loop.execute { [self] in
+            processScheduled = false
+            if state == .head { process() }
+        }
     }
 
     /// After answering before the request was all read, half-close and discard what the

@@ -12,7 +12,7 @@ struct AccessLog {
     /// index of the first request field that sorts after it.
     private let fixed: [(key: String, json: String, slot: Int)]
     /// The request fields, in the order they are written.
-    static let fields = ["bytes", "client", "decision", "duration_ms", "method", "original", "path", "peer", "policy",
+    static let fields = ["bytes", "client", "decision", "details", "duration_ms", "method", "original", "path", "peer", "policy",
                          "request_id", "status", "upstream_ms", "user", "user_agent"]
 
     init(logger: Logger) {
@@ -26,8 +26,7 @@ struct AccessLog {
         }
     }
 
-    func format(_ ctx: RequestContext, into out: inout LogLine) {
-        let ex = ctx.exchange
+    func format(_ r: RequestSummary, into out: inout LogLine) {
         var next = 0
         func fixedBefore(_ slot: Int) {
             while next < fixed.count && fixed[next].slot <= slot {
@@ -36,22 +35,23 @@ struct AccessLog {
             }
         }
         out.begin(level: "info", label: label, message: "access")
-        fixedBefore(0); out.field("bytes", ex.bodyBytesSent)
-        fixedBefore(1); out.field("client", ctx.client.address)
-        fixedBefore(2); if let d = ctx.decision { out.field("decision", d.outcome(for: ctx.method).rawValue) }
-        fixedBefore(3); out.field("duration_ms", millisFromNanos: EventLoop.nowNanos() - ex.startNanos)
-        fixedBefore(4); out.field("method", ex.head.method)
+        fixedBefore(0); out.field("bytes", r.bytesSent)
+        fixedBefore(1); out.field("client", r.client)
+        fixedBefore(2); if let d = r.decision { out.field("decision", d.outcome(for: r.decidedMethod).rawValue) }
+        fixedBefore(3); out.field("details", r.details)
+        fixedBefore(4); out.field("duration_ms", millisFromNanos: r.durationNanos)
+        fixedBefore(5); out.field("method", r.method)
         // On `/-/authz`: the original request the proxy asks about.
-        fixedBefore(5); if ctx.forwardedBy != nil { out.field("original", ctx.method + " " + ctx.target) }
-        fixedBefore(6); out.field("path", String(ex.head.path))
-        fixedBefore(7); if ctx.client.viaTrustedProxy { out.field("peer", ex.remoteIP) }
-        fixedBefore(8); if let p = ctx.policyName { out.field("policy", p) }
-        fixedBefore(9); out.field("request_id", ctx.requestId)
-        fixedBefore(10); out.field("status", ex.responseStarted ? ex.status : 499)
-        fixedBefore(11); if let u = ctx.upstreamNanos { out.field("upstream_ms", millisFromNanos: u) }
-        fixedBefore(12); if let s = ctx.subject { out.field("user", s.uid) }
-        fixedBefore(13); if let ua = ex.head.headers.first("User-Agent") { out.field("user_agent", ua) }
-        fixedBefore(14)
+        fixedBefore(6); if let o = r.original { out.field("original", o) }
+        fixedBefore(7); out.field("path", r.path)
+        fixedBefore(8); if let p = r.peer { out.field("peer", p) }
+        fixedBefore(9); if let p = r.policyName { out.field("policy", p) }
+        fixedBefore(10); out.field("request_id", r.requestId)
+        fixedBefore(11); out.field("status", r.status)
+        fixedBefore(12); if let u = r.upstreamNanos { out.field("upstream_ms", millisFromNanos: u) }
+        fixedBefore(13); if let u = r.user { out.field("user", u) }
+        fixedBefore(14); if let ua = r.userAgent { out.field("user_agent", ua) }
+        fixedBefore(15)
         out.end()
     }
 }
@@ -71,9 +71,9 @@ final class AccessLogBuffer {
 
     init(loop: EventLoop) { self.loop = loop }
 
-    func append(_ log: AccessLog, _ ctx: RequestContext) {
+    func append(_ log: AccessLog, _ summary: RequestSummary) {
         if fd != log.fd { flush(); fd = log.fd }
-        log.format(ctx, into: &line)
+        log.format(summary, into: &line)
         if line.count >= Self.flushBytes {
             flush()
         } else if !timerArmed {

@@ -47,6 +47,23 @@ enum RequestFailure: Error, Equatable {
         }
     }
 
+    /// The access log's `details`: the kind of failure.
+    var details: String {
+        switch self {
+        case .badRequest: return "bad_request"
+        case .forbidden: return "forbidden"
+        case .notFound: return "not_found"
+        case .methodNotAllowed: return "method_not_allowed"
+        case .unsupportedMediaType: return "unsupported_media_type"
+        case .payloadTooLarge: return "payload_too_large"
+        case .tooManyTransactions: return "too_many_transactions"
+        case .storeUnavailable: return "store_unavailable"
+        case .pdpUnavailable: return "pdp_unavailable"
+        case .upstream(let f): return f.details
+        case .internalError: return "internal_error"
+        }
+    }
+
     /// What the client reads.
     var message: String {
         switch self {
@@ -85,10 +102,23 @@ enum RequestFailure: Error, Equatable {
     }
 }
 
+extension UpstreamFailure {
+    /// The access log's `details` for a request that failed upstream.
+    var details: String {
+        switch self {
+        case .connectFailed: return "upstream_connect_failed"
+        case .connectTimeout: return "upstream_connect_timeout"
+        case .responseTimeout: return "upstream_response_timeout"
+        case .protocolError: return "upstream_protocol_error"
+        case .closed: return "upstream_closed"
+        }
+    }
+}
+
 /// The fixed list of phases a worker runs for each request, and the one exit for failures
 /// and for the access log.
 final class Pipeline {
-    private let phases: [RequestPhase]
+    let phases: [RequestPhase]
     private let logger: Logger
     private let accessLog: AccessLog?
     /// The worker's buffer for access lines: it outlives a reload's pipeline.
@@ -109,13 +139,6 @@ final class Pipeline {
         self.logger = logger
         self.accessLog = accessLog
         self.upstreamDescription = upstreamDescription
-    }
-
-    /// Runs phase `index` on `ctx`, in place (no copy of the phase); false past the last one.
-    func run(_ index: Int, _ ctx: RequestContext) -> Bool {
-        guard index < phases.count else { return false }
-        phases[index].handle(ctx)
-        return true
     }
 
     func fail(_ ctx: RequestContext, _ failure: RequestFailure) {
@@ -141,16 +164,35 @@ final class Pipeline {
         default:
             break
         }
-        if ctx.exchange.responseStarted && !ctx.exchange.withdrawUnsentResponse() {
+        let ex = ctx.exchange
+        if ex.responseStarted && !ex.withdrawUnsentResponse() {
             // Too late for an error response: cut the connection so the client sees a truncated body.
-            ctx.exchange.abort()
-            ctx.finish()
-            return
+            ex.abort()
+        } else {
+            var h = HTTPHeaders()
+            h.add("Content-Type", ErrorBody.contentType)
+            h.add("X-Request-Id", ctx.requestId)
+            for f in ctx.responseHeaders { h.add(f.name, f.value) }
+            ex.respond(status: failure.status, headers: h,
+                       body: Array(ErrorBody.text(status: failure.status, message: failure.message, members: failure.bodyMembers).utf8))
         }
-        var h = HTTPHeaders()
-        h.add("Content-Type", ErrorBody.contentType)
-        ctx.respond(status: failure.status, headers: h, body: Array(ErrorBody.text(status: failure.status, message: failure.message,
-                                                                                    members: failure.bodyMembers).utf8))
+        log(ctx, details: failure.details)
+    }
+
+    /// A local reply was sent: the authentication service's refusals in AM's form are logged
+    /// like the gateway's own failures (they never reach `fail`: AM's clients read their body).
+    func replied(_ ctx: RequestContext, _ reply: LocalReply) {
+        if reply.details == .authServiceRefused {
+            logger.info("authentication service refused the request", metadata: [
+                "request_id": .string(ctx.requestId), "status": .stringConvertible(reply.status), "path": .string(ctx.path),
+            ])
+        }
+        log(ctx, details: reply.details.rawValue)
+    }
+
+    /// A phase broke the rules of `PhaseResume` (a bug): logged, never silent.
+    func misuse(_ ctx: RequestContext, _ what: String) {
+        logger.error("internal error", metadata: ["request_id": .string(ctx.requestId), "error": .string(what)])
     }
 
     /// A proxied request about to go upstream a second time: never silent.
@@ -162,8 +204,11 @@ final class Pipeline {
         ])
     }
 
-    func log(_ ctx: RequestContext) {
-        if let accessLog { accessLogBuffer.append(accessLog, ctx) }
-        metrics?.finished(ctx)
+    /// The request is over (answered, proxied, or the client left): one summary feeds the
+    /// access log and the metrics, once.
+    func log(_ ctx: RequestContext, details: String) {
+        let summary = RequestSummary(ctx, details: details)
+        if let accessLog { accessLogBuffer.append(accessLog, summary) }
+        metrics?.finished(summary)
     }
 }

@@ -1,10 +1,12 @@
 import EventHTTP
 import HTTPCore
+import Logging
 import TxGateCore
 
 /// Everything one request carries through the phases (Pingora's per-request context). The
-/// phases fill it in as they go; each phase reports its outcome through it: `proceed()`,
-/// `respond(...)` or `fail(...)`.
+/// phases fill it in as they go and return what they decided (`PhaseStatus`); the context runs
+/// them in a loop (`run`), so that the stack stays flat however many phases there are, and an
+/// asynchronous phase continues the loop from its callback through the resume token it took.
 final class RequestContext {
     let exchange: ServerExchange
     let requestId: String
@@ -15,6 +17,7 @@ final class RequestContext {
     /// the one it started with.
     private let pipeline: Pipeline
     private var phaseIndex = 0
+    private var flow = Flow.ready
 
     /// The normalized path (no query) every phase after `CanonicalRequestPhase` works on.
     var path: String {
@@ -60,7 +63,6 @@ final class RequestContext {
     var responseHeaders = HTTPHeaders()
     /// Time from sending upstream to the response head, when the request was proxied.
     var upstreamNanos: UInt64?
-    private(set) var finished = false
     /// The applicable policy's index, once looked up (`policyIndex`).
     private var applicable: Int??
 
@@ -88,6 +90,9 @@ final class RequestContext {
         return i
     }
 
+    /// Whether the pipeline has any policy (without one, no request looks one up).
+    var hasPolicies: Bool { !pipeline.policies.isEmpty }
+
     /// The policy that applies (`policyIndex`); a reference, not a copy (`Policy` is a class).
     var policy: Policy? { policyIndex.map { pipeline.policies.policies[$0] } }
 
@@ -108,48 +113,222 @@ final class RequestContext {
         return value
     }
 
-    /// Hands the request to the next phase.
-    func proceed() {
-        phaseIndex += 1
-        if !pipeline.run(phaseIndex - 1, self) { fail(.internalError("no phase answered the request")) }
+    // MARK: Running the phases
+
+    /// Where the request is in its phases.
+    private enum Flow {
+        /// Not started.
+        case ready
+        /// A phase is running (`handle` has not returned).
+        case inPhase
+        /// The running phase's token was used before its `handle` returned: the loop goes on with this.
+        case resumedInPhase(Outcome)
+        /// A phase returned `.suspended`; its token continues the loop.
+        case suspended
+        /// Answered, proxied, or the client left: logged.
+        case over
     }
 
-    /// Answers the request (a phase's local reply, Envoy's `sendLocalReply`).
-    func respond(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8]) {
-        var h = headers
-        h.add("X-Request-Id", requestId)
-        for f in responseHeaders { h.add(f.name, f.value) }
-        exchange.respond(status: status, headers: h, body: body)
-        finish()
+    /// What the loop does next.
+    enum Outcome {
+        case next
+        case reply(LocalReply)
+        case fail(RequestFailure)
+        /// The response was produced without a local reply (the upstream's, streamed), or cannot
+        /// be (the client left, the HTTP layer answered the body's error).
+        case ended(ReplyDetails)
     }
 
-    func respondJSON(status: Int, _ json: String, headers: HTTPHeaders = HTTPHeaders()) {
-        var h = headers
-        h.add("Content-Type", "application/json")
-        respond(status: status, headers: h, body: Array(json.utf8))
+    /// Runs the phases from the first.
+    func run() { drive(.next) }
+
+    /// The loop: each phase's returned status says what comes next; a suspended phase returns
+    /// here through its token (`resumed`), from its callback, at the same depth.
+    private func drive(_ first: Outcome) {
+        var outcome = first
+        while true {
+            switch outcome {
+            case .next:
+                guard phaseIndex < pipeline.phases.count else {
+                    outcome = .fail(.internalError("no phase answered the request"))
+                    continue
+                }
+                let phase = pipeline.phases[phaseIndex]
+                phaseIndex += 1
+                flow = .inPhase
+                let status = phase.handle(self)
+                switch (status, flow) {
+                case (.suspended, .resumedInPhase(let o)):
+                    outcome = o
+                case (.suspended, _):
+                    flow = .suspended
+                    return
+                case (.next, .inPhase):
+                    outcome = .next
+                case (.reply(let r), .inPhase):
+                    outcome = .reply(r)
+                case (.fail(let f), .inPhase):
+                    outcome = .fail(f)
+                default:
+                    // A phase took a resume token and then returned another status.
+                    outcome = .fail(.internalError("phase \(type(of: phase)) answered twice"))
+                }
+            case .reply(let r):
+                flow = .over
+                var h = r.headers
+                h.add("X-Request-Id", requestId)
+                for f in responseHeaders { h.add(f.name, f.value) }
+                exchange.respond(status: r.status, headers: h, body: r.body)
+                pipeline.replied(self, r)
+                return
+            case .fail(let f):
+                flow = .over
+                pipeline.fail(self, f)
+                return
+            case .ended(let details):
+                flow = .over
+                pipeline.log(self, details: details.rawValue)
+                return
+            }
+        }
     }
 
-    /// Ends the request with a failure: the pipeline maps it to a response and logs it, in one place.
-    /// The proxied request goes upstream a second time (`UpstreamRequest.resendable`).
+    /// A phase that answers later: `body` gets the token, which it must use exactly once (its
+    /// consuming methods), now or from a callback on this loop. Used before `handle` returns,
+    /// the loop goes on from there; used later, the loop goes on from the callback.
+    func suspend(_ body: (consuming PhaseResume) -> Void) -> PhaseStatus {
+        body(PhaseResume(self))
+        return .suspended(Suspension())
+    }
+
+    /// The proxied request goes upstream a second time (`UpstreamRequest.resendable`): logged and counted.
     func upstreamResent(after failure: UpstreamFailure) {
         pipeline.resent(self, after: failure)
     }
 
-    func fail(_ failure: RequestFailure) {
-        pipeline.fail(self, failure)
+    /// A broken rule of the phase protocol (a bug): logged with the request id.
+    func reportMisuse(_ what: String) {
+        pipeline.misuse(self, what)
     }
 
-    /// The request is over (answered, proxied, or the client left): the access log, once.
-    func finish() {
-        guard !finished else { return }
-        finished = true
-        pipeline.log(self)
+    fileprivate func resumed(_ outcome: Outcome) {
+        switch flow {
+        case .inPhase:
+            flow = .resumedInPhase(outcome)
+        case .suspended:
+            flow = .inPhase
+            drive(outcome)
+        case .ready, .resumedInPhase, .over:
+            reportMisuse("a resume token was used when its phase was not waiting for it")
+        }
     }
 }
 
-/// A step of request handling. It reports one outcome through the context, now or later
-/// (when an asynchronous lookup completes on the same loop): `proceed()`, a response, or a
-/// failure. Phases are values built per worker, with what they need; they hold no request state.
+/// A step of request handling. Phases are values built per worker, with what they need; they
+/// hold no request state. Each returns what it decided; an asynchronous one returns
+/// `ctx.suspend { resume in ... }` and answers through `resume` when its lookup completes.
 protocol RequestPhase {
-    func handle(_ ctx: RequestContext)
+    func handle(_ ctx: RequestContext) -> PhaseStatus
+}
+
+/// What a phase decided (Pingora's and Envoy's filter statuses).
+enum PhaseStatus {
+    /// The next phase takes over.
+    case next
+    /// The gateway answers the request itself (Envoy's `sendLocalReply`).
+    case reply(LocalReply)
+    /// The request ends with an error answer (`Pipeline.fail`, the one exit for failures).
+    case fail(RequestFailure)
+    /// The phase answers later through its token; only `RequestContext.suspend` makes this.
+    case suspended(Suspension)
+}
+
+/// The proof that a phase handed out a resume token (`RequestContext.suspend`).
+struct Suspension {
+    fileprivate init() {}
+}
+
+/// An answer the gateway gives itself, with why (`details`, Envoy's response code details),
+/// which the access log records.
+struct LocalReply {
+    var status: Int
+    var headers: HTTPHeaders
+    var body: [UInt8]
+    var details: ReplyDetails
+
+    init(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8] = [], details: ReplyDetails) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+        self.details = details
+    }
+
+    static func json(_ status: Int, _ json: String, headers: HTTPHeaders = HTTPHeaders(), details: ReplyDetails) -> LocalReply {
+        var h = headers
+        h.add("Content-Type", "application/json")
+        return LocalReply(status: status, headers: h, body: Array(json.utf8), details: details)
+    }
+}
+
+/// Why a request ended the way it did, as the access log's `details` says it.
+enum ReplyDetails: String {
+    /// The upstream's response, streamed to its end.
+    case viaUpstream = "via_upstream"
+    /// The client left before its answer was complete.
+    case clientGone = "client_gone"
+    /// The request body failed (too large, too slow, cut off): the HTTP layer answered.
+    case bodyFailed = "body_failed"
+    /// A 401 with advices (SSOADVICE, RFC 9470) or a redirect to the login page.
+    case challenge
+    /// A browser's request parked for its approval, and the browser sent to sign in (303).
+    case challengeParked = "challenge_parked"
+    /// A parked request visited by another user than the one who sent it.
+    case parkedElsewhere = "parked_elsewhere"
+    /// A CORS preflight, answered by the gateway.
+    case corsPreflight = "cors_preflight"
+    /// `/-/authz` allowed the original request.
+    case forwardAuthAllowed = "forward_auth_allowed"
+    /// `/-/health`, `/-/ready`, `/-/metrics`.
+    case gatewayEndpoint = "gateway_endpoint"
+    /// An answer of the authentication service (`/am/json/...`, the login page, OAuth 2.0).
+    case authService = "auth_service"
+    /// The authentication service's own refusal in AM's form (a 4xx such as `401 Unauthorized`).
+    case authServiceRefused = "auth_service_refused"
+}
+
+/// A phase's way back into the loop, used exactly once: its methods consume it, so the
+/// compiler refuses a second use in the same flow and its use in a closure that could run
+/// twice; one let go of unused fails the request (its `deinit`), so a forgotten callback never
+/// leaves a client waiting. To carry it into a callback, keep it in an optional and `take()` it.
+struct PhaseResume: ~Copyable {
+    private var ctx: RequestContext?
+
+    fileprivate init(_ ctx: RequestContext) { self.ctx = ctx }
+
+    var request: RequestContext { ctx! }
+
+    consuming func next() { go(.next) }
+    consuming func reply(_ r: LocalReply) { go(.reply(r)) }
+    consuming func fail(_ f: RequestFailure) { go(.fail(f)) }
+    consuming func ended(_ details: ReplyDetails) { go(.ended(details)) }
+
+    /// Continues with what a phase would have returned.
+    consuming func resume(_ status: PhaseStatus) {
+        switch status {
+        case .next: go(.next)
+        case .reply(let r): go(.reply(r))
+        case .fail(let f): go(.fail(f))
+        case .suspended: go(.fail(.internalError("a resumed phase cannot suspend again")))
+        }
+    }
+
+    private mutating func go(_ outcome: RequestContext.Outcome) {
+        let c = ctx
+        ctx = nil
+        c?.resumed(outcome)
+    }
+
+    deinit {
+        ctx?.resumed(.fail(.internalError("a phase let go of the request without answering it")))
+    }
 }

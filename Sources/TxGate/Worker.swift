@@ -131,7 +131,7 @@ final class Worker: @unchecked Sendable {
 
     private func handle(_ exchange: ServerExchange) {
         let id = ProxyHeaders.acceptableRequestId(exchange.head.headers.first("X-Request-Id")) ?? requestIds.next()
-        RequestContext(exchange: exchange, requestId: id, pipeline: pipeline).proceed()
+        RequestContext(exchange: exchange, requestId: id, pipeline: pipeline).run()
     }
 
     /// Runs the loop on a new thread; `onExit` is called from that thread when it ends.

@@ -4,37 +4,6 @@ import Synchronization
 import Testing
 import TestSupport
 
-/// An HTTPServer alone on its own loop thread, with limits no gateway config can set (the
-/// idle and write timeouts), answering every request with `handler`.
-final class LoopServer: Sendable {
-    let port: Int
-    private let loop = EventLoop()
-    private let server: LoopBound<HTTPServer>
-    private let finished = DispatchSemaphore(value: 0)
-    /// Client connections open now (told by the server on its loop).
-    let open = Atomic<Int>(0)
-
-    init(limits: ServerLimits, _ handler: @escaping (ServerExchange) -> Void) throws {
-        let s = try HTTPServer(loop: loop, address: SocketAddress(host: "127.0.0.1", port: 0), tls: nil,
-                               limits: limits, errorBody: { _, m in ("text/plain", Array(m.utf8)) }, handler: handler)
-        port = s.boundPort
-        server = LoopBound(s, loop: loop)
-        s.onConnectionCountChange = { [weak self] d in self?.open.add(d, ordering: .relaxed) }
-        Thread { [loop, finished] in
-            loop.run()
-            finished.signal()
-        }.start()
-    }
-
-    var openConnections: Int { open.load(ordering: .relaxed) }
-
-    func stop() {
-        loop.execute { [server] in server.value.closeAll() }
-        loop.stop()
-        finished.wait()
-    }
-}
-
 /// The timeouts of a plain connection (SocketChannel): each fires after that long without
 /// progress, and progress keeps pushing it back.
 @Suite struct ChannelTimeoutTests {

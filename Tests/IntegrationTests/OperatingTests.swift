@@ -194,10 +194,12 @@ import TestSupport
         let approval = try Self.accessLine(g, transfer)
         #expect(approval["policy"] as? String == "transfer" && approval["decision"] as? String == "challenge", "\(approval)")
         #expect(approval["user"] as? String == "demo", "\(approval)")
+        #expect(approval["details"] as? String == "challenge", "\(approval)")
 
         // The gateway's own endpoints decide nothing.
         let health = try Self.accessLine(g, try g.fetch("GET", "/-/health"))
         #expect(health["policy"] == nil && health["decision"] == nil, "\(health)")
+        #expect(health["details"] as? String == "gateway_endpoint", "\(health)")
 
         // README's example is a line of this very kind: the same fields, no more, no fewer.
         let accounts = try g.fetch("GET", "/accounts", headers: [ua, ("iPlanetDirectoryPro", token)])
@@ -206,6 +208,7 @@ import TestSupport
         let example = try Self.readmeAccessExample()
         #expect(Set(example.keys) == Set(real.keys), "README: \(example.keys.sorted())\nreal: \(real.keys.sorted())")
         #expect(example["policy"] as? String == "accounts" && example["decision"] as? String == "allow")
+        #expect(real["details"] as? String == "via_upstream", "\(real)")
     }
 
     /// The access-log example in README.md.

@@ -90,7 +90,9 @@ import TestSupport
         let started = Date()
         let r = await call(on: loops.loops[0]) { store.put("k", value: [1], ttlMs: 1000, on: $0, $1) }
         #expect(r.isUnavailable, "\(r)")
-        #expect(Date().timeIntervalSince(started) < 3)
+        // Within the store's 2 s timeout, not hanging; the margin is for a loaded two-core machine,
+        // where an async test waits seconds for a cooperative thread (4.5 s seen in a full run).
+        #expect(Date().timeIntervalSince(started) < 10)
         let reason = "\(r)"
         #expect(reason.contains("no sentinel named the primary of 'nowhere'"), "\(reason)")
         for p in ports { #expect(reason.contains("127.0.0.1:\(p): "), "\(reason)") }

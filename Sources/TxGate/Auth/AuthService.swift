@@ -56,7 +56,7 @@ final class AuthService: Sendable {
     }
 
     /// What a journey step sees: what is approved, where links point, who asks and in which session.
-    func context(_ state: JourneyState, _ services: EmbeddedJourneyServices, _ ctx: RequestContext) -> JourneyContext {
+    func context(_ state: JourneyState, _ services: EmbeddedJourneyServices, _ ctx: EndpointCall) -> JourneyContext {
         JourneyContext(services: services, display: state.shared["display"], publicURL: publicURL, source: ctx.client.address,
                        session: state.shared[JourneyState.stepUpSessionKey] ?? state.shared[JourneyState.approvalSessionKey])
     }

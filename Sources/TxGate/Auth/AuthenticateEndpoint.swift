@@ -22,7 +22,7 @@ final class AuthenticateEndpoint {
 
     private var engine: JourneyEngine { auth.engine }
 
-    func handle(_ ctx: RequestContext, realm: String) {
+    func handle(_ ctx: EndpointCall, realm: String) {
         if let refusal = Self.crossSiteRefusal(ctx.head.headers, body: ctx.exchange.body.bytes, gotoPolicy: auth.gotoPolicy,
                                              cors: auth.config.cors) {
             ctx.fail(refusal)
@@ -70,7 +70,7 @@ final class AuthenticateEndpoint {
     }
 
     /// The next step of a journey under way.
-    private func proceed(_ ctx: RequestContext, authId: String, callbacks: JSONValue?, realm: String) {
+    private func proceed(_ ctx: EndpointCall, authId: String, callbacks: JSONValue?, realm: String) {
         let state: JourneyState
         switch engine.decode(authId: authId, now: auth.now) {
         case .failure(let r):
@@ -94,7 +94,7 @@ final class AuthenticateEndpoint {
     }
 
     /// A new journey: `authIndexType=service` (a journey by name) or `composite_advice`.
-    private func start(_ ctx: RequestContext, _ query: Query, realm: String) {
+    private func start(_ ctx: EndpointCall, _ query: Query, realm: String) {
         var initial = JourneyState(realm: realm, journey: auth.config.loginJourney)
         if let goto = query["goto"] {
             guard let ok = auth.gotoPolicy.validate(goto) else {
@@ -127,7 +127,7 @@ final class AuthenticateEndpoint {
         }
     }
 
-    private func run(_ ctx: RequestContext, _ state: JourneyState) {
+    private func run(_ ctx: EndpointCall, _ state: JourneyState) {
         auth.metrics.journeyStarted(state.journey)
         engine.start(state, context: auth.context(state, services, ctx)) { [completion, auth] in
             auth.metrics.journey(state.journey, $0)
@@ -136,7 +136,7 @@ final class AuthenticateEndpoint {
     }
 
     /// Looks up the request's session, if it carries one. Store failures answer 503.
-    private func withSession(_ ctx: RequestContext, _ then: @escaping (Subject?) -> Void) {
+    private func withSession(_ ctx: EndpointCall, _ then: @escaping (Subject?) -> Void) {
         identifier.identify(token: identifier.sessionToken(in: ctx.head.headers)) { r in
             switch r {
             case .success(let s): then(s)
@@ -147,7 +147,7 @@ final class AuthenticateEndpoint {
 
     /// The journey an advice asks for. A transaction's journey completes that transaction
     /// and needs the session of the transaction's own subject; `/:NAME` runs NAME.
-    private func compositeAdvice(_ ctx: RequestContext, _ advices: Advices, _ initial: JourneyState) {
+    private func compositeAdvice(_ ctx: EndpointCall, _ advices: Advices, _ initial: JourneyState) {
         if let txid = advices[Advices.transaction]?.first {
             withSession(ctx) { [self] session in
                 guard let session else {
@@ -176,7 +176,7 @@ final class AuthenticateEndpoint {
     }
 
     /// Starts the journey that approves transaction `txid`, for its own subject only.
-    private func approve(_ ctx: RequestContext, _ txid: String, session: Subject, _ initial: JourneyState) {
+    private func approve(_ ctx: EndpointCall, _ txid: String, session: Subject, _ initial: JourneyState) {
         auth.store.get(TransactionRecord.key(txid), on: loop) { [self] r in
             guard case .success(let bytes) = r else {
                 if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)) }
@@ -214,7 +214,7 @@ final class AuthenticateEndpoint {
 
     /// `?suspendedId=ID`: continues a suspended journey, once. Unknown, expired and used
     /// ids all get AM's exact answer.
-    private func resume(_ ctx: RequestContext, _ suspendedId: String, realm: String) {
+    private func resume(_ ctx: EndpointCall, _ suspendedId: String, realm: String) {
         services.take(SuspendedJourney.storeKey(suspendedId, realm: realm)) { [self] r in
             switch r {
             case .failure(let e): ctx.fail(.storeUnavailable(e.description))

@@ -13,7 +13,7 @@ struct JourneyCompletion {
 
     /// `journey` is the state the step ran from, when there was one: a failed journey for a
     /// transaction is a denial, and goes into the audit trail.
-    func finish(_ ctx: RequestContext, _ result: JourneyResult, submittedUser: String?, journey: JourneyState? = nil) {
+    func finish(_ ctx: EndpointCall, _ result: JourneyResult, submittedUser: String?, journey: JourneyState? = nil) {
         switch result {
         case .step(let authId, let callbacks):
             ctx.respondJSON(status: 200, JourneyEngine.stepJSON(authId: authId, callbacks: callbacks))
@@ -66,13 +66,13 @@ struct JourneyCompletion {
     }
 
     /// AM's success answer: the session's token, where to go next, the realm.
-    private func success(_ ctx: RequestContext, token: String, _ state: JourneyState, headers: HTTPHeaders = HTTPHeaders()) {
+    private func success(_ ctx: EndpointCall, token: String, _ state: JourneyState, headers: HTTPHeaders = HTTPHeaders()) {
         let successUrl = state.shared["goto"] ?? auth.config.loginPage.defaultGoto
         ctx.respondJSON(status: 200, #"{"tokenId":"\#(JSONText.escape(token))","successUrl":"\#(JSONText.escape(successUrl))","realm":"\#(JSONText.escape(state.realm))"}"#,
                         headers: headers)
     }
 
-    private func createSession(_ ctx: RequestContext, _ state: JourneyState, user: String) {
+    private func createSession(_ ctx: EndpointCall, _ state: JourneyState, user: String) {
         auth.sessions.create(uid: user, realm: state.realm, journey: state.journey, now: auth.now, on: loop) { r in
             switch r {
             case .failure(let e): ctx.fail(.storeUnavailable(e.description))
@@ -89,7 +89,7 @@ struct JourneyCompletion {
         }
     }
 
-    private func recordStepUp(_ ctx: RequestContext, _ state: JourneyState, user: String, sessionKey: String) {
+    private func recordStepUp(_ ctx: EndpointCall, _ state: JourneyState, user: String, sessionKey: String) {
         auth.sessions.addJourney(state.journey, toSessionKey: sessionKey, uid: user, now: auth.now, on: loop) { r in
             switch r {
             case .failure(let e): ctx.fail(.storeUnavailable(e.description))
@@ -104,7 +104,7 @@ struct JourneyCompletion {
 
     /// A journey run for a transaction completes it (a compare-and-swap over what was read);
     /// the session stays as it was.
-    private func completeTransaction(_ ctx: RequestContext, _ state: JourneyState, _ txid: String) {
+    private func completeTransaction(_ ctx: EndpointCall, _ state: JourneyState, _ txid: String) {
         let key = TransactionRecord.key(txid)
         auth.store.get(key, on: loop) { r in
             switch r {
@@ -134,7 +134,7 @@ struct JourneyCompletion {
     /// into the audit trail, with the transaction as stored (what was shown), before the answer.
     /// Nothing changes state, so a store that cannot write it loses no decision: the answer is
     /// the same, and the loss is logged.
-    private func declined(_ ctx: RequestContext, _ state: JourneyState, txid: String, user: String, reason: String, answer: String) {
+    private func declined(_ ctx: EndpointCall, _ state: JourneyState, txid: String, user: String, reason: String, answer: String) {
         let event = AuditEvent(kind: .declined, txid: txid, subject: user, requestId: ctx.requestId, realm: state.realm,
                                journey: state.journey, display: state.shared["display"], reason: reason)
         auth.store.appendAudit(event.entry, foundKey: TransactionRecord.key(txid), retentionMs: auth.config.audit.retentionMs,
@@ -151,7 +151,7 @@ struct JourneyCompletion {
         }
     }
 
-    private func approved(_ ctx: RequestContext, _ state: JourneyState, _ tx: TransactionRecord) {
+    private func approved(_ ctx: EndpointCall, _ state: JourneyState, _ tx: TransactionRecord) {
         auth.metrics.transactionsCompleted.increment()
         auth.logger.info("transaction approved", metadata: [
             "request_id": .string(ctx.requestId), "txid": .string(masked(tx.txid)),

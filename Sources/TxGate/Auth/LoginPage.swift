@@ -23,7 +23,7 @@ struct LoginPage {
     static let csp = "default-src 'none'; script-src '\(scriptHash)'; style-src 'unsafe-inline'; img-src data:; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'"
     static let scriptHash = "sha256-" + Data(Crypto.sha256(Array(LoginPageScript.script.utf8))).base64EncodedString()
 
-    func serve(_ ctx: RequestContext) {
+    func serve(_ ctx: EndpointCall) {
         guard ctx.head.method == "GET" || ctx.head.method == "HEAD" else {
             ctx.fail(.methodNotAllowed("\(ctx.head.method) is not allowed on the login page; use GET"))
             return
@@ -51,7 +51,7 @@ struct LoginPage {
     /// What the page's session is asked to approve: the transaction the advice names, if it
     /// is waiting for this very user's approval. Anything else (no session, another user's,
     /// gone, the store down) shows the plain page, whose journey then says what is wrong.
-    private func approval(_ ctx: RequestContext, _ query: Query, _ done: @escaping (LoginPageView.Approval?) -> Void) {
+    private func approval(_ ctx: EndpointCall, _ query: Query, _ done: @escaping (LoginPageView.Approval?) -> Void) {
         guard query["authIndexType"] == "composite_advice", let raw = query["authIndexValue"],
               let txid = Advices.parse(xmlOrBase64: raw)?[Advices.transaction]?.first, PolicyDecider.isTxId(txid),
               let token = identifier.sessionToken(in: ctx.head.headers) else { done(nil); return }

@@ -46,7 +46,7 @@ final class PoliciesEndpoint {
         return .success(request)
     }
 
-    func handle(_ ctx: RequestContext, realm: String) {
+    func handle(_ ctx: EndpointCall, realm: String) {
         let request: Request
         switch Self.parse(ctx.exchange.body.bytes, action: Query(target: ctx.head.target)["_action"] ?? "") {
         case .failure(let f): ctx.fail(f); return
@@ -83,7 +83,7 @@ final class PoliciesEndpoint {
         }
     }
 
-    private func identify(_ ctx: RequestContext, _ token: String?, _ then: @escaping (Subject?) -> Void) {
+    private func identify(_ ctx: EndpointCall, _ token: String?, _ then: @escaping (Subject?) -> Void) {
         identifier.identify(token: token) { r in
             switch r {
             case .failure(let e): ctx.fail(.storeUnavailable(e.description))
@@ -93,7 +93,7 @@ final class PoliciesEndpoint {
     }
 
     /// `{"ssoToken": ...}` is a session; `{"claims": {"sub": ...}}` names a user without one.
-    private func resolveSubject(_ ctx: RequestContext, _ s: JSONValue?, _ then: @escaping (Subject?) -> Void) {
+    private func resolveSubject(_ ctx: EndpointCall, _ s: JSONValue?, _ then: @escaping (Subject?) -> Void) {
         if let token = s?["ssoToken"]?.stringValue {
             identify(ctx, token, then)
         } else if let sub = s?["claims"]?["sub"]?.stringValue, let user = auth.users[sub] {

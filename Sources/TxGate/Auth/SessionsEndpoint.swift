@@ -13,7 +13,7 @@ final class SessionsEndpoint {
         self.loop = loop
     }
 
-    func handle(_ ctx: RequestContext, realm: String) {
+    func handle(_ ctx: EndpointCall, realm: String) {
         let action = Query(target: ctx.head.target)["_action"] ?? ""
         // AM's form: the session asked about is `tokenId` in the body (the header is the
         // caller's, e.g. a gateway agent's); without one, the caller's own session.
@@ -25,7 +25,7 @@ final class SessionsEndpoint {
         }
     }
 
-    private func validate(_ ctx: RequestContext, _ token: String?, realm: String) {
+    private func validate(_ ctx: EndpointCall, _ token: String?, realm: String) {
         guard let token else { ctx.respondJSON(status: 200, #"{"valid":false}"#); return }
         auth.sessions.lookup(token, now: auth.now, on: loop) { r in
             switch r {
@@ -39,7 +39,7 @@ final class SessionsEndpoint {
         }
     }
 
-    private func logout(_ ctx: RequestContext, _ token: String?) {
+    private func logout(_ ctx: EndpointCall, _ token: String?) {
         guard let token else {
             ctx.respondJSON(status: 401, AuthService.accessDenied)
             return

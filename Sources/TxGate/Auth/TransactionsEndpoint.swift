@@ -15,7 +15,7 @@ struct TransactionsEndpoint {
     let auth: AuthService
     let loop: EventLoop
 
-    func handle(_ ctx: RequestContext, realm: String) {
+    func handle(_ ctx: EndpointCall, realm: String) {
         guard Query(target: ctx.head.target)["_action"] == "decline" else {
             ctx.fail(.badRequest("_action must be decline"))
             return
@@ -41,7 +41,7 @@ struct TransactionsEndpoint {
         }
     }
 
-    private func decline(_ ctx: RequestContext, txid: String, user: String, realm: String) {
+    private func decline(_ ctx: EndpointCall, txid: String, user: String, realm: String) {
         let key = TransactionRecord.key(txid)
         let event = AuditEvent(kind: .declined, txid: txid, subject: user, requestId: ctx.requestId, realm: realm,
                                reason: "declined on the approval page")

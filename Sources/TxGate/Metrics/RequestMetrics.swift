@@ -17,13 +17,11 @@ final class RequestMetrics {
         counters = Array(repeating: nil, count: metrics.policyNames.count * methodCount * classCount)
     }
 
-    /// The request is over: count it (called once, from `RequestContext.finish`).
-    func finished(_ ctx: RequestContext) {
-        let ex = ctx.exchange
-        let method = Self.methodIndex(ex.head.method)
-        let status = ex.responseStarted ? ex.status : 499
-        let statusClass = min(4, max(0, status / 100 - 1))
-        let policy = policyIndex(ctx)
+    /// The request is over: count it (called once, from `Pipeline.log`).
+    func finished(_ r: RequestSummary) {
+        let method = Self.methodIndex(r.method)
+        let statusClass = min(4, max(0, r.status / 100 - 1))
+        let policy = policyIndex(r)
         let i = (policy * methodCount + method) * classCount + statusClass
         if let c = counters[i] {
             c.increment()
@@ -33,15 +31,15 @@ final class RequestMetrics {
             c.increment()
         }
         // Every decision a request got (from the cache or the PDP), by what it said.
-        if let d = ctx.decision { metrics.decided(d, method: ctx.method) }
-        if let u = ctx.upstreamNanos { metrics.upstreamLatency.recordNanoseconds(Int64(truncatingIfNeeded: u)) }
+        if let d = r.decision { metrics.decided(d, method: r.decidedMethod) }
+        if let u = r.upstreamNanos { metrics.upstreamLatency.recordNanoseconds(Int64(truncatingIfNeeded: u)) }
     }
 
     /// The policy that applied (the last index, "none", when none did or there are no policies).
-    private func policyIndex(_ ctx: RequestContext) -> Int {
+    private func policyIndex(_ r: RequestSummary) -> Int {
         let none = metrics.policyNames.count - 1
         guard none > 0 else { return none }
-        return ctx.policyIndex ?? none
+        return r.policyIndex ?? none
     }
 
     static func methodIndex(_ m: String) -> Int {

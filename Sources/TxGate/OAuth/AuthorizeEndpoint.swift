@@ -13,7 +13,7 @@ struct AuthorizeEndpoint {
 
     private var auth: AuthService { provider.auth }
 
-    func handle(_ ctx: RequestContext, realm: String) {
+    func handle(_ ctx: EndpointCall, realm: String) {
         let query = Query(target: ctx.head.target)
         let request: AuthorizationRequest
         switch AuthorizationRequest.parse(query, config: provider.config, journeys: Set(auth.config.journeys.keys)) {
@@ -31,7 +31,7 @@ struct AuthorizeEndpoint {
     }
 
     /// `session`: the user and the session's store key, when there is a session.
-    private func perform(_ ctx: RequestContext, _ step: AuthorizeStep, _ r: AuthorizationRequest, realm: String,
+    private func perform(_ ctx: EndpointCall, _ step: AuthorizeStep, _ r: AuthorizationRequest, realm: String,
                          session: (uid: String, key: String)?, query: Query) {
         let back = returnURL(ctx.path, query)
         let loginPage = provider.publicURL + "/am/XUI/"
@@ -56,7 +56,7 @@ struct AuthorizeEndpoint {
         }
     }
 
-    private func issue(_ ctx: RequestContext, _ grant: AuthorizationGrant, state: String?) {
+    private func issue(_ ctx: EndpointCall, _ grant: AuthorizationGrant, state: String?) {
         let code = Base64URL.encode(Crypto.randomBytes(32))
         auth.store.create(AuthorizationGrant.key(code), value: grant.encoded, ttlMs: AuthorizationGrant.ttlS * 1000, on: loop) { r in
             switch r {
@@ -84,7 +84,7 @@ struct AuthorizeEndpoint {
     }
 
     /// The browser's live session and its store key.
-    private func session(_ ctx: RequestContext, _ then: @escaping (AuthorizeStep.Session?, String) -> Void) {
+    private func session(_ ctx: EndpointCall, _ then: @escaping (AuthorizeStep.Session?, String) -> Void) {
         guard let token = auth.sessions.token(in: ctx.head.headers) else { then(nil, ""); return }
         auth.sessions.lookup(token, now: auth.now, on: loop) { r in
             switch r {
@@ -96,7 +96,7 @@ struct AuthorizeEndpoint {
         }
     }
 
-    private func transaction(_ ctx: RequestContext, _ txid: String?, _ then: @escaping (TransactionRecord?) -> Void) {
+    private func transaction(_ ctx: EndpointCall, _ txid: String?, _ then: @escaping (TransactionRecord?) -> Void) {
         guard let txid else { then(nil); return }
         auth.store.get(TransactionRecord.key(txid), on: loop) { r in
             switch r {
@@ -106,7 +106,7 @@ struct AuthorizeEndpoint {
         }
     }
 
-    private func redirect(_ ctx: RequestContext, _ location: String) {
+    private func redirect(_ ctx: EndpointCall, _ location: String) {
         var h = OAuthProvider.noStore()
         h.add("Location", location)
         ctx.respond(status: 302, headers: h, body: [])

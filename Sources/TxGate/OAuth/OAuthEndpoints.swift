@@ -18,7 +18,7 @@ struct OAuthEndpoints {
         tokenInfo = TokenInfoEndpoints(provider: provider, loop: loop)
     }
 
-    func handle(_ ctx: RequestContext) {
+    func handle(_ ctx: EndpointCall) {
         guard let (realm, endpoint) = OAuthProvider.route(ctx.path) else {
             ctx.fail(.notFound("no OAuth 2.0 endpoint at \(ctx.path)"))
             return
@@ -63,7 +63,7 @@ struct OAuthEndpoints {
 
     /// The `application/x-www-form-urlencoded` body of a token-endpoint request (RFC 6749 §3.2):
     /// nil (and answered) if it is not one, or names a parameter twice.
-    static func form(_ ctx: RequestContext) -> [String: String]? {
+    static func form(_ ctx: EndpointCall) -> [String: String]? {
         let type = ctx.head.headers.first("Content-Type").flatMap(MediaType.init)
         guard type?.isForm == true, let fields = FormBody.parse(ctx.exchange.body.bytes) else {
             OAuthProvider.refuse(ctx, .invalidRequest("the body must be application/x-www-form-urlencoded"))

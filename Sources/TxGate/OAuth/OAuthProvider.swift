@@ -116,7 +116,7 @@ final class OAuthProvider: Sendable {
         return h
     }
 
-    static func refuse(_ ctx: RequestContext, _ e: OAuthError) {
+    static func refuse(_ ctx: EndpointCall, _ e: OAuthError) {
         var h = noStore()
         if e.status == 401 { h.add("WWW-Authenticate", #"Basic realm="txgate""#) }
         ctx.respondJSON(status: e.status, e.json, headers: h)

@@ -12,7 +12,7 @@ struct TokenEndpoint {
 
     private var store: Store { provider.auth.store }
 
-    func handle(_ ctx: RequestContext, form: [String: String]) {
+    func handle(_ ctx: EndpointCall, form: [String: String]) {
         let client: OAuthClient
         switch provider.authenticateClient(form, ctx.head.headers) {
         case .success(let c): client = c
@@ -27,7 +27,7 @@ struct TokenEndpoint {
     }
 
     /// The code is taken from the store before anything is checked: whatever the outcome, it never works twice.
-    private func redeemCode(_ ctx: RequestContext, _ form: [String: String], _ client: OAuthClient) {
+    private func redeemCode(_ ctx: EndpointCall, _ form: [String: String], _ client: OAuthClient) {
         guard let code = form["code"] else { OAuthProvider.refuse(ctx, .invalidRequest("code is required")); return }
         store.take(AuthorizationGrant.key(code), on: loop) { r in
             switch r {
@@ -46,7 +46,7 @@ struct TokenEndpoint {
         }
     }
 
-    private func newFamily(_ ctx: RequestContext, _ grant: AuthorizationGrant) {
+    private func newFamily(_ ctx: EndpointCall, _ grant: AuthorizationGrant) {
         let family = Base64URL.encode(Crypto.randomBytes(16))
         let ttl = provider.config.refreshTokenTtlS
         store.put(RefreshRecord.familyKey(family), value: Array(grant.uid.utf8), ttlMs: ttl * 1000, on: loop) { r in
@@ -63,7 +63,7 @@ struct TokenEndpoint {
         }
     }
 
-    private func refresh(_ ctx: RequestContext, _ form: [String: String], _ client: OAuthClient) {
+    private func refresh(_ ctx: EndpointCall, _ form: [String: String], _ client: OAuthClient) {
         guard let token = form["refresh_token"] else { OAuthProvider.refuse(ctx, .invalidRequest("refresh_token is required")); return }
         let key = RefreshRecord.key(token)
         store.get(key, on: loop) { r in
@@ -84,7 +84,7 @@ struct TokenEndpoint {
 
     /// Marks the token used (only over what was read: of two concurrent uses, one rotates and
     /// the other is reuse), checks the family is alive, and issues the successor.
-    private func rotate(_ ctx: RequestContext, _ key: String, _ read: [UInt8], _ record: RefreshRecord, _ client: OAuthClient) {
+    private func rotate(_ ctx: EndpointCall, _ key: String, _ read: [UInt8], _ record: RefreshRecord, _ client: OAuthClient) {
         var used = record
         used.used = true
         store.compareAndSwap(key, expected: read, new: used.encoded, ttlMs: nil, on: loop) { r in
@@ -103,14 +103,14 @@ struct TokenEndpoint {
         }
     }
 
-    private func successor(_ ctx: RequestContext, _ record: RefreshRecord) {
+    private func successor(_ ctx: EndpointCall, _ record: RefreshRecord) {
         let next = record.successor(now: provider.auth.now, ttlS: provider.config.refreshTokenTtlS)
         let grant = AuthorizationGrant(clientId: record.clientId, redirectUri: "", codeChallenge: "", uid: record.uid, realm: record.realm,
                                        scope: record.scope, nonce: nil, acr: record.acr, authTime: record.authTime, txn: nil)
         issue(ctx, grant, next)
     }
 
-    private func revoke(_ ctx: RequestContext, _ family: String, _ e: OAuthError, _ client: OAuthClient) {
+    private func revoke(_ ctx: EndpointCall, _ family: String, _ e: OAuthError, _ client: OAuthClient) {
         store.delete(RefreshRecord.familyKey(family), on: loop) { r in
             if case .failure(let err) = r { ctx.fail(.storeUnavailable(err.description)); return }
             provider.auth.logger.warning("refresh token reuse: family revoked", metadata: [
@@ -121,7 +121,7 @@ struct TokenEndpoint {
     }
 
     /// Writes the new refresh token and answers with the token response (RFC 6749 §5.1).
-    private func issue(_ ctx: RequestContext, _ grant: AuthorizationGrant, _ record: RefreshRecord) {
+    private func issue(_ ctx: EndpointCall, _ grant: AuthorizationGrant, _ record: RefreshRecord) {
         let refreshToken = Base64URL.encode(Crypto.randomBytes(32))
         let ttl = max(1, record.expires - provider.auth.now)
         store.create(RefreshRecord.key(refreshToken), value: record.encoded, ttlMs: ttl * 1000, on: loop) { r in
@@ -144,7 +144,7 @@ struct TokenEndpoint {
         }
     }
 
-    private func refused(_ ctx: RequestContext, _ e: OAuthError, _ client: OAuthClient) {
+    private func refused(_ ctx: EndpointCall, _ e: OAuthError, _ client: OAuthClient) {
         provider.auth.logger.warning("token request refused", metadata: [
             "request_id": .string(ctx.requestId), "client_id": .string(client.clientId), "error": .string(e.code),
             "reason": .string(e.description),

@@ -11,7 +11,7 @@ struct TokenInfoEndpoints {
 
     private var store: Store { provider.auth.store }
 
-    func userinfo(_ ctx: RequestContext) {
+    func userinfo(_ ctx: EndpointCall) {
         guard let token = IdentifyPhase.bearerToken(ctx.head.headers) else {
             invalidToken(ctx, "send the access token as Authorization: Bearer")
             return
@@ -25,7 +25,7 @@ struct TokenInfoEndpoints {
     }
 
     /// RFC 7009: the token's family is revoked; an unknown token is not an error (200 either way).
-    func revoke(_ ctx: RequestContext, form: [String: String]) {
+    func revoke(_ ctx: EndpointCall, form: [String: String]) {
         guard case .success(let client) = provider.authenticateClient(form, ctx.head.headers) else {
             OAuthProvider.refuse(ctx, .invalidClient("client authentication failed"))
             return
@@ -44,7 +44,7 @@ struct TokenInfoEndpoints {
 
     /// RFC 7662, for confidential clients (a backend registers as one): the caller must
     /// authenticate (§2.1); a public client, which can only name itself, is refused.
-    func introspect(_ ctx: RequestContext, form: [String: String]) {
+    func introspect(_ ctx: EndpointCall, form: [String: String]) {
         switch provider.authenticateClient(form, ctx.head.headers) {
         case .success(let client) where client.isPublic:
             OAuthProvider.refuse(ctx, .invalidClient("introspection needs client authentication (RFC 7662 §2.1): '\(client.clientId)' is a public client"))
@@ -72,7 +72,7 @@ struct TokenInfoEndpoints {
     /// user asked for it (any page could navigate there: logout CSRF), so a `GET` asks the user
     /// first (§2: a page with a button that POSTs back), and a `POST` without a hint must come
     /// from the gateway's own origin (`Origin`, else `Sec-Fetch-Site: same-origin`).
-    func endSession(_ ctx: RequestContext, params q: [String: String], posted: Bool) {
+    func endSession(_ ctx: EndpointCall, params q: [String: String], posted: Bool) {
         var client: OAuthClient?
         if let hint = q["id_token_hint"] {
             // An expired ID token still names who logs out (RP-Initiated Logout §2): exp is not checked.
@@ -114,7 +114,7 @@ struct TokenInfoEndpoints {
         }
     }
 
-    private func loggedOut(_ ctx: RequestContext, target: String?) {
+    private func loggedOut(_ ctx: EndpointCall, target: String?) {
         var h = OAuthProvider.noStore()
         h.add("Set-Cookie", provider.auth.sessions.clearCookie())
         if let target {
@@ -131,7 +131,7 @@ struct TokenInfoEndpoints {
     }
 
     /// A page that asks the user to sign out, with a button that POSTs back here.
-    private func confirmLogout(_ ctx: RequestContext) {
+    private func confirmLogout(_ ctx: EndpointCall) {
         var h = OAuthProvider.noStore()
         h.add("Content-Type", "text/html; charset=utf-8")
         h.add("Content-Security-Policy", "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
@@ -154,7 +154,7 @@ struct TokenInfoEndpoints {
     }
 
     /// A verified access token whose family has not been revoked, else nil.
-    private func liveAccessToken(_ ctx: RequestContext, _ token: String, _ then: @escaping (JWS.Verified?) -> Void) {
+    private func liveAccessToken(_ ctx: EndpointCall, _ token: String, _ then: @escaping (JWS.Verified?) -> Void) {
         guard let v = try? provider.verifyAccessToken(token, now: provider.auth.now) else { then(nil); return }
         guard let family = v.string("sid") else { then(v); return }
         store.get(RefreshRecord.familyKey(family), on: loop) { r in
@@ -177,7 +177,7 @@ struct TokenInfoEndpoints {
         }
     }
 
-    private func invalidToken(_ ctx: RequestContext, _ description: String) {
+    private func invalidToken(_ ctx: EndpointCall, _ description: String) {
         var h = OAuthProvider.noStore()
         h.add("WWW-Authenticate", #"Bearer error="invalid_token", error_description="\#(description)""#)
         ctx.respondJSON(status: 401, OAuthError("invalid_token", description, status: 401).json, headers: h)

@@ -37,14 +37,3 @@ final class TxnTokenIssuer: Sendable {
         return keys.sign(claims, typ: "txntoken+jwt")
     }
 }
-
-/// Adds `Txn-Token` to what goes upstream; a `Txn-Token` the client sent is never forwarded.
-struct TxnTokenPhase: RequestPhase {
-    let issuer: TxnTokenIssuer
-
-    func handle(_ ctx: RequestContext) {
-        ctx.upstreamHeaders?.remove("Txn-Token")
-        if let token = issuer.token(ctx) { ctx.upstreamHeaders?.add("Txn-Token", token) }
-        ctx.proceed()
-    }
-}

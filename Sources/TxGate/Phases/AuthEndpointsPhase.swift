@@ -25,40 +25,36 @@ struct AuthEndpointsPhase: RequestPhase {
         }
     }
 
-    func handle(_ ctx: RequestContext) {
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
         let path = ctx.path
-        guard path == "/am" || path.hasPrefix("/am/") else { ctx.proceed(); return }
+        guard path == "/am" || path.hasPrefix("/am/") else { return .next }
         guard let endpoints else {
-            ctx.fail(.notFound("the authentication service is not configured (no journeys in the configuration)"))
-            return
+            return .fail(.notFound("the authentication service is not configured (no journeys in the configuration)"))
         }
         if path == "/am/oauth2" || path.hasPrefix("/am/oauth2/") {
-            guard let oauth else { ctx.fail(.notFound("the OAuth 2.0 provider is not configured (no oauth2 in the configuration)")); return }
-            oauth.handle(ctx)
-            return
+            guard let oauth else { return .fail(.notFound("the OAuth 2.0 provider is not configured (no oauth2 in the configuration)")) }
+            return ctx.suspend { oauth.handle(EndpointCall(ctx, $0)) }
         }
         if path == "/am/XUI" || path == "/am/XUI/" || path == "/am/XUI/index.html" {
-            endpoints.loginPage.serve(ctx)
-            return
+            return ctx.suspend { endpoints.loginPage.serve(EndpointCall(ctx, $0)) }
         }
         guard path.hasPrefix("/am/json/"), let (realm, endpoint) = AuthService.route(path) else {
-            ctx.fail(.notFound("no authentication service endpoint at \(path)"))
-            return
+            return .fail(.notFound("no authentication service endpoint at \(path)"))
         }
         guard realm == "/" || endpoints.auth.config.realms.contains(String(realm.dropFirst())) else {
-            ctx.fail(.notFound("realm '\(realm)' is not configured"))
-            return
+            return .fail(.notFound("realm '\(realm)' is not configured"))
         }
         guard ctx.head.method == "POST" else {
-            ctx.fail(.methodNotAllowed("\(ctx.head.method) is not allowed here; use POST"))
-            return
+            return .fail(.methodNotAllowed("\(ctx.head.method) is not allowed here; use POST"))
         }
         switch endpoint {
-        case "authenticate": endpoints.authenticate.handle(ctx, realm: realm)
-        case "sessions": endpoints.sessions.handle(ctx, realm: realm)
-        case "transactions": endpoints.transactions.handle(ctx, realm: realm)
-        case "policies" where endpoints.policies != nil: endpoints.policies?.handle(ctx, realm: realm)
-        default: ctx.fail(.notFound("no authentication service endpoint at \(path)"))
+        case "authenticate": return ctx.suspend { endpoints.authenticate.handle(EndpointCall(ctx, $0), realm: realm) }
+        case "sessions": return ctx.suspend { endpoints.sessions.handle(EndpointCall(ctx, $0), realm: realm) }
+        case "transactions": return ctx.suspend { endpoints.transactions.handle(EndpointCall(ctx, $0), realm: realm) }
+        case "policies":
+            guard let policies = endpoints.policies else { fallthrough }
+            return ctx.suspend { policies.handle(EndpointCall(ctx, $0), realm: realm) }
+        default: return .fail(.notFound("no authentication service endpoint at \(path)"))
         }
     }
 }

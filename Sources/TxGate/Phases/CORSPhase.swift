@@ -12,8 +12,8 @@ struct CORSPhase: RequestPhase {
     /// What a script on an allowed origin may read beyond the CORS-safelisted headers.
     static let exposed = "WWW-Authenticate, X-Request-Id, Location"
 
-    func handle(_ ctx: RequestContext) {
-        guard let origin = ctx.head.headers.first("Origin") else { ctx.proceed(); return }
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
+        guard let origin = ctx.head.headers.first("Origin") else { return .next }
         let isPreflight = ctx.head.method == "OPTIONS" && ctx.head.headers.first("Access-Control-Request-Method") != nil
         let allowed = cors.allows(origin)
         var h = HTTPHeaders()
@@ -25,13 +25,11 @@ struct CORSPhase: RequestPhase {
         guard isPreflight else {
             if allowed { h.add("Access-Control-Expose-Headers", Self.exposed) }
             for f in h { ctx.responseHeaders.add(f.name, f.value) }
-            ctx.proceed()
-            return
+            return .next
         }
         guard allowed else {
-            ctx.respondJSON(status: 403, ErrorBody.text(status: 403, message: "the origin '\(origin)' is not in cors.allowedOrigins"),
-                            headers: h)
-            return
+            return .reply(.json(403, ErrorBody.text(status: 403, message: "the origin '\(origin)' is not in cors.allowedOrigins"),
+                                headers: h, details: .corsPreflight))
         }
         let method = ctx.head.headers.first("Access-Control-Request-Method") ?? ""
         h.add("Access-Control-Allow-Methods", method.allSatisfy(Self.isTokenCharacter) && !method.isEmpty ? method : "GET, POST")
@@ -41,7 +39,7 @@ struct CORSPhase: RequestPhase {
         }
         h.add("Access-Control-Max-Age", String(cors.maxAgeS))
         h.add("Cache-Control", "no-store")
-        ctx.respond(status: 204, headers: h, body: [])
+        return .reply(LocalReply(status: 204, headers: h, details: .corsPreflight))
     }
 
     /// RFC 9110 tchar: what a method or header name is made of.

@@ -11,30 +11,30 @@ import TxGateCore
 struct CanonicalRequestPhase: RequestPhase {
     let paths: PathsConfig
 
-    func handle(_ ctx: RequestContext) {
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
         var hosts = 0
         for f in ctx.head.headers where asciiCaseInsensitiveEquals(f.name, "Host") { hosts += 1 }
         if hosts > 1 {
-            ctx.fail(.badRequest("the request has \(hosts) Host headers; send exactly one"))
+            return .fail(.badRequest("the request has \(hosts) Host headers; send exactly one"))
         } else if hosts == 0 && ctx.head.versionMinor >= 1 {
-            ctx.fail(.badRequest("an HTTP/1.1 request needs a Host header"))
+            return .fail(.badRequest("an HTTP/1.1 request needs a Host header"))
         } else if let target = Self.originForm(ctx.head.target) {
-            normalize(ctx, target)
+            return normalize(ctx, target)
         } else {
-            ctx.fail(.badRequest("request target '\(ctx.head.target)' is not a path"))
+            return .fail(.badRequest("request target '\(ctx.head.target)' is not a path"))
         }
     }
 
-    private func normalize(_ ctx: RequestContext, _ target: Substring) {
+    private func normalize(_ ctx: RequestContext, _ target: Substring) -> PhaseStatus {
         let q = target.utf8.firstIndex(of: UInt8(ascii: "?"))
         switch PathNormalizer.normalize(q.map { target[..<$0] } ?? target, encodedSlash: paths.encodedSlash,
                                        semicolon: paths.semicolon) {
         case .rejected(let why):
-            ctx.fail(.badRequest("the request path is refused: \(why)"))
+            return .fail(.badRequest("the request path is refused: \(why)"))
         case .path(let path):
             ctx.path = path
             ctx.target = q.map { path + target[$0...] } ?? path
-            ctx.proceed()
+            return .next
         }
     }
 

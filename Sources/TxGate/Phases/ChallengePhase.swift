@@ -19,10 +19,9 @@ struct ChallengePhase: RequestPhase {
         self.parking = parking
     }
 
-    func handle(_ ctx: RequestContext) {
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
         guard let advices = ctx.decision?.advices, !advices.isEmpty, ctx.decision?.allows(ctx.method) != true else {
-            ctx.proceed()
-            return
+            return .next
         }
         let wantsHeader = ctx.head.headers.first("x-authenticate-response").map { asciiCaseInsensitiveEquals($0, "header") } ?? false
         var h = HTTPHeaders()
@@ -32,14 +31,13 @@ struct ChallengePhase: RequestPhase {
         } else if ctx.bearer != nil {
             bearerChallenge(ctx, advices, &h)
         } else {
-            browserRedirect(ctx, advices, h)
-            return
+            return browserRedirect(ctx, advices, h)
         }
         let txid = advices[Advices.transaction]?.first
         let message = ctx.subject == nil ? "authentication required"
             : (txid != nil ? "this request needs its own approval" : "step-up authentication required")
         let members = #""advices":\#(advices.json),"am_uri":"\#(amURI)""#
-        ctx.respondJSON(status: 401, ErrorBody.text(status: 401, message: message, members: members), headers: h)
+        return .reply(.json(401, ErrorBody.text(status: 401, message: message, members: members), headers: h, details: .challenge))
     }
 
     /// On `/-/authz`, the login redirect the proxy can pass on (WIRE.md §10): Traefik a 302,
@@ -75,19 +73,15 @@ struct ChallengePhase: RequestPhase {
     /// browser's form navigation (`ParkedRequest.isFormNavigation`) with 303 instead, so that the
     /// browser does not re-send its body to the login page, and a transaction's request is
     /// parked first, to be replayed when the browser comes back approved (WIRE-EXTENSIONS §3b).
-    private func browserRedirect(_ ctx: RequestContext, _ advices: Advices, _ headers: HTTPHeaders) {
+    private func browserRedirect(_ ctx: RequestContext, _ advices: Advices, _ headers: HTTPHeaders) -> PhaseStatus {
         var h = headers
         h.add("Location", loginRedirect(ctx, advices))
         let status = ctx.forwardedBy.map(Self.browserStatus) ?? (ParkedRequest.isFormNavigation(method: ctx.method, headers: ctx.head.headers) ? 303 : 307)
-        let send = {
-            let body = ErrorBody.text(status: status, message: "authentication required", members: #""advices":\#(advices.json)"#)
-            ctx.respondJSON(status: status, body, headers: h)
-        }
+        let body = ErrorBody.text(status: status, message: "authentication required", members: #""advices":\#(advices.json)"#)
         if status == 303, let parking, let txid = advices[Advices.transaction]?.first {
-            parking.park(ctx, txid: txid, send)
-        } else {
-            send()
+            return parking.park(ctx, txid: txid, then: .json(status, body, headers: h, details: .challengeParked))
         }
+        return .reply(.json(status, body, headers: h, details: .challenge))
     }
 
     /// The login page, with `goto` back to the request (and its `_txid` for a transaction).

@@ -10,29 +10,28 @@ struct ForwardAuthPhase: RequestPhase {
     let config: ForwardAuthConfig
     let paths: PathsConfig
 
-    func handle(_ ctx: RequestContext) {
-        guard ctx.path == Self.path else { ctx.proceed(); return }
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
+        guard ctx.path == Self.path else { return .next }
         // The peer itself, never X-Forwarded-For: the proxy is the one asking.
         guard let ip = IPAddress(ctx.exchange.remoteIP), config.trustedProxies.trusts(ip) else {
-            ctx.fail(.forbidden("only forwardAuth.trustedProxies may ask \(Self.path)"))
-            return
+            return .fail(.forbidden("only forwardAuth.trustedProxies may ask \(Self.path)"))
         }
         let original: ForwardedRequest
         switch ForwardedRequest.parse(ctx.head.headers, fallbackMethod: ctx.head.method) {
-        case .failure(let e): ctx.fail(.badRequest(e.reason)); return
+        case .failure(let e): return .fail(.badRequest(e.reason))
         case .success(let r): original = r
         }
         let q = original.target.firstIndex(of: "?")
         switch PathNormalizer.normalize(original.target[..<(q ?? original.target.endIndex)], encodedSlash: paths.encodedSlash,
                                        semicolon: paths.semicolon) {
         case .rejected(let why):
-            ctx.fail(.badRequest("the original request path is refused: \(why)"))
+            return .fail(.badRequest("the original request path is refused: \(why)"))
         case .path(let path):
             ctx.path = path
             ctx.target = q.map { path + original.target[$0...] } ?? path
             ctx.forwardedMethod = original.method
             ctx.forwardedBy = original.proxy
-            ctx.proceed()
+            return .next
         }
     }
 }
@@ -40,11 +39,11 @@ struct ForwardAuthPhase: RequestPhase {
 /// The proxy's answer when the decision allows the original request: 200 with the user's name
 /// (a transaction named by the request was consumed by this answer). Other requests go on.
 struct ForwardAuthAnswerPhase: RequestPhase {
-    func handle(_ ctx: RequestContext) {
-        guard ctx.forwardedBy != nil else { ctx.proceed(); return }
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
+        guard ctx.forwardedBy != nil else { return .next }
         var h = HTTPHeaders()
         h.add("Cache-Control", "no-store")
         if let s = ctx.subject { h.add("X-TxGate-User", s.uid) }
-        ctx.respond(status: 200, headers: h, body: [])
+        return .reply(LocalReply(status: 200, headers: h, details: .forwardAuthAllowed))
     }
 }

@@ -21,38 +21,37 @@ struct GatewayEndpointsPhase: RequestPhase {
         members = #""version":"\#(TxGateVersion.current)","workers":\#(workers)"#
     }
 
-    func handle(_ ctx: RequestContext) {
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
         let path = ctx.path
-        guard path.hasPrefix("/-/") else { ctx.proceed(); return }
+        guard path.hasPrefix("/-/") else { return .next }
         guard path == "/-/health" || path == "/-/ready" else {
-            ctx.fail(.notFound("no gateway endpoint at \(path)"))
-            return
+            return .fail(.notFound("no gateway endpoint at \(path)"))
         }
         guard ctx.head.method == "GET" || ctx.head.method == "HEAD" else {
-            ctx.fail(.methodNotAllowed("\(ctx.head.method) is not allowed on \(path); use GET"))
-            return
+            return .fail(.methodNotAllowed("\(ctx.head.method) is not allowed on \(path); use GET"))
         }
         if path == "/-/ready" {
             let (status, body) = readiness.answer(members: members)
-            ctx.respondJSON(status: status, body)
-        } else {
-            health(ctx)
+            return .reply(.json(status, body, details: .gatewayEndpoint))
         }
+        return health(ctx)
     }
 
     /// Liveness: the store answers a ping, or the gateway says it cannot serve what needs state.
-    private func health(_ ctx: RequestContext) {
+    private func health(_ ctx: RequestContext) -> PhaseStatus {
         guard let store else {
-            ctx.respondJSON(status: 200, #"{"status":"ok",\#(members)}"#)
-            return
+            return .reply(.json(200, #"{"status":"ok",\#(members)}"#, details: .gatewayEndpoint))
         }
-        store.ping(on: loop) { [members, logger] r in
-            switch r {
-            case .success:
-                ctx.respondJSON(status: 200, #"{"status":"ok",\#(members),"store":"up"}"#)
-            case .failure(let e):
-                logger.warning("health: store down", metadata: ["request_id": .string(ctx.requestId), "error": .string(e.description)])
-                ctx.respondJSON(status: 503, #"{"status":"degraded",\#(members),"store":"down"}"#)
+        return ctx.suspend { resume in
+            var resume = Optional(resume)
+            store.ping(on: loop) { [members, logger] r in
+                switch r {
+                case .success:
+                    resume.take()?.reply(.json(200, #"{"status":"ok",\#(members),"store":"up"}"#, details: .gatewayEndpoint))
+                case .failure(let e):
+                    logger.warning("health: store down", metadata: ["request_id": .string(ctx.requestId), "error": .string(e.description)])
+                    resume.take()?.reply(.json(503, #"{"status":"degraded",\#(members),"store":"down"}"#, details: .gatewayEndpoint))
+                }
             }
         }
     }

@@ -15,50 +15,69 @@ struct IdentifyPhase: RequestPhase {
     var externalIssuers: ExternalIssuers? = nil
     var clock = WallClock.system
 
-    func handle(_ ctx: RequestContext) {
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
         ctx.bearer = Self.bearerToken(ctx.head.headers)
         guard pdp.needsSubject(applicable: ctx.policy) || RequestParking.mayReplay(ctx) else {
-            ctx.proceed()
-            return
+            return .next
         }
         // A valid access token wins; one that does not verify is treated like any other
         // unrecognized bearer below: it never hides a valid session cookie.
-        guard let bearer = ctx.bearer, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2 else { identify(ctx); return }
+        guard let bearer = ctx.bearer, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2 else { return identify(ctx) }
         if let tokens = accessTokens, let v = tokens.verify(bearer, now: clock.now) {
             ctx.subject = tokens.subject(v, token: bearer)
             ctx.accessToken = v
             // The transaction the token was issued for is consumed like `_txid` (WIRE-EXTENSIONS §7).
             if ctx.txid == nil, let txn = v.string("txn") { ctx.txid = txn }
-            ctx.proceed()
-            return
+            return .next
         }
-        guard let externalIssuers else { identify(ctx); return }
-        externalIssuers.subject(bearer) { subject, v in
-            guard let subject else { identify(ctx); return }
-            ctx.subject = subject
-            ctx.accessToken = v
-            ctx.proceed()
+        guard let externalIssuers else { return identify(ctx) }
+        return ctx.suspend { resume in
+            var resume = Optional(resume)
+            externalIssuers.subject(bearer) { subject, v in
+                guard let r = resume.take() else { return }
+                guard let subject else {
+                    identify(ctx, r)
+                    return
+                }
+                ctx.subject = subject
+                ctx.accessToken = v
+                r.next()
+            }
         }
     }
 
     /// The bearer as a session token, else the session. A session read moments ago is the
     /// usual case: answered at once, without waiting for a lookup.
-    private func identify(_ ctx: RequestContext) {
-        if ctx.bearer == nil, let token = identifier.sessionToken(in: ctx.head.headers),
-           let subject = identifier.recentSubject(token: token) {
+    private func identify(_ ctx: RequestContext) -> PhaseStatus {
+        if let subject = recentSubject(ctx) {
             ctx.subject = subject
-            ctx.proceed()
+            return .next
+        }
+        return ctx.suspend { identify(ctx, $0) }
+    }
+
+    /// `identify`, continuing through a token already taken.
+    private func identify(_ ctx: RequestContext, _ token: consuming PhaseResume) {
+        if let subject = recentSubject(ctx) {
+            ctx.subject = subject
+            token.next()
             return
         }
+        var resume = Optional(token)
         identifyBearerThenSession(ctx) { r in
             switch r {
             case .failure(let e):
-                ctx.fail(e)
+                resume.take()?.fail(e)
             case .success(let subject):
                 ctx.subject = subject
-                ctx.proceed()
+                resume.take()?.next()
             }
         }
+    }
+
+    private func recentSubject(_ ctx: RequestContext) -> Subject? {
+        guard ctx.bearer == nil, let token = identifier.sessionToken(in: ctx.head.headers) else { return nil }
+        return identifier.recentSubject(token: token)
     }
 
     /// A bearer token that identifies someone wins. One that does not (another issuer's token,

@@ -9,8 +9,8 @@ struct ProxyPhase: RequestPhase {
     /// The upstream URL's path, prefixed to every request.
     let basePath: String
 
-    func handle(_ ctx: RequestContext) {
-        ProxiedRequest(ctx: ctx, target: basePath + ctx.target).start(on: pool)
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
+        ctx.suspend { ProxiedRequest(ctx: ctx, target: basePath + ctx.target, $0).start(on: pool) }
     }
 }
 
@@ -21,13 +21,16 @@ final class ProxiedRequest: UpstreamResponseHandler {
     static let highWater = 1 << 20
     let ctx: RequestContext
     let target: String
+    /// How the request ends: the response streamed to its end, a failure, or the client gone.
+    private var resume: PhaseResume?
     private var call: UpstreamCall?
     private var sentAt: UInt64 = 0
     private var paused = false
 
-    init(ctx: RequestContext, target: String) {
+    init(ctx: RequestContext, target: String, _ resume: consuming PhaseResume) {
         self.ctx = ctx
         self.target = target
+        self.resume = Optional(resume)
     }
 
     func start(on pool: UpstreamPool) {
@@ -77,12 +80,12 @@ final class ProxiedRequest: UpstreamResponseHandler {
     func upstreamResponseEnd() {
         call = nil
         ctx.exchange.finish()
-        ctx.finish()
+        resume.take()?.ended(.viaUpstream)
     }
 
     func upstreamFailed(_ failure: UpstreamFailure) {
         call = nil
-        ctx.fail(.upstream(failure))
+        resume.take()?.fail(.upstream(failure))
     }
 
     private func clientDrained() {
@@ -94,6 +97,6 @@ final class ProxiedRequest: UpstreamResponseHandler {
     private func clientGone() {
         call?.cancel()
         call = nil
-        ctx.finish()
+        resume.take()?.ended(.clientGone)
     }
 }

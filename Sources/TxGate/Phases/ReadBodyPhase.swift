@@ -19,12 +19,15 @@ final class ReadBodyPhase: RequestPhase {
 
     init(_ need: Need) { self.need = need }
 
-    func handle(_ ctx: RequestContext) {
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
         // A body that has all arrived (no body, or one that came with the head) costs nothing here.
-        guard !ctx.exchange.bodyComplete, needsBody(ctx) else { ctx.proceed(); return }
-        ctx.exchange.whenBodyComplete { complete in
-            // Not complete: the server answered the body's error (or the client left).
-            if complete { ctx.proceed() } else { ctx.finish() }
+        guard !ctx.exchange.bodyComplete, needsBody(ctx) else { return .next }
+        return ctx.suspend { resume in
+            var resume = Optional(resume)
+            ctx.exchange.whenBodyComplete { complete in
+                // Not complete: the server answered the body's error (or the client left).
+                if complete { resume.take()?.next() } else { resume.take()?.ended(.bodyFailed) }
+            }
         }
     }
 

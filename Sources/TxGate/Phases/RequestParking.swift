@@ -26,36 +26,45 @@ struct RequestParking {
         ctx.forwardedBy == nil && ctx.head.method == "GET" && ctx.txid.map(PolicyDecider.isTxId) == true && isBrowser(ctx)
     }
 
-    /// Parks the request under `txid` for its subject, expiring with the transaction; `done`
-    /// runs once it is stored. Refuses a body over the limit (413), before buffering it when
-    /// its length is announced.
-    func park(_ ctx: RequestContext, txid: String, _ done: @escaping () -> Void) {
-        guard let subject = ctx.subject else { done(); return }
+    /// Parks the request under `txid` for its subject, expiring with the transaction, then
+    /// answers `reply`. Refuses a body over the limit (413), before buffering it when its
+    /// length is announced.
+    func park(_ ctx: RequestContext, txid: String, then reply: LocalReply) -> PhaseStatus {
+        guard let subject = ctx.subject else { return .reply(reply) }
         if ctx.replay == nil, let n = ctx.head.headers.first("Content-Length").flatMap({ Int($0) }),
            let why = ParkedRequest.tooLarge(bodyBytes: n, limit: maxBodyBytes) {
-            ctx.fail(.payloadTooLarge(why))
-            return
+            return .fail(.payloadTooLarge(why))
         }
-        ctx.exchange.whenBodyComplete { [self] complete in
+        return ctx.suspend { resume in
+            var resume = Optional(resume)
+            ctx.exchange.whenBodyComplete { [self] complete in
+                guard let r = resume.take() else { return }
+                store(ctx, txid: txid, subject: subject, complete: complete, then: reply, r)
+            }
+        }
+    }
+
+    private func store(_ ctx: RequestContext, txid: String, subject: Subject, complete: Bool, then reply: LocalReply,
+                       _ token: consuming PhaseResume) {
             // Not complete: the server answered the body's error (or the client left).
-            guard complete else { ctx.finish(); return }
+            guard complete else { token.ended(.bodyFailed); return }
             let body = ctx.bodyBytes
             if let why = ParkedRequest.tooLarge(bodyBytes: body.count, limit: maxBodyBytes) {
-                ctx.fail(.payloadTooLarge(why))
+                token.fail(.payloadTooLarge(why))
                 return
             }
             let parked = ParkedRequest(txid: txid, subject: subject.uid, method: ctx.method, target: ctx.target,
                                        contentType: ctx.contentType, accept: ctx.replay?.accept ?? ctx.head.headers.first("Accept"),
                                        body: body)
+            var resume = Optional(token)
             store.put(ParkedRequest.key(txid), value: parked.encoded, ttlMs: ttlMs(ctx), on: loop) { [logger] r in
-                if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)); return }
+                if case .failure(let e) = r { resume.take()?.fail(.storeUnavailable(e.description)); return }
                 logger.info("request parked", metadata: [
                     "request_id": .string(ctx.requestId), "txid": .string(masked(txid)), "user": .string(subject.uid),
                     "method": .string(parked.method), "bytes": .stringConvertible(body.count),
                 ])
-                done()
+                resume.take()?.reply(reply)
             }
-        }
     }
 
     /// What a visit with `_txid` found.
@@ -112,24 +121,27 @@ struct ReplayPhase: RequestPhase {
     let parking: RequestParking
     let publicURL: String
 
-    func handle(_ ctx: RequestContext) {
-        guard RequestParking.mayReplay(ctx), ctx.subject != nil else { ctx.proceed(); return }
-        parking.find(ctx) { r in
-            switch r {
-            case .failure(let e):
-                ctx.fail(.storeUnavailable(e.description))
-            case .success(.found(let parked)):
-                ctx.replay = parked
-                ctx.proceed()
-            case .success(.none):
-                ctx.proceed()
-            case .success(.notYours):
-                var h = HTTPHeaders()
-                h.add("Cache-Control", "no-store")
-                let back = Challenge.addingQuery(publicURL + ctx.target, "_txid", ctx.txid ?? "")
-                h.add("Location", "\(publicURL)/am/XUI/?goto=\(Query.encode(back))")
-                let message = "this approval link is for a request another user sent; sign in as that user to continue"
-                ctx.respondJSON(status: 307, ErrorBody.text(status: 307, message: message), headers: h)
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
+        guard RequestParking.mayReplay(ctx), ctx.subject != nil else { return .next }
+        return ctx.suspend { resume in
+            var resume = Optional(resume)
+            parking.find(ctx) { r in
+                switch r {
+                case .failure(let e):
+                    resume.take()?.fail(.storeUnavailable(e.description))
+                case .success(.found(let parked)):
+                    ctx.replay = parked
+                    resume.take()?.next()
+                case .success(.none):
+                    resume.take()?.next()
+                case .success(.notYours):
+                    var h = HTTPHeaders()
+                    h.add("Cache-Control", "no-store")
+                    let back = Challenge.addingQuery(publicURL + ctx.target, "_txid", ctx.txid ?? "")
+                    h.add("Location", "\(publicURL)/am/XUI/?goto=\(Query.encode(back))")
+                    let message = "this approval link is for a request another user sent; sign in as that user to continue"
+                    resume.take()?.reply(.json(307, ErrorBody.text(status: 307, message: message), headers: h, details: .parkedElsewhere))
+                }
             }
         }
     }

@@ -5,10 +5,10 @@ import TxGateCore
 /// parameters are removed from what goes upstream, so the resource a transaction binds to is
 /// the same on the first try and on the retry.
 struct RetryParametersPhase: RequestPhase {
-    func handle(_ ctx: RequestContext) {
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
         let (target, queryTxid) = RetryParameters.strip(ctx.target)
         ctx.target = target
         ctx.txid = queryTxid ?? ctx.head.headers.first("X-TxID")
-        ctx.proceed()
+        return .next
     }
 }

@@ -13,7 +13,7 @@ struct UpstreamRequestFilter: RequestPhase {
     /// The session cookie/header name, when there is an authentication service.
     let sessionCookieName: String?
 
-    func handle(_ ctx: RequestContext) {
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
         let ex = ctx.exchange
         var headers = ProxyHeaders.upstreamRequest(ex.head.headers, clientIP: ex.remoteIP,
                                                    forwardedChain: ctx.client.viaTrustedProxy, isTLS: ex.isTLS,
@@ -34,6 +34,6 @@ struct UpstreamRequestFilter: RequestPhase {
             headers.add("Idempotency-Key", "\"" + txid + "\"")
         }
         ctx.upstreamHeaders = headers
-        ctx.proceed()
+        return .next
     }
 }

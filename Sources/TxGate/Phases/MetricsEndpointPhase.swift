@@ -11,19 +11,17 @@ struct MetricsEndpointPhase: RequestPhase {
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
     let metrics: GatewayMetrics
 
-    func handle(_ ctx: RequestContext) {
-        guard ctx.path == Self.path else { ctx.proceed(); return }
+    func handle(_ ctx: RequestContext) -> PhaseStatus {
+        guard ctx.path == Self.path else { return .next }
         guard metrics.allowFrom.contains(address: ctx.client.address) else {
-            ctx.fail(.forbidden("metrics are not served to this address (see metrics.allowFrom)"))
-            return
+            return .fail(.forbidden("metrics are not served to this address (see metrics.allowFrom)"))
         }
         guard ctx.head.method == "GET" || ctx.head.method == "HEAD" else {
-            ctx.fail(.methodNotAllowed("\(ctx.head.method) is not allowed on \(Self.path); use GET"))
-            return
+            return .fail(.methodNotAllowed("\(ctx.head.method) is not allowed on \(Self.path); use GET"))
         }
         var h = HTTPHeaders()
         h.add("Content-Type", Self.contentType)
         h.add("Cache-Control", "no-store")
-        ctx.respond(status: 200, headers: h, body: metrics.exposition())
+        return .reply(LocalReply(status: 200, headers: h, body: metrics.exposition(), details: .gatewayEndpoint))
     }
 }
