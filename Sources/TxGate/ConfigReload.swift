@@ -108,7 +108,7 @@ extension Gateway {
         let config = ConfigReload.effective(loaded, running: running)
         let next: SharedState
         do {
-            next = try SharedState(config: config, logger: logger, clock: shared.clock, reusing: shared)
+            next = try SharedState(config: config, resources: shared.resources, logger: logger, clock: shared.clock)
         } catch {
             logger.error("config reload failed", metadata: ["file": .string(source.path), "error": .string("\(error)")])
             logger.error("config reload failed: still running the previous configuration", metadata: [

@@ -26,7 +26,7 @@ public final class Gateway {
         // store is opened or anything else is touched).
         try probeListenAddress(SocketAddress(host: config.listen.host, port: config.listen.port))
         serviceNotifier = try ServiceNotifier()
-        shared = try SharedState(config: config, logger: logger)
+        shared = try SharedState(config: config, resources: try ProcessResources(config: config, logger: logger), logger: logger)
         var ws: [Worker] = []
         for i in 0..<config.workers {
             ws.append(try Worker(index: i, shared: shared))

@@ -7,18 +7,12 @@ import TxGateRedis
 import TxGateStore
 import TxGateEmail
 
-/// What every worker shares, built at start-up and never changed after. A reload (SIGHUP)
-/// builds a new one from the new configuration that reuses the running one's store, signing
-/// key, listener and upstream (`reusing:`), and workers switch to it for new requests.
-final class SharedState: Sendable {
-    let config: GatewayConfig
-    let logger: Logger
-    let accessLog: AccessLog?
+/// What the process opens once, at start, and keeps for its whole life: the listener's
+/// address, the upstream, the store and the authentication service's signing key, the
+/// counters. A reload never touches them (`ConfigReload.effective` puts their settings back).
+final class ProcessResources: Sendable {
     let workerCount: Int
     let listenAddress: SocketAddress
-    let listenerTLS: TLSContext?
-    /// `tls.hsts` as the header value, for responses sent over TLS.
-    let strictTransportSecurity: String?
     let upstream: UpstreamEndpoint
     let upstreamAuthority: String
     let upstreamBasePath: String
@@ -26,83 +20,100 @@ final class SharedState: Sendable {
     let limits: ServerLimits
     /// Connections per client address, counted across every worker (nil: no cap).
     let clientConnections: ClientConnectionTable?
+    /// The counters, kept across reloads; policy labels are fixed at start-up.
+    let metrics: GatewayMetrics
+    /// Sessions, transactions, journeys: opened when the configuration at start has journeys.
+    let store: Store?
+    /// The authentication service's key, kept so that journeys in progress continue across reloads.
+    let signingKey: [UInt8]?
+
+    init(config: GatewayConfig, logger: Logger) throws {
+        workerCount = config.workers
+        listenAddress = try SocketAddress(host: config.listen.host, port: config.listen.port)
+        let u = config.upstream
+        upstream = try SharedState.upstreamEndpoint(u)
+        (upstreamAuthority, upstreamBasePath, upstreamDescription) = (u.url.authority, u.url.basePath, u.url.description)
+        limits = SharedState.serverLimits(config.limits)
+        let perClient = config.limits.maxConnectionsPerClient
+        clientConnections = perClient > 0 ? ClientConnectionTable(limit: perClient) : nil
+        metrics = GatewayMetrics(config: config)
+        if config.journeys.isEmpty {
+            (store, signingKey) = (nil, nil)
+        } else {
+            (store, signingKey) = try SharedState.openStore(config, logger: logger, metrics: metrics)
+        }
+    }
+
+    /// The store when it is Redis: each worker attaches its loop to it.
+    var redis: RedisStore? { (store as? MeasuredStore)?.inner as? RedisStore }
+}
+
+/// What every worker shares, built from one configuration over the process's resources: the
+/// same code at start and on a reload (SIGHUP), which builds a new one that workers switch to
+/// for new requests.
+final class SharedState: Sendable {
+    let config: GatewayConfig
+    let resources: ProcessResources
+    let logger: Logger
+    let accessLog: AccessLog?
+    let listenerTLS: TLSContext?
+    /// `tls.hsts` as the header value, for responses sent over TLS.
+    let strictTransportSecurity: String?
     let clock: WallClock
     /// Sessions, transactions, journeys: present with the authentication service.
     let store: Store?
-    /// The store when it is Redis: each worker attaches its loop to it.
-    var redis: RedisStore? { (store as? MeasuredStore)?.inner as? RedisStore }
     let auth: AuthService?
-    /// The authentication service's key, kept across reloads so that journeys in progress continue.
-    let signingKey: [UInt8]?
     let policies: PolicySet
     let pdp: PolicyDecisionPoint?
     /// `pdp.type: "am"`: how each worker reaches the AM, and the agent's password.
     let remotePDP: RemotePDPSettings?
-    let metrics: GatewayMetrics
-    /// The ES256 keys of issued tokens (with `oauth2` or `txnTokens`), kept across reloads.
+    /// The ES256 keys of issued tokens (with `oauth2` or `txnTokens`), read again on each reload.
     let tokenKeys: TokenKeys?
     /// The OAuth 2.0 / OpenID Connect provider (`oauth2`).
     let oauth: OAuthProvider?
     /// Transaction Tokens to the backend (`txnTokens.enabled`).
     let txnTokens: TxnTokenIssuer?
+    /// Which phases every worker runs (`PipelinePlan`).
+    let plan: PipelinePlan
+    /// Where `bearer.issuers` publish their keys (`ExternalIssuers.endpoints`).
+    let externalIssuerEndpoints: [String: UpstreamEndpoint]
 
-    /// `previous`: the running state, on a reload. Its store, signing key, listener and upstream
-    /// are kept (`ConfigReload.effective` has already put their settings back into `config`);
-    /// the TLS certificate and key are read again.
-    init(config: GatewayConfig, logger: Logger, clock: WallClock = .system, reusing previous: SharedState? = nil) throws {
+    var workerCount: Int { resources.workerCount }
+    var listenAddress: SocketAddress { resources.listenAddress }
+    var upstream: UpstreamEndpoint { resources.upstream }
+    var upstreamAuthority: String { resources.upstreamAuthority }
+    var upstreamBasePath: String { resources.upstreamBasePath }
+    var upstreamDescription: String { resources.upstreamDescription }
+    var limits: ServerLimits { resources.limits }
+    var clientConnections: ClientConnectionTable? { resources.clientConnections }
+    var metrics: GatewayMetrics { resources.metrics }
+    var redis: RedisStore? { resources.redis }
+
+    /// Builds the services of `config` over `resources`; the TLS certificate and key, the token
+    /// keys and the password files are read each time. Journeys need the store opened at
+    /// start: a reload that adds them is refused.
+    init(config: GatewayConfig, resources: ProcessResources, logger: Logger, clock: WallClock = .system) throws {
         self.config = config
+        self.resources = resources
         self.logger = logger
         self.clock = clock
-        // A reload keeps the counters (and the store measured with them); policy labels are
-        // fixed at start-up.
-        let metrics = previous?.metrics ?? GatewayMetrics(config: config)
-        self.metrics = metrics
+        plan = PipelinePlan(config)
+        externalIssuerEndpoints = try ExternalIssuers.endpoints(config.bearer)
         accessLog = config.log.access && logger.logLevel <= .info ? AccessLog(logger: logger) : nil
         listenerTLS = try config.tls.map { try TLSContext.server(certificateFile: $0.certificate, privateKeyFile: $0.privateKey) }
         strictTransportSecurity = config.tls?.hsts?.headerValue
         policies = PolicySet(config.policies ?? [])
         remotePDP = try RemotePDPSettings(config.pdp, logger: logger)
-        if let previous {
-            workerCount = previous.workerCount
-            listenAddress = previous.listenAddress
-            upstream = previous.upstream
-            upstreamAuthority = previous.upstreamAuthority
-            upstreamBasePath = previous.upstreamBasePath
-            upstreamDescription = previous.upstreamDescription
-            limits = previous.limits
-            clientConnections = previous.clientConnections
-            if config.journeys.isEmpty {
-                (store, auth, signingKey) = (nil, nil, nil)
-            } else if let store = previous.store, let key = previous.signingKey {
-                self.store = store
-                signingKey = key
-                auth = try Self.authService(config, store: store, key: key, clock: clock, logger: logger, metrics: metrics)
-            } else {
-                throw ReloadRefused("journeys: the authentication service (and its store) can only be turned on by a restart")
-            }
-            pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger, metrics: metrics)
-            // The key folder is read again: a newer key added before the SIGHUP starts signing.
-            (tokenKeys, oauth, txnTokens) = try Self.tokens(config, auth: auth, clock: clock, logger: logger)
-            for warning in config.warnings() { logger.warning("\(warning)") }
-            return
-        }
-        workerCount = config.workers
-        listenAddress = try SocketAddress(host: config.listen.host, port: config.listen.port)
-        let u = config.upstream
-        upstream = try Self.upstreamEndpoint(u)
-        (upstreamAuthority, upstreamBasePath, upstreamDescription) = (u.url.authority, u.url.basePath, u.url.description)
-        limits = Self.serverLimits(config.limits)
-        let perClient = config.limits.maxConnectionsPerClient
-        clientConnections = perClient > 0 ? ClientConnectionTable(limit: perClient) : nil
-        // The authentication service and its store exist when there are journeys to run.
         if config.journeys.isEmpty {
-            (store, auth, signingKey) = (nil, nil, nil)
+            (store, auth) = (nil, nil)
+        } else if let store = resources.store, let key = resources.signingKey {
+            self.store = store
+            auth = try Self.authService(config, store: store, key: key, clock: clock, logger: logger, metrics: resources.metrics)
         } else {
-            let (store, key) = try Self.openStore(config, logger: logger, metrics: metrics)
-            (self.store, signingKey) = (store, key)
-            auth = try Self.authService(config, store: store, key: key, clock: clock, logger: logger, metrics: metrics)
+            throw ReloadRefused("journeys: the authentication service (and its store) can only be turned on by a restart")
         }
-        pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger, metrics: metrics)
+        pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger, metrics: resources.metrics)
+        // The key folder is read again on a reload: a newer key added before the SIGHUP starts signing.
         (tokenKeys, oauth, txnTokens) = try Self.tokens(config, auth: auth, clock: clock, logger: logger)
         for warning in config.warnings() { logger.warning("\(warning)") }
     }
@@ -125,7 +136,7 @@ final class SharedState: Sendable {
         return (keys, oauth, txn)
     }
 
-    private static func upstreamEndpoint(_ u: UpstreamConfig) throws -> UpstreamEndpoint {
+    static func upstreamEndpoint(_ u: UpstreamConfig) throws -> UpstreamEndpoint {
         let tls = u.url.isTLS ? try TLSContext.client(caFile: u.caFile) : nil
         do {
             return UpstreamEndpoint(address: try SocketAddress(host: u.url.host, port: u.url.port), tls: tls, tlsHost: u.url.host,
@@ -136,7 +147,7 @@ final class SharedState: Sendable {
         }
     }
 
-    private static func serverLimits(_ l: LimitsConfig) -> ServerLimits {
+    static func serverLimits(_ l: LimitsConfig) -> ServerLimits {
         ServerLimits(maxHeaderBytes: l.maxHeaderBytes, maxBodyBytes: l.maxBodyBytes, headerTimeoutMs: l.headerTimeoutMs,
                      bodyTimeoutMs: l.bodyTimeoutMs, minBodyRate: l.minBodyRate, maxConnectionsPerClient: l.maxConnectionsPerClient)
     }
@@ -152,7 +163,7 @@ final class SharedState: Sendable {
     }
 
     /// The store and the signing key: opened once per process (a reload keeps them).
-    private static func openStore(_ config: GatewayConfig, logger: Logger, metrics: GatewayMetrics) throws -> (Store, [UInt8]) {
+    static func openStore(_ config: GatewayConfig, logger: Logger, metrics: GatewayMetrics) throws -> (Store, [UInt8]) {
         let store: Store
         let storeDescription: String
         if let url = config.store.redis {

@@ -64,67 +64,91 @@ final class Worker: @unchecked Sendable {
         }
     }
 
-    /// DESIGN.md's request phases, in order, for one worker.
+    /// The phases of the configuration's plan (`PipelinePlan`), built for one worker.
     static func phases(_ shared: SharedState, loop: EventLoop, pool: UpstreamPool, readiness: Readiness) -> [RequestPhase] {
         let config = shared.config
+        let plan = shared.plan
         let publicURL = config.effectivePublicURL.description
-        var phases: [RequestPhase] = [
-            CanonicalRequestPhase(paths: config.paths),
-            ForwardAuthPhase(config: config.forwardAuth, paths: config.paths),
-            MetricsEndpointPhase(metrics: shared.metrics),
-            GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, readiness: readiness,
-                                  logger: shared.logger),
-        ]
-        if !config.cors.allowedOrigins.isEmpty { phases.append(CORSPhase(cors: config.cors)) }
-        phases += [
-            ReadBodyPhase(.forAuthEndpoints),
-            AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, oauth: shared.oauth, loop: loop),
-        ]
-        if let pdp = shared.pdp, let auth = shared.auth {
-            let parking = shared.store.map {
-                RequestParking(store: $0, loop: loop, maxBodyBytes: config.limits.maxParkedBodyBytes, logger: shared.logger)
+        let decider = plan.decisions == .none ? nil : Decider(shared, plan: plan, loop: loop)
+        return plan.slots.map { slot -> RequestPhase in
+            switch slot {
+            case .canonicalRequest: return CanonicalRequestPhase(paths: config.paths)
+            case .forwardAuth: return ForwardAuthPhase(config: config.forwardAuth, paths: config.paths)
+            case .metricsEndpoint: return MetricsEndpointPhase(metrics: shared.metrics)
+            case .gatewayEndpoints:
+                return GatewayEndpointsPhase(store: shared.store, loop: loop, workers: shared.workerCount, readiness: readiness,
+                                             logger: shared.logger)
+            case .cors: return CORSPhase(cors: config.cors)
+            case .readBodyForAuthEndpoints: return ReadBodyPhase(.forAuthEndpoints)
+            case .authEndpoints:
+                return AuthEndpointsPhase(auth: shared.auth, pdp: shared.pdp, policies: shared.policies, oauth: shared.oauth, loop: loop)
+            case .retryParameters: return RetryParametersPhase()
+            case .identify:
+                let d = decider!
+                return IdentifyPhase(pdp: d.pdp, identifier: d.identifier, accessTokens: d.accessTokens,
+                                     externalIssuers: d.externalIssuers, clock: shared.clock)
+            case .replay: return ReplayPhase(parking: decider!.parking!, publicURL: publicURL)
+            case .readBodyForDecision: return ReadBodyPhase(.forBoundTransaction)
+            case .decide:
+                let cache = DecisionCache<DecisionKey>(maxEntries: config.cache.maxEntries,
+                                                       defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
+                return DecidePhase(pdp: decider!.pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL)
+            case .challenge:
+                return ChallengePhase(publicURL: publicURL, amURI: decider!.amURI, bearerForm: config.challenges.bearer,
+                                      parking: decider!.parking)
+            case .forwardAuthAnswer: return ForwardAuthAnswerPhase()
+            case .upstreamRequest:
+                return UpstreamRequestFilter(upstreamAuthority: shared.upstreamAuthority,
+                                             sessionCookieName: shared.auth?.config.session.cookieName)
+            case .txnToken: return TxnTokenPhase(issuer: shared.txnTokens!)
+            case .readBodyForUpstream: return ReadBodyPhase(.always)
+            case .proxy: return ProxyPhase(pool: pool, basePath: shared.upstreamBasePath)
             }
-            phases += decisionPhases(shared, loop: loop, pdp: pdp, identifier: auth.identifier(on: loop), amURI: publicURL + "/am/",
-                                     parking: parking, accessTokens: shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) })
-        } else if let remote = shared.remotePDP, let amURI = config.pdp.amURI {
-            let am = AMClient(config: config.pdp, endpoint: remote.endpoint, loop: loop, cookieName: config.session.cookieName,
-                              password: remote.agentPassword, logger: shared.logger)
-            phases += decisionPhases(shared, loop: loop, pdp: RemotePDP(am: am, loginJourney: config.loginJourney, logger: shared.logger),
-                                     identifier: RemoteSessions(am: am, cookieName: config.session.cookieName), amURI: amURI, parking: nil)
         }
-        phases += [
-            ForwardAuthAnswerPhase(),
-            UpstreamRequestFilter(upstreamAuthority: shared.upstreamAuthority, sessionCookieName: shared.auth?.config.session.cookieName),
-        ]
-        if let issuer = shared.txnTokens { phases.append(TxnTokenPhase(issuer: issuer)) }
-        phases += [
-            ReadBodyPhase(.always),
-            ProxyPhase(pool: pool, basePath: shared.upstreamBasePath),
-        ]
-        return phases
     }
 
-    /// Identify, (replay), decide, challenge: the same phases whichever PDP decides. `parking`:
-    /// where browsers' requests wait for approval (only with a store of this gateway's own).
-    static func decisionPhases(_ shared: SharedState, loop: EventLoop, pdp: PolicyDecisionPoint, identifier: SubjectIdentifying,
-                               amURI: String, parking: RequestParking?, accessTokens: AccessTokenCache? = nil) -> [RequestPhase] {
-        // `bearer.issuers`: its addresses and TLS files were checked with the configuration (ConfigCheck).
-        let externalIssuers = shared.config.bearer.issuers.isEmpty ? nil
-            : try? ExternalIssuers(config: shared.config.bearer, loop: loop, clock: shared.clock, users: shared.auth?.users ?? [:],
-                                   logger: shared.logger)
-        let config = shared.config
-        let publicURL = config.effectivePublicURL.description
-        let cache = DecisionCache<DecisionKey>(maxEntries: config.cache.maxEntries, defaultTtlMs: Int64(config.cache.defaultTtlS) * 1000)
-        var phases: [RequestPhase] = [
-            RetryParametersPhase(),
-            IdentifyPhase(pdp: pdp, identifier: identifier, accessTokens: accessTokens, externalIssuers: externalIssuers, clock: shared.clock),
-        ]
-        if let parking { phases.append(ReplayPhase(parking: parking, publicURL: publicURL)) }
-        return phases + [
-            ReadBodyPhase(.forBoundTransaction),
-            DecidePhase(pdp: pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL),
-            ChallengePhase(publicURL: publicURL, amURI: amURI, bearerForm: config.challenges.bearer, parking: parking),
-        ]
+    /// What the decision phases share on one worker: the PDP, where subjects come from, where
+    /// clients run journeys, and where browsers' requests wait for approval. The plan has
+    /// decision slots exactly when the shared state has a PDP (both follow the configuration).
+    private struct Decider {
+        let pdp: PolicyDecisionPoint
+        let identifier: SubjectIdentifying
+        /// Where clients run journeys: this gateway's `/am/`, or the remote AM's public URL.
+        let amURI: String
+        /// Only with a store of this gateway's own.
+        let parking: RequestParking?
+        let accessTokens: AccessTokenCache?
+        let externalIssuers: ExternalIssuers?
+
+        init(_ shared: SharedState, plan: PipelinePlan, loop: EventLoop) {
+            let config = shared.config
+            externalIssuers = plan.externalIssuers
+                ? ExternalIssuers(config: config.bearer, endpoints: shared.externalIssuerEndpoints, loop: loop, clock: shared.clock,
+                                  users: shared.auth?.users ?? [:], logger: shared.logger)
+                : nil
+            switch plan.decisions {
+            case .embedded:
+                guard let pdp = shared.pdp, let auth = shared.auth, let store = shared.store else {
+                    preconditionFailure("the pipeline plan has the embedded PDP, the shared state does not")
+                }
+                self.pdp = pdp
+                identifier = auth.identifier(on: loop)
+                amURI = config.effectivePublicURL.description + "/am/"
+                parking = RequestParking(store: store, loop: loop, maxBodyBytes: config.limits.maxParkedBodyBytes, logger: shared.logger)
+                accessTokens = plan.oauth ? shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) } : nil
+            case .remote, .none:
+                guard let remote = shared.remotePDP, let amURI = config.pdp.amURI else {
+                    preconditionFailure("the pipeline plan has a remote PDP, the shared state does not")
+                }
+                let am = AMClient(config: config.pdp, endpoint: remote.endpoint, loop: loop, cookieName: config.session.cookieName,
+                                  password: remote.agentPassword, logger: shared.logger)
+                pdp = RemotePDP(am: am, loginJourney: config.loginJourney, logger: shared.logger)
+                identifier = RemoteSessions(am: am, cookieName: config.session.cookieName)
+                self.amURI = amURI
+                parking = nil
+                accessTokens = nil
+            }
+        }
     }
 
     var boundPort: Int { server.boundPort }

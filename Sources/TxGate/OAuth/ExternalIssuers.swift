@@ -16,13 +16,33 @@ final class ExternalIssuers {
     private var byIssuer: [String: KeySet] = [:]
     static let refetchS = 30
 
-    init(config: BearerConfig, loop: EventLoop, clock: WallClock, users: [String: UserRecord], logger: Logger) throws {
+    /// `endpoints`: where each issuer's JWK Set is fetched from (`endpoints(_:)`, built with the configuration).
+    init(config: BearerConfig, endpoints: [String: UpstreamEndpoint], loop: EventLoop, clock: WallClock,
+         users: [String: UserRecord], logger: Logger) {
         self.loop = loop
         self.clock = clock
         self.users = users
         for issuer in config.issuers {
-            byIssuer[issuer.issuer] = try KeySet(issuer: issuer, loop: loop, logger: logger)
+            guard let endpoint = endpoints[issuer.issuer] else { continue }
+            byIssuer[issuer.issuer] = KeySet(issuer: issuer, endpoint: endpoint, loop: loop, logger: logger)
         }
+    }
+
+    /// Each issuer's JWK Set endpoint: its address and TLS files, checked once per configuration
+    /// (a start or a reload fails with the reason), before any worker builds its key sets.
+    static func endpoints(_ config: BearerConfig) throws -> [String: UpstreamEndpoint] {
+        var out: [String: UpstreamEndpoint] = [:]
+        for issuer in config.issuers {
+            let u = issuer.jwksUri
+            do {
+                let tls = u.isTLS ? try TLSContext.client(caFile: issuer.caFile) : nil
+                out[issuer.issuer] = UpstreamEndpoint(address: try SocketAddress(host: u.host, port: u.port), tls: tls, tlsHost: u.host,
+                                                      connectTimeoutMs: 2000, responseTimeoutMs: 5000, maxIdle: 1)
+            } catch {
+                throw SocketError("bearer.issuers '\(issuer.issuer)' jwksUri: \(error)")
+            }
+        }
+        return out
     }
 
     var isEmpty: Bool { byIssuer.isEmpty }
@@ -63,14 +83,11 @@ private final class KeySet: UpstreamResponseHandler {
     private var received: [UInt8] = []
     private var status = 0
 
-    init(issuer: ExternalIssuer, loop: EventLoop, logger: Logger) throws {
+    init(issuer: ExternalIssuer, endpoint: UpstreamEndpoint, loop: EventLoop, logger: Logger) {
         self.issuer = issuer
         self.loop = loop
         self.logger = logger
-        let u = issuer.jwksUri
-        let tls = u.isTLS ? try TLSContext.client(caFile: issuer.caFile) : nil
-        endpoint = UpstreamEndpoint(address: try SocketAddress(host: u.host, port: u.port), tls: tls, tlsHost: u.host,
-                                    connectTimeoutMs: 2000, responseTimeoutMs: 5000, maxIdle: 1)
+        self.endpoint = endpoint
     }
 
     /// Runs `then` once the key `kid` is known, or once a fetch has been tried.
