@@ -187,21 +187,7 @@ final class RedisFence: Sendable {
     /// KEYS[3] the audit stream; ARGV[1..3] the audit entries and retention
     /// (`RedisStore.auditPrelude`), then: expected, 'set'|'del', new value, ttl ms ('' keeps
     /// the expiry). The audit entry is added only in the script that made the change.
-    static let compareAndSwap = prelude + RedisStore.auditPrelude + """
-        if current(redis.call('GET', KEYS[1])) ~= ARGV[4] then
-          audit(ARGV[2], nil)
-          return 0
-        end
-        if ARGV[5] == 'del' then
-          redis.call('DEL', KEYS[1])
-        elseif ARGV[7] == '' then
-          redis.call('SET', KEYS[1], stamped(ARGV[6]), 'KEEPTTL')
-        else
-          redis.call('SET', KEYS[1], stamped(ARGV[6]), 'PX', ARGV[7])
-        end
-        audit(ARGV[1], nil)
-        return 1
-        """
+    static let compareAndSwap = prelude + RedisStore.auditPrelude + RedisStore.compareAndSwapBody
 
     /// As `RedisStore.takeIfScript`, on the value of this epoch; one of an older epoch is
     /// deleted and absent: a transaction from before a restore is never consumed (and its

@@ -274,16 +274,24 @@ public final class RedisStore: Store, Sendable {
     /// Compare and swap (or delete) in one step. ARGV[1..3] the audit (`auditPrelude`), then:
     /// expected, 'set'|'del', new value, ttl in ms ('' keeps the current expiry).
     static let compareAndSwapScript = auditPrelude + """
-        if redis.call('GET', KEYS[1]) ~= ARGV[4] then
+        local function current(raw) return raw end
+        local function stamped(v) return v end
+        """ + "\n" + compareAndSwapBody
+
+    /// The body of a compareAndSwap, shared with the fenced one (`RedisFence.compareAndSwap`):
+    /// `current(raw)` reads a stored value and `stamped(v)` makes one to store (the identity
+    /// here; the fence's epoch check and stamp there).
+    static let compareAndSwapBody = """
+        if current(redis.call('GET', KEYS[1])) ~= ARGV[4] then
           audit(ARGV[2], nil)
           return 0
         end
         if ARGV[5] == 'del' then
           redis.call('DEL', KEYS[1])
         elseif ARGV[7] == '' then
-          redis.call('SET', KEYS[1], ARGV[6], 'KEEPTTL')
+          redis.call('SET', KEYS[1], stamped(ARGV[6]), 'KEEPTTL')
         else
-          redis.call('SET', KEYS[1], ARGV[6], 'PX', ARGV[7])
+          redis.call('SET', KEYS[1], stamped(ARGV[6]), 'PX', ARGV[7])
         end
         audit(ARGV[1], nil)
         return 1
