@@ -216,7 +216,6 @@ final class RequestContext {
         case .inPhase:
             flow = .resumedInPhase(outcome)
         case .suspended:
-            flow = .inPhase
             drive(outcome)
         case .ready, .resumedInPhase, .over:
             reportMisuse("a resume token was used when its phase was not waiting for it")

@@ -2,51 +2,43 @@ import EventHTTP
 import TxGateCore
 
 /// What one request came to, built once when it ends: the access log line and the metrics
-/// both read it (Envoy's stream info at the end of a request).
+/// both read it (Envoy's stream info at the end of a request). What can still change (the
+/// status, the bytes sent, the time) is taken then; the rest is read from the request as
+/// asked, so that a field no one logs costs nothing.
 struct RequestSummary {
-    let requestId: String
-    /// The request's own method and path, as received.
-    let method: String
-    let path: String
-    /// The method decided on (a parked request's, the original one on `/-/authz`).
-    let decidedMethod: String
-    /// On `/-/authz`: the original request the proxy asked about.
-    let original: String?
     /// The response status; 499 when the client left before one started.
     let status: Int
     let bytesSent: Int
     let durationNanos: UInt64
-    let client: String
-    /// The connection's peer, when a trusted proxy named the client.
-    let peer: String?
-    let decision: Decision?
-    let policyName: String?
-    /// The applicable policy's index, when the pipeline has policies.
-    let policyIndex: Int?
-    let user: String?
-    let userAgent: String?
-    let upstreamNanos: UInt64?
     /// Why the request ended the way it did (`ReplyDetails`, `RequestFailure.details`).
     let details: String
+    private let ctx: RequestContext
 
     init(_ ctx: RequestContext, details: String) {
         let ex = ctx.exchange
-        requestId = ctx.requestId
-        method = ex.head.method
-        path = String(ex.head.path)
-        decidedMethod = ctx.method
-        original = ctx.forwardedBy != nil ? ctx.method + " " + ctx.target : nil
+        self.ctx = ctx
         status = ex.responseStarted ? ex.status : 499
         bytesSent = ex.bodyBytesSent
         durationNanos = EventLoop.nowNanos() - ex.startNanos
-        client = ctx.client.address
-        peer = ctx.client.viaTrustedProxy ? ex.remoteIP : nil
-        decision = ctx.decision
-        policyName = ctx.policyName
-        policyIndex = ctx.hasPolicies ? ctx.policyIndex : nil
-        user = ctx.subject?.uid
-        userAgent = ex.head.headers.first("User-Agent")
-        upstreamNanos = ctx.upstreamNanos
         self.details = details
     }
+
+    var requestId: String { ctx.requestId }
+    /// The request's own method and path, as received.
+    var method: String { ctx.head.method }
+    var path: String { String(ctx.head.path) }
+    /// The method decided on (a parked request's, the original one on `/-/authz`).
+    var decidedMethod: String { ctx.method }
+    /// On `/-/authz`: the original request the proxy asked about.
+    var original: String? { ctx.forwardedBy != nil ? ctx.method + " " + ctx.target : nil }
+    var client: String { ctx.client.address }
+    /// The connection's peer, when a trusted proxy named the client.
+    var peer: String? { ctx.client.viaTrustedProxy ? ctx.exchange.remoteIP : nil }
+    var decision: Decision? { ctx.decision }
+    var policyName: String? { ctx.policyName }
+    /// The applicable policy's index, when the pipeline has policies.
+    var policyIndex: Int? { ctx.hasPolicies ? ctx.policyIndex : nil }
+    var user: String? { ctx.subject?.uid }
+    var userAgent: String? { ctx.head.headers.first("User-Agent") }
+    var upstreamNanos: UInt64? { ctx.upstreamNanos }
 }
