@@ -22,7 +22,7 @@ let package = Package(
         .library(name: "TxGateCrypto", targets: ["TxGateCrypto"]),
         .library(name: "TxGateCore", targets: ["TxGateCore"]),
         .library(name: "TxGateWire", targets: ["TxGateWire"]),
-        // The client: journeys, resume, step-up and retry over URLSession (README "Client").
+        // The client: journeys, resume, step-up and retry over URLSession (docs/CLIENT.md).
         .library(name: "TxGateClient", targets: ["TxGateClient"]),
     ],
     dependencies: [

@@ -7,8 +7,8 @@
 #   scripts/install-deps.sh --runtime  only what the built binaries need at run time (the image's final stage)
 #   scripts/install-deps.sh --bench    everything, plus wrk (`make bench`)
 #   ... --list (after the set)          print the set's packages, install nothing
-# --build includes the tools the demo's instructions use (`make run`'s banner, the README's
-# walk-throughs): oathtool for the TOTP codes, curl, and jq for the values they capture.
+# --build includes the tools the demo's instructions use (`make run`'s banner, the walk-throughs
+# of README.md and docs/): oathtool for the TOTP codes, curl, and jq for the values they capture.
 # The test set also has the browser tests' headless Chromium (Debian's chromium + chromium-driver)
 # and the Python packages selenium and authlib (from PyPI with pip, only those `python3` cannot
 # import): authlib is the real OAuth 2.0 / OpenID Connect client of the provider's tests.

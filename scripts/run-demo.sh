@@ -70,7 +70,7 @@ cat <<MSG
     open $gateway_url/ in a browser: sign in as demo (password Ch4ngeMe!), send a transfer
     from the form, approve it with the TOTP code (oathtool --totp -b JBSWY3DPEHPK3PXP)
 
-  README.md walks through a login and a one-shot transfer with curl.
+  docs/TRANSACTIONS.md walks through a login and a one-shot transfer with curl.
   The binaries are $bin/txgate and $bin/demo-bank
   (\`make install\` puts both on PATH, in /usr/local/bin).
 

@@ -6,7 +6,7 @@ import Glibc
 #endif
 import TestSupport
 
-/// `txgate login | request | resume | logout` (README "Client") against the real gateway and
+/// `txgate login | request | resume | logout` (docs/CLIENT.md) against the real gateway and
 /// demo-bank: the step-up a command line answers, retried once; the exit codes; resume links
 /// checked before anything is sent.
 @Suite(.testbed) struct ClientCommandTests {

@@ -7,7 +7,7 @@ import TxGateClient
 import TxGateCore
 import TestSupport
 
-/// The TxGateClient library (README "Client") against the real gateway, and against a scripted
+/// The TxGateClient library (docs/CLIENT.md) against the real gateway, and against a scripted
 /// server where what the client sends must be seen byte for byte.
 @Suite(.testbed) struct ClientLibraryTests {
     typealias Kit = TransactionKit

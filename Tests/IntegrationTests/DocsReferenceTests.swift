@@ -104,4 +104,119 @@ import TestSupport
         #expect(pointingOutside.isEmpty, "files that send readers to \(outside), which a clone does not have: \(pointingOutside)")
         #expect(missing.isEmpty, "references to sections the documents in docs/ do not have: \(missing)")
     }
+
+    // MARK: links between the pages
+
+    /// The anchors GitHub gives a Markdown document's headings: lowercased, punctuation and
+    /// symbols dropped (letters, digits, `-` and `_` kept), spaces turned into `-`; a repeated
+    /// heading gets `-1`, `-2`, ... Headings inside fenced blocks (a shell comment) are none.
+    static func anchors(_ markdown: String) -> Set<String> {
+        var found = Set<String>()
+        var seen: [String: Int] = [:]
+        var fence: String?
+        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
+            let trimmed = line.drop { $0 == " " }
+            if let f = fence {
+                if trimmed.hasPrefix(f) && trimmed.allSatisfy({ $0 == f.first! }) { fence = nil }
+                continue
+            }
+            if trimmed.hasPrefix("```") || trimmed.hasPrefix("~~~") {
+                fence = String(trimmed.prefix { $0 == trimmed.first! })
+                continue
+            }
+            guard let m = line.firstMatch(of: #/^#{1,6}[ \t]+(.*?)[ \t#]*$/#) else { continue }
+            var slug = ""
+            for scalar in m.1.lowercased().unicodeScalars {
+                if scalar == " " { slug += "-" }
+                else if scalar == "-" || scalar == "_" || CharacterSet.alphanumerics.contains(scalar) { slug.unicodeScalars.append(scalar) }
+            }
+            let n = seen[slug, default: 0]
+            seen[slug] = n + 1
+            found.insert(n == 0 ? slug : "\(slug)-\(n)")
+        }
+        return found
+    }
+
+    /// The relative link targets of a Markdown document (`[text](TARGET)`), outside fenced blocks.
+    static func links(_ markdown: String) -> [String] {
+        var out: [String] = []
+        var fence: String?
+        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
+            let trimmed = line.drop { $0 == " " }
+            if let f = fence {
+                if trimmed.hasPrefix(f) && trimmed.allSatisfy({ $0 == f.first! }) { fence = nil }
+                continue
+            }
+            if trimmed.hasPrefix("```") || trimmed.hasPrefix("~~~") {
+                fence = String(trimmed.prefix { $0 == trimmed.first! })
+                continue
+            }
+            for m in line.matches(of: #/\]\(([^)\s]+)\)/#) {
+                let target = String(m.1)
+                if target.contains("://") || target.hasPrefix("mailto:") { continue }
+                out.append(target)
+            }
+        }
+        return out
+    }
+
+    @Test func theLinkParsersReadHeadingsAndLinksAsGitHubDoes() {
+        let text = """
+            # Logs, metrics and the audit trail
+            ## Audit trail (`txgate audit`)
+            ### A browser approves a POST: parked requests
+            ## §3b. Browsers: parked requests and the 303
+            ## Notes
+            ## Notes
+            ```sh
+            # 1. not a heading
+            [not](a-link.md)
+            ```
+            See [a](OAUTH.md#tokens), [b](#notes-1), [c](../README.md) and [d](https://example.com/x.md).
+            """
+        #expect(Self.anchors(text) == ["logs-metrics-and-the-audit-trail", "audit-trail-txgate-audit",
+                                       "a-browser-approves-a-post-parked-requests", "3b-browsers-parked-requests-and-the-303",
+                                       "notes", "notes-1"])
+        #expect(Self.links(text) == ["OAUTH.md#tokens", "#notes-1", "../README.md"])
+    }
+
+    /// Pages moved out of the README (and sections between pages): a link to a file that is not
+    /// there, or to a heading that is not in it, is a link a reader follows to nothing.
+    @Test func everyLinkBetweenThePagesLeadsToAFileAndAHeading() throws {
+        let files = try Self.files()
+        let known = Set(files)
+        var broken: [String] = []
+        for file in files where file.hasSuffix(".md") {
+            guard let text = try? String(contentsOf: Self.root.appendingPathComponent(file), encoding: .utf8) else { continue }
+            let folder = (file as NSString).deletingLastPathComponent
+            for link in Self.links(text) {
+                let parts = link.split(separator: "#", maxSplits: 1, omittingEmptySubsequences: false).map(String.init)
+                var components: [String] = []
+                for c in (folder.isEmpty ? parts[0] : folder + "/" + parts[0]).split(separator: "/") where c != "." {
+                    if c == "..", !components.isEmpty { components.removeLast() } else { components.append(String(c)) }
+                }
+                let path = parts[0].isEmpty ? file : components.joined(separator: "/")
+                guard known.contains(path) || FileManager.default.fileExists(atPath: Self.root.appendingPathComponent(path).path) else {
+                    broken.append("\(file): (\(link)): no file \(path)")
+                    continue
+                }
+                guard parts.count == 2, path.hasSuffix(".md") else { continue }
+                let target = try String(contentsOf: Self.root.appendingPathComponent(path), encoding: .utf8)
+                if !Self.anchors(target).contains(parts[1]) {
+                    broken.append("\(file): (\(link)): \(path) has no heading with the anchor #\(parts[1])")
+                }
+            }
+        }
+        #expect(broken.isEmpty, "links that lead nowhere:\n\(broken.joined(separator: "\n"))")
+    }
+
+    /// The README is the map of docs/: every page is on it.
+    @Test func theReadmeListsEveryPageOfDocs() throws {
+        let readme = try String(contentsOf: Self.root.appendingPathComponent("README.md"), encoding: .utf8)
+        let pages = try FileManager.default.contentsOfDirectory(atPath: Self.root.appendingPathComponent("docs").path)
+            .filter { $0.hasSuffix(".md") }.sorted()
+        #expect(pages.count > 10, "\(pages)")
+        let missing = pages.filter { !readme.contains("](docs/\($0))") }
+        #expect(missing.isEmpty, "docs pages the README's map does not link to: \(missing)")
+    }
 }

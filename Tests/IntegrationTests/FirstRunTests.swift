@@ -254,11 +254,11 @@ struct FirstRunTests {
         #expect(reloaded?["policies"] as? Int == documentedReload["policies"] as? Int, "live \(String(describing: reloaded)), README \(documentedReload)")
         #expect(Set(reloaded?.keys.map { $0 } ?? []) == Set(documentedReload.keys))
 
-        // Every refusal reason /-/metrics exports is in the README's metrics table.
+        // Every refusal reason /-/metrics exports is in the metrics table (docs/LOGS-METRICS-AUDIT.md).
         let metrics = try RawHTTPClient.fetch(port: port, "GET", "/-/metrics").bodyText
         let reasons = metrics.matches(of: /txgate_transactions_refused_total\{reason="([a-z_]+)"\}/).map { String($0.output.1) }
         #expect(!reasons.isEmpty, "\(metrics)")
         let row = try #require(readme.split(separator: "\n").first { $0.hasPrefix("| `txgate_transactions_refused_total`") })
-        for reason in reasons { #expect(row.contains("`\(reason)`"), "the README's metrics table lacks reason \(reason): \(row)") }
+        for reason in reasons { #expect(row.contains("`\(reason)`"), "the metrics table lacks reason \(reason): \(row)") }
     }
 }

@@ -7,7 +7,7 @@ import Glibc
 #endif
 import TestSupport
 
-/// Magic links and email codes end to end (WIRE.md §4–§5, README "Magic links"): a journey
+/// Magic links and email codes end to end (WIRE.md §4–§5, docs/AUTHENTICATION.md, "Magic links"): a journey
 /// that suspends with an emailed link (delivered by a real SMTP server or the outbox folder),
 /// resumed once — from any client, after a restart, in a real browser — and an email code
 /// that approves a transaction.

@@ -201,21 +201,22 @@ import TestSupport
         #expect(health["policy"] == nil && health["decision"] == nil, "\(health)")
         #expect(health["details"] as? String == "gateway_endpoint", "\(health)")
 
-        // README's example is a line of this very kind: the same fields, no more, no fewer.
+        // The documented example (docs/LOGS-METRICS-AUDIT.md) is a line of this very kind: the same
+        // fields, no more, no fewer.
         let accounts = try g.fetch("GET", "/accounts", headers: [ua, ("iPlanetDirectoryPro", token)])
         #expect(accounts.status == 200)
         let real = try Self.accessLine(g, accounts)
-        let example = try Self.readmeAccessExample()
-        #expect(Set(example.keys) == Set(real.keys), "README: \(example.keys.sorted())\nreal: \(real.keys.sorted())")
+        let example = try Self.documentedAccessExample()
+        #expect(Set(example.keys) == Set(real.keys), "docs: \(example.keys.sorted())\nreal: \(real.keys.sorted())")
         #expect(example["policy"] as? String == "accounts" && example["decision"] as? String == "allow")
         #expect(real["details"] as? String == "via_upstream", "\(real)")
     }
 
-    /// The access-log example in README.md.
-    static func readmeAccessExample() throws -> [String: Any] {
-        let readme = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .deletingLastPathComponent().appendingPathComponent("README.md")
-        let text = try String(contentsOf: readme, encoding: .utf8)
+    /// The access-log example in docs/LOGS-METRICS-AUDIT.md (it was the README's).
+    static func documentedAccessExample() throws -> [String: Any] {
+        let page = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().appendingPathComponent("docs/LOGS-METRICS-AUDIT.md")
+        let text = try String(contentsOf: page, encoding: .utf8)
         let line = try #require(text.split(separator: "\n").first { $0.hasPrefix(#"{"ts":"#) && $0.contains(#""msg":"access""#) })
         return try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
     }

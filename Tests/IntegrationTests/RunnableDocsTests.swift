@@ -31,12 +31,24 @@ import TestSupport
         for case .failure(let e) in Self.groups { Issue.record("\(e)") }
     }
 
-    /// A marker that goes missing would silently turn the runner off for the README.
-    @Test func theReadmeHasRunnableWalkThroughs() {
-        let readme = Self.runnable.filter { $0.file == "README.md" }.flatMap(\.blocks)
-        #expect(readme.count >= 5, "README.md has \(readme.count) ```sh run blocks")
-        for section in ["Log in with curl", "A magic-link login through the outbox", "The whole flow with curl"] {
-            #expect(readme.contains { $0.heading == section }, "no ```sh run block in the README's section '\(section)'")
+    /// The walk-throughs each page is known for, by section: a marker that goes missing (or a
+    /// section that moves without its example) would silently turn the runner off for it.
+    static let walkThroughs: [String: [String]] = [
+        "README.md": ["Five minutes with the demo", "With the command line"],
+        "docs/AUTHENTICATION.md": ["Log in with curl", "A magic-link login through the outbox"],
+        "docs/TRANSACTIONS.md": ["The whole flow with curl", "Declining, and a wrong code"],
+        "docs/OAUTH.md": ["Get an access token with curl", "A bearer client approves a transfer", "Transaction Tokens to the backend"],
+        "docs/CLIENT.md": ["The command line"],
+        "docs/LOGS-METRICS-AUDIT.md": ["Metrics (`/-/metrics`)", "Audit trail (`txgate audit`)"],
+    ]
+
+    @Test func everyPageHasItsRunnableWalkThroughs() {
+        for (file, sections) in Self.walkThroughs.sorted(by: { $0.key < $1.key }) {
+            let blocks = Self.runnable.filter { $0.file == file }.flatMap(\.blocks)
+            for section in sections {
+                #expect(blocks.contains { $0.heading == section && !$0.expected.isEmpty },
+                        "no ```sh run block with its ```text expect in \(file)'s section '\(section)'")
+            }
         }
     }
 

@@ -1,7 +1,8 @@
-// The README's "The library" example, compiled with the tests so that it keeps matching the API.
-// ReadmeExampleTests checks that the code between the two markers is the README's block (the
-// ```swift block whose info string names this file), character for character. It is compiled,
-// not run (it needs a gateway): ClientLibraryTests makes the same calls against a live one.
+// The client example of docs/CLIENT.md ("The Swift library"; it was the README's, hence the
+// names), compiled with the tests so that it keeps matching the API. ReadmeExampleTests checks
+// that the code between the two markers is that page's block (the ```swift block whose info
+// string names this file), character for character. It is compiled, not run (it needs a
+// gateway): ClientLibraryTests makes the same calls against a live one.
 
 // --- README example begins
 import Foundation

@@ -4,7 +4,8 @@ import Testing
 /// The Swift examples of the docs are compiled: a ```` ```swift file=PATH ```` block of README.md
 /// or docs/**/*.md must be, character for character, the code between the markers
 /// `// --- README example begins` and `// --- README example ends` of PATH, a file of this
-/// package that `swift build --build-tests` compiles (Tests/TxGateClientTests/ReadmeExample.swift).
+/// package that `swift build --build-tests` compiles (docs/CLIENT.md's is
+/// Tests/TxGateClientTests/ReadmeExample.swift).
 @Suite struct ReadmeExampleTests {
     static let root: URL = {
         var url = URL(fileURLWithPath: #filePath)
@@ -55,14 +56,15 @@ import Testing
         return lines[(begin + 1)..<end].joined(separator: "\n")
     }
 
-    @Test func theReadmesSwiftExampleIsTheCompiledFile() throws {
+    @Test func theDocsSwiftExamplesAreTheCompiledFiles() throws {
         var blocks: [CompiledBlock] = []
         for doc in Self.documents() {
             let text = try String(contentsOf: Self.root.appendingPathComponent(doc), encoding: .utf8)
             blocks += Self.compiledBlocks(in: text, document: doc)
         }
-        #expect(blocks.contains { $0.document == "README.md" && $0.file == "Tests/TxGateClientTests/ReadmeExample.swift" },
-                "README.md has no ```swift file=Tests/TxGateClientTests/ReadmeExample.swift block")
+        // The client library's example lives in docs/CLIENT.md (it was the README's, hence the names).
+        #expect(blocks.contains { $0.document == "docs/CLIENT.md" && $0.file == "Tests/TxGateClientTests/ReadmeExample.swift" },
+                "docs/CLIENT.md has no ```swift file=Tests/TxGateClientTests/ReadmeExample.swift block")
         for block in blocks {
             let url = Self.root.appendingPathComponent(block.file)
             guard let text = try? String(contentsOf: url, encoding: .utf8) else {

@@ -1,7 +1,7 @@
 import Foundation
 import TestSupport
 
-/// A real nginx in front of TxGate's `/-/authz` (`auth_request`), the way README shows it:
+/// A real nginx in front of TxGate's `/-/authz` (`auth_request`), the way docs/FORWARD-AUTH.md shows it:
 /// `/am/` straight to TxGate, everything else to the backend once TxGate allows it.
 enum Nginx {
     static var binary: URL {
@@ -15,7 +15,7 @@ enum Nginx {
         }
     }
 
-    /// The server block of README's forward-auth example, for a gateway on `gateway` and a
+    /// The server block of docs/FORWARD-AUTH.md's example, for a gateway on `gateway` and a
     /// backend on `backend`.
     static func authRequestConfig(dir: URL, port: Int, gateway: Int, backend: Int) -> String {
         """
