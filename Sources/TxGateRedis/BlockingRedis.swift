@@ -82,7 +82,7 @@ enum BlockingRedis {
 
     /// A blocking connection to `address`, with `timeoutMs` for the connect and every reply.
     static func open(_ address: RedisURL.Address, timeoutMs: Int) throws(Failure) -> UnsafeMutablePointer<redisContext> {
-        var tv = timeval(tv_sec: timeoutMs / 1000, tv_usec: Int((timeoutMs % 1000) * 1000))
+        let tv = timeval(tv_sec: timeoutMs / 1000, tv_usec: Int((timeoutMs % 1000) * 1000))
         guard let c = redisConnectWithTimeout(address.host, Int32(address.port), tv) else { throw Failure(description: "out of memory") }
         if c.pointee.err != 0 {
             let why = errorString(c)

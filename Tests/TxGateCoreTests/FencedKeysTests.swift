@@ -10,6 +10,7 @@ import TxGateCore
         #expect(f.kind(of: SuspendedJourney.storeKey("id", realm: "/")) == .record)
         #expect(f.kind(of: AuthorizationGrant.key("code")) == .record)
         #expect(f.kind(of: "emailotp:ref") == .record)
+        #expect(f.kind(of: ApprovalRequest.key("id")) == .record)
         #expect(f.kind(of: TOTPStepRecord.key("demo")) == .marker)
         #expect(f.quarantine(of: TOTPStepRecord.key("demo"), ttlMs: StoreExpiry.never) == TOTPStepRecord.replayWindowMs)
         #expect(TOTPStepRecord.replayWindowMs >= 90_000, "a code is accepted for up to 90 s after its step began")
