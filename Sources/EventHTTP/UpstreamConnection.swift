@@ -41,6 +41,7 @@ final class UpstreamConnection: ChannelHandler {
             channel = SocketChannel(loop: pool.loop, fd: -1)
         }
         self.channel = channel
+        pool.opened()
         // The connection keeps itself alive while its socket is open; close() lets go.
         retainedSelf = Unmanaged.passRetained(self)
         channel.setHandler(self)
@@ -200,6 +201,7 @@ final class UpstreamConnection: ChannelHandler {
     func close() {
         guard state != .closed else { return }
         state = .closed
+        pool.closed()
         connectTimer?.cancel()
         connectTimer = nil
         channel?.close()

@@ -4,6 +4,12 @@ public final class UpstreamPool {
     public let loop: EventLoop
     public let endpoint: UpstreamEndpoint
     private var idle: [UpstreamConnection] = []
+    /// Connections open (connecting, busy or idle).
+    private var open = 0
+    /// The most connections busy at once in this second and in the one before (`busyPeak`).
+    private var peakNow = 0
+    private var peakBefore = 0
+    private var peakSince: UInt64 = 0
     /// Told for each request sent: true when it went on a kept-alive connection (for metrics).
     public var onDispatch: ((_ reused: Bool) -> Void)?
 
@@ -26,6 +32,7 @@ public final class UpstreamPool {
     func dispatch(_ call: UpstreamCall, fresh: Bool) {
         if !fresh, let c = takeIdle(for: call.request) {
             onDispatch?(true)
+            noteBusy()
             c.start(call)
             return
         }
@@ -34,8 +41,27 @@ public final class UpstreamPool {
             call.finish(.connectFailed("cannot create a socket"))
             return
         }
+        noteBusy()
         c.start(call)
     }
+
+    /// How many idle connections the pool keeps: `maxIdle` (`upstream.keepAlive`), or, when more
+    /// were busy at once within the last second or two, that many. Under a steady load of N
+    /// concurrent requests, a connection that finishes one goes back to the pool for the next
+    /// instead of being closed while another is opened (nginx's `keepalive N` closes it); when
+    /// the load falls, the extra idle connections are closed as connections are released.
+    var keep: Int { max(endpoint.maxIdle, peakNow, peakBefore) }
+
+    private func noteBusy() {
+        let now = EventLoop.nowNanos()
+        if now &- peakSince >= 1_000_000_000 {
+            (peakBefore, peakNow, peakSince) = (peakNow, 0, now)
+        }
+        peakNow = max(peakNow, open - idle.count)
+    }
+
+    func opened() { open += 1 }
+    func closed() { open -= 1 }
 
     /// The most recently released idle connection that `request` may go on, closing those it
     /// may not. One idle for longer than `idleTimeoutMs` is closed, with every one below it
@@ -63,7 +89,13 @@ public final class UpstreamPool {
     }
 
     func release(_ c: UpstreamConnection) {
-        guard idle.count < endpoint.maxIdle else { c.close(); return }
+        let keep = keep
+        guard idle.count < keep else {
+            c.close()
+            // The load fell: the oldest idle connections beyond what is kept go too.
+            while idle.count > keep { idle.removeFirst().close() }
+            return
+        }
         idle.append(c)
         c.becomeIdle()
     }

@@ -10,11 +10,11 @@ import TestSupport
 @Suite struct UpstreamPoolTests {
     /// Runs `body` on a fresh loop's thread with a pool to `port`; `body` calls `done` with
     /// what it found, once.
-    static func onLoop<T: Sendable>(port: Int, idleTimeoutMs: Int = 10_000,
+    static func onLoop<T: Sendable>(port: Int, idleTimeoutMs: Int = 10_000, maxIdle: Int = 8,
                                     _ body: @escaping (UpstreamPool, @escaping (T) -> Void) -> Void) throws -> T {
         let loop = EventLoop()
         let endpoint = UpstreamEndpoint(address: try SocketAddress(host: "127.0.0.1", port: port), tls: nil, tlsHost: "127.0.0.1",
-                                        connectTimeoutMs: 1000, responseTimeoutMs: 2000, maxIdle: 8, idleTimeoutMs: idleTimeoutMs)
+                                        connectTimeoutMs: 1000, responseTimeoutMs: 2000, maxIdle: maxIdle, idleTimeoutMs: idleTimeoutMs)
         let result = Mutex<T?>(nil)
         let finished = DispatchSemaphore(value: 0)
         Thread { loop.run(); finished.signal() }.start()
@@ -83,5 +83,38 @@ import TestSupport
         #expect(ids.count == 3 && !ids.contains("failed"), "\(ids)")
         #expect(ids[0] == ids[1], "\(ids)")
         #expect(ids[2] != ids[1], "\(ids)")
+    }
+
+    /// Issue 29: with more requests in flight than `maxIdle`, a connection that finishes one goes
+    /// back to the pool for the next, instead of closing while another opens (before: 8 + 4 × 6
+    /// connections for five waves of eight with `maxIdle` 2).
+    @Test func aSteadyLoadAboveMaxIdleReusesItsConnections() throws {
+        // Each answer takes 30 ms: the eight requests of a wave are in flight together.
+        let server = try LoopServer(limits: ServerLimits()) { ex in
+            var timer: LoopTimer?
+            timer = LoopTimer(loop: ex.loop) {
+                ex.respond(status: 200, body: Array("\(ex.connectionId)".utf8))
+                timer = nil
+            }
+            timer?.schedule(afterMs: 30)
+        }
+        defer { server.stop() }
+        let (opened, kept): (Int, Int) = try Self.onLoop(port: server.port, maxIdle: 2) { pool, done in
+            var opened = 0
+            pool.onDispatch = { reused in if !reused { opened += 1 } }
+            func wave(_ left: Int) {
+                var answered = 0
+                for _ in 0..<8 {
+                    BufferedCall.send(Self.request("GET"), on: pool, deadlineMs: 2000) { _ in
+                        answered += 1
+                        guard answered == 8 else { return }
+                        if left > 1 { wave(left - 1) } else { done((opened, pool.idleCount)) }
+                    }
+                }
+            }
+            wave(5)
+        }
+        #expect(opened <= 10, "\(opened) connections opened for five waves of eight")
+        #expect(kept == 8, "all eight stay for the next wave")
     }
 }
