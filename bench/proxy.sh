@@ -6,11 +6,14 @@
 # latency, and the CPU time the server process(es) spent per request (utime + stime from
 # /proc/PID/stat over the measured run). The order of the targets alternates between runs.
 #
-#   bash bench/proxy.sh [--quick] [--runs N] [--nginx-only]
+#   bash bench/proxy.sh [--quick] [--runs N] [--nginx-only] [--tls]
 #
 #   --quick        3 s per measurement (instead of BENCH_DURATION, default 10) and 1 s warm-up
 #   --runs N       repeat the measurement N times and print the median of each column at the end
 #   --nginx-only   measure only the backend and nginx proxy_pass (no txgate build or run)
+#   --tls          the proxies listen with TLS (one self-signed P-256 certificate for both,
+#                  ECDHE, keep-alive: wrk's connections do one handshake each); the backend
+#                  stays plain HTTP
 #
 # Environment: BENCH_CONNECTIONS (default 50), BENCH_DURATION (seconds, default 10),
 # BENCH_WARMUP (seconds, default 2), TXGATE_BIN (use this txgate binary instead of building),
@@ -32,8 +35,9 @@ DURATION="${BENCH_DURATION:-10}"
 WARMUP="${BENCH_WARMUP:-2}"
 RUNS=1
 WITH_TXGATE=1
+TLS=0
 
-usage() { sed -n '2,16p' "$SELF" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,19p' "$SELF" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -41,6 +45,7 @@ while [ $# -gt 0 ]; do
     --runs) [ $# -ge 2 ] || { echo "proxy.sh: --runs needs a number" >&2; exit 2; }; RUNS="$2"; shift ;;
     --runs=*) RUNS="${1#--runs=}" ;;
     --nginx-only) WITH_TXGATE=0 ;;
+    --tls) TLS=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "proxy.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -269,6 +274,9 @@ $access" "    upstream backend_upstream {
         keepalive 64;
         keepalive_requests 1000000;
     }"
+    if [ "$TLS" = 1 ]; then
+      sed -i "s|listen 127.0.0.1:$port;|listen 127.0.0.1:$port ssl;\\n        ssl_certificate $TMP/cert.pem;\\n        ssl_certificate_key $TMP/key.pem;|" "$dir/nginx.conf"
+    fi
     start_nginx "nginx proxy" "$dir"
     if wait_port "$STARTED_PID" "$port" 10; then
       PROXY_PID=$STARTED_PID; N="$port"; return 0
@@ -283,9 +291,9 @@ $access" "    upstream backend_upstream {
 # (access log off; a user, a store, a policy for authenticated users on every path).
 txgate_config() {
   local kind="$1" port="$2" dir="$3"
-  python3 - "$kind" "$port" "$dir" "$B" "${BENCH_HASH:-}" >"$dir/gateway.json" <<'PY'
+  python3 - "$kind" "$port" "$dir" "$B" "${BENCH_HASH:-}" "$TLS" "$TMP" >"$dir/gateway.json" <<'PY'
 import json, sys
-kind, port, d, backend, hash_ = sys.argv[1:6]
+kind, port, d, backend, hash_, tls, tmp = sys.argv[1:8]
 c = {"listen": f"127.0.0.1:{port}", "workers": 1, "upstream": {"url": f"http://127.0.0.1:{backend}", "keepAlive": 64},
      "log": {"level": "info" if kind == "log" else "warning", "access": kind == "log"},
      "limits": {"maxConnectionsPerClient": 0}}
@@ -294,18 +302,21 @@ if kind == "allow":
               "journeys": {"Login": [{"type": "UsernamePassword"}]},
               "store": {"path": f"{d}/txgate.db"}, "secrets": {"signingKeyFile": f"{d}/signing.key"},
               "policies": [{"name": "everything", "resources": ["/**"], "actions": ["GET"], "subjects": "authenticated"}]})
+if tls == "1":
+    c["tls"] = {"certificate": f"{tmp}/cert.pem", "privateKey": f"{tmp}/key.pem"}
 print(json.dumps(c))
 PY
 }
 
 login_token() {  # login_token PORT: a session token for the bench user
-  python3 - "$1" <<'PY'
-import json, sys, urllib.request
-url = f"http://127.0.0.1:{sys.argv[1]}/am/json/realms/root/authenticate"
+  python3 - "$1" "$SCHEME" <<'PY'
+import json, ssl, sys, urllib.request
+url = f"{sys.argv[2]}://127.0.0.1:{sys.argv[1]}/am/json/realms/root/authenticate"
+unverified = ssl._create_unverified_context()  # the bench's own self-signed certificate
 def post(body):
     req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else b"", method="POST",
                                  headers={"Content-Type": "application/json"})
-    return json.load(urllib.request.urlopen(req, timeout=10))
+    return json.load(urllib.request.urlopen(req, timeout=10, context=unverified))
 step = post(None)
 step["callbacks"][0]["input"][0]["value"] = "bench"
 step["callbacks"][1]["input"][0]["value"] = "bench-password"
@@ -340,7 +351,7 @@ record_workers() { local pid; for pid in $(children_of "$1"); do EXTRA_PIDS+=("$
 check_target() {  # check_target NAME PORT [HEADER]
   local name="$1" port="$2" header="${3:-}" code body args=()
   [ -n "$header" ] && args=(-H "$header")
-  code="$(curl -sS --max-time 5 "${args[@]}" -o "$TMP/check.body" -w '%{http_code}' "http://127.0.0.1:$port/")" || code="curl-error"
+  code="$(curl -ksS --max-time 5 "${args[@]}" -o "$TMP/check.body" -w '%{http_code}' "$(scheme_of "$name")://127.0.0.1:$port/")" || code="curl-error"
   body="$(cat "$TMP/check.body" 2>/dev/null || true)"
   if [ "$code" != 200 ] || [ "$body" != "hello from backend" ]; then
     die "$name (127.0.0.1:$port) answered status $code, body: ${body:0:300}"
@@ -349,6 +360,16 @@ check_target() {  # check_target NAME PORT [HEADER]
 
 declare -A NAME=([direct]="direct" [nginx]="nginx proxy_pass" [nginx-log]="nginx +access log"
                  [txgate]="txgate" [txgate-log]="txgate +access log" [txgate-allow]="txgate allow path")
+SCHEME=http
+if [ "$TLS" = 1 ]; then
+  SCHEME=https
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/key.pem" -out "$TMP/cert.pem" >"$TMP/openssl.log" 2>&1 || {
+    cat "$TMP/openssl.log" >&2; die "openssl could not make the bench certificate"; }
+  for t in nginx nginx-log txgate txgate-log txgate-allow; do NAME[$t]="${NAME[$t]} (TLS)"; done
+fi
+# The backend is plain HTTP; with --tls, the proxies are HTTPS.
+scheme_of() { if [ "$1" = direct ] || [ "$1" = "${NAME[direct]}" ]; then echo http; else echo "$SCHEME"; fi; }
 declare -A PORT PIDS_OF HEADER
 start_backend
 record_workers "$BACKEND_PID"
@@ -399,16 +420,16 @@ parse_wrk() {
   echo "$rps $(to_ms "$p50") $(to_ms "$p99") ${non2xx:-0} ${sock:-0 0 0 0}"
 }
 
-run_wrk() {  # run_wrk PORT SECONDS OUTFILE [HEADER]
-  local port="$1" secs="$2" out="$3" header="${4:-}" args=()
+run_wrk() {  # run_wrk PORT SECONDS OUTFILE HEADER SCHEME
+  local port="$1" secs="$2" out="$3" header="${4:-}" scheme="${5:-http}" args=()
   [ -n "$header" ] && args=(-H "$header")
   run_child "$out" timeout -k 5 $((secs + 30)) wrk -t1 -c"$CONNECTIONS" -d"${secs}s" --latency "${args[@]}" \
-    "http://127.0.0.1:$port/"
+    "$scheme://127.0.0.1:$port/"
 }
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b + 0 > 0) printf "%.2f", a / b; else printf "n/a" }'; }
 
-ROW_FMT='%-20s %9s %8s %8s %11s %8s %9s\n'
+ROW_FMT='%-26s %9s %8s %8s %11s %8s %9s\n'
 print_header() { printf "$ROW_FMT" target req/s 'p50(ms)' 'p99(ms)' 'µs CPU/req' non-2xx sock-err; }
 print_row() {  # NAME RPS P50 P99 CPU NON2XX SOCKERR
   printf "$ROW_FMT" "$1" "$(printf '%.0f' "$2")" "$(printf '%.3f' "$3")" "$(printf '%.3f' "$4")" "$(printf '%.1f' "$5")" "$6" "$7"
@@ -432,10 +453,10 @@ FAILED=""
 measure_target() {  # measure_target TARGET RUN
   local t="$1" run="$2" out="$TMP/wrk-$2-$1.txt" before after requests parsed
   log "run $run/$RUNS: ${NAME[$t]} (127.0.0.1:${PORT[$t]})"
-  run_wrk "${PORT[$t]}" "$WARMUP" "$TMP/warmup.txt" "${HEADER[$t]:-}" || { cat "$TMP/warmup.txt" >&2; die "wrk warm-up against ${NAME[$t]} failed"; }
+  run_wrk "${PORT[$t]}" "$WARMUP" "$TMP/warmup.txt" "${HEADER[$t]:-}" "$(scheme_of "$t")" || { cat "$TMP/warmup.txt" >&2; die "wrk warm-up against ${NAME[$t]} failed"; }
   # shellcheck disable=SC2086
   before="$(cpu_ticks ${PIDS_OF[$t]})"
-  run_wrk "${PORT[$t]}" "$DURATION" "$out" "${HEADER[$t]:-}" || { cat "$out" >&2; die "wrk against ${NAME[$t]} failed"; }
+  run_wrk "${PORT[$t]}" "$DURATION" "$out" "${HEADER[$t]:-}" "$(scheme_of "$t")" || { cat "$out" >&2; die "wrk against ${NAME[$t]} failed"; }
   # shellcheck disable=SC2086
   after="$(cpu_ticks ${PIDS_OF[$t]})"
   parsed="$(parse_wrk "$out")" || { cat "$out" >&2; die "could not parse wrk output for ${NAME[$t]}"; }
