@@ -136,7 +136,9 @@ final class Worker: @unchecked Sendable {
                 amURI = config.effectivePublicURL.description + "/am/"
                 parking = RequestParking(store: store, loop: loop, maxBodyBytes: config.limits.maxParkedBodyBytes, logger: shared.logger)
                 accessTokens = plan.oauth ? shared.oauth.map { AccessTokenCache(provider: $0, loop: loop) } : nil
-            case .remote, .none:
+            case .none:
+                preconditionFailure("a pipeline plan without a PDP has no decision phases")
+            case .remote:
                 guard let remote = shared.remotePDP, let amURI = config.pdp.amURI else {
                     preconditionFailure("the pipeline plan has a remote PDP, the shared state does not")
                 }
