@@ -20,6 +20,13 @@ public struct AuthFailure: Error, Equatable, Sendable, CustomStringConvertible {
     /// `detail.reason`: which failure ended a journey run inside a live session (an approval,
     /// a step-up): `wrong_code`, `code_used`, `locked_out`, `declined`; nil for a sign-in.
     public var failureReason: String?
+    /// `detail.attemptsLeft`: after a failure that counts toward the lockout (a wrong code) inside
+    /// a live session, how many more failures are allowed before approvals are locked; `0` when
+    /// this one locked them. Nil when the server did not say.
+    public var attemptsLeft: Int?
+    /// `detail.retryAfterS`: with `locked_out`, or with ``attemptsLeft`` `0`, the longest the
+    /// lockout lasts, in seconds.
+    public var retryAfterS: Int?
 
     /// A failure with the fields of AM's answer.
     ///
@@ -30,20 +37,31 @@ public struct AuthFailure: Error, Equatable, Sendable, CustomStringConvertible {
     ///   - errorCode: `detail.errorCode`, `"110"` for a timed-out journey.
     ///   - failureUrl: `detail.failureUrl`.
     ///   - failureReason: `detail.reason`, which failure ended a journey inside a live session.
+    ///   - attemptsLeft: `detail.attemptsLeft`, the failures still allowed before the lockout.
+    ///   - retryAfterS: `detail.retryAfterS`, the longest a lockout lasts, in seconds.
     public init(code: Int, reason: String, message: String, errorCode: String? = nil, failureUrl: String? = nil,
-                failureReason: String? = nil) {
+                failureReason: String? = nil, attemptsLeft: Int? = nil, retryAfterS: Int? = nil) {
         self.code = code
         self.reason = reason
         self.message = message
         self.errorCode = errorCode
         self.failureUrl = failureUrl
         self.failureReason = failureReason
+        self.attemptsLeft = attemptsLeft
+        self.retryAfterS = retryAfterS
     }
 
-    /// What ``failureReason`` means, for a person: nil when it is absent or not one TxGate sends.
+    /// What ``failureReason`` means, for a person, with the attempts left after a wrong code: nil
+    /// when it is absent or not one TxGate sends.
     public var explanation: String? {
         switch failureReason {
-        case "wrong_code": return "the code is not right"
+        case "wrong_code":
+            switch attemptsLeft {
+            case nil: return "the code is not right"
+            case 0?: return "the code is not right, and that was the last attempt: try again later"
+            case 1?: return "the code is not right: 1 attempt left"
+            case let n?: return "the code is not right: \(n) attempts left"
+            }
         case "code_used": return "this code was already used: wait for the next one"
         case "locked_out": return "too many wrong codes: try again later"
         case "declined": return "declined"

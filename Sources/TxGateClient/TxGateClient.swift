@@ -141,7 +141,8 @@ public final class TxGateClient: Sendable {
         let detail = json["detail"]
         return .failure(AuthFailure(code: code, reason: json["reason"]?.stringValue ?? "", message: json["message"]?.stringValue ?? "",
                                     errorCode: detail?["errorCode"].map { $0.stringValue ?? $0.canonical },
-                                    failureUrl: detail?["failureUrl"]?.stringValue, failureReason: detail?["reason"]?.stringValue))
+                                    failureUrl: detail?["failureUrl"]?.stringValue, failureReason: detail?["reason"]?.stringValue,
+                                    attemptsLeft: detail?["attemptsLeft"]?.intValue, retryAfterS: detail?["retryAfterS"]?.intValue))
     }
 
     // MARK: Sessions

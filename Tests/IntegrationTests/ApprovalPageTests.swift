@@ -68,4 +68,47 @@ import TxGateCrypto
         let login = try Kit.post(g, Kit.authPath, Kit.answer(try start.json(), ["demo", "not the password"]))
         #expect(login.status == 401 && reason(login) == nil, "\(login)")
     }
+
+    /// Issue 24 item 9: a wrong code inside the session says how many attempts are left before
+    /// the lockout (`detail.attemptsLeft`, docs/WIRE-EXTENSIONS.md §4b); the one that locks says
+    /// 0 and how long; then `locked_out`. AM's members stay as they were, and a sign-in says
+    /// nothing of the kind.
+    @Test func aWrongCodeSaysHowManyAttemptsAreLeftBeforeTheLockout() throws {
+        let (g, _) = try Testbed.current.startGatewayWithBank(config: Kit.config([
+            "security": ["maxFailedAttempts": 3, "lockoutWindowS": 120, "lockoutDurationS": 240],
+        ]))
+        let demo = try Kit.login(g)
+        let txid = try Kit.challengeTxid(try Kit.transfer(g, token: demo, body: Kit.transferBody))
+        let now = Int(Date().timeIntervalSince1970)
+        let totp = TOTP(secret: Base32.decode(Kit.demoSecret)!)
+        let wrongCode = (-1...1).map { totp.code(at: now + 30 * $0) }.contains("000000") ? "111111" : "000000"
+        func approve(_ code: String) throws -> (HTTPResponse, [String: Any]) {
+            let start = try Kit.startComposite(g, txid: txid, session: .header(demo))
+            let r = try Kit.post(g, Kit.authPath, Kit.answer(try start.json(), [code]), headers: [("iPlanetDirectoryPro", demo)])
+            #expect(r.status == 401, "\(r)")
+            let body = try r.json()
+            // AM's members, as AM sends them.
+            #expect(body["code"] as? Int == 401 && body["reason"] as? String == "Unauthorized" && body["message"] as? String == "Login failure",
+                    "\(r)")
+            return (r, try #require(body["detail"] as? [String: Any], "\(r)"))
+        }
+
+        let (first, d1) = try approve(wrongCode)
+        #expect(d1["reason"] as? String == "wrong_code" && d1["attemptsLeft"] as? Int == 2 && d1["retryAfterS"] == nil, "\(first)")
+        #expect(d1["failureUrl"] as? String == "", "\(first)")
+        let (second, d2) = try approve(wrongCode)
+        #expect(d2["reason"] as? String == "wrong_code" && d2["attemptsLeft"] as? Int == 1, "\(second)")
+        // The third locks: nothing left, and how long it lasts.
+        let (third, d3) = try approve(wrongCode)
+        #expect(d3["reason"] as? String == "wrong_code" && d3["attemptsLeft"] as? Int == 0 && d3["retryAfterS"] as? Int == 240, "\(third)")
+        // Locked: even the right code is refused, and not counted.
+        let (locked, d4) = try approve(totp.code(at: now))
+        #expect(d4["reason"] as? String == "locked_out" && d4["retryAfterS"] as? Int == 240 && d4["attemptsLeft"] == nil, "\(locked)")
+
+        // A sign-in's failure is AM's, exactly: no reason, no attempts.
+        let start = try Kit.post(g, Kit.authPath, nil)
+        let login = try Kit.post(g, Kit.authPath, Kit.answer(try start.json(), ["other", "not the password"]))
+        #expect(login.status == 401 && login.bodyText == #"{"code":401,"reason":"Unauthorized","message":"Login failure","detail":{"failureUrl":""}}"#,
+                "\(login)")
+    }
 }

@@ -18,9 +18,11 @@ struct BrowserApprovalTests {
 
     /// demo-bank's demo configuration (gateway.json's policies and branding), with the
     /// transfer approved by `approval` (a journey name) and a logo file.
-    static func config(_ baseURL: String, bed: Testbed, approval: String) throws -> [String: Any] {
+    static func config(_ baseURL: String, bed: Testbed, approval: String, transferTtlS: Int = 180,
+                       security: [String: Any] = [:]) throws -> [String: Any] {
         let logoFile = try bed.dir.write("logo.svg", logo)
         return [
+            "security": security,
             "publicUrl": baseURL,
             "users": [["username": "demo", "passwordHash": hash, "email": "demo@example.com", "totpSecret": secret]],
             "loginJourney": "Login",
@@ -38,7 +40,7 @@ struct BrowserApprovalTests {
             "policies": [
                 ["name": "home", "resources": ["/", "/receipt", "/transfer"], "actions": ["GET"], "subjects": "authenticated"],
                 ["name": "transfer", "resources": ["/transfer"], "actions": ["POST"], "subjects": "authenticated",
-                 "transaction": ["journey": approval, "ttlS": 180, "bind": ["body": ["/amount", "/currency", "/payee"]],
+                 "transaction": ["journey": approval, "ttlS": transferTtlS, "bind": ["body": ["/amount", "/currency", "/payee"]],
                                  "display": "Approve {amount} {currency} to {payee}?"]],
             ],
         ]
@@ -65,6 +67,22 @@ struct BrowserApprovalTests {
             .waitForElement("#approval"), .waitForElement(#"input.code[autocomplete="one-time-code"][inputmode="numeric"]"#),
             .snapshot("approval"), .screenshot(out.appendingPathComponent("2-approval.png")),
         ]
+    }
+
+    /// The page now, at desktop width and then at a phone's (`name`-desktop.png, `name`-phone.png).
+    static func screenshots(_ out: URL, _ name: String) -> [BrowserStep] {
+        [
+            .screenshot(out.appendingPathComponent("\(name)-desktop.png")),
+            .phone, .screenshot(out.appendingPathComponent("\(name)-phone.png")), .desktop,
+        ]
+    }
+
+    /// The `m:ss` the approval page's countdown shows in `text`, in seconds.
+    static func timeLeft(_ text: String) -> Int? {
+        guard let m = text.firstMatch(of: #/Time left to approve: (\d+):(\d\d)/#), let min = Int(m.output.1), let sec = Int(m.output.2) else {
+            return nil
+        }
+        return min * 60 + sec
     }
 
     /// The receipt, reloaded, then the home page: one transfer, whatever was reloaded.
@@ -149,9 +167,76 @@ struct BrowserApprovalTests {
         try Self.expectApprovedOnce(run, g)
         let wrong = run.snapshots["wrong"]?.text ?? ""
         #expect(wrong.contains("Nothing was approved") && wrong.contains("Approve this transfer"), "\(wrong)")
+        // security.maxFailedAttempts is 5 by default: one spent.
+        #expect(wrong.contains("That code is not right: 4 attempts left before approvals are locked."), "\(wrong)")
+        // The countdown: the policy's ttlS is 180 s.
+        let left = try #require(Self.timeLeft(run.snapshots["approval"]?.text ?? ""), "\(run.snapshots["approval"]?.text ?? "")")
+        #expect(left > 100 && left <= 180, "\(left)")
         let approval = run.snapshots["approval"]
         #expect(approval?.text.contains("One Time Password") == true, "\(approval?.text ?? "")")
         #expect(!g.process.stderr.contains(code) && !g.process.stderr.contains(Self.password))
+    }
+
+    /// Issue 24 item 9: each wrong code says how many attempts are left before approvals are
+    /// locked (`detail.attemptsLeft`); the one that locks says so, and for how long, and the page
+    /// asks for no more codes. Nothing is executed.
+    @Test(.timeLimit(.minutes(2)))
+    func wrongCodesSayHowManyAttemptsAreLeftAndTheLastOneLocks() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank {
+            try! Self.config($0, bed: bed, approval: "ConfirmTransaction", security: ["maxFailedAttempts": 2, "lockoutDurationS": 240])
+        }
+        let out = try Self.outputFolder("attempts-left")
+        let run = try bed.runBrowser(g.baseURL + "/", Self.signInAndSendTransfer(out) + [
+            .fill("#cb1", "000000"), .click("#submit"), .waitForText("That code is not right: 1 attempt left before approvals are locked."),
+            .waitForElement("input.code"), .snapshot("one-left"),
+        ] + Self.screenshots(out, "3-one-attempt-left") + [
+            .fill("#cb1", "000000"), .click("#submit"), .waitForText("that was the last attempt"),
+            .waitForElement("#back"), .snapshot("locked"),
+        ] + Self.screenshots(out, "4-locked") + [
+            .open(g.baseURL + "/"), .waitForText("0 transfers made"),
+        ], timeout: 90)
+        #expect(run.ok, "\(run)")
+        let oneLeft = run.snapshots["one-left"]?.text ?? ""
+        #expect(oneLeft.contains("locked. Nothing was approved. Enter the code"), "\(oneLeft)")
+        let locked = run.snapshots["locked"]?.text ?? ""
+        for text in ["approvals are locked for up to 4 minutes", "Nothing was approved", "Try again later", "Back to Demo Bank"] {
+            #expect(locked.contains(text), "the locked page lacks '\(text)': \(locked)")
+        }
+        #expect(!locked.contains("attempt left") && !locked.contains("Decline") && !locked.contains("Time left"), "\(locked)")
+        #expect(run.scriptErrors.isEmpty, "\(run.scriptErrors)")
+    }
+
+    /// Issue 24 item 9: the approval page counts down the time left (the transaction's
+    /// expiry, from the server) and at zero says that the approval expired and what to do,
+    /// by itself: no request goes to the server to find out (the journey is not failed).
+    @Test(.timeLimit(.minutes(2)))
+    func theApprovalCountsDownAndSaysWhenItHasExpired() throws {
+        let bed = try Testbed.current
+        let ttl = 25
+        let (g, _) = try bed.startGatewayWithBank { try! Self.config($0, bed: bed, approval: "ConfirmTransaction", transferTtlS: ttl) }
+        let out = try Self.outputFolder("expiry")
+        let run = try bed.runBrowser(g.baseURL + "/", Self.signInAndSendTransfer(out) + [
+            .waitForText("Time left to approve: 0:"), .snapshot("t1"), .pause(2.5), .snapshot("t2"),
+        ] + Self.screenshots(out, "3-counting-down") + [
+            .waitForText("This approval has expired", timeout: Double(ttl) + 5), .waitForElement("#back"), .snapshot("expired"),
+        ] + Self.screenshots(out, "4-expired") + [
+            .open(g.baseURL + "/"), .waitForText("0 transfers made"),
+        ], timeout: 100)
+        #expect(run.ok, "\(run)")
+        let t1 = try #require(Self.timeLeft(run.snapshots["t1"]?.text ?? ""), "\(run.snapshots["t1"]?.text ?? "")")
+        let t2 = try #require(Self.timeLeft(run.snapshots["t2"]?.text ?? ""), "\(run.snapshots["t2"]?.text ?? "")")
+        #expect(t1 <= ttl && t2 < t1 && t1 - t2 <= 4, "the countdown went from \(t1) to \(t2)")
+        let expired = run.snapshots["expired"]?.text ?? ""
+        for text in ["This approval has expired. Nothing was approved. Go back to Demo Bank and send the request again.",
+                     "Back to Demo Bank", "Approve this transfer", "Mallory Ltd"] {
+            #expect(expired.contains(text), "the expired page lacks '\(text)': \(expired)")
+        }
+        #expect(!expired.contains("Time left") && !expired.contains("Decline") && !expired.contains("One Time Password"), "\(expired)")
+        #expect(run.scriptErrors.isEmpty, "\(run.scriptErrors)")
+        // The page found out by itself: no journey failed, nothing was refused.
+        let failures = g.logLines().filter { ["login failed", "journey step rejected"].contains($0["msg"] as? String) }
+        #expect(failures.isEmpty, "\(failures)")
     }
 
     @Test(.timeLimit(.minutes(2)))
@@ -181,12 +266,17 @@ struct BrowserApprovalTests {
             .fill("#amount", "75.50"), .fill("#payee", "Alice"), .click("#send"),
             .waitForElement("#approval"), .waitForText("An email has been sent"), .snapshot("waiting"),
             .screenshot(out.appendingPathComponent("1-approval-waiting-for-link.png")),
+            // The page waits: its session is live already, and going on before the approval
+            // would only ask for it again (and send another email).
+            .pause(5), .waitForText("An email has been sent"), .waitForText("Time left to approve"),
         ])
         #expect(first.ok, "\(first)")
+        #expect(first.network.filter { $0.url.contains("authIndexType=composite_advice") && $0.type == "Document" }.count == 1, "\(first)")
         let waiting = first.snapshots["waiting"]?.text ?? ""
         #expect(waiting.contains("Approve this transfer") && waiting.contains("75.50") && waiting.contains("Alice"), "\(waiting)")
         let folder = bed.dir.url.appendingPathComponent("outbox")
         let files = try FileManager.default.contentsOfDirectory(atPath: folder.path).sorted()
+        #expect(files.count == 1, "\(files)")
         let link = try #require(try ReceivedEmail(file: folder.appendingPathComponent(files.last ?? "")).magicLink()?.link)
 
         let second = try bed.runBrowser(link, [
@@ -234,6 +324,39 @@ struct BrowserApprovalTests {
         #expect(!used.text.contains("SuspendedAuthSessionException"), "\(used.text)")
         #expect(used.text.contains("Sign in again"), "\(used.text)")
         #expect(opened.scriptErrors.isEmpty, "\(opened.scriptErrors)")
+    }
+
+    /// Issue 24 item 12: the sign-in page offers a magic link; the tab that asked for it waits
+    /// on "check your email" and, when the link is opened in another tab of the same browser
+    /// (which signs the browser in), moves on by itself to where the sign-in was going.
+    /// "Send another link" asks again for the same journey, the name filled in.
+    @Test(.timeLimit(.minutes(2)))
+    func theTabWaitingForAMagicLinkMovesOnWhenTheLinkIsOpenedInAnotherTab() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank { try! Self.config($0, bed: bed, approval: "ConfirmTransaction") }
+        let out = try Self.outputFolder("magic-link-polling")
+        let outbox = bed.dir.url.appendingPathComponent("outbox").path
+        let run = try bed.runBrowser(g.baseURL + "/", [
+            .waitForElement("#magic-link"), .click("#magic-link"),
+            .waitForURLContaining("authIndexValue=MagicLink"), .waitForElement("#cb0"), .fill("#cb0", "demo"), .click("#submit"),
+            .waitForText("An email has been sent"), .waitForElement("#resend"),
+            .click("#resend"), .waitForElement("#cb0"), .click("#submit"),
+            .waitForText("An email has been sent"), .waitForElement("#resend"), .snapshot("waiting"),
+        ] + Self.screenshots(out, "1-check-your-email") + [
+            .openFromFile(glob: outbox + "/*.eml", pattern: #"(https?://\S*[?&]suspendedId=[A-Za-z0-9_-]+)"#, inNewTab: true),
+            .waitForPath("/"), .waitForText("Everyday account"), .snapshot("link-tab"),
+            .switchTab(0), .waitForPath("/", timeout: 15), .waitForText("Everyday account"), .snapshot("first-tab"),
+        ] + Self.screenshots(out, "2-first-tab-signed-in"), timeout: 90)
+        #expect(run.ok, "\(run)")
+        let waiting = run.snapshots["waiting"]?.text ?? ""
+        #expect(waiting.contains("Send another link") && !waiting.contains("Sign-in failed"), "\(waiting)")
+        let files = try FileManager.default.contentsOfDirectory(atPath: outbox).filter { $0.hasSuffix(".eml") }
+        #expect(files.count == 2, "the resend sent no second link: \(files)")
+        #expect(run.snapshots["first-tab"]?.url == g.baseURL + "/", "\(run)")
+        // The first tab looked for the session the link made (and, on the home page, found it).
+        #expect(run.network.contains { $0.url.contains("/sessions?_action=validate") && $0.status == 200 }, "\(run)")
+        #expect(run.cookie("iPlanetDirectoryPro")?.httpOnly == true, "\(run)")
+        #expect(run.scriptErrors.isEmpty, "\(run.scriptErrors)")
     }
 
     /// The JS SDK's read of the challenge, from a page on another origin (a static page served

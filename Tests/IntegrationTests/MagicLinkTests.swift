@@ -390,8 +390,9 @@ import TestSupport
         let refused = try Self.post(g, Self.authPath, TransactionKit.answer(try start2.json(), [wrong]),
                                     headers: [("iPlanetDirectoryPro", token)])
         #expect(refused.status == 401, "a wrong code:\n\(refused)")
-        // Inside the session the approval says which failure it was (WIRE-EXTENSIONS §4b).
-        #expect(refused.bodyText == #"{"code":401,"reason":"Unauthorized","message":"Login failure","detail":{"failureUrl":"","reason":"wrong_code"}}"#,
+        // Inside the session the approval says which failure it was, and the attempts left
+        // before the lockout (security.maxFailedAttempts, 5 by default) (WIRE-EXTENSIONS §4b).
+        #expect(refused.bodyText == #"{"code":401,"reason":"Unauthorized","message":"Login failure","detail":{"failureUrl":"","reason":"wrong_code","attemptsLeft":4}}"#,
                 "\(refused.bodyText)")
         let notApproved = try TransactionKit.transfer(g, token: token, body: body, query: "?_txid=\(txid2)")
         #expect(notApproved.status == 401, "retry after a wrong code:\n\(notApproved)")

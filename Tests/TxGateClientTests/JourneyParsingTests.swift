@@ -74,6 +74,30 @@ import FoundationNetworking
         #expect(s.isSuspended && s.displayedMessages == ["An email has been sent."])
     }
 
+    /// docs/WIRE-EXTENSIONS.md §4b: inside a live session, `detail` says which failure it was
+    /// and, for a wrong code, the attempts left before the lockout.
+    @Test func aFailureInsideASessionCarriesItsReasonAndTheAttemptsLeft() throws {
+        func failure(_ detail: String) throws -> AuthFailure? {
+            guard case .failure(let f) = try Self.outcome(401, #"{"code":401,"reason":"Unauthorized","message":"Login failure","detail":"# + detail + "}") else {
+                return nil
+            }
+            return f
+        }
+        let wrong = try #require(try failure(#"{"failureUrl":"","reason":"wrong_code","attemptsLeft":3}"#))
+        #expect(wrong.failureReason == "wrong_code" && wrong.attemptsLeft == 3 && wrong.retryAfterS == nil)
+        #expect(wrong.explanation == "the code is not right: 3 attempts left")
+        #expect(wrong.description == "401 Unauthorized: Login failure (the code is not right: 3 attempts left)")
+        #expect(try failure(#"{"failureUrl":"","reason":"wrong_code","attemptsLeft":1}"#)?.explanation == "the code is not right: 1 attempt left")
+        let last = try #require(try failure(#"{"failureUrl":"","reason":"wrong_code","attemptsLeft":0,"retryAfterS":900}"#))
+        #expect(last.attemptsLeft == 0 && last.retryAfterS == 900)
+        #expect(last.explanation?.hasPrefix("the code is not right, and that was the last attempt") == true)
+        let locked = try #require(try failure(#"{"failureUrl":"","reason":"locked_out","retryAfterS":900}"#))
+        #expect(locked.attemptsLeft == nil && locked.retryAfterS == 900 && locked.explanation == "too many wrong codes: try again later")
+        // A server that does not say (AM, an older TxGate): as before.
+        let plain = try #require(try failure(#"{"failureUrl":"","reason":"wrong_code"}"#))
+        #expect(plain.attemptsLeft == nil && plain.explanation == "the code is not right")
+    }
+
     @Test func resumeURIsAreCheckedAgainstTheServer() throws {
         let server = ClientConfiguration(serverURL: URL(string: "https://gw.example.com")!)
         #expect(try ResumeURI.suspendedId("https://gw.example.com/am/XUI/?realm=/&suspendedId=6IIIUln3ajONR4ySwZt15qzh8X4", server: server)

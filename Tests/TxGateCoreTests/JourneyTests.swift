@@ -23,12 +23,12 @@ final class FakeServices: JourneyServices {
     func isLockedOut(_ who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void) {
         done(storeDown ? .failure(.unavailable("down")) : .success(locked.contains(who.user)))
     }
-    func recordFailure(_ who: Attempter, _ done: @escaping (StoreResult<Void>) -> Void) {
+    func recordFailure(_ who: Attempter, _ done: @escaping (StoreResult<Int>) -> Void) {
         attempters.append(who)
         let username = who.user
         failures[username, default: 0] += 1
         if failures[username]! >= 3 { locked.insert(username) }
-        done(.success(()))
+        done(.success(max(0, 3 - failures[username]!)))
     }
     func acceptTOTPStep(_ step: UInt64, of username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
         if stepStoreDown { done(.failure(.unavailable("down"))); return }
@@ -155,9 +155,12 @@ final class FakeServices: JourneyServices {
         guard case .success = run(e, s, [code]) else { Issue.record("first use must pass"); return }
         guard case .failure(let why) = run(e, s, [code]) else { Issue.record("reuse must fail"); return }
         #expect(why.reason.hasPrefix("one-time password already used") && why.kind == .codeUsed)
-        guard case .failure = run(e, s, [[SubmittedCallback(type: "PasswordCallback", inputs: ["000000"])]]) else {
+        guard case .failure(_, let kind, let left) = run(e, s, [[SubmittedCallback(type: "PasswordCallback", inputs: ["000000"])]]) else {
             Issue.record("a wrong code must fail"); return
         }
+        // Counted toward the lockout, with what is left (the fake locks at 3); a used code is not counted.
+        #expect(kind == .wrongCode && left == 2)
+        #expect(why.attemptsLeft == nil && services.failures["demo"] == 1)
     }
 
     /// Issue 22, item 4: the clock runs an hour ahead (where a store purged the per-code

@@ -86,4 +86,26 @@ import TxGateCore
         #expect(!view.html(message: nil, approval: LoginPageView.Approval(r), script: nil).contains("magic-link"),
                 "an approval is no place to sign in by email")
     }
+
+    /// Issue 24 item 9: the approval shows the time left before the transaction expires, from
+    /// the record's expiry as of serving the page; the script counts it down from there.
+    @Test func theApprovalCarriesTheTimeLeftBeforeItExpires() {
+        var config = LoginPageConfig()
+        config.title = "Bank & Co"
+        let view = LoginPageView(config: config, logo: nil)
+        var r = record(bound: ["/amount": .string("1")], display: nil)
+        r.expires = 1_700_000_180
+        let a = LoginPageView.Approval(r, nowMs: 1_700_000_000_250)
+        #expect(a.expiresInMs == 179_750)
+        let html = view.html(message: nil, approval: a, script: nil)
+        #expect(html.contains(#"data-expires-in-ms="179750" data-app="Bank &amp; Co""#), "\(html)")
+        #expect(html.contains(#"<p class="expiry" id="expiry" role="timer">Time left to approve: 2:59</p>"#), "\(html)")
+        // Without a clock (nowMs), no countdown; without a title, "the site".
+        let plain = view.html(message: nil, approval: LoginPageView.Approval(r), script: nil)
+        #expect(!plain.contains(#"id="expiry""#) && !plain.contains("data-expires-in-ms"))
+        #expect(LoginPageView(config: LoginPageConfig(), logo: nil).html(message: nil, approval: a, script: nil)
+                    .contains(#"data-app="the site""#))
+        #expect(LoginPageView.timeLeft(ms: 59_999) == "0:59" && LoginPageView.timeLeft(ms: 600_000) == "10:00"
+                && LoginPageView.timeLeft(ms: -5) == "0:00")
+    }
 }

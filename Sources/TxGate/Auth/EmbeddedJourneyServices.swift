@@ -78,13 +78,15 @@ final class EmbeddedJourneyServices: JourneyServices {
         }
     }
 
-    func recordFailure(_ who: Attempter, _ done: @escaping (StoreResult<Void>) -> Void) {
-        count(counters(who)[...], who, done)
+    func recordFailure(_ who: Attempter, _ done: @escaping (StoreResult<Int>) -> Void) {
+        count(counters(who)[...], who, left: Int.max, done)
     }
 
-    private func count(_ counters: ArraySlice<(subject: String, limit: Int)>, _ who: Attempter,
-                       _ done: @escaping (StoreResult<Void>) -> Void) {
-        guard let (subject, limit) = counters.first else { done(.success(())); return }
+    /// Counts the failure on each counter in turn; `left` is the fewest failures still allowed
+    /// by the counters already counted.
+    private func count(_ counters: ArraySlice<(subject: String, limit: Int)>, _ who: Attempter, left: Int,
+                       _ done: @escaping (StoreResult<Int>) -> Void) {
+        guard let (subject, limit) = counters.first else { done(.success(left)); return }
         store.increment("fail:" + subject, ttlMs: security.lockoutWindowS * 1000, on: loop) { [self] r in
             switch r {
             case .failure(let e): done(.failure(e))
@@ -97,10 +99,10 @@ final class EmbeddedJourneyServices: JourneyServices {
                 ])
                 store.put("lock:" + subject, value: [1], ttlMs: security.lockoutDurationS * 1000, on: loop) { [self] r in
                     store.delete("fail:" + subject, on: loop) { _ in }
-                    if case .failure(let e) = r { done(.failure(e)) } else { count(counters.dropFirst(), who, done) }
+                    if case .failure(let e) = r { done(.failure(e)) } else { count(counters.dropFirst(), who, left: 0, done) }
                 }
-            case .success:
-                count(counters.dropFirst(), who, done)
+            case .success(let n):
+                count(counters.dropFirst(), who, left: min(left, limit - n), done)
             }
         }
     }

@@ -29,14 +29,14 @@ struct JourneyCompletion {
             } else {
                 createSession(ctx, state, user: user)
             }
-        case .failure(let reason, let kind):
+        case .failure(let reason, let kind, let attemptsLeft):
             // A name as typed is logged only when it is an account: a password typed into the
             // name field must not land in the log.
             let known = submittedUser.flatMap { auth.users[$0] != nil ? $0 : nil }
             auth.logger.warning("login failed", metadata: [
                 "request_id": .string(ctx.requestId), "user": .string(known ?? "-"), "reason": .string(reason),
             ])
-            let answer = journey.map(Self.inLiveSession) == true ? failureTold(kind) : Self.loginFailure
+            let answer = journey.map(Self.inLiveSession) == true ? failureTold(kind, attemptsLeft: attemptsLeft) : Self.loginFailure
             if let journey, let txid = journey.txid, let user = journey.username {
                 declined(ctx, journey, txid: txid, user: user, reason: reason, answer: answer)
             } else {
@@ -58,11 +58,17 @@ struct JourneyCompletion {
         state.txid != nil || state.shared[JourneyState.stepUpSessionKey] != nil || state.shared[JourneyState.approvalSessionKey] != nil
     }
 
-    /// AM's failure answer with what failed in `detail.reason` (`FailureKind`), and for a
-    /// lockout the longest it lasts (`detail.retryAfterS`); the message stays AM's.
-    func failureTold(_ kind: FailureKind) -> String {
-        let retry = kind == .lockedOut ? #","retryAfterS":\#(auth.config.security.lockoutDurationS)"# : ""
-        return AuthService.unauthorized("Login failure", members: #""detail":{"failureUrl":"","reason":"\#(kind.rawValue)"\#(retry)}"#)
+    /// AM's failure answer with what failed in `detail.reason` (`FailureKind`); for a failure
+    /// counted toward the lockout, the failures still allowed before it (`detail.attemptsLeft`);
+    /// for a lockout, or the failure that started one (attemptsLeft 0), the longest it lasts
+    /// (`detail.retryAfterS`). The message stays AM's.
+    func failureTold(_ kind: FailureKind, attemptsLeft: Int? = nil) -> String {
+        var detail = #""failureUrl":"","reason":"\#(kind.rawValue)""#
+        if let attemptsLeft { detail += #","attemptsLeft":\#(max(0, attemptsLeft))"# }
+        if kind == .lockedOut || attemptsLeft.map({ $0 <= 0 }) == true {
+            detail += #","retryAfterS":\#(auth.config.security.lockoutDurationS)"#
+        }
+        return AuthService.unauthorized("Login failure", members: #""detail":{\#(detail)}"#)
     }
 
     /// AM's success answer: the session's token, where to go next, the realm.

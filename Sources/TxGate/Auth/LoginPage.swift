@@ -8,7 +8,7 @@ import TxGateCrypto
 /// external assets, so it works offline, and a CSP that allows only its own script (and the
 /// logo, embedded as a data: URI). A transaction's approval (`composite_advice` naming a
 /// TxId) is shown as its own step, with the bound fields as labelled rows, when the session
-/// that opens the page is the one that must approve it.
+/// that opens the page is the one that must approve it, with the time left before it expires.
 struct LoginPage {
     let auth: AuthService
     let loop: EventLoop
@@ -60,7 +60,7 @@ struct LoginPage {
             auth.store.get(TransactionRecord.key(txid), on: loop) { r in
                 guard case .success(let bytes?) = r, let record = TransactionRecord.decode(bytes),
                       record.approvalRefusal(by: subject.uid, realm: subject.realm, now: auth.now) == nil else { done(nil); return }
-                done(LoginPageView.Approval(record, labels: auth.config.loginPage.fieldLabels))
+                done(LoginPageView.Approval(record, labels: auth.config.loginPage.fieldLabels, nowMs: auth.clock.nowMs()))
             }
         }
     }

@@ -10,7 +10,7 @@ enum LoginPageScript {
       var endpoint = "/am/json/realms/root" + (realm ? "/realms/" + encodeURIComponent(realm) : "") + "/authenticate";
       var form = document.getElementById("step"), status = document.getElementById("status");
       var approval = document.getElementById("approval");
-      var current = null, askedCode = false, waiting = null, typed = {}, carried = "", starting = false;
+      var current = null, askedCode = false, waiting = null, typed = {}, carried = "", starting = false, linkSent = false;
       // The plain sign-in page offers the magic-link journey, back to the same goto.
       var magic = document.getElementById("magic");
       if (magic && !q.has("authIndexType") && !q.has("suspendedId")) {
@@ -22,13 +22,18 @@ enum LoginPageScript {
         document.getElementById("magic-link").href = "?" + mp.toString();
         magic.hidden = false;
       }
-      // While a link is on its way: the link opened in another tab or browser signs this one in
-      // too (the session cookie), so look for it and move on; or send another link.
+      // While a link is on its way: the link opened in another tab of this browser signs this
+      // one in too (the session cookie), so look for it and move on; or send another link.
+      // An approval's link is not looked for: this page's session is live already, and going
+      // to goto before the approval would only ask for it again (and send another email).
       function awaitLink() {
+        linkSent = true;
         var again = document.createElement("button");
         again.type = "button"; again.className = "secondary"; again.id = "resend"; again.textContent = "Send another link";
-        again.addEventListener("click", function () { stopWaiting(); say(""); start(true); });
+        // The same journey again (the same approval, or the magic link with the name filled in).
+        again.addEventListener("click", function () { stopWaiting(); say(""); start(); });
         form.appendChild(again);
+        if (approval) return;
         var until = Date.now() + 10 * 60 * 1000;
         waiting = setInterval(function () {
           if (Date.now() > until) { stopWaiting(); return; }
@@ -75,7 +80,7 @@ enum LoginPageScript {
         starting = true;
         post(endpoint + (s ? "?" + s : ""), {}).then(handle, failed);
       }
-      function failed() { say("The sign-in service cannot be reached. Try again.", "error"); }
+      function failed() { if (!expired) say("The sign-in service cannot be reached. Try again.", "error"); }
       function restart(text, fresh) {
         current = null;
         form.textContent = "";
@@ -89,22 +94,35 @@ enum LoginPageScript {
       // what was typed (not passwords or codes) is filled in again.
       // A journey that fails as it starts is not tried again by itself (it would fail again).
       function retry(text) { if (starting) { restart(text); return; } carried = text; start(); }
+      // ": 4 attempts left before approvals are locked" after a counted failure (detail.attemptsLeft).
+      function attemptsLeft(n) {
+        if (typeof n !== "number" || n < 1) return "";
+        return ": " + n + " attempt" + (n > 1 ? "s" : "") + " left before " + (approval ? "approvals are" : "you are") + " locked";
+      }
+      function lockedFor(s) {
+        var min = Math.max(1, Math.ceil((s || 900) / 60));
+        return min + " minute" + (min > 1 ? "s" : "");
+      }
       // AM's answers, worded for people (the JSON API keeps AM's exact bodies). Inside a live
-      // session (an approval, a step-up) the gateway says what failed (detail.reason).
+      // session (an approval, a step-up) the gateway says what failed (detail.reason) and, for
+      // a wrong code, how many attempts are left before the lockout (detail.attemptsLeft).
       function failure(j) {
         var m = j.message || "", why = (j.detail && j.detail.reason) || "";
         var nothing = approval ? " Nothing was approved." : "";
+        var left = j.detail ? j.detail.attemptsLeft : undefined;
         if (m.indexOf("SuspendedAuthSessionException") >= 0) {
           restart("This sign-in link has expired or has already been used. Sign in again to get a new one.", true);
         } else if (j.detail && j.detail.errorCode === "110") {
           retry("This took too long, so it started again.");
         } else if (why === "code_used") {
           retry("That code was already used." + nothing + " Wait for the next code in your authenticator app and enter it.");
+        } else if (why === "wrong_code" && left === 0) {
+          done("That code is not right, and that was the last attempt: " + (approval ? "approvals are" : "you are") +
+            " locked for up to " + lockedFor(j.detail.retryAfterS) + "." + nothing + " Try again later.");
         } else if (why === "wrong_code") {
-          retry("That code is not right." + nothing + " Enter the code your authenticator app shows now.");
+          retry("That code is not right" + attemptsLeft(left) + "." + nothing + " Enter the code your authenticator app shows now.");
         } else if (why === "locked_out") {
-          var min = Math.max(1, Math.ceil((j.detail.retryAfterS || 900) / 60));
-          done("Too many wrong codes: approvals are locked for up to " + min + " minute" + (min > 1 ? "s" : "") + "." + nothing +
+          done("Too many wrong codes: approvals are locked for up to " + lockedFor(j.detail.retryAfterS) + "." + nothing +
             " Try again later.");
         } else if (why === "declined") {
           done("Declined. Nothing was approved, and the request was not sent.");
@@ -121,6 +139,8 @@ enum LoginPageScript {
       // The end of the road for this page: what happened, and the way back.
       function done(text) {
         stopWaiting();
+        stopCountdown();
+        if (expiry) expiry.hidden = true;
         current = null;
         form.textContent = "";
         say(text, "error");
@@ -142,9 +162,43 @@ enum LoginPageScript {
           }, failed);
         });
       }
+      // The time left to approve, counted down on the page's own monotonic clock from what the
+      // server said when it served the page (data-expires-in-ms), a second early so that a code
+      // sent at the last moment is not refused as gone. At zero the approval is over here and
+      // now: no request that could only fail.
+      var countdown = null, expired = false;
+      var expiry = document.getElementById("expiry");
+      function stopCountdown() { if (countdown) { clearInterval(countdown); countdown = null; } }
+      function tick() {
+        var left = deadline - performance.now();
+        if (left <= 0) {
+          expired = true;
+          var app = approval.getAttribute("data-app");
+          done(linkSent
+            ? "The time to approve has run out. If the link was not opened in time, nothing was approved: go back to " + app +
+              " and send the request again."
+            : "This approval has expired. Nothing was approved. Go back to " + app + " and send the request again.");
+          return;
+        }
+        var sec = Math.ceil(left / 1000);
+        expiry.textContent = "Time left to approve: " + Math.floor(sec / 60) + ":" + (sec % 60 < 10 ? "0" : "") + (sec % 60);
+        expiry.className = sec <= 30 ? "expiry soon" : "expiry";
+      }
+      if (approval && expiry && approval.hasAttribute("data-expires-in-ms")) {
+        var deadline = performance.now() + Number(approval.getAttribute("data-expires-in-ms")) - 1000;
+        tick();
+        if (!expired) {
+          countdown = setInterval(tick, 250);
+          // A hidden tab's timers are slowed down: catch up as soon as it is shown again.
+          document.addEventListener("visibilitychange", function () { if (countdown) tick(); });
+        }
+      }
       function handle(res) {
+        if (expired) return;
         var j = res.body || {};
         if (res.status === 200 && j.tokenId !== undefined) {
+          stopCountdown();
+          if (expiry) expiry.hidden = true;
           form.textContent = "";
           if (declineButton) declineButton.hidden = true;
           say(approval ? "Approved." : "Signed in.", "");
@@ -251,7 +305,7 @@ enum LoginPageScript {
         post(endpoint, body).then(handle, failed);
       }
       form.addEventListener("submit", function (e) { e.preventDefault(); send(); });
-      start();
+      if (!expired) start();
     })();
     """#
 }

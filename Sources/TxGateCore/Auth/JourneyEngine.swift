@@ -13,8 +13,9 @@ public enum JourneyResult: Error, Sendable {
     case step(authId: String, callbacks: [Callback])
     /// Every node passed.
     case success(JourneyState)
-    /// 401 "Login failure". The reason is for the log; the kind may be told inside a live session.
-    case failure(reason: String, kind: FailureKind = .other)
+    /// 401 "Login failure". The reason is for the log; the kind, and the attempts left before a
+    /// lockout when the failure was counted, may be told inside a live session.
+    case failure(reason: String, kind: FailureKind = .other, attemptsLeft: Int? = nil)
     /// 401 with errorCode "110": the authId expired.
     case timedOut
     /// 401: the authId was forged or tampered with, or the answers do not fit the step.
@@ -101,8 +102,8 @@ public final class JourneyEngine: Sendable {
         }
         node.process(submitted, state, context) { [self] outcome in
             switch outcome {
-            case .failure(let reason, let kind):
-                done(.failure(reason: reason, kind: kind))
+            case .failure(let reason, let kind, let attemptsLeft):
+                done(.failure(reason: reason, kind: kind, attemptsLeft: attemptsLeft))
             case .unavailable(let why):
                 done(.unavailable(why))
             case .next(var next):

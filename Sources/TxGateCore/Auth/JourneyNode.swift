@@ -69,8 +69,9 @@ public enum NodeOutcome: Equatable, Sendable {
     /// Go on to the next node with this state.
     case next(JourneyState)
     /// The journey fails (401 Login failure). The reason is for the log only, never the client;
-    /// the kind may be told to a person inside a live session (`FailureKind`).
-    case failure(reason: String, kind: FailureKind = .other)
+    /// the kind may be told to a person inside a live session (`FailureKind`), and so may
+    /// `attemptsLeft`: the failures still allowed before the lockout, when this one was counted.
+    case failure(reason: String, kind: FailureKind = .other, attemptsLeft: Int? = nil)
     /// A backing service is down: fail closed with 503.
     case unavailable(String)
 }
@@ -105,8 +106,9 @@ public protocol JourneyServices: AnyObject {
     func verifyPassword(_ password: String, of user: UserRecord?, _ done: @escaping (Bool) -> Void)
     /// Whether `who` may not try now (their source, their account, or their session is locked).
     func isLockedOut(_ who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void)
-    /// Counts a failed attempt; locks when a limit is reached.
-    func recordFailure(_ who: Attempter, _ done: @escaping (StoreResult<Void>) -> Void)
+    /// Counts a failed attempt; locks when a limit is reached. Answers how many more failures
+    /// `who` may have before a lockout (the fewest of its counters); 0 when this one locked.
+    func recordFailure(_ who: Attempter, _ done: @escaping (StoreResult<Int>) -> Void)
     /// Records `step` as the last TOTP time step accepted for `username` if it is later than the
     /// one recorded (RFC 6238 §5.2). False if it is not: that code, or a later one, was accepted
     /// already. The record never expires, so that no purge and no clock step can re-open a code;
@@ -157,11 +159,13 @@ extension JourneyServices {
         }
     }
 
-    /// Counts a failed attempt toward the lockout, then fails the step.
+    /// Counts a failed attempt toward the lockout, then fails the step, with the attempts left.
     func failAttempt(_ who: Attempter, reason: String, kind: FailureKind = .other, _ done: @escaping (NodeOutcome) -> Void) {
         recordFailure(who) { r in
-            if case .failure(let e) = r { done(.unavailable(e.description)); return }
-            done(.failure(reason: reason, kind: kind))
+            switch r {
+            case .failure(let e): done(.unavailable(e.description))
+            case .success(let left): done(.failure(reason: reason, kind: kind, attemptsLeft: left))
+            }
         }
     }
 }

@@ -34,6 +34,10 @@ public struct LoginPageView: Sendable {
         /// The journey's sentence for the same thing (the rule's `display`), which the page
         /// does not repeat under the rows.
         public var display: String?
+        /// Milliseconds until the transaction expires, as of the page being served: the page
+        /// counts down from it (its own monotonic clock, so a wrong clock on the device does
+        /// not matter) and, at zero, says the approval expired without asking the server.
+        public var expiresInMs: Int64?
 
         public static func == (a: Approval, b: Approval) -> Bool {
             a.display == b.display && a.rows.map(\.label) == b.rows.map(\.label) && a.rows.map(\.value) == b.rows.map(\.value)
@@ -44,9 +48,14 @@ public struct LoginPageView: Sendable {
         /// them, then the others by pointer. Fields the display names next to each other with
         /// only a space between (`{amount} {currency}`) are one row, under the first one's
         /// label, their values joined by a no-break space: "100 EUR" never wraps apart.
-        public init(_ record: TransactionRecord, labels: [String: String] = [:]) {
+        /// - Parameters:
+        ///   - record: The transaction waiting for approval.
+        ///   - labels: The rows' labels by pointer (`loginPage.fieldLabels`).
+        ///   - nowMs: Unix milliseconds now, for ``expiresInMs``; nil leaves it unset.
+        public init(_ record: TransactionRecord, labels: [String: String] = [:], nowMs: Int64? = nil) {
             display = record.display
             txid = record.txid
+            expiresInMs = nowMs.map { Int64(record.expires) * 1000 - $0 }
             let template = record.display ?? ""
             // Where the display names a field: its placeholder in a template, or (a record keeps
             // the sentence as shown, placeholders filled in) the first place its value appears.
@@ -111,8 +120,18 @@ public struct LoginPageView: Sendable {
 
     private func rows(_ a: Approval) -> String {
         let e = MarkupText.escape
-        return "<dl id=\"approval\" data-txid=\"\(e(a.txid))\" data-display=\"\(e(a.display ?? ""))\">"
+        let expiry = a.expiresInMs.map { ms in
+            " data-expires-in-ms=\"\(ms)\" data-app=\"\(e(config.title ?? "the site"))\""
+        } ?? ""
+        return "<dl id=\"approval\" data-txid=\"\(e(a.txid))\" data-display=\"\(e(a.display ?? ""))\"\(expiry)>"
             + a.rows.map { "<div class=\"row\"><dt>\(e($0.label))</dt><dd>\(e($0.value))</dd></div>" }.joined() + "</dl>\n"
+            + (a.expiresInMs.map { "<p class=\"expiry\" id=\"expiry\" role=\"timer\">Time left to approve: \(Self.timeLeft(ms: $0))</p>\n" } ?? "")
+    }
+
+    /// `m:ss` of the time left, rounded down (what the page's script shows too).
+    public static func timeLeft(ms: Int64) -> String {
+        let s = max(0, ms) / 1000
+        return "\(s / 60):" + (s % 60 < 10 ? "0" : "") + "\(s % 60)"
     }
 
     static func style(accent: String) -> String {
@@ -134,6 +153,7 @@ public struct LoginPageView: Sendable {
         .msg.warning{background:#fff7e6}.msg.error{background:#fdecea;color:#8a1c1c}
         .support{margin:1.4rem 0 0;font-size:.8rem;color:#7b8794;text-align:center}
         .alt{margin:1rem 0 0;text-align:center;font-size:.9rem}.alt a{color:\(accent)}
+        .expiry{margin:-.4rem 0 .8rem;font-size:.9rem;color:#52606d;text-align:right;font-variant-numeric:tabular-nums}.expiry.soon{color:#8a1c1c;font-weight:600}
         """
     }
 }

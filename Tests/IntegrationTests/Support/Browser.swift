@@ -45,6 +45,20 @@ enum BrowserStep: Sendable, CustomStringConvertible {
     /// Waits for a file matching `glob` whose text matches `pattern`, and types the pattern's
     /// first group into the element (a code from an email in an outbox folder).
     case fillFromFile(_ css: String, glob: String, pattern: String)
+    /// Opens `url` in a new tab of the same browser (same cookies) and goes on in that tab.
+    case newTab(_ url: String)
+    /// Goes on in tab `index` (0 is the first, in the order they were opened).
+    case switchTab(_ index: Int)
+    /// Waits for a file matching `glob` whose text matches `pattern`, and opens the pattern's
+    /// first group as a URL (a link from an email in an outbox folder), in a new tab if `inNewTab`.
+    case openFromFile(glob: String, pattern: String, inNewTab: Bool = false)
+    /// Emulates a phone in this tab: a mobile viewport of `width` x `height` CSS pixels (device
+    /// pixel ratio 2, touch). `.desktop` ends it.
+    case viewport(width: Int, height: Int)
+    case desktop
+
+    /// A common phone's viewport (390 x 844 CSS pixels).
+    static let phone = BrowserStep.viewport(width: 390, height: 844)
 
     var json: [String: Any] {
         func with(_ base: [String: Any], _ timeout: Double?) -> [String: Any] {
@@ -69,6 +83,11 @@ enum BrowserStep: Sendable, CustomStringConvertible {
         case .reload: return ["reload": true]
         case let .screenshot(file): return ["screenshot": file.path]
         case let .fillFromFile(css, glob, pattern): return ["fill_from_file": css, "glob": glob, "pattern": pattern]
+        case let .newTab(url): return ["new_tab": url]
+        case let .switchTab(n): return ["switch_tab": n]
+        case let .openFromFile(glob, pattern, inNewTab): return ["open_from_file": glob, "pattern": pattern, "in_new_tab": inNewTab]
+        case let .viewport(w, h): return ["viewport": "\(w)x\(h)"]
+        case .desktop: return ["viewport": "desktop"]
         }
     }
 

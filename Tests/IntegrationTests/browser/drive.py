@@ -23,6 +23,15 @@ Steps (JSON objects; on the command line the short form in brackets):
                                         wait for a file matching the glob G (newest first) whose
                                         text matches the regex RE, and type its first group into CSS
                                         (a code from an email in an outbox folder)
+    {"new_tab": URL}                    open URL in a new tab of the same browser (same cookies)
+                                        and go on in it                             [new-tab:URL]
+    {"switch_tab": N}                   go on in tab N (0 is the first, in the order opened) [switch-tab:N]
+    {"open_from_file": G, "pattern": RE, "in_new_tab": BOOL}
+                                        like fill_from_file, but open the first group as a URL
+                                        (a link from an email), in a new tab if in_new_tab
+    {"viewport": "WxH"}                 emulate a phone: a mobile viewport of W x H CSS pixels
+                                        (device pixel ratio 2, touch) in this tab; "desktop" ends
+                                        it (the window, --window-size)              [viewport:WxH]
 A wait step may carry "timeout" (seconds; default --step-timeout).
 
 Output, on stdout, one JSON object (also on failure):
@@ -126,10 +135,12 @@ SHORT = {
     "fill": "fill", "click": "click", "wait-element": "wait_element", "wait-gone": "wait_gone",
     "wait-path": "wait_path", "wait-url": "wait_url_contains", "wait-text": "wait_text",
     "wait-text-in": "wait_text_in", "pause": "pause", "snapshot": "snapshot", "open": "open",
-    "reload": "reload", "screenshot": "screenshot",
+    "reload": "reload", "screenshot": "screenshot", "new-tab": "new_tab", "switch-tab": "switch_tab",
+    "viewport": "viewport",
 }
 KINDS = ("fill", "click", "wait_element", "wait_gone", "wait_path", "wait_url_contains", "wait_text",
-         "pause", "snapshot", "open", "reload", "screenshot", "fill_from_file")
+         "pause", "snapshot", "open", "reload", "screenshot", "fill_from_file", "new_tab", "switch_tab",
+         "open_from_file", "viewport")
 
 
 def parse_short(s):
@@ -160,6 +171,12 @@ def check_step(step):
         raise ValueError("step %s must have exactly one of %s" % (json.dumps(step), ", ".join(KINDS)))
     if kinds[0] == "fill_from_file" and not (isinstance(step.get("glob"), str) and isinstance(step.get("pattern"), str)):
         raise ValueError("step %s: fill_from_file needs \"glob\" and \"pattern\"" % json.dumps(step))
+    if kinds[0] == "open_from_file" and not isinstance(step.get("pattern"), str):
+        raise ValueError("step %s: open_from_file needs \"pattern\"" % json.dumps(step))
+    if kinds[0] == "switch_tab" and not (isinstance(step["switch_tab"], int) or str(step["switch_tab"]).isdigit()):
+        raise ValueError("step %s: switch_tab needs a tab number (0 is the first)" % json.dumps(step))
+    if kinds[0] == "viewport" and step["viewport"] != "desktop" and not _viewport(step["viewport"]):
+        raise ValueError("step %s: viewport needs WIDTHxHEIGHT (CSS pixels) or \"desktop\"" % json.dumps(step))
     if kinds[0] == "fill" and not isinstance(step.get("value"), str):
         raise ValueError("step %s: fill needs a string \"value\"" % json.dumps(step))
     return kinds[0]
@@ -355,6 +372,30 @@ def main(argv):
                 driver.refresh()
             elif kind == "screenshot":
                 driver.save_screenshot(arg)
+            elif kind == "new_tab":
+                driver.switch_to.new_window("tab")
+                open_url(arg)
+            elif kind == "switch_tab":
+                handles = driver.window_handles
+                n = int(arg)
+                if n >= len(handles):
+                    raise StepFailed("there is no tab %d (%d open)" % (n, len(handles)))
+                driver.switch_to.window(handles[n])
+            elif kind == "open_from_file":
+                found = wait(step, lambda: _from_file(arg, step["pattern"]),
+                             "no file %s matching %r" % (arg, step["pattern"]))
+                if step.get("in_new_tab"):
+                    driver.switch_to.new_window("tab")
+                open_url(found)
+            elif kind == "viewport":
+                if arg == "desktop":
+                    driver.execute_cdp_cmd("Emulation.clearDeviceMetricsOverride", {})
+                    driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": False})
+                else:
+                    w, h = _viewport(arg)
+                    driver.execute_cdp_cmd("Emulation.setDeviceMetricsOverride",
+                                           {"width": w, "height": h, "deviceScaleFactor": 2, "mobile": True})
+                    driver.execute_cdp_cmd("Emulation.setTouchEmulationEnabled", {"enabled": True, "maxTouchPoints": 5})
             elif kind == "fill_from_file":
                 found = wait(step, lambda: _from_file(step["glob"], step["pattern"]),
                              "no file %s matching %r" % (step["glob"], step["pattern"]))
@@ -453,6 +494,12 @@ def _visible(driver, By, css):
         except Exception:  # went stale while we looked
             continue
     return False
+
+
+def _viewport(text):
+    """(width, height) from "390x844", or None."""
+    w, x, h = str(text).partition("x")
+    return (int(w), int(h)) if x and w.isdigit() and h.isdigit() and int(w) > 0 and int(h) > 0 else None
 
 
 def _from_file(pattern, regex):
