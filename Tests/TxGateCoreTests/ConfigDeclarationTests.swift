@@ -94,6 +94,8 @@ import Testing
         (#""store": {"path": "/tmp/other.db"}"#, "store"),
         (#""limits": {"maxParkedBodyBytes": 1}"#, "limits"),
         (#""secrets": {"tokenKeysFolder": "/tmp/keys"}"#, "secrets"),
+        (#""readiness": {"intervalMs": 100}"#, "readiness"),
+        (#""metrics": {"allowFrom": ["10.0.0.0/8"]}"#, "metrics"),
         (#""log": {"level": "debug"}"#, "log.level"),
         (#""tls": {"certificate": "c.pem", "privateKey": "k.pem"}"#, "tls (turning it on or off)"),
     ]
@@ -108,8 +110,7 @@ import Testing
         #""trustedProxies": ["10.0.0.0/8"]"#, #""loginPage": {"title": "T"}"#, #""cors": {"maxAgeS": 1}"#,
         #""oauth2": {}"#, #""txnTokens": {"ttlS": 1}"#, #""forwardAuth": {"bodiesForwarded": true}"#,
         #""bearer": {"issuers": [{"issuer": "https://idp", "jwksUri": "https://idp/jwks", "audience": "a"}]}"#,
-        #""audit": {"retentionDays": 1}"#, #""pdp": {"timeoutMs": 1}"#, #""metrics": {"allowFrom": ["10.0.0.0/8"]}"#,
-        #""readiness": {"intervalMs": 100}"#, #""log": {"access": false}"#, #""tls": {"certificate": "c2.pem", "privateKey": "k.pem"}"#,
+        #""audit": {"retentionDays": 1}"#, #""pdp": {"timeoutMs": 1}"#, #""log": {"access": false}"#, #""tls": {"certificate": "c2.pem", "privateKey": "k.pem"}"#,
     ]
 
     @Test("a change to each restart-only setting is named in the warning, and the running value kept")
@@ -147,7 +148,8 @@ import Testing
     @Test("the rules say what the documentation says")
     func theRestartOnlyKeysAreTheDocumentedOnes() throws {
         let modes = Dictionary(uniqueKeysWithValues: GatewayConfig.Key.allCases.map { ($0.rawValue, GatewayConfig.reload($0).mode) })
-        #expect(modes.filter { $0.value == .restart }.keys.sorted() == ["limits", "listen", "secrets", "store", "upstream", "workers"])
+        #expect(modes.filter { $0.value == .restart }.keys.sorted()
+            == ["limits", "listen", "metrics", "readiness", "secrets", "store", "upstream", "workers"])
         #expect(modes.filter { $0.value != .restart && $0.value != .live }
             == ["log": .partly("log.level"), "tls": .partly("tls (turning it on or off)")])
         // Every key has a rule: `reload` is a switch over `Key`, which `init(from:)` reads from.
@@ -156,7 +158,29 @@ import Testing
         let running = try Self.config()
         let everything = try Self.config(Self.restartChanges.map(\.0).joined(separator: ", "))
         #expect(ConfigReload.restartNeeded(old: running, new: everything)
-            == ["listen", "workers", "upstream", "store", "limits", "tls (turning it on or off)", "log.level", "secrets"])
+            == ["listen", "workers", "upstream", "store", "limits", "tls (turning it on or off)", "log.level", "secrets",
+                "readiness", "metrics"])
+    }
+
+    /// CONFIGURATION.md's "Reloading the configuration" names every top-level key where the rules put it.
+    @Test func theDocumentedReloadListsAreTheRules() throws {
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
+        let doc = try String(contentsOf: root.appendingPathComponent("docs/CONFIGURATION.md"), encoding: .utf8)
+        func names(inBullet title: String) throws -> Set<String> {
+            let start = try #require(doc.range(of: "- **" + title)).upperBound
+            let end = doc[start...].range(of: "\n- **")?.lowerBound ?? doc.endIndex
+            return Set(doc[start..<end].matches(of: /`([A-Za-z0-9.]+)`/).map { String($0.output.1) })
+        }
+        var live: Set<String> = ["log.access", "tls.hsts"], restart: Set<String> = []
+        for key in GatewayConfig.Key.allCases {
+            switch GatewayConfig.reload(key).mode {
+            case .live: live.insert(key.rawValue)
+            case .restart: restart.insert(key.rawValue)
+            case .partly(let part): restart.insert(part.hasPrefix("tls") ? "tls" : part)
+            }
+        }
+        #expect(try names(inBullet: "Applied at once:") == live)
+        #expect(try names(inBullet: "Need a restart") == restart)
     }
 
     // MARK: files

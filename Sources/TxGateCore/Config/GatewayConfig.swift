@@ -123,13 +123,17 @@ public struct GatewayConfig: ConfigObject, Sendable {
         case .store: .restart(\.store)
         case .limits: .restart(\.limits)
         case .secrets: .restart(\.secrets)
+        // Kept across reloads: the metrics registry, which holds `allowFrom`, and each worker's
+        // readiness checker, which holds `intervalMs`.
+        case .metrics: .restart(\.metrics)
+        case .readiness: .restart(\.readiness)
         // A reload reads the certificate and key again; turning TLS on or off changes the listener.
         case .tls: .partly(\.tls, restart: "tls (turning it on or off)", \.self, differs: { ($0 == nil) != ($1 == nil) })
         // The log handler's level is set at start-up; `log.access` is read per request.
         case .log: .partly(\.log, restart: "log.level", \.level)
         case .publicUrl, .paths, .shutdownTimeoutMs, .users, .usersFile, .journeys, .loginJourney, .realms, .session,
-             .security, .policies, .cache, .challenges, .email, .trustedProxies, .readiness, .metrics, .loginPage, .cors,
-             .oauth2, .txnTokens, .pdp, .forwardAuth, .bearer, .audit:
+             .security, .policies, .cache, .challenges, .email, .trustedProxies, .loginPage, .cors, .oauth2, .txnTokens,
+             .pdp, .forwardAuth, .bearer, .audit:
             .live
         }
     }
