@@ -89,7 +89,9 @@ let package = Package(
         // Helpers every test target shares: ports, temp folders, spawned processes, a raw HTTP
         // client, redis-server and SMTP sinks, a test executor, polling.
         .target(name: "TestSupport", dependencies: ["TxGateCore", "EventHTTP"], path: "Tests/TestSupport"),
-        .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGateCrypto", "TestSupport"]),
+        // TxGate too: the configuration tests read real files (`DiskConfigFiles`) and check the
+        // reload rules (`ConfigReload`).
+        .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGate", "TxGateCrypto", "TestSupport"]),
         .testTarget(name: "TxGateClientTests", dependencies: ["TxGateClient", "TxGateWire"]),
         .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore", "TestSupport"]),
         .testTarget(name: "EventHTTPTests", dependencies: ["EventHTTP", "TestSupport"]),

@@ -29,43 +29,38 @@ struct ReloadRefused: Error, CustomStringConvertible {
     init(_ description: String) { self.description = description }
 }
 
-/// What a reload may change while running, and what needs a restart.
+/// What a reload may change while running, and what needs a restart: all of it derived from
+/// `GatewayConfig.reload(_:)`, the one place that says it for each top-level key.
 enum ConfigReload {
-    /// Top-level keys a reload never applies (a change to `log` or `tls` may be partly applied).
-    static let restartOnlyKeys: Set<String> = ["listen", "workers", "upstream", "store", "limits", "secrets"]
-
     /// Settings bound to what the process opened at start-up (sockets, threads, the store, the
     /// upstream pools, the log handler): a change is reported and not applied.
     static func restartNeeded(old: GatewayConfig, new: GatewayConfig) -> [String] {
-        var out: [String] = []
-        if old.listen != new.listen { out.append("listen") }
-        if old.workers != new.workers { out.append("workers") }
-        let (ou, nu) = (old.upstream, new.upstream)
-        if ou.url != nu.url || ou.connectTimeoutMs != nu.connectTimeoutMs || ou.responseTimeoutMs != nu.responseTimeoutMs
-            || ou.keepAlive != nu.keepAlive || ou.idleTimeoutMs != nu.idleTimeoutMs || ou.caFile != nu.caFile {
-            out.append("upstream")
+        GatewayConfig.Key.allCases.compactMap { key in
+            let rule = GatewayConfig.reload(key)
+            guard rule.needsRestart(running: old, new: new) else { return nil }
+            switch rule.mode {
+            case .live: return nil
+            case .restart: return key.rawValue
+            case .partly(let part): return part
+            }
         }
-        if "\(old.store)" != "\(new.store)" { out.append("store") }
-        if "\(old.limits)" != "\(new.limits)" { out.append("limits") }
-        if (old.tls == nil) != (new.tls == nil) { out.append("tls (turning it on or off)") }
-        if old.log.level != new.log.level { out.append("log.level") }
-        if old.secrets.signingKeyFile != new.secrets.signingKeyFile { out.append("secrets") }
-        return out
     }
 
     /// `new` with the settings that need a restart put back to the running ones, so that
     /// everything derived from the configuration (links from `listen`, say) stays consistent.
     static func effective(_ new: GatewayConfig, running old: GatewayConfig) -> GatewayConfig {
         var c = new
-        c.listen = old.listen
-        c.workers = old.workers
-        c.upstream = old.upstream
-        c.store = old.store
-        c.limits = old.limits
-        c.log.level = old.log.level
-        c.secrets = old.secrets
-        if (old.tls == nil) != (new.tls == nil) { c.tls = old.tls }
+        for key in GatewayConfig.Key.allCases { GatewayConfig.reload(key).keepRunning(&c, running: old) }
         return c
+    }
+
+    /// Of the keys that changed in the file, those the reload applied (`effective`): not the
+    /// restart-only ones, nor a partly applied key whose change is all in its restart part.
+    static func applied(_ changed: [String], running: GatewayConfig, effective: GatewayConfig) -> [String] {
+        changed.filter { name in
+            guard let key = GatewayConfig.Key(rawValue: name) else { return true }
+            return GatewayConfig.reload(key).applies(running: running, effective: effective)
+        }
     }
 
     /// The top-level keys whose value differs between two versions of the file, plus `users`
@@ -126,9 +121,7 @@ extension Gateway {
                 "file": .string(source.path), "restart_needed": .string(restart.joined(separator: ",")),
             ])
         }
-        let applied = changed.filter { key in
-            !ConfigReload.restartOnlyKeys.contains(key) && !(key == "log" && running.log.access == loaded.log.access)
-        }
+        let applied = ConfigReload.applied(changed, running: running, effective: config)
         logger.info("config reloaded", metadata: [
             "file": .string(source.path),
             "changed": .string(applied.isEmpty ? "nothing" : applied.joined(separator: ",")),

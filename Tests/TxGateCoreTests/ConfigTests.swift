@@ -1,5 +1,6 @@
 import Foundation
 import Testing
+import TxGate
 @testable import TxGateCore
 
 @Suite struct ConfigTests {

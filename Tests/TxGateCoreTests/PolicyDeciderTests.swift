@@ -176,7 +176,7 @@ import Testing
         #expect(decider.refusal(intent, .taken([]), nowMs: Self.t0) == nil)
         // Not taken: the request's pending transaction, or a new one.
         #expect(decider.afterConsume(intent, .absent, nowMs: Self.t0) == .findPending(intent, attempts: PolicyDecider.claimAttempts))
-        #expect(decider.refusal(intent, .absent, nowMs: Self.t0) == "unknown, expired or consumed")
+        #expect(decider.refusal(intent, .absent, nowMs: Self.t0)?.message == "unknown, expired or consumed")
     }
 
     @Test func malformedTxIdIsIgnored() {
@@ -188,16 +188,16 @@ import Testing
     @Test func refusalReasons() throws {
         let intent = try intent()
         var record = try newRecord(intent)
-        #expect(decider.refusal(intent, .kept(record.encoded), nowMs: Self.t0) == "not completed")
+        #expect(decider.refusal(intent, .kept(record.encoded), nowMs: Self.t0)?.message == "not completed")
         record.state = .completed
-        #expect(decider.refusal(intent, .kept(record.encoded), nowMs: Self.t0 + 181_000) == "expired")
+        #expect(decider.refusal(intent, .kept(record.encoded), nowMs: Self.t0 + 181_000)?.message == "expired")
         var bob = Self.alice
         bob.uid = "bob"
-        #expect(decider.refusal(try self.intent(bob), .kept(record.encoded), nowMs: Self.t0) == "another subject")
+        #expect(decider.refusal(try self.intent(bob), .kept(record.encoded), nowMs: Self.t0)?.message == "another subject")
         let changed = try self.intent(body: Array(#"{"amount":9999,"payee":"Bob"}"#.utf8))
-        #expect(decider.refusal(changed, .kept(record.encoded), nowMs: Self.t0) == "the bound body fields differ")
+        #expect(decider.refusal(changed, .kept(record.encoded), nowMs: Self.t0)?.message == "the bound body fields differ")
         // The store kept it although nothing differs (a record written by another version): still refused.
-        #expect(decider.refusal(intent, .kept(record.encoded), nowMs: Self.t0) == "does not match this request")
+        #expect(decider.refusal(intent, .kept(record.encoded), nowMs: Self.t0)?.message == "does not match this request")
     }
 
     @Test func unbindableBodyIsABadRequest() {

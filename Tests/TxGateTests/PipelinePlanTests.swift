@@ -12,7 +12,7 @@ import TxGateCore
         defer { dir.remove() }
         _ = try dir.write("agent.pw", "pw")
         let text = #"{"listen": "127.0.0.1:8080", "upstream": {"url": "http://127.0.0.1:9000"}"# + (json.isEmpty ? "" : ", " + json) + "}"
-        return try ConfigLoader.decode(Data(text.utf8), folder: dir.url.path)
+        return try ConfigLoader.decode(Data(text.utf8), folder: dir.url.path, files: DiskConfigFiles())
     }
 
     static let users = #""users": [{"username": "demo", "passwordHash": "$scrypt$ln=15,r=8,p=1$dQtS+YK5SMUpCON4+VX/yw$eAwSg4fwRdQ4nN79S5DGHF1rREMSt30hv9lFHj5PoWI"}], "loginJourney": "Login""#

@@ -1,5 +1,6 @@
 // Configuration decoder (ConfigLoader.decode). It must throw ConfigErrors, never crash, on any
-// bytes; errors carry a message. Relative paths resolve against an empty temporary folder.
+// bytes; errors carry a message. Relative paths resolve against an empty temporary folder, and
+// no file the configuration names can be read (the files are an empty `InMemoryConfigFiles`).
 import Foundation
 import TxGateCore
 import FuzzSupport
@@ -14,7 +15,7 @@ let folder: String = {
 public func fuzzConfig(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Data(bytes: data, count: size)
     do {
-        let config = try ConfigLoader.decode(bytes, folder: folder)
+        let config = try ConfigLoader.decode(bytes, folder: folder, files: InMemoryConfigFiles())
         _ = String(describing: config).count
     } catch {
         if error.errors.isEmpty { fatalError("invariant: ConfigErrors without an error") }

@@ -34,7 +34,7 @@ final class GatewayMetrics: @unchecked Sendable {
     let transactionsConsumed: Counter
     /// Audit records written (`txgate_audit_events_total{event}`), by their event.
     private let auditEvents: [AuditEvent.Kind: Counter]
-    private let transactionsRefused: [String: Counter]
+    private let transactionsRefused: [RetryRefusal: Counter]
 
     private let journeys: [String: (started: Counter, succeeded: Counter, failed: Counter)]
     let lockouts: Counter
@@ -56,10 +56,6 @@ final class GatewayMetrics: @unchecked Sendable {
     /// Upstream failures after the request may have been processed (the client is told `"outcome":"unknown"`).
     let upstreamOutcomeUnknown: Counter
     let clientConnections: Meter
-
-    /// The refusal reasons a consumed retry can get (`TransactionRecord.mismatch` and an absent record).
-    static let refusalReasons = ["unknown", "expired", "not_completed", "another_subject", "another_realm",
-                                 "another_resource", "body_differs", "other"]
 
     init(config: GatewayConfig) {
         registry = PrometheusCollectorRegistry()
@@ -93,8 +89,8 @@ final class GatewayMetrics: @unchecked Sendable {
         auditEvents = Dictionary(uniqueKeysWithValues: AuditEvent.Kind.allCases.map {
             ($0, counter("txgate_audit_events_total", [("event", $0.rawValue)]))
         })
-        transactionsRefused = Dictionary(uniqueKeysWithValues: Self.refusalReasons.map {
-            ($0, counter("txgate_transactions_refused_total", [("reason", $0)]))
+        transactionsRefused = Dictionary(uniqueKeysWithValues: RetryRefusal.allCases.map {
+            ($0, counter("txgate_transactions_refused_total", [("reason", $0.metricLabel)]))
         })
 
         journeys = Dictionary(uniqueKeysWithValues: config.journeys.keys.map { name in
@@ -146,21 +142,8 @@ final class GatewayMetrics: @unchecked Sendable {
     /// An audit record the store wrote (with the state change it records).
     func audited(_ kind: AuditEvent.Kind) { auditEvents[kind]!.increment() }
 
-    /// A consumed retry refused, by `PolicyDecider.refusal`'s reason, mapped to a fixed label.
-    func transactionRefused(_ reason: String) {
-        let label: String
-        switch reason {
-        case "unknown, expired or consumed": label = "unknown"
-        case "expired": label = "expired"
-        case "not completed": label = "not_completed"
-        case "another subject": label = "another_subject"
-        case "another realm": label = "another_realm"
-        case "another resource or method": label = "another_resource"
-        case "the bound body fields differ": label = "body_differs"
-        default: label = "other"
-        }
-        transactionsRefused[label]!.increment()
-    }
+    /// A consumed retry refused, by `PolicyDecider.refusal`'s reason.
+    func transactionRefused(_ reason: RetryRefusal) { transactionsRefused[reason]!.increment() }
 
     func journeyStarted(_ name: String) { journeys[name]?.started.increment() }
 

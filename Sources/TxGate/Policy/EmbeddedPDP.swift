@@ -140,7 +140,7 @@ final class EmbeddedPDP: PolicyDecisionPoint {
     private func logConsume(_ txid: String, _ intent: PolicyDecider.Intent, _ take: ConditionalTake, nowMs: Int64) {
         if let why = decider.refusal(intent, take, nowMs: nowMs) {
             metrics.transactionRefused(why)
-            logger.info("transaction refused", metadata: ["txid": .string(masked(txid)), "reason": .string(why)])
+            logger.info("transaction refused", metadata: ["txid": .string(masked(txid)), "reason": .string(why.message)])
         } else {
             metrics.transactionsConsumed.increment()
             logger.info("transaction consumed", metadata: [

@@ -3,7 +3,7 @@ import Foundation
 // The sections of gateway.json about browsers: the login page and cross-origin requests.
 
 /// `loginPage`: how the gateway's login page looks and where a login with no `goto` lands.
-public struct LoginPageConfig: Decodable, Sendable {
+public struct LoginPageConfig: ConfigObject, Sendable, Equatable {
     /// The site's name, above the heading and in the page's title, so that people know where
     /// they sign in; none by default.
     public var title: String?
@@ -23,27 +23,30 @@ public struct LoginPageConfig: Decodable, Sendable {
 
     public init() {}
 
+    enum Key: String, ConfigKey {
+        case title, logoFile, accentColor, supportText, defaultGoto, approvalTitle, fieldLabels
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["title", "logoFile", "accentColor", "supportText", "defaultGoto", "approvalTitle",
-                                                  "fieldLabels"])
-        title = o.optional("title")
-        logoFile = o.optional("logoFile")
-        accentColor = o.value("accentColor", default: accentColor)
-        supportText = o.optional("supportText")
-        defaultGoto = o.value("defaultGoto", default: defaultGoto)
-        approvalTitle = o.value("approvalTitle", default: approvalTitle)
-        fieldLabels = o.value("fieldLabels", default: fieldLabels)
+        let o = try StrictObject(decoder, keys: Key.self)
+        title = o.optional(.title)
+        logoFile = o.optional(.logoFile)
+        accentColor = o.value(.accentColor, default: accentColor)
+        supportText = o.optional(.supportText)
+        defaultGoto = o.value(.defaultGoto, default: defaultGoto)
+        approvalTitle = o.value(.approvalTitle, default: approvalTitle)
+        fieldLabels = o.value(.fieldLabels, default: fieldLabels)
         for pointer in fieldLabels.keys.sorted() where !pointer.hasPrefix("/") {
-            o.invalid("fieldLabels", "'\(pointer)' is not a JSON pointer such as /amount")
+            o.invalid(.fieldLabels, "'\(pointer)' is not a JSON pointer such as /amount")
         }
         let hex = accentColor.dropFirst()
         if !accentColor.hasPrefix("#") || ![3, 6].contains(hex.count) || !hex.allSatisfy(\.isHexDigit) {
-            o.invalid("accentColor", "'\(accentColor)' is not a color in the form #rgb or #rrggbb")
+            o.invalid(.accentColor, "'\(accentColor)' is not a color in the form #rgb or #rrggbb")
         }
         if let logoFile, !(logoFile.hasSuffix(".svg") || logoFile.hasSuffix(".png")) {
-            o.invalid("logoFile", "'\(logoFile)' must be an .svg or .png file")
+            o.invalid(.logoFile, "'\(logoFile)' must be an .svg or .png file")
         }
-        for (key, text) in [("title", title ?? "-"), ("approvalTitle", approvalTitle)] where text.isEmpty || text.count > 80 {
+        for (key, text) in [(Key.title, title ?? "-"), (.approvalTitle, approvalTitle)] where text.isEmpty || text.count > 80 {
             o.invalid(key, "must be 1 to 80 characters")
         }
     }
@@ -56,7 +59,7 @@ public struct LoginPageConfig: Decodable, Sendable {
 
 /// `cors`: which other origins' scripts may call the gateway (the authentication API and the
 /// proxied routes) and read the answers, including the `WWW-Authenticate` challenge.
-public struct CORSConfig: Decodable, Sendable, Equatable {
+public struct CORSConfig: ConfigObject, Sendable, Equatable {
     /// Exact origins (`https://app.example.com`); no wildcard, since credentials may be sent.
     public var allowedOrigins: [String] = []
     /// `Access-Control-Allow-Credentials: true`: the browser sends the session cookie.
@@ -72,14 +75,17 @@ public struct CORSConfig: Decodable, Sendable, Equatable {
         self.maxAgeS = maxAgeS
     }
 
+    enum Key: String, ConfigKey {
+        case allowedOrigins, allowCredentials, maxAgeS
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["allowedOrigins", "allowCredentials", "maxAgeS"])
-        allowedOrigins = o.value("allowedOrigins", default: allowedOrigins)
-        allowCredentials = o.value("allowCredentials", default: allowCredentials)
-        maxAgeS = o.int("maxAgeS", default: maxAgeS, atLeast: 0)
+        let o = try StrictObject(decoder, keys: Key.self)
+        allowedOrigins = o.value(.allowedOrigins, default: allowedOrigins)
+        allowCredentials = o.value(.allowCredentials, default: allowCredentials)
+        maxAgeS = o.int(.maxAgeS, default: maxAgeS, atLeast: 0)
         for (i, origin) in allowedOrigins.enumerated() where Self.normalized(origin) != origin {
-            o.issues.add(o.path + [AnyKey("allowedOrigins"), AnyKey(intValue: i)!],
-                         "'\(origin)' is not an origin: scheme://host[:port], lowercase, no path, no '*'")
+            o.invalid(.allowedOrigins, index: i, "'\(origin)' is not an origin: scheme://host[:port], lowercase, no path, no '*'")
         }
     }
 

@@ -1,7 +1,4 @@
 import Foundation
-#if canImport(Glibc)
-import Glibc
-#endif
 
 /// `HOST:PORT`, `[v6]:PORT` or `:PORT` (all interfaces).
 public struct HostPort: Equatable, Sendable, CustomStringConvertible {
@@ -62,7 +59,7 @@ public struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
 }
 
 /// The whole of gateway.json.
-public struct GatewayConfig: Decodable, Sendable {
+public struct GatewayConfig: ConfigObject, Sendable {
     public var listen = HostPort(host: "127.0.0.1", port: 8080)
     public var workers = ProcessInfo.processInfo.activeProcessorCount
     /// The gateway's external base URL, for the links it builds.
@@ -104,57 +101,88 @@ public struct GatewayConfig: Decodable, Sendable {
     public var bearer = BearerConfig()
     public var audit = AuditConfig()
 
-    public static let keys = ["listen", "workers", "publicUrl", "upstream", "limits", "paths", "tls", "log", "shutdownTimeoutMs",
-                              "users", "usersFile", "journeys", "loginJourney", "realms", "session", "secrets", "store",
-                              "security", "policies", "cache", "challenges", "email",
-                              "trustedProxies", "readiness", "metrics", "loginPage", "cors", "oauth2", "txnTokens",
-                              "pdp", "forwardAuth", "bearer", "audit"]
+    /// The top-level keys. A new one is a case here, read in `init(from:)` (ConfigDeclarationTests
+    /// fails until it is) and named in `reload(_:)` (which does not compile until it is). The
+    /// order is the one in which a reload's restart warning names them.
+    public enum Key: String, CaseIterable, Sendable, ConfigKey {
+        case listen, workers, publicUrl, upstream, store, limits, paths, tls, log, shutdownTimeoutMs, users, usersFile
+        case journeys, loginJourney, realms, session, secrets, security, policies, cache, challenges, email
+        case trustedProxies, readiness, metrics, loginPage, cors, oauth2, txnTokens, pdp, forwardAuth, bearer, audit
+    }
+
+    /// What a reload (SIGHUP) does with a change to `key`: applies it, or keeps the running
+    /// value of what was bound at start-up and names it in the restart warning (`ConfigReload`
+    /// derives the warning, what it applies and what it reports as changed from this alone).
+    public static func reload(_ key: Key) -> ReloadRule {
+        switch key {
+        // The listener, the worker threads, the upstream pools, the store, the server's limits
+        // and the signing key are made once, at start-up.
+        case .listen: .restart(\.listen)
+        case .workers: .restart(\.workers)
+        case .upstream: .restart(\.upstream)
+        case .store: .restart(\.store)
+        case .limits: .restart(\.limits)
+        case .secrets: .restart(\.secrets)
+        // Kept across reloads: the metrics registry, which holds `allowFrom`, and each worker's
+        // readiness checker, which holds `intervalMs`.
+        case .metrics: .restart(\.metrics)
+        case .readiness: .restart(\.readiness)
+        // A reload reads the certificate and key again; turning TLS on or off changes the listener.
+        case .tls: .partly(\.tls, restart: "tls (turning it on or off)", \.self, differs: { ($0 == nil) != ($1 == nil) })
+        // The log handler's level is set at start-up; `log.access` is read per request.
+        case .log: .partly(\.log, restart: "log.level", \.level)
+        case .publicUrl, .paths, .shutdownTimeoutMs, .users, .usersFile, .journeys, .loginJourney, .realms, .session,
+             .security, .policies, .cache, .challenges, .email, .trustedProxies, .loginPage, .cors, .oauth2, .txnTokens,
+             .pdp, .forwardAuth, .bearer, .audit:
+            .live
+        }
+    }
 
     public init(upstream: UpstreamConfig) { self.upstream = upstream }
 
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: Self.keys)
-        if let s: String = o.optional("listen") {
-            if let hp = HostPort(parsing: s) { listen = hp } else { o.invalid("listen", "'\(s)' is not HOST:PORT") }
+        let o = try StrictObject(decoder, keys: Key.self)
+        if let s: String = o.optional(.listen) {
+            if let hp = HostPort(parsing: s) { listen = hp } else { o.invalid(.listen, "'\(s)' is not HOST:PORT") }
         }
-        workers = o.value("workers", default: workers)
-        if workers < 1 || workers > 256 { o.invalid("workers", "must be between 1 and 256") }
-        if let s: String = o.optional("publicUrl") {
-            if let u = HTTPURL(parsing: s) { publicUrl = u } else { o.invalid("publicUrl", "'\(s)' is not an http:// or https:// URL") }
+        workers = o.value(.workers, default: workers)
+        if workers < 1 || workers > 256 { o.invalid(.workers, "must be between 1 and 256") }
+        if let s: String = o.optional(.publicUrl) {
+            if let u = HTTPURL(parsing: s) { publicUrl = u } else { o.invalid(.publicUrl, "'\(s)' is not an http:// or https:// URL") }
         }
-        upstream = o.required("upstream") ?? UpstreamConfig(url: HTTPURL(parsing: "http://127.0.0.1:9000")!)
-        limits = o.value("limits", default: limits)
-        paths = o.value("paths", default: paths)
-        tls = o.optional("tls")
-        log = o.value("log", default: log)
-        shutdownTimeoutMs = o.int("shutdownTimeoutMs", default: shutdownTimeoutMs, atLeast: 0)
-        users = o.value("users", default: users)
-        usersFile = o.optional("usersFile")
-        journeys = o.value("journeys", default: journeys)
-        loginJourney = o.value("loginJourney", default: loginJourney)
-        realms = o.value("realms", default: realms)
+        upstream = o.required(.upstream) ?? UpstreamConfig(url: HTTPURL(parsing: "http://127.0.0.1:9000")!)
+        limits = o.value(.limits, default: limits)
+        paths = o.value(.paths, default: paths)
+        tls = o.optional(.tls)
+        log = o.value(.log, default: log)
+        shutdownTimeoutMs = o.int(.shutdownTimeoutMs, default: shutdownTimeoutMs, atLeast: 0)
+        users = o.value(.users, default: users)
+        usersFile = o.optional(.usersFile)
+        journeys = o.value(.journeys, default: journeys)
+        loginJourney = o.value(.loginJourney, default: loginJourney)
+        realms = o.value(.realms, default: realms)
         for (i, r) in realms.enumerated() where r.isEmpty || !r.allSatisfy({ $0.isLetter || $0.isNumber || $0 == "-" || $0 == "_" }) {
-            o.issues.add(o.path + [AnyKey("realms"), AnyKey(intValue: i)!], "'\(r)' is not a realm name (letters, digits, '-', '_')")
+            o.invalid(.realms, index: i, "'\(r)' is not a realm name (letters, digits, '-', '_')")
         }
-        session = o.value("session", default: session)
-        secrets = o.value("secrets", default: secrets)
-        store = o.value("store", default: store)
-        security = o.value("security", default: security)
-        policies = o.optional("policies", as: [PolicyConfig].self)?.map(\.policy)
-        cache = o.value("cache", default: cache)
-        challenges = o.value("challenges", default: challenges)
-        email = o.optional("email")
-        trustedProxies = TrustedProxies(o.cidrs("trustedProxies") ?? [])
-        readiness = o.value("readiness", default: readiness)
-        metrics = o.value("metrics", default: metrics)
-        loginPage = o.value("loginPage", default: loginPage)
-        cors = o.value("cors", default: cors)
-        oauth2 = o.optional("oauth2")
-        txnTokens = o.value("txnTokens", default: txnTokens)
-        pdp = o.value("pdp", default: pdp)
-        forwardAuth = o.value("forwardAuth", default: forwardAuth)
-        bearer = o.value("bearer", default: bearer)
-        audit = o.value("audit", default: audit)
+        session = o.value(.session, default: session)
+        secrets = o.value(.secrets, default: secrets)
+        store = o.value(.store, default: store)
+        security = o.value(.security, default: security)
+        policies = o.optional(.policies, as: [PolicyConfig].self)?.map(\.policy)
+        cache = o.value(.cache, default: cache)
+        challenges = o.value(.challenges, default: challenges)
+        email = o.optional(.email)
+        trustedProxies = TrustedProxies(o.cidrs(.trustedProxies) ?? [])
+        readiness = o.value(.readiness, default: readiness)
+        metrics = o.value(.metrics, default: metrics)
+        loginPage = o.value(.loginPage, default: loginPage)
+        cors = o.value(.cors, default: cors)
+        oauth2 = o.optional(.oauth2)
+        txnTokens = o.value(.txnTokens, default: txnTokens)
+        pdp = o.value(.pdp, default: pdp)
+        forwardAuth = o.value(.forwardAuth, default: forwardAuth)
+        bearer = o.value(.bearer, default: bearer)
+        audit = o.value(.audit, default: audit)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
@@ -211,226 +239,5 @@ public struct GatewayConfig: Decodable, Sendable {
         if let publicUrl { return publicUrl }
         let host = listen.host == "0.0.0.0" ? "127.0.0.1" : listen.host
         return HTTPURL(parsing: "\(tls == nil ? "http" : "https")://\(HostPort(host: host, port: listen.port))")
-    }
-}
-
-/// Command-line values that override the file.
-public struct ConfigOverrides: Sendable {
-    public var listen: String?
-    public var upstream: String?
-    public var workers: Int?
-    public init(listen: String? = nil, upstream: String? = nil, workers: Int? = nil) {
-        self.listen = listen
-        self.upstream = upstream
-        self.workers = workers
-    }
-}
-
-/// decode → override → validate, as `txgate check` and `txgate serve` both need.
-public enum ConfigLoader {
-    public static func load(path: String, overrides: ConfigOverrides = ConfigOverrides()) throws(ConfigErrors) -> GatewayConfig {
-        let data: Data
-        switch read(path) {
-        case .success(let d): data = d
-        case .failure(let why):
-            throw ConfigErrors(errors: [ConfigError(path: "", message: "cannot read configuration file '\(path)': \(why.reason)")])
-        }
-        let folder = URL(fileURLWithPath: path).deletingLastPathComponent().path
-        return try decode(data, folder: folder, overrides: overrides)
-    }
-
-    struct Unreadable: Error { let reason: String }
-
-    /// The file's bytes, or the OS's word for why not (no such file, permission denied). Read
-    /// with read(2) to its end, so that a pipe (`--config <(...)`) reads like a file.
-    static func read(_ path: String) -> Result<Data, Unreadable> {
-        var isFolder: ObjCBool = false
-        if FileManager.default.fileExists(atPath: path, isDirectory: &isFolder), isFolder.boolValue {
-            return .failure(Unreadable(reason: "it is a folder"))
-        }
-        let fd = open(path, O_RDONLY | O_CLOEXEC)
-        guard fd >= 0 else { return .failure(Unreadable(reason: String(cString: strerror(errno)))) }
-        defer { close(fd) }
-        var data = Data()
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
-        while true {
-            let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
-            if n == 0 { return .success(data) }
-            if n < 0 {
-                if errno == EINTR { continue }
-                return .failure(Unreadable(reason: String(cString: strerror(errno))))
-            }
-            data.append(contentsOf: buffer[0..<n])
-        }
-    }
-
-    public static func decode(_ data: Data, folder: String, overrides: ConfigOverrides = ConfigOverrides()) throws(ConfigErrors) -> GatewayConfig {
-        // Our own strict parser first: it refuses what JSONDecoder lets through (a repeated key,
-        // of which JSONDecoder keeps one copy) and says where a syntax error is.
-        if let e = syntaxError(data, under: "") { throw ConfigErrors(errors: [e]) }
-        let issues = ConfigIssues()
-        let decoder = JSONDecoder()
-        decoder.userInfo[ConfigIssues.userInfoKey] = issues
-        var config: GatewayConfig
-        do {
-            config = try decoder.decode(GatewayConfig.self, from: data)
-        } catch let e as DecodingError {
-            if case .dataCorrupted(let ctx) = e, ctx.codingPath.isEmpty {
-                let detail = (ctx.underlyingError as NSError?)?.userInfo[NSDebugDescriptionErrorKey] as? String
-                throw ConfigErrors(errors: [ConfigError(path: "", message: "invalid JSON: \(detail ?? ctx.debugDescription)")])
-            }
-            issues.add(e, at: [])
-            throw ConfigErrors(errors: issues.errors)
-        } catch {
-            throw ConfigErrors(errors: [ConfigError(path: "", message: "\(error)")])
-        }
-        apply(overrides, to: &config, issues: issues)
-        if HTTPURL(parsing: "http://\(config.listen)") == nil {
-            issues.errors.append(ConfigError(path: "listen", message: "'\(config.listen.host)' is not a host name or an IP address"))
-        }
-        resolvePaths(&config, folder: folder, issues: issues)
-        loadUsers(&config, issues: issues)
-        checkAuth(config, issues: issues)
-        checkPDP(&config, folder: folder, issues: issues)
-        if !issues.errors.isEmpty { throw ConfigErrors(errors: issues.errors) }
-        return config
-    }
-
-    /// nil when `data` is one valid JSON document without repeated keys; else the problem, named
-    /// by the path of the value that holds it (under `prefix`), line and column.
-    static func syntaxError(_ data: Data, under prefix: String) -> ConfigError? {
-        var bytes = [UInt8](data)
-        if bytes.starts(with: [0xEF, 0xBB, 0xBF]) { bytes.removeFirst(3) }  // a UTF-8 BOM, as JSONDecoder allows
-        guard case .failure(let e) = JSONValue.parseReportingErrors(bytes) else { return nil }
-        let inner = e.jsonPath
-        let path = prefix.isEmpty ? inner : inner.isEmpty ? prefix : inner.hasPrefix("[") ? prefix + inner : prefix + "." + inner
-        return ConfigError(path: path, message: e.description)
-    }
-
-    static func apply(_ o: ConfigOverrides, to config: inout GatewayConfig, issues: ConfigIssues) {
-        if let l = o.listen {
-            if let hp = HostPort(parsing: l) { config.listen = hp } else { issues.errors.append(ConfigError(path: "--listen", message: "'\(l)' is not HOST:PORT")) }
-        }
-        if let u = o.upstream {
-            if let url = HTTPURL(parsing: u) { config.upstream.url = url } else { issues.errors.append(ConfigError(path: "--upstream", message: "'\(u)' is not an http:// or https:// URL")) }
-        }
-        if let w = o.workers {
-            if (1...256).contains(w) { config.workers = w } else { issues.errors.append(ConfigError(path: "--workers", message: "must be between 1 and 256")) }
-        }
-    }
-
-    /// Relative paths are relative to the configuration file's folder; files must be readable.
-    static func resolvePaths(_ config: inout GatewayConfig, folder: String, issues: ConfigIssues) {
-        let folderPath = folder
-        func resolve(_ p: String, _ key: String) -> String {
-            guard !p.isEmpty else { return p }  // already reported as missing
-            let full = p.hasPrefix("/") ? p : URL(fileURLWithPath: folder).appendingPathComponent(p).standardized.path
-            if !FileManager.default.isReadableFile(atPath: full) {
-                issues.errors.append(ConfigError(path: key, message: "cannot read file '\(full)'"))
-            }
-            return full
-        }
-        if let tls = config.tls {
-            config.tls = TLSConfig(certificate: resolve(tls.certificate, "tls.certificate"),
-                                   privateKey: resolve(tls.privateKey, "tls.privateKey"), hsts: tls.hsts)
-        }
-        if let ca = config.upstream.caFile { config.upstream.caFile = resolve(ca, "upstream.caFile") }
-        if let u = config.usersFile { config.usersFile = resolve(u, "usersFile") }
-        for (i, issuer) in config.bearer.issuers.enumerated() {
-            config.bearer.issuers[i].caFile = issuer.caFile.map { resolve($0, "bearer.issuers[\(i)].caFile") }
-        }
-        if let l = config.loginPage.logoFile { config.loginPage.logoFile = resolve(l, "loginPage.logoFile") }
-        if case .smtp(var smtp)? = config.email?.delivery {
-            smtp.passwordFile = smtp.passwordFile.map { resolve($0, "email.smtp.passwordFile") }
-            smtp.caFile = smtp.caFile.map { resolve($0, "email.smtp.caFile") }
-            config.email = EmailConfig(delivery: .smtp(smtp))
-        } else if case .outbox(let folder)? = config.email?.delivery {
-            config.email = EmailConfig(delivery: .outbox(folder: absolute(folder, folder: folderPath)))
-        }
-        // Files the gateway creates: resolved, not required to exist.
-        config.store.path = absolute(config.store.path, folder: folder)
-        config.secrets.signingKeyFile = absolute(config.secrets.signingKeyFile, folder: folder)
-        config.secrets.tokenKeysFolder = absolute(config.secrets.tokenKeysFolder, folder: folder)
-        OAuthClientSecrets.read(&config, folder: folder, issues: issues)
-    }
-
-    static func absolute(_ p: String, folder: String) -> String {
-        p.hasPrefix("/") ? p : URL(fileURLWithPath: folder).appendingPathComponent(p).standardized.path
-    }
-
-    /// `usersFile` holds a JSON array of users, in the same form as `users`.
-    static func loadUsers(_ config: inout GatewayConfig, issues: ConfigIssues) {
-        guard let path = config.usersFile, let data = FileManager.default.contents(atPath: path) else { return }
-        if let e = syntaxError(data, under: "usersFile") {
-            issues.errors.append(ConfigError(path: e.path, message: "'\(path)': \(e.message)"))
-            return
-        }
-        let fileIssues = ConfigIssues()
-        let decoder = JSONDecoder()
-        decoder.userInfo[ConfigIssues.userInfoKey] = fileIssues
-        do {
-            config.users += try decoder.decode([UserRecord].self, from: data)
-        } catch {
-            fileIssues.add(error, at: [])
-        }
-        for e in fileIssues.errors {
-            issues.errors.append(ConfigError(path: "usersFile" + (e.path.hasPrefix("[") ? e.path : (e.path.isEmpty ? "" : "." + e.path)),
-                                             message: e.path.isEmpty ? "'\(path)': \(e.message)" : e.message))
-        }
-    }
-
-    static func checkAuth(_ config: GatewayConfig, issues: ConfigIssues) {
-        var seen = Set<String>()
-        for (i, u) in config.users.enumerated() where !u.username.isEmpty {
-            if !seen.insert(u.username).inserted {
-                issues.errors.append(ConfigError(path: "users[\(i)].username", message: "duplicate user '\(u.username)'"))
-            }
-        }
-        var policyNames: [String: Int] = [:]
-        for (i, p) in (config.policies ?? []).enumerated() where !p.name.isEmpty {
-            if let first = policyNames[p.name] {
-                issues.errors.append(ConfigError(path: "policies[\(i)].name", message: "duplicate policy name '\(p.name)' (also policies[\(first)])"))
-            } else {
-                policyNames[p.name] = i
-            }
-        }
-        issues.errors += JourneyEngine.build(config.journeys).errors
-        for (i, p) in (config.policies ?? []).enumerated() {
-            let journey: String
-            switch p.requirement {
-            case .none: continue
-            case .stepUp(let j, _): journey = j
-            case .transaction(let r): journey = r.journey
-            }
-            if config.journeys[journey] == nil {
-                issues.errors.append(ConfigError(path: "policies[\(i)]", message: "journey '\(journey)' is not in journeys"))
-            }
-        }
-        if config.policies?.isEmpty == false && config.journeys.isEmpty {
-            issues.errors.append(ConfigError(path: "journeys", message: "policies need journeys to log users in"))
-        }
-        let emailNodes = config.journeys.values.joined().filter { ["EmailOTP", "EmailSuspend"].contains($0.type) }
-        if let first = emailNodes.first, config.email == nil {
-            issues.errors.append(ConfigError(path: first.path, message: "\(first.type) needs `email` (an outbox folder or smtp)"))
-        }
-        // Without a public URL (a `listen` host no URL can name, reported by `decode`), the checks
-        // that compare with it wait for that to be fixed.
-        if let publicURL = config.derivedPublicURL {
-            if GotoPolicy(origin: publicURL).validate(config.loginPage.defaultGoto) == nil {
-                issues.errors.append(ConfigError(path: "loginPage.defaultGoto",
-                                                 message: "'\(config.loginPage.defaultGoto)' is not a path or a URL on the gateway's origin (\(publicURL.origin))"))
-            }
-            if config.session.sameSite == "None" && !publicURL.isTLS {
-                issues.errors.append(ConfigError(path: "session.sameSite",
-                                                 message: "None needs a Secure cookie, so an https publicUrl (or tls); browsers drop a SameSite=None cookie that is not Secure"))
-            }
-        }
-        if (config.oauth2 != nil || config.txnTokens.enabled) && config.journeys.isEmpty {
-            issues.errors.append(ConfigError(path: config.oauth2 != nil ? "oauth2" : "txnTokens",
-                                             message: "needs the authentication service: add journeys (and users)"))
-        }
-        if !config.journeys.isEmpty && config.journeys[config.loginJourney] == nil {
-            issues.errors.append(ConfigError(path: "loginJourney", message: "no journey named '\(config.loginJourney)'"))
-        }
     }
 }

@@ -2,7 +2,7 @@ import Foundation
 
 // The sections of gateway.json about serving: upstream, limits, paths, TLS, logs, readiness.
 
-public struct UpstreamConfig: Decodable, Sendable {
+public struct UpstreamConfig: ConfigObject, Sendable, Equatable {
     public var url: HTTPURL
     public var connectTimeoutMs = 2_000
     public var responseTimeoutMs = 30_000
@@ -15,21 +15,25 @@ public struct UpstreamConfig: Decodable, Sendable {
 
     public init(url: HTTPURL) { self.url = url }
 
+    enum Key: String, ConfigKey {
+        case url, connectTimeoutMs, responseTimeoutMs, keepAlive, idleTimeoutMs, caFile
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["url", "connectTimeoutMs", "responseTimeoutMs", "keepAlive", "idleTimeoutMs", "caFile"])
+        let o = try StrictObject(decoder, keys: Key.self)
         url = HTTPURL(parsing: "http://127.0.0.1:9000")!
-        if let s: String = o.required("url") {
-            if let u = HTTPURL(parsing: s) { url = u } else { o.invalid("url", "'\(s)' is not an http:// or https:// URL") }
+        if let s: String = o.required(.url) {
+            if let u = HTTPURL(parsing: s) { url = u } else { o.invalid(.url, "'\(s)' is not an http:// or https:// URL") }
         }
-        connectTimeoutMs = o.int("connectTimeoutMs", default: connectTimeoutMs, atLeast: 1)
-        responseTimeoutMs = o.int("responseTimeoutMs", default: responseTimeoutMs, atLeast: 1)
-        keepAlive = o.int("keepAlive", default: keepAlive, atLeast: 0)
-        idleTimeoutMs = o.int("idleTimeoutMs", default: idleTimeoutMs, atLeast: 1)
-        caFile = o.optional("caFile")
+        connectTimeoutMs = o.int(.connectTimeoutMs, default: connectTimeoutMs, atLeast: 1)
+        responseTimeoutMs = o.int(.responseTimeoutMs, default: responseTimeoutMs, atLeast: 1)
+        keepAlive = o.int(.keepAlive, default: keepAlive, atLeast: 0)
+        idleTimeoutMs = o.int(.idleTimeoutMs, default: idleTimeoutMs, atLeast: 1)
+        caFile = o.optional(.caFile)
     }
 }
 
-public struct LimitsConfig: Decodable, Sendable {
+public struct LimitsConfig: ConfigObject, Sendable, Equatable {
     public var maxHeaderBytes = 16_384
     public var maxBodyBytes = 10 << 20
     /// The whole request head must arrive within this (from the accept, or from its first
@@ -49,22 +53,26 @@ public struct LimitsConfig: Decodable, Sendable {
 
     public init() {}
 
+    enum Key: String, ConfigKey {
+        case maxHeaderBytes, maxBodyBytes, headerTimeoutMs, bodyTimeoutMs, minBodyRate, maxConnectionsPerClient
+        case maxParkedBodyBytes
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["maxHeaderBytes", "maxBodyBytes", "headerTimeoutMs", "bodyTimeoutMs",
-                                                  "minBodyRate", "maxConnectionsPerClient", "maxParkedBodyBytes"])
-        maxHeaderBytes = o.int("maxHeaderBytes", default: maxHeaderBytes, atLeast: 512)
-        maxBodyBytes = o.int("maxBodyBytes", default: maxBodyBytes, atLeast: 0)
-        headerTimeoutMs = o.int("headerTimeoutMs", default: headerTimeoutMs, atLeast: 100)
-        bodyTimeoutMs = o.int("bodyTimeoutMs", default: bodyTimeoutMs, atLeast: 100)
-        minBodyRate = o.int("minBodyRate", default: minBodyRate, atLeast: 0)
+        let o = try StrictObject(decoder, keys: Key.self)
+        maxHeaderBytes = o.int(.maxHeaderBytes, default: maxHeaderBytes, atLeast: 512)
+        maxBodyBytes = o.int(.maxBodyBytes, default: maxBodyBytes, atLeast: 0)
+        headerTimeoutMs = o.int(.headerTimeoutMs, default: headerTimeoutMs, atLeast: 100)
+        bodyTimeoutMs = o.int(.bodyTimeoutMs, default: bodyTimeoutMs, atLeast: 100)
+        minBodyRate = o.int(.minBodyRate, default: minBodyRate, atLeast: 0)
         // 0: no limit.
-        maxConnectionsPerClient = o.int("maxConnectionsPerClient", default: maxConnectionsPerClient, atLeast: 0)
-        maxParkedBodyBytes = o.int("maxParkedBodyBytes", default: maxParkedBodyBytes, atLeast: 0)
+        maxConnectionsPerClient = o.int(.maxConnectionsPerClient, default: maxConnectionsPerClient, atLeast: 0)
+        maxParkedBodyBytes = o.int(.maxParkedBodyBytes, default: maxParkedBodyBytes, atLeast: 0)
     }
 }
 
 /// `paths`: how request paths are normalized before policies see them (`PathNormalizer`).
-public struct PathsConfig: Decodable, Sendable {
+public struct PathsConfig: ConfigObject, Sendable, Equatable {
     /// What a `%2F` in a request path gets: 400 (`reject`, the default) or kept opaque (`keep`).
     public var encodedSlash = EncodedSlashAction.reject
     /// What `;` (path parameters) means: stripped from each segment (`strip`, the default),
@@ -77,22 +85,26 @@ public struct PathsConfig: Decodable, Sendable {
         self.semicolon = semicolon
     }
 
+    enum Key: String, ConfigKey {
+        case encodedSlash, semicolon
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["encodedSlash", "semicolon"])
-        if let s: String = o.optional("encodedSlash") {
+        let o = try StrictObject(decoder, keys: Key.self)
+        if let s: String = o.optional(.encodedSlash) {
             if let a = EncodedSlashAction(rawValue: s) { encodedSlash = a } else {
-                o.invalid("encodedSlash", "'\(s)' is not one of \(EncodedSlashAction.allCases.map(\.rawValue).joined(separator: ", "))")
+                o.invalid(.encodedSlash, "'\(s)' is not one of \(EncodedSlashAction.allCases.map(\.rawValue).joined(separator: ", "))")
             }
         }
-        if let s: String = o.optional("semicolon") {
+        if let s: String = o.optional(.semicolon) {
             if let a = SemicolonAction(rawValue: s) { semicolon = a } else {
-                o.invalid("semicolon", "'\(s)' is not one of \(SemicolonAction.allCases.map(\.rawValue).joined(separator: ", "))")
+                o.invalid(.semicolon, "'\(s)' is not one of \(SemicolonAction.allCases.map(\.rawValue).joined(separator: ", "))")
             }
         }
     }
 }
 
-public struct TLSConfig: Decodable, Sendable {
+public struct TLSConfig: ConfigObject, Sendable, Equatable {
     public var certificate: String
     public var privateKey: String
     /// `Strict-Transport-Security` on every response sent over TLS; nil: none.
@@ -104,21 +116,25 @@ public struct TLSConfig: Decodable, Sendable {
         self.hsts = hsts
     }
 
+    enum Key: String, ConfigKey {
+        case certificate, privateKey, hsts
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["certificate", "privateKey", "hsts"])
-        certificate = o.required("certificate") ?? ""
-        privateKey = o.required("privateKey") ?? ""
+        let o = try StrictObject(decoder, keys: Key.self)
+        certificate = o.required(.certificate) ?? ""
+        privateKey = o.required(.privateKey) ?? ""
         // A number is the max-age alone; an object says more.
-        if let maxAge = o.attempt("hsts", as: Int.self) {
-            if maxAge < 0 { o.invalid("hsts", "must be 0 or more (seconds)") } else { hsts = HSTSConfig(maxAgeS: maxAge) }
+        if let maxAge = o.attempt(.hsts, as: Int.self) {
+            if maxAge < 0 { o.invalid(.hsts, "must be 0 or more (seconds)") } else { hsts = HSTSConfig(maxAgeS: maxAge) }
         } else {
-            hsts = o.optional("hsts")
+            hsts = o.optional(.hsts)
         }
     }
 }
 
 /// `tls.hsts`: `31536000`, or `{"maxAgeS": 31536000, "includeSubDomains": true, "preload": false}`.
-public struct HSTSConfig: Decodable, Sendable, Equatable {
+public struct HSTSConfig: ConfigObject, Sendable, Equatable {
     public var maxAgeS: Int
     public var includeSubDomains = false
     public var preload = false
@@ -129,14 +145,18 @@ public struct HSTSConfig: Decodable, Sendable, Equatable {
         self.preload = preload
     }
 
+    enum Key: String, ConfigKey {
+        case maxAgeS, includeSubDomains, preload
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["maxAgeS", "includeSubDomains", "preload"])
-        maxAgeS = o.required("maxAgeS", as: Int.self) ?? 0
-        if maxAgeS < 0 { o.invalid("maxAgeS", "must be 0 or more (seconds)") }
-        includeSubDomains = o.value("includeSubDomains", default: false)
-        preload = o.value("preload", default: false)
+        let o = try StrictObject(decoder, keys: Key.self)
+        maxAgeS = o.required(.maxAgeS, as: Int.self) ?? 0
+        if maxAgeS < 0 { o.invalid(.maxAgeS, "must be 0 or more (seconds)") }
+        includeSubDomains = o.value(.includeSubDomains, default: false)
+        preload = o.value(.preload, default: false)
         if preload && (!includeSubDomains || maxAgeS < 31_536_000) {
-            o.invalid("preload", "needs includeSubDomains and a maxAgeS of at least 31536000 (one year), as browsers' preload lists require")
+            o.invalid(.preload, "needs includeSubDomains and a maxAgeS of at least 31536000 (one year), as browsers' preload lists require")
         }
     }
 
@@ -146,7 +166,7 @@ public struct HSTSConfig: Decodable, Sendable, Equatable {
     }
 }
 
-public struct LogConfig: Decodable, Sendable {
+public struct LogConfig: ConfigObject, Sendable, Equatable {
     public static let levels = ["trace", "debug", "info", "notice", "warning", "error", "critical"]
     public var level = "info"
     /// One line per request.
@@ -154,25 +174,33 @@ public struct LogConfig: Decodable, Sendable {
 
     public init() {}
 
+    enum Key: String, ConfigKey {
+        case level, access
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["level", "access"])
-        level = o.value("level", default: level)
-        access = o.value("access", default: access)
+        let o = try StrictObject(decoder, keys: Key.self)
+        level = o.value(.level, default: level)
+        access = o.value(.access, default: access)
         if !Self.levels.contains(level) {
-            o.invalid("level", "'\(level)' is not one of \(Self.levels.joined(separator: ", "))")
+            o.invalid(.level, "'\(level)' is not one of \(Self.levels.joined(separator: ", "))")
         }
     }
 }
 
 /// `readiness`: how often each worker checks what `/-/ready` reports.
-public struct ReadinessConfig: Decodable, Sendable {
+public struct ReadinessConfig: ConfigObject, Sendable, Equatable {
     /// Between two checks (a TCP connect to the upstream, a store ping).
     public var intervalMs = 2_000
 
     public init() {}
 
+    enum Key: String, ConfigKey {
+        case intervalMs
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["intervalMs"])
-        intervalMs = o.int("intervalMs", default: intervalMs, atLeast: 100)
+        let o = try StrictObject(decoder, keys: Key.self)
+        intervalMs = o.int(.intervalMs, default: intervalMs, atLeast: 100)
     }
 }

@@ -72,14 +72,24 @@ struct AnyKey: CodingKey {
     init?(intValue: Int) { stringValue = String(intValue); self.intValue = intValue }
 }
 
-/// A JSON object that rejects keys it does not know and records, rather than throws, the
-/// errors of its fields.
-struct StrictObject {
+/// The keys of one object of gateway.json, one case each: declared once, where the type that
+/// reads the object is. Its decoder reads its values by these cases (a key it has not declared
+/// does not compile), and `StrictObject` refuses every key that is not one of them.
+protocol ConfigKey: CaseIterable, RawRepresentable, Sendable where RawValue == String {}
+
+/// A type decoded from one object of gateway.json through `StrictObject`, by the keys `Key` declares.
+protocol ConfigObject: Decodable {
+    associatedtype Key: ConfigKey
+}
+
+/// A JSON object that rejects keys its type does not declare and records, rather than throws,
+/// the errors of its fields.
+struct StrictObject<Key: ConfigKey> {
     let container: KeyedDecodingContainer<AnyKey>
     let issues: ConfigIssues
     let path: [CodingKey]
 
-    init(_ decoder: Decoder, known: [String]) throws {
+    init(_ decoder: Decoder, keys: Key.Type) throws {
         guard let issues = decoder.userInfo[ConfigIssues.userInfoKey] as? ConfigIssues else {
             throw DecodingError.dataCorrupted(.init(codingPath: decoder.codingPath,
                                                     debugDescription: "decode configuration through ConfigLoader"))
@@ -88,15 +98,15 @@ struct StrictObject {
         self.path = decoder.codingPath
         container = try decoder.container(keyedBy: AnyKey.self)
         for key in container.allKeys.sorted(by: { $0.stringValue < $1.stringValue })
-        where !known.contains(key.stringValue) {
+        where Key(rawValue: key.stringValue) == nil {
             issues.add(path + [key], "unknown key")
         }
     }
 
-    func has(_ key: String) -> Bool { container.contains(AnyKey(key)) }
+    func has(_ key: Key) -> Bool { container.contains(AnyKey(key.rawValue)) }
 
-    func optional<T: Decodable>(_ key: String, as type: T.Type = T.self) -> T? {
-        let k = AnyKey(key)
+    func optional<T: Decodable>(_ key: Key, as type: T.Type = T.self) -> T? {
+        let k = AnyKey(key.rawValue)
         guard container.contains(k) else { return nil }
         do {
             if try container.decodeNil(forKey: k) { return nil }
@@ -109,28 +119,28 @@ struct StrictObject {
 
     /// The value if it decodes as `T`, recording nothing otherwise (for keys that take one of
     /// several types).
-    func attempt<T: Decodable>(_ key: String, as type: T.Type = T.self) -> T? {
-        try? container.decode(T.self, forKey: AnyKey(key))
+    func attempt<T: Decodable>(_ key: Key, as type: T.Type = T.self) -> T? {
+        try? container.decode(T.self, forKey: AnyKey(key.rawValue))
     }
 
-    func value<T: Decodable>(_ key: String, default fallback: T) -> T {
+    func value<T: Decodable>(_ key: Key, default fallback: T) -> T {
         optional(key, as: T.self) ?? fallback
     }
 
     /// A list of addresses or CIDR ranges; each bad entry is an error naming its index.
-    func cidrs(_ key: String) -> [CIDR]? {
+    func cidrs(_ key: Key) -> [CIDR]? {
         guard let list: [String] = optional(key) else { return nil }
         var ranges: [CIDR] = []
         for (i, text) in list.enumerated() {
             do { ranges.append(try CIDR(parsing: text)) } catch {
-                issues.add(path + [AnyKey(key), AnyKey(intValue: i)!], error.description)
+                invalid(key, index: i, error.description)
             }
         }
         return ranges
     }
 
     /// A whole number that must be at least `minimum` (an error names the key otherwise).
-    func int(_ key: String, default fallback: Int, atLeast minimum: Int) -> Int {
+    func int(_ key: Key, default fallback: Int, atLeast minimum: Int) -> Int {
         let n = value(key, default: fallback)
         if n < minimum {
             invalid(key, minimum == 0 ? "must be 0 or more" : minimum == 1 ? "must be greater than 0" : "must be at least \(minimum)")
@@ -138,16 +148,21 @@ struct StrictObject {
         return n
     }
 
-    func required<T: Decodable>(_ key: String, as type: T.Type = T.self) -> T? {
+    func required<T: Decodable>(_ key: Key, as type: T.Type = T.self) -> T? {
         guard has(key) else {
-            issues.add(path + [AnyKey(key)], "required key is missing")
+            invalid(key, "required key is missing")
             return nil
         }
         return optional(key, as: type)
     }
 
     /// Records a bad value at `key`.
-    func invalid(_ key: String, _ message: String) {
-        issues.add(path + [AnyKey(key)], message)
+    func invalid(_ key: Key, _ message: String) {
+        issues.add(path + [AnyKey(key.rawValue)], message)
+    }
+
+    /// Records a bad value at entry `index` of the list at `key`.
+    func invalid(_ key: Key, index: Int, _ message: String) {
+        issues.add(path + [AnyKey(key.rawValue), AnyKey(intValue: index)!], message)
     }
 }

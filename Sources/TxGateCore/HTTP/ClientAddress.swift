@@ -143,7 +143,7 @@ extension [CIDR] {
 
 /// The proxies whose `X-Forwarded-For` is believed (`trustedProxies`), and the walk that finds
 /// the client behind them.
-public struct TrustedProxies: Sendable {
+public struct TrustedProxies: Sendable, Equatable {
     public let ranges: [CIDR]
 
     public init(_ ranges: [CIDR] = []) { self.ranges = ranges }

@@ -1,7 +1,7 @@
 import Foundation
 
 /// `oauth2` in gateway.json: the OAuth 2.0 / OpenID Connect provider under `/am/oauth2/`.
-public struct OAuth2Config: Decodable, Sendable {
+public struct OAuth2Config: ConfigObject, Sendable, Equatable {
     public var clients: [OAuthClient] = []
     public var accessTokenTtlS = 300
     public var idTokenTtlS = 300
@@ -11,15 +11,19 @@ public struct OAuth2Config: Decodable, Sendable {
 
     public init() {}
 
+    enum Key: String, ConfigKey {
+        case clients, accessTokenTtlS, idTokenTtlS, refreshTokenTtlS, audience
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["clients", "accessTokenTtlS", "idTokenTtlS", "refreshTokenTtlS", "audience"])
-        clients = o.value("clients", default: clients)
-        accessTokenTtlS = o.int("accessTokenTtlS", default: accessTokenTtlS, atLeast: 1)
-        idTokenTtlS = o.int("idTokenTtlS", default: idTokenTtlS, atLeast: 1)
-        refreshTokenTtlS = o.int("refreshTokenTtlS", default: refreshTokenTtlS, atLeast: 1)
-        audience = o.optional("audience")
+        let o = try StrictObject(decoder, keys: Key.self)
+        clients = o.value(.clients, default: clients)
+        accessTokenTtlS = o.int(.accessTokenTtlS, default: accessTokenTtlS, atLeast: 1)
+        idTokenTtlS = o.int(.idTokenTtlS, default: idTokenTtlS, atLeast: 1)
+        refreshTokenTtlS = o.int(.refreshTokenTtlS, default: refreshTokenTtlS, atLeast: 1)
+        audience = o.optional(.audience)
         var seen = Set<String>()
-        for c in clients where !seen.insert(c.clientId).inserted { o.invalid("clients", "duplicate clientId '\(c.clientId)'") }
+        for c in clients where !seen.insert(c.clientId).inserted { o.invalid(.clients, "duplicate clientId '\(c.clientId)'") }
     }
 
     public func client(_ id: String) -> OAuthClient? { clients.first { $0.clientId == id } }
@@ -27,7 +31,7 @@ public struct OAuth2Config: Decodable, Sendable {
 
 /// One registered client (`oauth2.clients[]`). Public clients must use PKCE; confidential ones
 /// authenticate with the secret read from `clientSecretFile` (PKCE is still required).
-public struct OAuthClient: Decodable, Sendable {
+public struct OAuthClient: ConfigObject, Sendable, Equatable {
     public var clientId: String
     /// Compared exactly (no prefix, no wildcard).
     public var redirectUris: [String]
@@ -45,21 +49,24 @@ public struct OAuthClient: Decodable, Sendable {
         self.isPublic = isPublic
     }
 
+    enum Key: String, ConfigKey {
+        case clientId, redirectUris, postLogoutRedirectUris, scopes, `public`, clientSecretFile
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["clientId", "redirectUris", "postLogoutRedirectUris", "scopes", "public",
-                                                  "clientSecretFile"])
-        clientId = o.required("clientId") ?? ""
-        redirectUris = o.required("redirectUris") ?? []
-        postLogoutRedirectUris = o.value("postLogoutRedirectUris", default: postLogoutRedirectUris)
-        scopes = o.value("scopes", default: ["openid"])
-        isPublic = o.value("public", default: false)
-        clientSecretFile = o.optional("clientSecretFile")
-        if isPublic && clientSecretFile != nil { o.invalid("clientSecretFile", "a public client has no secret") }
-        if !isPublic && clientSecretFile == nil { o.invalid("public", "set public: true (PKCE only) or give a clientSecretFile") }
-        if redirectUris.isEmpty && o.has("redirectUris") { o.invalid("redirectUris", "list at least one redirect URI") }
+        let o = try StrictObject(decoder, keys: Key.self)
+        clientId = o.required(.clientId) ?? ""
+        redirectUris = o.required(.redirectUris) ?? []
+        postLogoutRedirectUris = o.value(.postLogoutRedirectUris, default: postLogoutRedirectUris)
+        scopes = o.value(.scopes, default: ["openid"])
+        isPublic = o.value(.public, default: false)
+        clientSecretFile = o.optional(.clientSecretFile)
+        if isPublic && clientSecretFile != nil { o.invalid(.clientSecretFile, "a public client has no secret") }
+        if !isPublic && clientSecretFile == nil { o.invalid(.public, "set public: true (PKCE only) or give a clientSecretFile") }
+        if redirectUris.isEmpty && o.has(.redirectUris) { o.invalid(.redirectUris, "list at least one redirect URI") }
         for u in redirectUris + postLogoutRedirectUris {
             guard let c = URLComponents(string: u), c.scheme != nil, c.fragment == nil else {
-                o.invalid("redirectUris", "'\(u)' is not an absolute URI without a fragment")
+                o.invalid(.redirectUris, "'\(u)' is not an absolute URI without a fragment")
                 continue
             }
         }
@@ -67,7 +74,7 @@ public struct OAuthClient: Decodable, Sendable {
 }
 
 /// `txnTokens`: a signed Transaction Token (`Txn-Token`) on requests sent upstream.
-public struct TxnTokenConfig: Decodable, Sendable {
+public struct TxnTokenConfig: ConfigObject, Sendable, Equatable {
     public var enabled = false
     /// `aud`: the backend's trust domain.
     public var audience = ""
@@ -77,25 +84,29 @@ public struct TxnTokenConfig: Decodable, Sendable {
 
     public init() {}
 
+    enum Key: String, ConfigKey {
+        case enabled, audience, ttlS, forAll
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["enabled", "audience", "ttlS", "forAll"])
-        enabled = o.value("enabled", default: enabled)
-        audience = o.value("audience", default: audience)
-        ttlS = o.int("ttlS", default: ttlS, atLeast: 1)
-        if ttlS > 300 { o.invalid("ttlS", "a transaction token is short-lived: at most 300 s") }
-        forAll = o.value("forAll", default: forAll)
-        if enabled && audience.isEmpty { o.invalid("audience", "name the backend's trust domain (the tokens' aud)") }
+        let o = try StrictObject(decoder, keys: Key.self)
+        enabled = o.value(.enabled, default: enabled)
+        audience = o.value(.audience, default: audience)
+        ttlS = o.int(.ttlS, default: ttlS, atLeast: 1)
+        if ttlS > 300 { o.invalid(.ttlS, "a transaction token is short-lived: at most 300 s") }
+        forAll = o.value(.forAll, default: forAll)
+        if enabled && audience.isEmpty { o.invalid(.audience, "name the backend's trust domain (the tokens' aud)") }
     }
 }
 
 /// Reads each confidential client's `clientSecretFile` (relative to the configuration's folder).
 enum OAuthClientSecrets {
-    static func read(_ config: inout GatewayConfig, folder: String, issues: ConfigIssues) {
+    static func read(_ config: inout GatewayConfig, folder: String, files: any ConfigFileReader, issues: ConfigIssues) {
         guard var oauth = config.oauth2 else { return }
         for (i, c) in oauth.clients.enumerated() {
             guard let file = c.clientSecretFile else { continue }
             let path = ConfigLoader.absolute(file, folder: folder)
-            let secret = FileManager.default.contents(atPath: path).map { String(decoding: $0, as: UTF8.self) }?
+            let secret = (try? files.read(path).get()).map { String(decoding: $0, as: UTF8.self) }?
                 .trimmingCharacters(in: .whitespacesAndNewlines)
             guard let secret, secret.utf8.count >= 16 else {
                 issues.errors.append(ConfigError(path: "oauth2.clients[\(i)].clientSecretFile",
@@ -110,23 +121,27 @@ enum OAuthClientSecrets {
 }
 
 /// `bearer`: access tokens from other OpenID providers (Keycloak, Auth0, …) accepted as subjects.
-public struct BearerConfig: Decodable, Sendable {
+public struct BearerConfig: ConfigObject, Sendable, Equatable {
     public var issuers: [ExternalIssuer] = []
 
     public init() {}
 
+    enum Key: String, ConfigKey {
+        case issuers
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["issuers"])
-        issuers = o.value("issuers", default: issuers)
+        let o = try StrictObject(decoder, keys: Key.self)
+        issuers = o.value(.issuers, default: issuers)
         var seen = Set<String>()
-        for i in issuers where !seen.insert(i.issuer).inserted { o.invalid("issuers", "duplicate issuer '\(i.issuer)'") }
+        for i in issuers where !seen.insert(i.issuer).inserted { o.invalid(.issuers, "duplicate issuer '\(i.issuer)'") }
     }
 }
 
 /// One external issuer: its `iss`, where its JWK Set is (fetched on the worker loops, again when a
 /// token names an unknown `kid`), the `aud` its tokens must carry for this gateway, and whose
 /// subjects its tokens name (`mapTo`).
-public struct ExternalIssuer: Decodable, Sendable {
+public struct ExternalIssuer: ConfigObject, Sendable, Equatable {
     public var issuer: String
     public var jwksUri: HTTPURL
     public var audience: String
@@ -148,23 +163,27 @@ public struct ExternalIssuer: Decodable, Sendable {
         self.usernameClaim = usernameClaim
     }
 
+    enum Key: String, ConfigKey {
+        case issuer, jwksUri, audience, caFile, mapTo, usernameClaim
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["issuer", "jwksUri", "audience", "caFile", "mapTo", "usernameClaim"])
-        issuer = o.required("issuer") ?? ""
-        audience = o.required("audience") ?? ""
-        caFile = o.optional("caFile")
-        if let m: String = o.optional("mapTo") {
-            if let v = Mapping(rawValue: m) { mapTo = v } else { o.invalid("mapTo", "'\(m)' is not none or localUsers") }
+        let o = try StrictObject(decoder, keys: Key.self)
+        issuer = o.required(.issuer) ?? ""
+        audience = o.required(.audience) ?? ""
+        caFile = o.optional(.caFile)
+        if let m: String = o.optional(.mapTo) {
+            if let v = Mapping(rawValue: m) { mapTo = v } else { o.invalid(.mapTo, "'\(m)' is not none or localUsers") }
         }
-        if let c: String = o.optional("usernameClaim") {
-            if c.isEmpty { o.invalid("usernameClaim", "name the claim that holds the local username") } else { usernameClaim = c }
-            if mapTo != .localUsers { o.invalid("usernameClaim", "only with mapTo: localUsers") }
+        if let c: String = o.optional(.usernameClaim) {
+            if c.isEmpty { o.invalid(.usernameClaim, "name the claim that holds the local username") } else { usernameClaim = c }
+            if mapTo != .localUsers { o.invalid(.usernameClaim, "only with mapTo: localUsers") }
         }
         jwksUri = HTTPURL(parsing: "http://127.0.0.1:1")!
-        if let s: String = o.required("jwksUri") {
-            if let u = HTTPURL(parsing: s) { jwksUri = u } else { o.invalid("jwksUri", "'\(s)' is not an http:// or https:// URL") }
+        if let s: String = o.required(.jwksUri) {
+            if let u = HTTPURL(parsing: s) { jwksUri = u } else { o.invalid(.jwksUri, "'\(s)' is not an http:// or https:// URL") }
         }
-        if audience.isEmpty && o.has("audience") { o.invalid("audience", "name the audience this gateway accepts") }
+        if audience.isEmpty && o.has(.audience) { o.invalid(.audience, "name the audience this gateway accepts") }
     }
 }
 

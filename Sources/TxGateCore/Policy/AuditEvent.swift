@@ -123,9 +123,9 @@ public struct AuditEvent: Equatable, Sendable {
             if let record {
                 let request = TransactionBinding(realm: event.realm ?? "", resource: event.resource ?? "", method: event.method ?? "",
                                                  subject: event.subject, bodyDigest: event.bodyDigest)
-                event.reason = record.mismatch(request, now: Int(stored.timeMs / 1000)) ?? "does not match this request"
+                event.reason = (record.mismatch(request, now: Int(stored.timeMs / 1000)) ?? .other).message
             } else {
-                event.reason = "unknown, expired or consumed"
+                event.reason = RetryRefusal.unknown.message
             }
         }
         self = event

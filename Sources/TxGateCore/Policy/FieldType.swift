@@ -76,13 +76,17 @@ public enum FieldType: Equatable, Sendable {
 /// One entry of `bind.types`: `{"type": "decimal", "maxScale": 2, "min": "0.01", "max": "10000"}`,
 /// `{"type": "integer", "min": 1}`, `{"type": "string", "maxLength": 70, "pattern": "[A-Za-z ]+"}`
 /// or `{"oneOf": ["EUR", "USD"]}`.
-struct FieldTypeConfig: Decodable {
+struct FieldTypeConfig: ConfigObject {
     var type: FieldType
 
+    enum Key: String, ConfigKey {
+        case `type`, maxScale, min, max, maxLength, pattern, oneOf
+    }
+
     init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["type", "maxScale", "min", "max", "maxLength", "pattern", "oneOf"])
+        let o = try StrictObject(decoder, keys: Key.self)
         type = .oneOf([])
-        func decimal(_ key: String) -> Decimal? {
+        func decimal(_ key: Key) -> Decimal? {
             guard let s: String = o.optional(key) else { return nil }
             guard FieldType.isDecimal(s), let d = Decimal(string: s, locale: Locale(identifier: "en_US_POSIX")) else {
                 o.invalid(key, "'\(s)' is not a decimal number (write it as a string: \"0.01\")")
@@ -90,34 +94,34 @@ struct FieldTypeConfig: Decodable {
             }
             return d
         }
-        if let list: [String] = o.optional("oneOf") {
-            if list.isEmpty { o.invalid("oneOf", "list at least one value") }
-            if o.has("type") { o.invalid("type", "oneOf is a type of its own; leave type out") }
+        if let list: [String] = o.optional(.oneOf) {
+            if list.isEmpty { o.invalid(.oneOf, "list at least one value") }
+            if o.has(.type) { o.invalid(.type, "oneOf is a type of its own; leave type out") }
             type = .oneOf(list)
             return
         }
-        switch o.required("type", as: String.self) {
+        switch o.required(.type, as: String.self) {
         case "decimal":
-            let scale: Int? = o.optional("maxScale")
-            if let scale, scale < 0 { o.invalid("maxScale", "must be 0 or more") }
-            type = .decimal(maxScale: scale, min: decimal("min"), max: decimal("max"))
+            let scale: Int? = o.optional(.maxScale)
+            if let scale, scale < 0 { o.invalid(.maxScale, "must be 0 or more") }
+            type = .decimal(maxScale: scale, min: decimal(.min), max: decimal(.max))
         case "integer":
-            type = .integer(min: o.optional("min"), max: o.optional("max"))
+            type = .integer(min: o.optional(.min), max: o.optional(.max))
         case "string":
-            let pattern: String? = o.optional("pattern")
+            let pattern: String? = o.optional(.pattern)
             if let pattern, (try? NSRegularExpression(pattern: pattern)) == nil {
-                o.invalid("pattern", "'\(pattern)' is not a valid regular expression")
+                o.invalid(.pattern, "'\(pattern)' is not a valid regular expression")
             }
-            let maxLength: Int? = o.optional("maxLength")
-            if let maxLength, maxLength < 1 { o.invalid("maxLength", "must be 1 or more") }
+            let maxLength: Int? = o.optional(.maxLength)
+            if let maxLength, maxLength < 1 { o.invalid(.maxLength, "must be 1 or more") }
             type = .string(maxLength: maxLength, pattern: pattern)
         case let other?:
-            o.invalid("type", "'\(other)' is not decimal, integer or string (or use oneOf)")
+            o.invalid(.type, "'\(other)' is not decimal, integer or string (or use oneOf)")
         case nil:
             break
         }
-        for key in ["maxScale"] where o.has(key) && type.isDecimal == false { o.invalid(key, "only for a decimal") }
-        for key in ["maxLength", "pattern"] where o.has(key) && type.isString == false { o.invalid(key, "only for a string") }
+        for key in [Key.maxScale] where o.has(key) && type.isDecimal == false { o.invalid(key, "only for a decimal") }
+        for key in [Key.maxLength, .pattern] where o.has(key) && type.isString == false { o.invalid(key, "only for a string") }
     }
 }
 

@@ -120,64 +120,76 @@ public final class Policy: Sendable {
 }
 
 /// `policies[]` in gateway.json.
-public struct PolicyConfig: Decodable, Sendable {
+public struct PolicyConfig: ConfigObject, Sendable {
     public var policy: Policy
 
+    enum Key: String, ConfigKey {
+        case name, resources, actions, subjects, transaction, stepUp
+    }
+
     public init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["name", "resources", "actions", "subjects", "transaction", "stepUp"])
-        let name: String = o.required("name") ?? ""
+        let o = try StrictObject(decoder, keys: Key.self)
+        let name: String = o.required(.name) ?? ""
         var resources: [ResourcePattern] = []
-        for r in (o.required("resources", as: [String].self) ?? []) {
+        for r in (o.required(.resources, as: [String].self) ?? []) {
             if let p = ResourcePattern(r) { resources.append(p) } else {
-                o.invalid("resources", "'\(r)' is not a path pattern (starts with '/', no query, no '.' or '..' segment, '**' only at the end)")
+                o.invalid(.resources, "'\(r)' is not a path pattern (starts with '/', no query, no '.' or '..' segment, '**' only at the end)")
             }
         }
-        let actions = (o.required("actions", as: [String].self) ?? []).map { $0.uppercased() }
-        if actions.isEmpty && o.has("actions") { o.invalid("actions", "must list at least one HTTP method") }
+        let actions = (o.required(.actions, as: [String].self) ?? []).map { $0.uppercased() }
+        if actions.isEmpty && o.has(.actions) { o.invalid(.actions, "must list at least one HTTP method") }
         var subjects = SubjectRule.authenticated
-        if o.has("subjects") {
-            if let s = o.attempt("subjects", as: String.self) {
+        if o.has(.subjects) {
+            if let s = o.attempt(.subjects, as: String.self) {
                 switch s {
                 case "anyone": subjects = .anyone
                 case "authenticated": subjects = .authenticated
-                default: o.invalid("subjects", "'\(s)' is not anyone, authenticated or a list of users")
+                default: o.invalid(.subjects, "'\(s)' is not anyone, authenticated or a list of users")
                 }
-            } else if let list = o.attempt("subjects", as: [String].self), !list.isEmpty {
+            } else if let list = o.attempt(.subjects, as: [String].self), !list.isEmpty {
                 subjects = .only(list)
             } else {
-                o.invalid("subjects", "must be \"anyone\", \"authenticated\" or a non-empty list of users")
+                o.invalid(.subjects, "must be \"anyone\", \"authenticated\" or a non-empty list of users")
             }
         }
         var requirement = Requirement.none
-        if o.has("transaction") && o.has("stepUp") { o.invalid("stepUp", "a policy has either transaction or stepUp, not both") }
-        if let t: TransactionConfig = o.optional("transaction") { requirement = .transaction(t.rule) }
-        if let s: StepUpConfig = o.optional("stepUp") { requirement = .stepUp(journey: s.journey, maxAgeS: s.maxAgeS) }
+        if o.has(.transaction) && o.has(.stepUp) { o.invalid(.stepUp, "a policy has either transaction or stepUp, not both") }
+        if let t: TransactionConfig = o.optional(.transaction) { requirement = .transaction(t.rule) }
+        if let s: StepUpConfig = o.optional(.stepUp) { requirement = .stepUp(journey: s.journey, maxAgeS: s.maxAgeS) }
         if requirement != .none && subjects == .anyone {
-            o.invalid("subjects", "a policy with transaction or stepUp needs an authenticated subject")
+            o.invalid(.subjects, "a policy with transaction or stepUp needs an authenticated subject")
         }
         policy = Policy(name: name, resources: resources, actions: actions, subjects: subjects, requirement: requirement)
     }
 }
 
-struct StepUpConfig: Decodable {
+struct StepUpConfig: ConfigObject {
     var journey: String
     var maxAgeS: Int?
+    enum Key: String, ConfigKey {
+        case journey, maxAgeS
+    }
+
     init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["journey", "maxAgeS"])
-        journey = o.required("journey") ?? ""
-        maxAgeS = o.optional("maxAgeS")
-        if let m = maxAgeS, m < 0 { o.invalid("maxAgeS", "must be 0 or more seconds") }
+        let o = try StrictObject(decoder, keys: Key.self)
+        journey = o.required(.journey) ?? ""
+        maxAgeS = o.optional(.maxAgeS)
+        if let m = maxAgeS, m < 0 { o.invalid(.maxAgeS, "must be 0 or more seconds") }
     }
 }
 
-struct TransactionConfig: Decodable {
+struct TransactionConfig: ConfigObject {
     var rule: TransactionRule
+    enum Key: String, ConfigKey {
+        case journey, ttlS, bind, display
+    }
+
     init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["journey", "ttlS", "bind", "display"])
-        rule = TransactionRule(journey: o.required("journey") ?? "", ttlS: o.value("ttlS", default: 180))
-        if rule.ttlS <= 0 { o.invalid("ttlS", "must be greater than 0") }
-        rule.display = o.optional("display")
-        if let b: BindConfig = o.optional("bind") {
+        let o = try StrictObject(decoder, keys: Key.self)
+        rule = TransactionRule(journey: o.required(.journey) ?? "", ttlS: o.value(.ttlS, default: 180))
+        if rule.ttlS <= 0 { o.invalid(.ttlS, "must be greater than 0") }
+        rule.display = o.optional(.display)
+        if let b: BindConfig = o.optional(.bind) {
             rule.bindFields = b.fields
             rule.bindWholeBody = b.whole
             rule.fieldTypes = b.types
@@ -186,7 +198,7 @@ struct TransactionConfig: Decodable {
             // What the display may name: each bound pointer, with or without its leading '/'.
             let known = Set(rule.bindFields + rule.bindFields.map { String($0.dropFirst()) })
             for name in EmailTemplate.unknownPlaceholders(in: display, known: known) {
-                o.invalid("display", "unknown placeholder '{\(name)}': "
+                o.invalid(.display, "unknown placeholder '{\(name)}': "
                     + (rule.bindFields.isEmpty ? "no field is bound (bind.body lists the fields a display may show)"
                         : "not a field of bind.body (\(rule.bindFields.joined(separator: ", ")))"))
             }
@@ -194,28 +206,32 @@ struct TransactionConfig: Decodable {
     }
 }
 
-struct BindConfig: Decodable {
+struct BindConfig: ConfigObject {
     var fields: [String] = []
     var whole = false
     var types: [String: FieldType] = [:]
+    enum Key: String, ConfigKey {
+        case body, types
+    }
+
     init(from decoder: Decoder) throws {
-        let o = try StrictObject(decoder, known: ["body", "types"])
-        if let t: [String: FieldTypeConfig] = o.optional("types") {
+        let o = try StrictObject(decoder, keys: Key.self)
+        if let t: [String: FieldTypeConfig] = o.optional(.types) {
             types = t.mapValues(\.type)
         }
-        guard o.has("body") else {
-            if !types.isEmpty { o.invalid("types", "types need bind.body to list the fields they type") }
+        guard o.has(.body) else {
+            if !types.isEmpty { o.invalid(.types, "types need bind.body to list the fields they type") }
             return
         }
-        if let all = o.attempt("body", as: Bool.self) { whole = all }
-        else if let list = o.attempt("body", as: [String].self) {
-            for p in list where !p.hasPrefix("/") { o.invalid("body", "'\(p)' is not a JSON Pointer (like /amount)") }
+        if let all = o.attempt(.body, as: Bool.self) { whole = all }
+        else if let list = o.attempt(.body, as: [String].self) {
+            for p in list where !p.hasPrefix("/") { o.invalid(.body, "'\(p)' is not a JSON Pointer (like /amount)") }
             fields = list
         } else {
-            o.invalid("body", "must be true (the whole body) or a list of JSON Pointers")
+            o.invalid(.body, "must be true (the whole body) or a list of JSON Pointers")
         }
         for p in types.keys.sorted() where !fields.contains(p) {
-            o.invalid("types", "'\(p)' is not a field of bind.body (\(fields.joined(separator: ", ")))")
+            o.invalid(.types, "'\(p)' is not a field of bind.body (\(fields.joined(separator: ", ")))")
         }
     }
 }

@@ -101,12 +101,12 @@ public struct PolicyDecider: Sendable {
     }
 
     /// Why a retry did not consume its transaction (for the log), or nil if it did.
-    public func refusal(_ intent: Intent, _ take: ConditionalTake, nowMs: Int64) -> String? {
+    public func refusal(_ intent: Intent, _ take: ConditionalTake, nowMs: Int64) -> RetryRefusal? {
         switch take {
         case .taken: return nil
-        case .absent: return "unknown, expired or consumed"
+        case .absent: return .unknown
         case .kept(let bytes):
-            return TransactionRecord.decode(bytes)?.mismatch(intent.binding, now: Int(nowMs / 1000)) ?? "does not match this request"
+            return TransactionRecord.decode(bytes)?.mismatch(intent.binding, now: Int(nowMs / 1000)) ?? .other
         }
     }
 

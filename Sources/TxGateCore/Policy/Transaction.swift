@@ -86,14 +86,55 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
     }
 
     /// Why this transaction cannot open `request`, or nil if it can.
-    public func mismatch(_ request: TransactionBinding, now: Int) -> String? {
-        if expires <= now { return "expired" }
-        if state != .completed { return "not completed" }
-        if subject != request.subject { return "another subject" }
-        if realm != request.realm { return "another realm" }
-        if resource != request.resource || method != request.method { return "another resource or method" }
-        if bodyDigest != request.bodyDigest { return "the bound body fields differ" }
+    public func mismatch(_ request: TransactionBinding, now: Int) -> RetryRefusal? {
+        if expires <= now { return .expired }
+        if state != .completed { return .notCompleted }
+        if subject != request.subject { return .anotherSubject }
+        if realm != request.realm { return .anotherRealm }
+        if resource != request.resource || method != request.method { return .anotherResource }
+        if bodyDigest != request.bodyDigest { return .bodyDiffers }
         return nil
+    }
+}
+
+/// Why a retry (`_txid`) did not consume its transaction: `message` for the log line and the
+/// audit trail, `metricLabel` for `txgate_transactions_refused_total`'s `reason`.
+public enum RetryRefusal: CaseIterable, Sendable {
+    /// The store has no such transaction: never issued, expired and purged, or already consumed.
+    case unknown
+    case expired
+    case notCompleted
+    case anotherSubject
+    case anotherRealm
+    case anotherResource
+    case bodyDiffers
+    /// Any other: a stored record that cannot be read, or one the store's atomic check kept.
+    case other
+
+    public var message: String {
+        switch self {
+        case .unknown: "unknown, expired or consumed"
+        case .expired: "expired"
+        case .notCompleted: "not completed"
+        case .anotherSubject: "another subject"
+        case .anotherRealm: "another realm"
+        case .anotherResource: "another resource or method"
+        case .bodyDiffers: "the bound body fields differ"
+        case .other: "does not match this request"
+        }
+    }
+
+    public var metricLabel: String {
+        switch self {
+        case .unknown: "unknown"
+        case .expired: "expired"
+        case .notCompleted: "not_completed"
+        case .anotherSubject: "another_subject"
+        case .anotherRealm: "another_realm"
+        case .anotherResource: "another_resource"
+        case .bodyDiffers: "body_differs"
+        case .other: "other"
+        }
     }
 }
 
