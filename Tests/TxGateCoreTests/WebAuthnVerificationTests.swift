@@ -32,8 +32,7 @@ import TxGateCrypto
     func registration(_ name: String) throws {
         let r = Self.v.registration(name)
         let result = WebAuthn.verifyRegistration(r.response, expecting: r.expectation, relyingParty: Self.rp)
-        switch (r.expect, result) {
-        case ("ok", .success(let c)):
+        if let c = Self.verdict(name, expected: r.expect, result) {
             #expect(c.id == b64(r.rawId))
             #expect(c.publicKey == b64(r.credentialPublicKey))
             #expect(c.algorithm.rawValue == r.alg)
@@ -43,12 +42,6 @@ import TxGateCrypto
             #expect(c.attestation == (name.contains("packed") ? .selfAttestation : WebAuthn.AttestationType.none))
             // The stored key parses back to the same algorithm.
             #expect(try COSEKey(encoded: c.publicKey).algorithm == c.algorithm)
-        case ("ok", .failure(let refusal)):
-            Issue.record("\(name) refused: \(refusal)")
-        case (let expected, .failure(let refusal)):
-            #expect(refusal.code == expected, "\(name): \(refusal)")
-        case (let expected, .success):
-            Issue.record("\(name) verified; expected \(expected)")
         }
     }
 
@@ -57,8 +50,7 @@ import TxGateCrypto
         let a = Self.v.assertion(name)
         let record = try Self.v.record(for: a)
         let result = WebAuthn.verifyAssertion(a.response, credential: record, expecting: a.expectation, relyingParty: Self.rp)
-        switch (a.expect, result) {
-        case ("ok", .success(let verified)):
+        if let verified = Self.verdict(name, expected: a.expect, result) {
             #expect(verified.signCount == a.signCount)
             #expect(verified.credentialId == record.id)
             #expect(verified.flags == WebAuthn.Flags(rawValue: a.flags))
@@ -69,13 +61,19 @@ import TxGateCrypto
                                                      expecting: a.expectation, relyingParty: Self.rp)
                 #expect(again.refusal == .counterRegression(stored: a.signCount, received: a.signCount))
             }
-        case ("ok", .failure(let refusal)):
-            Issue.record("\(name) refused: \(refusal)")
-        case (let expected, .failure(let refusal)):
-            #expect(refusal.code == expected, "\(name): \(refusal)")
-        case (let expected, .success):
-            Issue.record("\(name) verified; expected \(expected)")
         }
+    }
+
+    /// The verified value where the vector expects "ok"; otherwise nil, with an issue recorded
+    /// unless the refusal's code is the expected one.
+    static func verdict<T>(_ name: String, expected: String, _ result: Result<T, WebAuthn.Refusal>) -> T? {
+        switch (expected, result) {
+        case ("ok", .success(let value)): return value
+        case ("ok", .failure(let refusal)): Issue.record("\(name) refused: \(refusal)")
+        case (_, .failure(let refusal)): #expect(refusal.code == expected, "\(name): \(refusal)")
+        case (_, .success): Issue.record("\(name) verified; expected \(expected)")
+        }
+        return nil
     }
 
     @Test func refusalsCarryTheirDetails() throws {

@@ -2,11 +2,12 @@
 /// authenticator extensions.
 ///
 /// Our own rather than a package: no CBOR package is among the Swift packages this project can
-/// build with (the local mirror has none: SwiftCBOR and PotentCBOR are not there), the subset
-/// WebAuthn needs is small (about 300 lines), and what matters here is what a general decoder
-/// leaves out: it must refuse, and say where, everything outside that subset, and it must tell
-/// how many bytes one item used (the credential public key is followed by extensions inside
-/// `authenticatorData`, with no length of its own).
+/// build with (the local mirror has none: SwiftCBOR and PotentCBOR are not there); Debian's
+/// libcbor would be a new C dependency that accepts far more (indefinite lengths, tags, floats),
+/// all to be refused again on top. The subset WebAuthn needs is small, and what matters here is
+/// what a general decoder leaves out: it must refuse, and say where, everything outside that
+/// subset, and it must tell how many bytes one item used (the credential public key is followed
+/// by extensions inside `authenticatorData`, with no length of its own).
 ///
 /// What it reads: unsigned and negative integers (64-bit arguments), byte strings, text strings
 /// (valid UTF-8 only), arrays, maps, and the simple values false, true and null. What it refuses,

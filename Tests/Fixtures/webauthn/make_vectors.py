@@ -150,6 +150,20 @@ registrations = []
 assertions = []
 
 
+def common(kind, name, cred, expect, seen, fido2_expect, expected_challenge, require_uv, client_data):
+    """The members both kinds of vector have, once fido2's verdict is the one expected: "ok" for a
+    good vector, a refusal for a bad one, or `fido2_expect` where fido2 does not check that thing
+    (counters, crossOrigin, backup flags), so accepts what TxGate refuses."""
+    want = fido2_expect or ("ok" if expect == "ok" else "refused")
+    if not seen.startswith(want):
+        raise SystemExit(f"{kind} {name}: fido2 says {seen!r}, expected {want}")
+    return {
+        "name": name, "credential": [k for k, v in credentials.items() if v is cred][0],
+        "expect": expect, "fido2": seen, "requireUserVerification": require_uv,
+        "challenge": b64(expected_challenge), "rawId": b64(cred.credential_id), "clientDataJSON": b64(client_data),
+    }
+
+
 def registration(name, cred, expect, flags=UP | AT, fmt="none", origin=ORIGINS[0], typ="webauthn.create",
                  rp_id=RP_ID, signed_challenge=None, require_uv=False, extensions=None, stmt=None,
                  signer=None, cross_origin=False, fido2_expect=None):
@@ -158,16 +172,10 @@ def registration(name, cred, expect, flags=UP | AT, fmt="none", origin=ORIGINS[0
                                              cross_origin=cross_origin)
     att = cred.make_credential(rp_id, client_data, flags, fmt, 0, extensions, stmt, signer)
     seen = fido2_registration(expected_challenge, require_uv, cred.credential_id, client_data, att)
-    want = fido2_expect or ("ok" if expect == "ok" else "refused")
-    if not seen.startswith(want):
-        raise SystemExit(f"registration {name}: fido2 says {seen!r}, expected {want}")
-    registrations.append({
-        "name": name, "credential": [k for k, v in credentials.items() if v is cred][0],
-        "expect": expect, "fido2": seen, "requireUserVerification": require_uv,
-        "challenge": b64(expected_challenge), "rawId": b64(cred.credential_id),
-        "clientDataJSON": b64(client_data), "attestationObject": b64(att),
-        "credentialPublicKey": b64(cbor.encode(cred.cose)), "aaguid": cred.aaguid.hex(),
-        "flags": int(flags), "alg": cred.alg,
+    registrations.append(common("registration", name, cred, expect, seen, fido2_expect, expected_challenge,
+                                require_uv, client_data) | {
+        "attestationObject": b64(att), "credentialPublicKey": b64(cbor.encode(cred.cose)),
+        "aaguid": cred.aaguid.hex(), "flags": int(flags), "alg": cred.alg,
     })
 
 
@@ -179,16 +187,10 @@ def assertion(name, cred, expect, counter, stored, flags=UP, origin=ORIGINS[0], 
                                              cross_origin=cross_origin)
     auth_data, sig = cred.get_assertion(rp_id, client_data, flags, counter, extensions, signer)
     seen = fido2_assertion(expected_challenge, require_uv, cred, client_data, auth_data, sig, user_handle)
-    # fido2 checks no counter, crossOrigin or backup flags: for those it accepts what TxGate refuses.
-    want = fido2_expect or ("ok" if expect == "ok" else "refused")
-    if not seen.startswith(want):
-        raise SystemExit(f"assertion {name}: fido2 says {seen!r}, expected {want}")
-    assertions.append({
-        "name": name, "credential": [k for k, v in credentials.items() if v is cred][0],
-        "expect": expect, "fido2": seen, "requireUserVerification": require_uv,
-        "challenge": b64(expected_challenge), "rawId": b64(cred.credential_id),
-        "clientDataJSON": b64(client_data), "authenticatorData": b64(auth_data), "signature": b64(sig),
-        "userHandle": b64(user_handle), "storedSignCount": stored, "signCount": counter, "flags": int(flags),
+    assertions.append(common("assertion", name, cred, expect, seen, fido2_expect, expected_challenge,
+                             require_uv, client_data) | {
+        "authenticatorData": b64(auth_data), "signature": b64(sig), "userHandle": b64(user_handle),
+        "storedSignCount": stored, "signCount": counter, "flags": int(flags),
         "storedBackupEligible": bool(flags & BE) if stored_backup_eligible is None else stored_backup_eligible,
     })
 
