@@ -29,5 +29,6 @@ let package = Package(
         fuzzTarget("fuzz-path", ["TxGateCore"]),
         fuzzTarget("fuzz-form", ["TxGateCore"]),
         fuzzTarget("fuzz-config", ["TxGateCore"]),
+        fuzzTarget("fuzz-cbor", ["TxGateCore"]),
     ]
 )

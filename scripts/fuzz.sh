@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${1:-60}"; shift || true
-all=(request-head response-head chunked json advice path form config)
+all=(request-head response-head chunked json advice path form config cbor)
 targets=("$@"); [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 parallel="${FUZZ_PARALLEL:-2}"
 config="${FUZZ_CONFIG:-release}"

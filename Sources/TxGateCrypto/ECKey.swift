@@ -126,6 +126,24 @@ public final class ECPublicKey: @unchecked Sendable {
         return rc == 1
     }
 
+    /// Checks an ECDSA P-256 / SHA-256 signature given as DER `Ecdsa-Sig-Value` (SEQUENCE of the
+    /// two INTEGERs r and s), the form WebAuthn's ES256 uses (COSE algorithm -7). OpenSSL refuses a
+    /// signature that is not strict DER (a long-form length, a padded integer, trailing bytes): it
+    /// re-encodes what it read and compares.
+    public func verify(derSignature: [UInt8], data: [UInt8]) -> Bool {
+        // 8 bytes of structure and two integers of at most 33 bytes each.
+        guard derSignature.count >= 8, derSignature.count <= 72, let md = EVP_MD_CTX_new() else { return false }
+        defer { EVP_MD_CTX_free(md) }
+        guard EVP_DigestVerifyInit(md, nil, EVP_sha256(), nil, pkey) == 1 else { ERR_clear_error(); return false }
+        let rc = derSignature.withUnsafeBufferPointer { s in
+            Crypto.withNonNullBytes(data) { d, n in
+                EVP_DigestVerify(md, s.baseAddress, s.count, d.assumingMemoryBound(to: UInt8.self), n)
+            }
+        }
+        if rc != 1 { ERR_clear_error() }
+        return rc == 1
+    }
+
     /// `r || s` → DER `ECDSA-Sig-Value`.
     private static func derSignature(_ raw: [UInt8]) -> [UInt8]? {
         guard let sig = ECDSA_SIG_new() else { return nil }
