@@ -42,7 +42,7 @@ import TestSupport
     static func expectNothingTwice(_ store: RedisStore, _ txs: [(key: String, fields: [String: String])], on loop: EventLoop) async throws {
         var again = 0
         for tx in txs {
-            let r = try await call(on: loop) { store.takeIf(tx.key, fields: tx.fields, on: $0, $1) }
+            let r = await call(on: loop) { store.takeIf(tx.key, fields: tx.fields, on: $0, $1) }
             if case .success(.taken) = r { again += 1 }
             #expect(try r.get() == .absent, "\(tx.key) after Redis came back: \(r)")
             #expect(try await call(on: loop) { store.get(tx.key, on: $0, $1) }.get() == nil)

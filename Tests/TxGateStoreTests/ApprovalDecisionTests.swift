@@ -18,7 +18,7 @@ import TestSupport
         try await withStore { store, _ async throws in
             for round in 0..<5 {
                 let r = Self.request(nowMs: 1_000)
-                try await call { store.create(ApprovalRequest.key(r.id), value: r.encoded, ttlMs: 120_000, on: $0, $1) }.get()
+                #expect(try await call { store.create(ApprovalRequest.key(r.id), value: r.encoded, ttlMs: 120_000, on: $0, $1) }.get())
                 let results = await concurrently(40, executors: executors) { i, executor, done in
                     store.decideApproval(r.id, i % 2 == 0 ? .approved : .denied, by: "demo", nowMs: 2_000, on: executor, done)
                 }
@@ -36,7 +36,7 @@ import TestSupport
     @Test func anotherUserAnExpiredOrAnUnknownRequestDecidesNothing() async throws {
         try await withStore { store, _ async throws in
             let r = Self.request(nowMs: 1_000)
-            try await call { store.create(ApprovalRequest.key(r.id), value: r.encoded, ttlMs: 120_000, on: $0, $1) }.get()
+            #expect(try await call { store.create(ApprovalRequest.key(r.id), value: r.encoded, ttlMs: 120_000, on: $0, $1) }.get())
             #expect(try await call { store.decideApproval(r.id, .approved, by: "mallory", nowMs: 2_000, on: $0, $1) }.get()
                 == .failure(.notYours))
             #expect(try await call { store.decideApproval(r.id, .approved, by: "demo", nowMs: r.expiresMs, on: $0, $1) }.get()

@@ -59,7 +59,7 @@ import TestSupport
         func handle(_ ctx: RequestContext) -> PhaseStatus {
             ctx.suspend { resume in
                 var resume = Optional(resume)
-                loop.execute { resume = nil }
+                loop.execute { _ = resume.take() }
             }
         }
     }
