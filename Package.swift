@@ -97,7 +97,7 @@ let package = Package(
         .testTarget(name: "EventHTTPTests", dependencies: ["EventHTTP", "TestSupport"]),
         // The gateway's phases and flows in process (`InProcessGateway`, in front of demo-bank's
         // bank, which it imports from the executable's module) and against the binary.
-        .testTarget(name: "TxGateTests", dependencies: ["TxGate", "TxGateCore", "TxGateCrypto", "EventHTTP", "HTTPCore", "TestSupport", "demo-bank",
+        .testTarget(name: "TxGateTests", dependencies: ["TxGate", "TxGateCore", "TxGateCrypto", "TxGateStore", "EventHTTP", "HTTPCore", "TestSupport", "demo-bank",
                                                         .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateClient", "TxGateCrypto", "TestSupport"], exclude: ["browser", "oauth"]),
