@@ -87,15 +87,19 @@ let package = Package(
         ]),
 
         // Helpers every test target shares: ports, temp folders, spawned processes, a raw HTTP
-        // client, redis-server and SMTP sinks, a test executor, polling.
-        .target(name: "TestSupport", dependencies: ["TxGateCore", "EventHTTP"], path: "Tests/TestSupport"),
+        // client, redis-server and SMTP sinks, a test executor, polling, a manual clock; the
+        // spawned gateway (Testbed) and the journeys and transactions as SDKs run them
+        // (TransactionKit), over either form of gateway (GatewayUnderTest).
+        .target(name: "TestSupport", dependencies: ["TxGateCore", "TxGateCrypto", "EventHTTP"], path: "Tests/TestSupport"),
         // TxGate too: the configuration tests read real files (`DiskConfigFiles`) and check the
         // reload rules (`ConfigReload`).
         .testTarget(name: "TxGateCoreTests", dependencies: ["TxGateCore", "TxGate", "TxGateCrypto", "TestSupport"]),
         .testTarget(name: "TxGateClientTests", dependencies: ["TxGateClient", "TxGateWire"]),
         .testTarget(name: "HTTPCoreTests", dependencies: ["HTTPCore", "TestSupport"]),
         .testTarget(name: "EventHTTPTests", dependencies: ["EventHTTP", "TestSupport"]),
-        .testTarget(name: "TxGateTests", dependencies: ["TxGate", "TxGateCore", "EventHTTP", "HTTPCore", "TestSupport",
+        // The gateway's phases and flows in process (`InProcessGateway`, in front of demo-bank's
+        // bank, which it imports from the executable's module) and against the binary.
+        .testTarget(name: "TxGateTests", dependencies: ["TxGate", "TxGateCore", "TxGateCrypto", "TxGateStore", "EventHTTP", "HTTPCore", "TestSupport", "demo-bank",
                                                         .product(name: "Logging", package: "swift-log")]),
         .testTarget(name: "TxGateCryptoTests", dependencies: ["TxGateCrypto", "TxGateCore", "TestSupport"]),
         .testTarget(name: "IntegrationTests", dependencies: ["TxGateCore", "TxGateClient", "TxGateCrypto", "TestSupport"], exclude: ["browser", "oauth"]),

@@ -19,14 +19,17 @@ public final class Gateway {
     let serviceNotifier: ServiceNotifier?
 
     /// Builds everything that can fail (TLS files, addresses, the listening sockets) before
-    /// any thread starts, so that a bad setup is a clear error at start-up.
-    public init(config: GatewayConfig, logger: Logger) throws {
+    /// any thread starts, so that a bad setup is a clear error at start-up. `clock`: the time
+    /// every expiry is measured against (sessions, journeys, transactions, the SQLite store's
+    /// TTLs); tests pass one they advance by hand.
+    public init(config: GatewayConfig, logger: Logger, clock: WallClock = .system) throws {
         // The workers bind with SO_REUSEPORT, which would quietly share the port with another
         // txgate already there: a bind without it fails first if anyone listens (before the
         // store is opened or anything else is touched).
         try probeListenAddress(SocketAddress(host: config.listen.host, port: config.listen.port))
         serviceNotifier = try ServiceNotifier()
-        shared = try SharedState(config: config, resources: try ProcessResources(config: config, logger: logger), logger: logger)
+        shared = try SharedState(config: config, resources: try ProcessResources(config: config, logger: logger, clock: clock),
+                                 logger: logger, clock: clock)
         var ws: [Worker] = []
         for i in 0..<config.workers {
             ws.append(try Worker(index: i, shared: shared))

@@ -27,7 +27,9 @@ final class ProcessResources: Sendable {
     /// The authentication service's key, kept so that journeys in progress continue across reloads.
     let signingKey: [UInt8]?
 
-    init(config: GatewayConfig, logger: Logger) throws {
+    /// `clock`: the time the store's expiries are measured against (SQLite's TTLs; Redis keeps
+    /// its own), the same clock the shared state decides with. Tests pass a clock they advance.
+    init(config: GatewayConfig, logger: Logger, clock: WallClock = .system) throws {
         workerCount = config.workers
         listenAddress = try SocketAddress(host: config.listen.host, port: config.listen.port)
         let u = config.upstream
@@ -40,7 +42,7 @@ final class ProcessResources: Sendable {
         if config.journeys.isEmpty {
             (store, signingKey) = (nil, nil)
         } else {
-            (store, signingKey) = try SharedState.openStore(config, logger: logger, metrics: metrics)
+            (store, signingKey) = try SharedState.openStore(config, logger: logger, metrics: metrics, clock: clock)
         }
     }
 
@@ -163,7 +165,8 @@ final class SharedState: Sendable {
     }
 
     /// The store and the signing key: opened once per process (a reload keeps them).
-    static func openStore(_ config: GatewayConfig, logger: Logger, metrics: GatewayMetrics) throws -> (Store, [UInt8]) {
+    static func openStore(_ config: GatewayConfig, logger: Logger, metrics: GatewayMetrics,
+                          clock: WallClock = .system) throws -> (Store, [UInt8]) {
         let store: Store
         let storeDescription: String
         if let url = config.store.redis {
@@ -177,7 +180,7 @@ final class SharedState: Sendable {
             store = MeasuredStore(redis, metrics: metrics)
             storeDescription = url.description
         } else {
-            store = MeasuredStore(try SQLiteStore(path: config.store.path), metrics: metrics)
+            store = MeasuredStore(try SQLiteStore(path: config.store.path, clock: clock.nowMs), metrics: metrics)
             storeDescription = "sqlite:\(config.store.path)"
         }
         let (key, source) = try SigningKey.load(file: config.secrets.signingKeyFile)

@@ -6,6 +6,8 @@ import TestSupport
 
 /// The embedded authentication service on the wire: AM's /json/authenticate and
 /// /json/sessions exactly as SDKs and curl scripts expect them (WIRE.md §4).
+/// The login journey's shapes, the authId's lifetime, session and lockout expiry are
+/// TxGateTests' LoginFlowTests.
 @Suite(.testbed) struct AuthTests: JourneyClient {
     static let password = "Ch4ngeMe!"
     static let totpSecret = "JBSWY3DPEHPK3PXP"
@@ -40,36 +42,6 @@ import TestSupport
         TOTP(secret: Base32.decode(secret)!).code(at: Int(Date().timeIntervalSince1970) + offset)
     }
 
-    @Test func fullLoginWithAMsExactShapes() throws {
-        let bed = try Testbed.current
-        let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig())
-
-        let first = try Self.post(g, Self.authPath + "?authIndexType=service&authIndexValue=Login", nil)
-        #expect(first.status == 200)
-        #expect(first.header("Content-Type") == "application/json")
-        let step = try first.json()
-        let authId = try #require(step["authId"] as? String)
-        #expect(authId.split(separator: ".").count == 3)
-        #expect(first.bodyText == #"{"authId":"\#(authId)","callbacks":[{"type":"NameCallback","output":[{"name":"prompt","value":"User Name"}],"input":[{"name":"IDToken1","value":""}],"_id":0},{"type":"PasswordCallback","output":[{"name":"prompt","value":"Password"}],"input":[{"name":"IDToken2","value":""}],"_id":1}]}"#)
-
-        let done = try Self.post(g, Self.authPath, Self.answer(step, ["demo", Self.password]))
-        #expect(done.status == 200)
-        let body = try done.json()
-        let token = try #require(body["tokenId"] as? String)
-        #expect(token.count >= 22)
-        #expect(body["successUrl"] as? String == "/")
-        #expect(body["realm"] as? String == "/")
-        let cookie = try #require(done.header("Set-Cookie"))
-        #expect(cookie.hasPrefix("iPlanetDirectoryPro=\(token);"))
-        #expect(cookie.contains("HttpOnly") && cookie.contains("SameSite=Lax") && !cookie.contains("Secure"))
-
-        let valid = try Self.post(g, "/am/json/realms/root/sessions?_action=validate", nil, headers: [("iPlanetDirectoryPro", token)])
-        #expect(try valid.json()["valid"] as? Bool == true)
-        #expect(try valid.json()["uid"] as? String == "demo")
-        let viaCookie = try Self.post(g, "/am/json/realms/root/sessions?_action=validate", nil, headers: [("Cookie", "a=b; iPlanetDirectoryPro=\(token)")])
-        #expect(try viaCookie.json()["valid"] as? Bool == true)
-    }
-
     @Test func wrongPasswordThenLockoutWithTheSameAnswer() throws {
         let bed = try Testbed.current
         let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig(["security": ["maxFailedAttempts": 3, "lockoutWindowS": 60, "lockoutDurationS": 60]]))
@@ -99,34 +71,6 @@ import TestSupport
             && $0["user"] as? String == "demo" })
         #expect(!g.process.stderr.contains("wrong-password"))
         #expect(!g.process.stderr.contains(Self.password))
-    }
-
-    @Test func tamperedExpiredAndMismatchedAuthIds() throws {
-        let bed = try Testbed.current
-        let (g, _) = try bed.startGatewayWithBank(config: Self.authConfig(["security": ["authIdTtlS": 1]]))
-        let step = try Self.post(g, Self.authPath, nil).json()
-        let authId = step["authId"] as! String
-
-        var parts = authId.split(separator: ".").map(String.init)
-        var claims = try JSONSerialization.jsonObject(with: Data(Base64URL.decode(parts[1])!)) as! [String: Any]
-        claims["exp"] = 9_999_999_999
-        parts[1] = Base64URL.encode([UInt8](try JSONSerialization.data(withJSONObject: claims)))
-        var tampered = step
-        tampered["authId"] = parts.joined(separator: ".")
-        let t = try Self.post(g, Self.authPath, Self.answer(tampered, ["demo", Self.password]))
-        #expect(t.status == 401)
-        #expect(try t.json()["tokenId"] == nil)
-
-        var wrongShape = step
-        wrongShape["callbacks"] = [["type": "PasswordCallback", "input": [["name": "IDToken1", "value": "x"]]]]
-        #expect(try Self.post(g, Self.authPath, wrongShape).status == 401)
-
-        #expect(try g.fetch("POST", Self.authPath, headers: Self.jsonHeaders, body: Array("{not json".utf8)).status == 400)
-
-        Thread.sleep(forTimeInterval: 2.2)
-        let late = try Self.post(g, Self.authPath, Self.answer(step, ["demo", Self.password]))
-        #expect(late.status == 401)
-        #expect(late.bodyText == #"{"code":401,"reason":"Unauthorized","message":"Session has timed out","detail":{"errorCode":"110"}}"#)
     }
 
     @Test func logoutEndsTheSession() throws {

@@ -9,7 +9,7 @@ import TestSupport
 /// with demo-bank's transfer sequence as the count of executions.
 @Suite(.testbed) struct IdempotentChallengeTests {
     typealias Kit = TransactionKit
-    typealias Parked = ParkedRequestTests
+    typealias Parked = ParkedRequestKit
 
     static func amount(_ n: Int) -> [UInt8] { Array(#"{"amount":\#(n),"currency":"EUR","payee":"Bob"}"#.utf8) }
 

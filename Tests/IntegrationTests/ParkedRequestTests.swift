@@ -6,81 +6,13 @@ import TestSupport
 /// A browser's POST that needs approval (WIRE-EXTENSIONS.md §3b): parked under its TxId with a
 /// 303 to the login page, replayed once when the approved browser comes back with
 /// `GET <url>?_txid=X`. Judged on the wire, with demo-bank's transfer sequence as the count of
-/// executions.
+/// executions. The flow itself (park, approve, replay once) and the expiry are TxGateTests'
+/// ParkedRequestFlowTests.
 @Suite(.testbed) struct ParkedRequestTests {
     typealias Kit = TransactionKit
+    typealias Parked = ParkedRequestKit
 
-    /// A browser's request: the session in its cookie, no `x-authenticate-response`.
-    static func browserHeaders(_ token: String, _ extra: [(String, String)] = []) -> [(String, String)] {
-        [("Cookie", "iPlanetDirectoryPro=\(token)"), ("Accept", "text/html"), ("Sec-Fetch-Mode", "navigate")] + extra
-    }
-
-    static let jsonType = [("Content-Type", "application/json")]
-
-    /// The TxId and the `goto` of a 303 to the login page; throws on anything else.
-    static func parked(_ r: HTTPResponse) throws -> (txid: String, goto: String) {
-        guard r.status == 303, let location = r.header("Location") else { throw HarnessError("not a 303:\n\(r)") }
-        let q = Query(target: location)
-        guard location.contains("/am/XUI/?"), q["authIndexType"] == "composite_advice",
-              let goto = q["goto"], let txid = Query(target: goto)["_txid"], Kit.isUUID(txid),
-              q["authIndexValue"] == Kit.adviceXML(txid) else {
-            throw HarnessError("the 303 does not send the browser to approve one transaction:\n\(r)")
-        }
-        return (txid, goto)
-    }
-
-    /// The target of `goto` (the path and query, on this gateway).
-    static func target(_ goto: String) -> String {
-        let afterScheme = goto.range(of: "://").map { goto[$0.upperBound...] } ?? goto[...]
-        return afterScheme.firstIndex(of: "/").map { String(afterScheme[$0...]) } ?? "/"
-    }
-
-    /// demo-bank's transfer count: the sequence of one more JSON transfer, approved through the gateway, minus one.
-    static func transfersSoFar(_ g: GatewayInstance, token: String, codes: inout Kit.Codes) throws -> Int {
-        let txid = try Kit.approvedTransfer(g, token: token, codes: &codes)
-        let r = try Kit.transfer(g, token: token, body: Kit.transferBody, query: "?_txid=\(txid)")
-        guard r.status == 201, let n = (try r.json()["sequence"] as? NSNumber)?.intValue else {
-            throw HarnessError("the counting transfer was not executed:\n\(r)")
-        }
-        return n - 1
-    }
-
-    // MARK: 1. Park, approve, replay once
-
-    @Test func aBrowsersPostIsParkedApprovedAndReplayedExactlyOnce() throws {
-        let bed = try Testbed.current
-        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
-        let token = try Kit.login(g)
-        var codes = Kit.Codes()
-
-        let first = try g.fetch("POST", "/transfer?from=acc-001", headers: Self.browserHeaders(token, Self.jsonType),
-                                body: Kit.transferBody)
-        let (txid, goto) = try Self.parked(first)
-        #expect(goto == "\(Kit.publicURL(g))/transfer?from=acc-001&_txid=\(txid)", "\(first)")
-        #expect(first.header("Cache-Control") == "no-store")
-        #expect(!first.bodyText.contains("executed"))
-
-        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
-
-        // Back from the login page: the GET is the parked POST, sent as it was.
-        let replay = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(token))
-        #expect(replay.status == 201, "the replay:\n\(replay)")
-        let executed = try replay.json()
-        #expect(executed["status"] as? String == "executed", "\(replay)")
-        #expect(executed["payee"] as? String == "Bob")
-        #expect((executed["sequence"] as? NSNumber)?.intValue == 1, "\(replay)")
-
-        // The same URL again (a reload): the transaction is consumed, so the parked request
-        // needs a new approval: a new challenge, parked under a new TxId, never a second execution.
-        let again = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(token))
-        let (fresh, freshGoto) = try Self.parked(again)
-        #expect(fresh != txid && freshGoto == "\(Kit.publicURL(g))/transfer?from=acc-001&_txid=\(fresh)", "\(again)")
-        #expect(!again.bodyText.contains("executed"))
-        #expect(try Self.transfersSoFar(g, token: token, codes: &codes) == 1)
-        let log = g.process.stderr
-        #expect(log.contains("request parked") && log.contains("transaction consumed"))
-        #expect(!log.contains(txid), "a full TxId in the log")
-    }
+    // MARK: 1. What is replayed
 
     /// What the backend gets on the replay: the parked method, content type, accept and body,
     /// without `_txid`, and without the GET's own representation headers.
@@ -92,9 +24,9 @@ import TestSupport
         let body = Array("note=caf%C3%A9+au+lait&amount=12.50".utf8)
         let form = [("Content-Type", "application/x-www-form-urlencoded")]
 
-        let (txid, goto) = try Self.parked(try g.fetch("POST", "/echo", headers: Self.browserHeaders(token, form), body: body))
+        let (txid, goto) = try Parked.parked(try g.fetch("POST", "/echo", headers: Parked.browserHeaders(token, form), body: body))
         try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
-        let replay = try g.fetch("GET", Self.target(goto), headers: [("Cookie", "iPlanetDirectoryPro=\(token)"),
+        let replay = try g.fetch("GET", Parked.target(goto), headers: [("Cookie", "iPlanetDirectoryPro=\(token)"),
                                                                       ("Accept", "application/json"), ("Content-Type", "text/plain")])
         #expect(replay.status == 200, "\(replay)")
         let echoed = try EchoedRequest(replay)
@@ -115,7 +47,7 @@ import TestSupport
         let token = try Kit.login(g)
         let big = Array(#"{"amount":100,"currency":"EUR","payee":"Bob","memo":"\#(String(repeating: "x", count: 120))"}"#.utf8)
 
-        let r = try g.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType), body: big)
+        let r = try g.fetch("POST", "/transfer", headers: Parked.browserHeaders(token, Parked.jsonType), body: big)
         #expect(r.status == 413, "\(r)")
         let message = try r.json()["message"] as? String ?? ""
         #expect(message.contains("\(big.count) bytes") && message.contains("limits.maxParkedBodyBytes"), "\(message)")
@@ -123,12 +55,12 @@ import TestSupport
 
         // At the bound it is parked; an SDK (which keeps its own body) is not bounded by it.
         let fits = Array(#"{"amount":100,"currency":"EUR","payee":"Bob"}"#.utf8)
-        #expect(try g.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType), body: fits).status == 303)
+        #expect(try g.fetch("POST", "/transfer", headers: Parked.browserHeaders(token, Parked.jsonType), body: fits).status == 303)
         #expect(try Kit.transfer(g, token: token, body: big).status == 401)
         #expect(g.process.stderr.components(separatedBy: "request parked").count == 2, "one request parked")
     }
 
-    // MARK: 3. Another user, expiry, concurrency
+    // MARK: 3. Another user, concurrency
 
     @Test func anotherUsersSessionCannotReplayAndIsSentToSignIn() throws {
         let bed = try Testbed.current
@@ -136,18 +68,18 @@ import TestSupport
         let demo = try Kit.login(g)
         let other = try Kit.login(g, user: "other")
         var codes = Kit.Codes()
-        let (txid, goto) = try Self.parked(try g.fetch("POST", "/transfer", headers: Self.browserHeaders(demo, Self.jsonType),
+        let (txid, goto) = try Parked.parked(try g.fetch("POST", "/transfer", headers: Parked.browserHeaders(demo, Parked.jsonType),
                                                        body: Kit.transferBody))
         try Kit.approve(g, txid: txid, token: demo, code: codes.next(Kit.demoSecret))
 
         // Refused: a new challenge, to sign in as the user whose request it is; not executed.
-        let stolen = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(other))
+        let stolen = try g.fetch("GET", Parked.target(goto), headers: Parked.browserHeaders(other))
         #expect(stolen.status == 307, "\(stolen)")
         #expect(stolen.header("Location") == "\(Kit.publicURL(g))/am/XUI/?goto=\(Query.encode(goto))", "\(stolen)")
         #expect(!stolen.bodyText.contains("executed") && !stolen.bodyText.contains("Bob"), "\(stolen)")
 
         // The request is still parked for its own user, whose replay executes it, once.
-        let replay = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(demo))
+        let replay = try g.fetch("GET", Parked.target(goto), headers: Parked.browserHeaders(demo))
         #expect(replay.status == 201, "\(replay)")
         #expect((try replay.json()["sequence"] as? NSNumber)?.intValue == 1)
         #expect(g.process.stderr.contains("parked request refused"))
@@ -162,33 +94,17 @@ import TestSupport
         ]]))
         let token = try Kit.login(g)
         var codes = Kit.Codes()
-        let (txid, goto) = try Self.parked(try g.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType),
+        let (txid, goto) = try Parked.parked(try g.fetch("POST", "/transfer", headers: Parked.browserHeaders(token, Parked.jsonType),
                                                        body: Kit.transferBody))
         try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
 
-        let signIn = try g.fetch("GET", Self.target(goto), headers: [("Accept", "text/html")])
+        let signIn = try g.fetch("GET", Parked.target(goto), headers: [("Accept", "text/html")])
         #expect(signIn.status == 307, "\(signIn)")
         #expect(signIn.header("Location") == "\(Kit.publicURL(g))/am/XUI/?goto=\(Query.encode(goto))", "\(signIn)")
         let later = try Kit.login(g)
-        let replay = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(later))
+        let replay = try g.fetch("GET", Parked.target(goto), headers: Parked.browserHeaders(later))
         #expect(replay.status == 201, "another session of the same user replays it:\n\(replay)")
         #expect((try replay.json()["sequence"] as? NSNumber)?.intValue == 1)
-    }
-
-    @Test func aParkedRequestExpiresWithItsTransaction() throws {
-        let bed = try Testbed.current
-        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(transferTtlS: 2))
-        let token = try Kit.login(g)
-        var codes = Kit.Codes()
-        let (txid, goto) = try Self.parked(try g.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType),
-                                                       body: Kit.transferBody))
-        try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
-        Thread.sleep(forTimeInterval: 2.5)
-
-        let late = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(token))
-        #expect(late.status == 403, "an expired parked request is gone:\n\(late)")
-        #expect(!late.bodyText.contains("executed"))
-        #expect(try Self.transfersSoFar(g, token: token, codes: &codes) == 0)
     }
 
     @Test func concurrentReplaysExecuteExactlyOnce() throws {
@@ -196,16 +112,16 @@ import TestSupport
         let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
         let token = try Kit.login(g)
         var codes = Kit.Codes()
-        let (txid, goto) = try Self.parked(try g.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType),
+        let (txid, goto) = try Parked.parked(try g.fetch("POST", "/transfer", headers: Parked.browserHeaders(token, Parked.jsonType),
                                                        body: Kit.transferBody))
         try Kit.approve(g, txid: txid, token: token, code: codes.next(Kit.demoSecret))
 
-        let target = Self.target(goto), headers = Self.browserHeaders(token), port = g.port
+        let target = Parked.target(goto), headers = Parked.browserHeaders(token), port = g.port
         let results = try Cluster.race(20, timeout: 10) { _ in (port, "GET", target, headers, []) }
         let statuses = results.map { (try? $0.get())?.status ?? 0 }
         #expect(statuses.filter { $0 == 201 }.count == 1, "\(statuses)")
         #expect(statuses.filter { $0 != 201 }.allSatisfy { $0 == 303 }, "the others are challenged anew: \(statuses)")
-        #expect(try Self.transfersSoFar(g, token: token, codes: &codes) == 1)
+        #expect(try Parked.transfersSoFar(g, token: token, codes: &codes) == 1)
     }
 
     // MARK: 4. Redis: parked on one instance, replayed on another
@@ -218,19 +134,19 @@ import TestSupport
         var codes = Kit.Codes()
         let token = try Cluster.login(start: a, finish: b)
 
-        let (txid, goto) = try Self.parked(try a.fetch("POST", "/transfer", headers: Self.browserHeaders(token, Self.jsonType),
+        let (txid, goto) = try Parked.parked(try a.fetch("POST", "/transfer", headers: Parked.browserHeaders(token, Parked.jsonType),
                                                        body: Kit.transferBody))
         #expect(goto.hasPrefix(cluster.publicUrl + "/transfer?_txid="), "\(goto)")
         try Kit.approve(b, txid: txid, token: token, code: codes.next(Kit.demoSecret))
 
-        let replay = try b.fetch("GET", Self.target(goto), headers: Self.browserHeaders(token))
+        let replay = try b.fetch("GET", Parked.target(goto), headers: Parked.browserHeaders(token))
         #expect(replay.status == 201, "the replay on B:\n\(replay)")
         #expect((try replay.json()["sequence"] as? NSNumber)?.intValue == 1, "\(replay)")
         for g in [a, b] {
-            let again = try g.fetch("GET", Self.target(goto), headers: Self.browserHeaders(token))
-            #expect(try Self.parked(again).txid != txid, "\(again)")
+            let again = try g.fetch("GET", Parked.target(goto), headers: Parked.browserHeaders(token))
+            #expect(try Parked.parked(again).txid != txid, "\(again)")
         }
-        #expect(try Self.transfersSoFar(a, token: token, codes: &codes) == 1)
+        #expect(try Parked.transfersSoFar(a, token: token, codes: &codes) == 1)
     }
 }
 
@@ -251,7 +167,7 @@ extension ParkedRequestTests {
             try g.fetch("POST", "/transfer", headers: [cookie] + headers, body: body)
         }
         // The Android SDK's OkHttp: a JSON body, Accept application/json, no Sec-Fetch-*.
-        let android = try status(Self.jsonType + [("Accept", "application/json")], Kit.transferBody)
+        let android = try status(Parked.jsonType + [("Accept", "application/json")], Kit.transferBody)
         #expect(android.status == 307, "\(android)")
         #expect(android.header("Location")?.contains("authIndexType=composite_advice") == true, "\(android.headerSummary)")
         // A page's fetch() (Sec-Fetch-Mode: cors), even with a form body, and curl (*/*).
@@ -260,7 +176,7 @@ extension ParkedRequestTests {
         // A browser's form post: Sec-Fetch-Mode navigate, or (an older browser) text/html preferred and a form body.
         #expect(try status(form + [("Sec-Fetch-Mode", "navigate"), ("Accept", "text/html,*/*;q=0.8")], formBody).status == 303)
         #expect(try status(form + [("Accept", "text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8")], formBody).status == 303)
-        #expect(try status(Self.jsonType + [("Accept", "text/html")], Kit.transferBody).status == 307, "no form body: no browser form")
+        #expect(try status(Parked.jsonType + [("Accept", "text/html")], Kit.transferBody).status == 307, "no form body: no browser form")
         // Only the two 303s parked anything.
         #expect(g.process.stderr.components(separatedBy: "request parked").count - 1 == 2, "\(g.process.stderr)")
     }

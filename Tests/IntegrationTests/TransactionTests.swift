@@ -13,59 +13,7 @@ import TestSupport
 @Suite(.testbed) struct TransactionTests {
     typealias Kit = TransactionKit
 
-    // MARK: 1. The whole flow, as an SDK runs it
-
-    @Test func fullFlowChallengeApproveRetryOnceThenNewChallenge() throws {
-        let bed = try Testbed.current
-        let (g, _) = try bed.startGatewayWithBank(config: Kit.config())
-        let token = try Kit.login(g)
-        var codes = Kit.Codes()
-
-        // The first try: 401 SSOADVICE naming a fresh transaction.
-        let first = try Kit.transfer(g, token: token, body: Kit.transferBody)
-        #expect(first.status == 401, "first try:\n\(first)")
-        let header = try #require(first.header("WWW-Authenticate"), "no WWW-Authenticate on:\n\(first)")
-        #expect(header.hasPrefix("SSOADVICE "), "\(header)")
-        let params = try Kit.ssoAdviceParams(header)
-        let advices = try Kit.decodeAdviceJSON(try #require(params["advices"]))
-        #expect(Array(advices.keys) == ["TransactionConditionAdvice"], "\(advices)")
-        let txids = try #require(advices["TransactionConditionAdvice"])
-        #expect(txids.count == 1)
-        let txid = try #require(txids.first)
-        #expect(Kit.isUUID(txid), "TxId '\(txid)' is not a UUID")
-        #expect(try Kit.bodyAdvices(first) == advices, "body advices differ from the header's")
-        #expect(!first.bodyText.contains("executed"))
-
-        // The journey the advice asks for shows what is approved, then asks for the code.
-        let start = try Kit.startComposite(g, txid: txid, session: .header(token))
-        #expect(start.status == 200, "composite_advice start:\n\(start)")
-        let step = try start.json()
-        let callbacks = try #require(step["callbacks"] as? [[String: Any]])
-        #expect(callbacks.map { $0["type"] as? String } == ["TextOutputCallback", "PasswordCallback"], "\(callbacks)")
-        #expect(Kit.output(callbacks.first, "message") as? String == "Approve 100 EUR to Bob?", "\(callbacks)")
-        #expect(Kit.output(callbacks.first, "messageType") as? String == "0")
-
-        let done = try Kit.post(g, Kit.authPath, Kit.answer(step, [codes.next(Kit.demoSecret)]), headers: [("iPlanetDirectoryPro", token)])
-        #expect(done.status == 200, "answering the TOTP step:\n\(done)")
-        #expect(try done.json()["tokenId"] as? String == token, "the approval must answer with the same session")
-
-        // The retry with _txid is allowed, and reaches demo-bank.
-        let retry = try Kit.transfer(g, token: token, body: Kit.transferBody, query: "?_txid=\(txid)")
-        #expect(retry.status == 201, "retry with _txid:\n\(retry)")
-        let executed = try retry.json()
-        #expect(executed["status"] as? String == "executed")
-        #expect((executed["amount"] as? NSNumber)?.intValue == 100)
-        #expect(executed["payee"] as? String == "Bob")
-        #expect((executed["sequence"] as? NSNumber)?.intValue == 1)
-
-        // Once only: the same retry again is a new challenge with a new TxId.
-        let again = try Kit.transfer(g, token: token, body: Kit.transferBody, query: "?_txid=\(txid)")
-        #expect(again.status == 401, "second retry with the consumed TxId:\n\(again)")
-        let newTxid = try Kit.challengeTxid(again)
-        #expect(newTxid != txid, "a consumed TxId was offered again")
-        #expect(Kit.isUUID(newTxid))
-        #expect(!again.bodyText.contains("executed"))
-    }
+    // MARK: 1. The whole flow, as an SDK runs it: TxGateTests' TransactionFlowTests (in process and live)
 
     // MARK: 2. The SSOADVICE header, read the way each SDK reads it
 
@@ -290,26 +238,7 @@ import TestSupport
         #expect((try? ok.json())?["sequence"] as? NSNumber == 1, "demo-bank executed something before: \(ok)")
     }
 
-    // MARK: 7. An approval expires with its transaction
-
-    @Test func anExpiredTransactionIsANewChallenge() throws {
-        let bed = try Testbed.current
-        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(transferTtlS: 1))
-        let token = try Kit.login(g)
-        var codes = Kit.Codes()
-
-        // The TTL is in whole seconds: start just after a second boundary so that the approval
-        // surely lands inside the one second the transaction lives.
-        Kit.waitForFreshSecond()
-        let txid = try Kit.approvedTransfer(g, token: token, codes: &codes)
-
-        Thread.sleep(forTimeInterval: 2.5)
-        let late = try Kit.transfer(g, token: token, body: Kit.transferBody, query: "?_txid=\(txid)")
-        #expect(late.status == 401, "retry 2.5 s after an approval with ttlS 1:\n\(late)")
-        let newTxid = try Kit.challengeTxid(late)
-        #expect(newTxid != txid)
-        #expect(!late.bodyText.contains("executed"))
-    }
+    // MARK: 7. An approval expires with its transaction: TxGateTests' TransactionFlowTests (in process, on its clock)
 
     // MARK: 8. Fifty concurrent retries: exactly one is allowed
 
@@ -596,177 +525,10 @@ import TestSupport
     }
 }
 
-// MARK: - Helpers
+// MARK: - The three SDK parsers
 
-/// Logging in, challenging, approving and reading challenges, as the SDKs do.
-enum TransactionKit: JourneyClient {
-    static let password = "S3cure-Transf3r!"
-    static let hash = PasswordHash.hash(password)
-    static let demoSecret = "JBSWY3DPEHPK3PXP"
-    static let otherSecret = "GEZDGNBVGY3TQOJQ"
-    static let transferBody = Array(#"{"amount":100,"currency":"EUR","payee":"Bob"}"#.utf8)
-
-    /// demo-bank's policies (health, accounts, transfer) plus /echo bound to the whole body.
-    static func config(transferTtlS: Int = 180, _ extra: [String: Any] = [:]) -> [String: Any] {
-        deepMerge([
-            "users": [
-                ["username": "demo", "passwordHash": hash, "email": "demo@example.com", "totpSecret": demoSecret],
-                ["username": "other", "passwordHash": hash, "email": "other@example.com", "totpSecret": otherSecret],
-            ],
-            "loginJourney": "Login",
-            "journeys": [
-                "Login": [["type": "UsernamePassword"]],
-                "ConfirmTransaction": [["type": "TOTP", "prompt": "One Time Password"]],
-            ],
-            "policies": [
-                ["name": "health", "resources": ["/health"], "actions": ["GET"], "subjects": "anyone"],
-                ["name": "accounts", "resources": ["/accounts", "/accounts/*"], "actions": ["GET"], "subjects": "authenticated"],
-                ["name": "transfer", "resources": ["/transfer"], "actions": ["POST"], "subjects": "authenticated",
-                 "transaction": ["journey": "ConfirmTransaction", "ttlS": transferTtlS,
-                                 "bind": ["body": ["/amount", "/currency", "/payee"]],
-                                 "display": "Approve {amount} {currency} to {payee}?"]],
-                ["name": "echo", "resources": ["/echo"], "actions": ["POST"], "subjects": "authenticated",
-                 "transaction": ["journey": "ConfirmTransaction", "bind": ["body": true]]],
-            ],
-        ], extra)
-    }
-
-    /// The gateway's public URL: derived from `listen` (no publicUrl in the config).
-    static func publicURL(_ g: GatewayInstance) -> String { "http://127.0.0.1:\(g.port)" }
-
-    /// Logs in through the Login journey and returns the session token.
-    static func login(_ g: GatewayInstance, user: String = "demo") throws -> String {
-        let start = try post(g, authPath, nil)
-        guard start.status == 200 else { throw HarnessError("login start failed: \(start)") }
-        let done = try post(g, authPath, answer(try start.json(), [user, password]))
-        guard done.status == 200, let token = try done.json()["tokenId"] as? String else {
-            throw HarnessError("login as \(user) failed: \(done)")
-        }
-        return token
-    }
-
-    /// TOTP codes for one test. Each code is accepted once per user, so every approval takes
-    /// the next 30 s step from a fixed base (base, base+30: both within the ±1 step window
-    /// for the next 30 s).
-    struct Codes {
-        let base = Int(Date().timeIntervalSince1970)
-        private var used: [String: Int] = [:]
-        mutating func next(_ secret: String) -> String {
-            let n = used[secret, default: 0]
-            precondition(n < 2, "at most two TOTP approvals per user per test")
-            used[secret] = n + 1
-            return TOTP(secret: Base32.decode(secret)!).code(at: base + 30 * n)
-        }
-    }
-
-    static func apiHeaders(_ token: String) -> [(String, String)] {
-        [("x-authenticate-response", "header"), ("iPlanetDirectoryPro", token), ("Content-Type", "application/json")]
-    }
-
-    /// POST /transfer as an SDK does (x-authenticate-response: header).
-    static func transfer(_ g: GatewayInstance, token: String, body: [UInt8], query: String = "") throws -> HTTPResponse {
-        try g.fetch("POST", "/transfer" + query, headers: apiHeaders(token), body: body)
-    }
-
-    enum SessionCarrier {
-        case header(String)
-        case cookie(String)
-        var pair: (String, String) {
-            switch self {
-            case .header(let t): return ("iPlanetDirectoryPro", t)
-            case .cookie(let t): return ("Cookie", "iPlanetDirectoryPro=\(t)")
-            }
-        }
-    }
-
-    static func adviceXML(_ txid: String) -> String {
-        #"<Advices><AttributeValuePair><Attribute name="TransactionConditionAdvice"/><Value>\#(txid)</Value></AttributeValuePair></Advices>"#
-    }
-
-    /// Starts the composite-advice journey for a transaction (authIndexValue URL-encoded XML).
-    static func startComposite(_ g: GatewayInstance, txid: String, session: SessionCarrier) throws -> HTTPResponse {
-        try post(g, authPath + "?authIndexType=composite_advice&authIndexValue=\(percentEncode(adviceXML(txid)))", nil,
-                 headers: [session.pair])
-    }
-
-    /// POST /transfer, challenged, then approved with the next code: the step-up every retry
-    /// test starts from. Returns the approved TxId.
-    /// `approveOn`: the instance that runs the approval (default: `g`).
-    static func approvedTransfer(_ g: GatewayInstance, approveOn h: GatewayInstance? = nil, token: String,
-                                 codes: inout Codes, body: [UInt8] = transferBody) throws -> String {
-        let txid = try challengeTxid(try transfer(g, token: token, body: body))
-        try approve(h ?? g, txid: txid, token: token, code: codes.next(demoSecret))
-        return txid
-    }
-
-    /// Runs the approval journey with `code`; throws unless it answers 200 with a tokenId.
-    static func approve(_ g: GatewayInstance, txid: String, token: String, code: String) throws {
-        let start = try startComposite(g, txid: txid, session: .header(token))
-        guard start.status == 200 else { throw HarnessError("approval of \(txid) did not start: \(start)") }
-        let done = try post(g, authPath, answer(try start.json(), [code]), headers: [("iPlanetDirectoryPro", token)])
-        guard done.status == 200, (try? done.json())?["tokenId"] as? String == token else {
-            throw HarnessError("approval of \(txid) failed: \(done)")
-        }
-    }
-
-    /// The TxId of a 401 SSOADVICE challenge (from its header, checked against its body).
-    static func challengeTxid(_ r: HTTPResponse) throws -> String {
-        guard r.status == 401, let header = r.header("WWW-Authenticate"), header.hasPrefix("SSOADVICE ") else {
-            throw HarnessError("not a 401 SSOADVICE challenge:\n\(r)")
-        }
-        guard let b64 = try ssoAdviceParams(header)["advices"] else { throw HarnessError("no advices in \(header)") }
-        let advices = try decodeAdviceJSON(b64)
-        guard let list = advices["TransactionConditionAdvice"], list.count == 1, let txid = list.first, isUUID(txid) else {
-            throw HarnessError("no single TransactionConditionAdvice in \(advices)")
-        }
-        guard try bodyAdvices(r) == advices else { throw HarnessError("header and body advices differ:\n\(r)") }
-        return txid
-    }
-
-    /// `SSOADVICE k="v",k="v"` → [k: v], strictly: values quoted, no space after commas.
-    static func ssoAdviceParams(_ header: String) throws -> [String: String] {
-        guard header.hasPrefix("SSOADVICE ") else { throw HarnessError("not SSOADVICE: \(header)") }
-        var out: [String: String] = [:]
-        for segment in header.dropFirst("SSOADVICE ".count).split(separator: ",", omittingEmptySubsequences: false) {
-            let kv = segment.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            guard kv.count == 2, kv[1].count >= 2, kv[1].first == "\"", kv[1].last == "\"" else {
-                throw HarnessError("segment '\(segment)' of '\(header)' is not key=\"value\"")
-            }
-            out[String(kv[0])] = String(kv[1].dropFirst().dropLast())
-        }
-        return out
-    }
-
-    /// Strict base64 (standard alphabet, padded) of the advices JSON → [name: values].
-    static func decodeAdviceJSON(_ b64: String) throws -> [String: [String]] {
-        guard let data = Data(base64Encoded: b64) else { throw HarnessError("advices '\(b64)' is not padded standard base64") }
-        return try adviceObject(data)
-    }
-
-    static func adviceObject(_ data: Data) throws -> [String: [String]] {
-        guard let obj = try JSONSerialization.jsonObject(with: data) as? [String: [String]] else {
-            throw HarnessError("advices JSON is not {name: [strings]}: \(String(decoding: data, as: UTF8.self))")
-        }
-        return obj
-    }
-
-    /// The `advices` object of a challenge's JSON body.
-    static func bodyAdvices(_ r: HTTPResponse) throws -> [String: [String]] {
-        guard let a = try r.json()["advices"] as? [String: [String]] else {
-            throw HarnessError("no advices object in the body: \(r.bodyText.prefix(300))")
-        }
-        return a
-    }
-
-    static func jsonArray(_ r: HTTPResponse) throws -> [[String: Any]] {
-        guard let a = try JSONSerialization.jsonObject(with: Data(r.body)) as? [[String: Any]] else {
-            throw HarnessError("not a JSON array of objects: \(r.bodyText.prefix(300))")
-        }
-        return a
-    }
-
-    // MARK: The three SDK parsers
-
+/// How the iOS, Android and JS SDKs read the SSOADVICE header, to check the gateway's against all three.
+extension TransactionKit {
     /// iOS: split on ",", then each part on "=" (at the first one); the key must be exactly
     /// `advices`; quotes stripped; Foundation base64.
     static func iosAdvices(_ header: String) -> Data? {
@@ -870,49 +632,5 @@ enum TransactionKit: JourneyClient {
                     sourceLocation: sourceLocation)
         }
         #expect(ios == android && android == js, "the SDKs decode different bytes", sourceLocation: sourceLocation)
-    }
-
-    // MARK: Encodings and small utilities
-
-    static func isUUID(_ s: String) -> Bool { s.utf8.count == 36 && UUID(uuidString: s) != nil }
-
-    /// RFC 3986 unreserved characters stay; everything else is %XX.
-    static func percentEncode(_ s: String) -> String {
-        var out = ""
-        for b in s.utf8 {
-            switch b {
-            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "~"):
-                out.unicodeScalars.append(Unicode.Scalar(b))
-            default:
-                out += String(format: "%%%02X", b)
-            }
-        }
-        return out
-    }
-
-    /// A query string → its pairs, percent-decoded, in order.
-    static func queryPairs(_ query: String) -> [(name: String, value: String)] {
-        query.split(separator: "&").map { part in
-            let kv = part.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-            let decode: (Substring) -> String = { String($0).removingPercentEncoding ?? String($0) }
-            return (decode(kv[0]), kv.count > 1 ? decode(kv[1]) : "")
-        }
-    }
-
-    static func base64url(_ bytes: [UInt8]) -> String {
-        Data(bytes).base64EncodedString().replacingOccurrences(of: "+", with: "-")
-            .replacingOccurrences(of: "/", with: "_").replacingOccurrences(of: "=", with: "")
-    }
-
-    static func sha256Hex(_ bytes: [UInt8]) -> String {
-        Crypto.hex(Crypto.sha256(bytes))
-    }
-
-    /// Sleeps until just after the next whole second.
-    static func waitForFreshSecond() {
-        let now = Date().timeIntervalSince1970
-        let frac = now - now.rounded(.down)
-        Thread.sleep(forTimeInterval: 1.0 - frac + 0.02)
     }
 }

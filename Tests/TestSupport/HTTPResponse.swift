@@ -11,6 +11,8 @@ public struct HTTPResponse: CustomStringConvertible, Sendable {
     public var body: [UInt8]
     /// How the body was framed on the wire.
     public var framing: Framing
+    /// The interim (1xx) responses that came before it, such as `100 Continue`.
+    public var interim: [Int] = []
 
     public enum Framing: Equatable, Sendable {
         case none

@@ -135,9 +135,10 @@ public final class RawHTTPClient {
 
     // MARK: Receiving
 
-    /// Reads one response (skipping 1xx interim responses other than 101). `method` matters
-    /// for framing: a HEAD response has no body.
+    /// Reads one response (skipping 1xx interim responses other than 101, which it lists in
+    /// `interim`). `method` matters for framing: a HEAD response has no body.
     public func readResponse(method: String = "GET") throws -> HTTPResponse {
+        var interim: [Int] = []
         while true {
             let statusLine = try readLine()
             let parts = statusLine.split(separator: " ", maxSplits: 2, omittingEmptySubsequences: false)
@@ -157,7 +158,11 @@ public final class RawHTTPClient {
             var response = HTTPResponse(version: String(parts[0]), status: status,
                                         reason: parts.count > 2 ? String(parts[2]) : "",
                                         headers: headers, body: [], framing: .none)
-            if (100..<200).contains(status) && status != 101 { continue }
+            if (100..<200).contains(status) && status != 101 {
+                interim.append(status)
+                continue
+            }
+            response.interim = interim
             try readBody(into: &response, method: method)
             return response
         }

@@ -46,3 +46,19 @@ public func eventually(_ seconds: Double, _ what: String, _ condition: () async 
 
 /// `Array(s.utf8)`.
 public func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
+
+/// Random bytes (not compressible, not text).
+public func randomBytes(_ count: Int) -> [UInt8] {
+    var rng = SystemRandomNumberGenerator()
+    var out = [UInt8](repeating: 0, count: count)
+    var i = 0
+    while i < count {
+        var word = rng.next() as UInt64
+        for _ in 0..<8 where i < count {
+            out[i] = UInt8(truncatingIfNeeded: word)
+            word >>= 8
+            i += 1
+        }
+    }
+    return out
+}

@@ -11,10 +11,10 @@ import TestSupport
     static let request = TransactionBinding(realm: "/", resource: "https://gw/transfer", method: "POST", subject: "alice", rule: rule,
                                             body: Array(#"{"amount":5}"#.utf8), contentType: "application/json")
 
-    static func record(_ txid: String, _ state: TransactionRecord.State, clock: TestClock) -> TransactionRecord {
+    static func record(_ txid: String, _ state: TransactionRecord.State, clock: ManualClock) -> TransactionRecord {
         TransactionRecord(txid: txid, state: state, realm: "/", resource: request.resource, method: "POST", subject: "alice",
                           journey: "Confirm", bodyDigest: request.bodyDigest, bound: request.bound, display: "Pay 5?",
-                          expires: Int(clock.now / 1000) + 180)
+                          expires: Int(clock.nowMs / 1000) + 180)
     }
 
     func trail(_ path: String, sinceMs: Int64 = 0, untilMs: Int64 = .max) throws -> [AuditEvent] {
@@ -26,7 +26,7 @@ import TestSupport
     /// Ten retries at once from several threads: one consumed, nine refused, and the file's
     /// trail (read by a connection of its own, as `txgate audit` does) says exactly that.
     @Test func ofTenConcurrentConsumesExactlyOneIsRecordedConsumed() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         try await withStore(clock: clock) { store, folder async throws in
             let tx = Self.record("tx-10", .completed, clock: clock)
             try await call { store.put(TransactionRecord.key(tx.txid), value: tx.encoded, ttlMs: 60_000, on: $0, $1) }.get()
@@ -42,7 +42,7 @@ import TestSupport
             #expect(events.filter { $0.kind == .consumed }.count == 1)
             let consumed = try #require(events.first { $0.kind == .consumed })
             #expect(consumed.display == "Pay 5?" && consumed.journey == "Confirm" && consumed.bound == ["/amount": .number(5)])
-            #expect(consumed.timeMs == clock.now)
+            #expect(consumed.timeMs == clock.nowMs)
             #expect(events.filter { $0.kind == .refused }.allSatisfy { $0.reason == "unknown, expired or consumed" })
             #expect(Set(events.map(\.requestId)).count == 10)
         }
@@ -51,7 +51,7 @@ import TestSupport
     /// A refused retry is recorded with the record it found and why; a consume without an
     /// audit entry writes nothing.
     @Test func aRefusalIsRecordedWithTheRecordFound() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         try await withStore(clock: clock) { store, folder async throws in
             let pending = Self.record("tx-p", .created, clock: clock)
             try await call { store.put(TransactionRecord.key(pending.txid), value: pending.encoded, ttlMs: 60_000, on: $0, $1) }.get()
@@ -70,7 +70,7 @@ import TestSupport
     /// An approval's record is written only by the swap that approved; a failed swap, and a
     /// rolled-back one, write nothing.
     @Test func anApprovalIsRecordedOnlyByTheSwapThatMadeIt() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         try await withStore(clock: clock) { store, folder async throws in
             let created = Self.record("tx-a", .created, clock: clock)
             let approved = try #require(created.approved(by: "alice"))
@@ -94,13 +94,13 @@ import TestSupport
     /// Records are time-ordered and filtered by the store's clock; the minute's purge deletes
     /// those past their retention, and nothing else.
     @Test func theWindowFiltersAndThePurgeKeepsTheRetention() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         try await withStore(clock: clock) { store, folder async throws in
             func append(_ id: String, retentionMs: Int) async throws {
                 let e = AuditEvent(kind: .declined, txid: id, subject: "alice", requestId: id)
                 try await call { store.appendAudit(e.entry, foundKey: nil, retentionMs: retentionMs, on: $0, $1) }.get()
             }
-            let t0 = clock.now
+            let t0 = clock.nowMs
             try await append("a", retentionMs: 10_000)
             clock.advance(ms: 5_000)
             try await append("b", retentionMs: 60_000)

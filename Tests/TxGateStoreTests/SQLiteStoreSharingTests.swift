@@ -74,7 +74,7 @@ import TestSupport
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         // Real threads, but a still clock: no value can expire however slow the machine is.
-        let clock = TestClock()
+        let clock = ManualClock()
         let first = try SQLiteStore(path: folder.path("shared.db"), clock: clock.read)
         let second = try SQLiteStore(path: folder.path("shared.db"), clock: clock.read)
         defer { first.close(); second.close() }
@@ -100,7 +100,7 @@ import TestSupport
     @Test func ofConcurrentRaisesToOneStepExactlyOneWins() async throws {
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
-        let clock = TestClock()
+        let clock = ManualClock()
         let first = try SQLiteStore(path: folder.path("shared.db"), clock: clock.read)
         let second = try SQLiteStore(path: folder.path("shared.db"), clock: clock.read)
         defer { first.close(); second.close() }
@@ -122,7 +122,7 @@ import TestSupport
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let path = folder.path("state/store.db")
-        let clock = TestClock()
+        let clock = ManualClock()
 
         let before = try SQLiteStore(path: path, clock: clock.read)
         try await call { before.put("session:abc", value: bytes("alice"), ttlMs: 60_000, on: $0, $1) }.get()

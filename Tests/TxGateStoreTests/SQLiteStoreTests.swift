@@ -6,7 +6,7 @@ import TestSupport
 
 /// A store on a real SQLite file in a fresh temp folder, closed and removed afterwards.
 /// Its time is `clock`, which moves only when the test advances it.
-func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryDirectory) async throws -> Void) async throws {
+func withStore(clock: ManualClock = ManualClock(), _ body: (SQLiteStore, TemporaryDirectory) async throws -> Void) async throws {
     let folder = try TemporaryDirectory()
     defer { folder.remove() }
     let store = try SQLiteStore(path: folder.path("store.db"), clock: clock.read)
@@ -72,7 +72,7 @@ func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryDi
     /// expires: neither a purge while the clock runs a century ahead nor the clock stepped back
     /// afterwards lets a step at or below it through again.
     @Test func aRaisedNumberOutlivesAPurgeAndAClockStepBack() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         try await withStore(clock: clock) { store, _ async throws in
             try await call { store.put("marker", value: [1], ttlMs: 120_000, on: $0, $1) }.get()
             #expect(try await call { store.raise("totp-step:demo", to: 56_666_666, on: $0, $1) }.get() == true)
@@ -106,7 +106,7 @@ func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryDi
     }
 
     @Test func createOverwritesAnExpiredKey() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         try await withStore(clock: clock) { store, _ async throws in
             #expect(try await call { store.create("txn:1", value: bytes("old"), ttlMs: 50, on: $0, $1) }.get() == true)
             // Until its last millisecond the old value stands.
@@ -120,7 +120,7 @@ func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryDi
     }
 
     @Test func anExpiredKeyIsAbsentToEveryOperation() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         try await withStore(clock: clock) { store, _ async throws in
             let keys = ["get", "touch", "delete", "take", "cas", "incr"]
             for key in keys {
@@ -147,7 +147,7 @@ func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryDi
     }
 
     @Test func touchSetsANewTimeToLive() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         try await withStore(clock: clock) { store, _ async throws in
             try await call { store.put("long", value: [1], ttlMs: 300, on: $0, $1) }.get()
             try await call { store.put("short", value: [2], ttlMs: 60_000, on: $0, $1) }.get()
@@ -197,7 +197,7 @@ func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryDi
     }
 
     @Test func incrementDoesNotExtendTheTimeToLive() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         try await withStore(clock: clock) { store, _ async throws in
             #expect(try await call { store.increment("window", ttlMs: 500, on: $0, $1) }.get() == 1)
             clock.advance(ms: 200)
@@ -256,7 +256,7 @@ func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryDi
     }
 
     @Test func compareAndSwapKeepsOrSetsTheExpiry() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         try await withStore(clock: clock) { store, _ async throws in
             try await call { store.put("keeps", value: [1], ttlMs: 400, on: $0, $1) }.get()
             try await call { store.put("sets", value: [1], ttlMs: 400, on: $0, $1) }.get()
@@ -280,7 +280,7 @@ func withStore(clock: TestClock = TestClock(), _ body: (SQLiteStore, TemporaryDi
     }
 
     @Test func purgeDeletesOnlyExpiredRows() async throws {
-        let clock = TestClock()
+        let clock = ManualClock()
         try await withStore(clock: clock) { store, _ async throws in
             try await call { store.put("a", value: [1], ttlMs: 400, on: $0, $1) }.get()
             try await call { store.put("b", value: [2], ttlMs: 400, on: $0, $1) }.get()

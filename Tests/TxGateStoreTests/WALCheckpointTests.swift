@@ -13,7 +13,7 @@ import TestSupport
         defer { folder.remove() }
         let path = folder.path("store.db")
         // A clock that does not move: on a loaded machine, the writes may outlast their ttl.
-        let clock = TestClock()
+        let clock = ManualClock()
         let store = try SQLiteStore(path: path, clock: clock.read)
         defer { store.close() }
         let value = [UInt8](repeating: 7, count: 3_000)
@@ -46,7 +46,7 @@ import TestSupport
         let folder = try TemporaryDirectory()
         defer { folder.remove() }
         let path = folder.path("store.db")
-        let clock = TestClock()
+        let clock = ManualClock()
         let store = try SQLiteStore(path: path, clock: clock.read)
         defer { store.close() }
         let value = [UInt8](repeating: 7, count: 300)

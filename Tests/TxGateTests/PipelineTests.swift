@@ -70,21 +70,8 @@ import TestSupport
         }
     }
 
-    /// A server on its own loop that runs `phases(loop)` for every request.
     static func server(_ phases: @escaping (EventLoop) -> [RequestPhase]) throws -> LoopServer {
-        var logger = Logger(label: "test")
-        logger.logLevel = .critical
-        let box = Mutex<Pipeline?>(nil)
-        let server = try LoopServer(limits: ServerLimits()) { ex in
-            let pipeline = box.withLock { $0 }!
-            RequestContext(exchange: ex, requestId: "r", pipeline: pipeline).run()
-        }
-        let loop = server.loop
-        box.withLock {
-            $0 = Pipeline(phases(loop), logger: logger, accessLog: nil, accessLogBuffer: AccessLogBuffer(loop: loop),
-                          upstreamDescription: "none")
-        }
-        return server
+        try PhaseServer.start(phases)
     }
 
     @Test func aHundredPhasesAndPipelinedRequestsRunAtOneDepth() throws {

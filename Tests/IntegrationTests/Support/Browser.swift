@@ -239,25 +239,4 @@ extension Testbed {
         }
         return BrowserRun(json: obj, exitStatus: r.status, stderr: r.stderr)
     }
-
-    /// Like `startGateway`, but the config is built once the port is known, so it can hold the
-    /// gateway's own URL (e.g. `publicUrl`, which login redirects and links are built from).
-    /// `config` gets the base URL, `http://127.0.0.1:<port>`.
-    func startGateway(upstream: String, configForURL config: (String) -> [String: Any],
-                      extraArguments: [String] = []) throws -> GatewayInstance {
-        try startGateway(extraArguments: extraArguments) { port in
-            Self.gatewayConfig(port: port, upstream: upstream, overrides: config("http://127.0.0.1:\(port)"))
-        }
-    }
-
-    /// demo-bank, then txgate in front of it with a config that may name the gateway's own URL.
-    func startGatewayWithBank(configForURL config: (String) -> [String: Any]) throws -> (GatewayInstance, DemoBankInstance) {
-        let bank = try startDemoBank()
-        return (try startGateway(upstream: bank.url, configForURL: config), bank)
-    }
-}
-
-extension GatewayInstance {
-    /// `http://127.0.0.1:<port>`.
-    var baseURL: String { "http://127.0.0.1:\(port)" }
 }

@@ -28,19 +28,3 @@ func expectGatewayError(_ code: Int, within seconds: Double, sourceLocation: Sou
     #expect(elapsed < seconds, "\(code) took \(elapsed) s", sourceLocation: sourceLocation)
     return (r, elapsed)
 }
-
-/// Random bytes (not compressible, not text).
-func randomBytes(_ count: Int) -> [UInt8] {
-    var rng = SystemRandomNumberGenerator()
-    var out = [UInt8](repeating: 0, count: count)
-    var i = 0
-    while i < count {
-        var word = rng.next() as UInt64
-        for _ in 0..<8 where i < count {
-            out[i] = UInt8(truncatingIfNeeded: word)
-            word >>= 8
-            i += 1
-        }
-    }
-    return out
-}

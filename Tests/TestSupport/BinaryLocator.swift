@@ -1,18 +1,17 @@
 import Foundation
-import TestSupport
 
 /// Finds the executables built by `swift build`.
-enum BinaryLocator {
+public enum BinaryLocator {
     /// The package root, derived from this file's location:
-    /// <root>/Tests/IntegrationTests/Support/BinaryLocator.swift.
-    static let packageRoot: URL = {
+    /// <root>/Tests/TestSupport/BinaryLocator.swift.
+    public static let packageRoot: URL = {
         var url = URL(fileURLWithPath: #filePath)
-        for _ in 0..<4 { url.deleteLastPathComponent() }
+        for _ in 0..<3 { url.deleteLastPathComponent() }
         return url
     }()
 
     /// `TXGATE_BIN_DIR` if set (e.g. `$(swift build --show-bin-path)`), else `<root>/.build/debug`.
-    static var binDirectory: URL {
+    public static var binDirectory: URL {
         if let dir = ProcessInfo.processInfo.environment["TXGATE_BIN_DIR"], !dir.isEmpty {
             return URL(fileURLWithPath: dir, isDirectory: true)
         }
@@ -20,7 +19,7 @@ enum BinaryLocator {
     }
 
     /// The path of a built executable, or an error that says how to build it.
-    static func binary(_ name: String) throws -> URL {
+    public static func binary(_ name: String) throws -> URL {
         let url = binDirectory.appendingPathComponent(name)
         guard FileManager.default.isExecutableFile(atPath: url.path) else {
             let source = ProcessInfo.processInfo.environment["TXGATE_BIN_DIR"].map { "TXGATE_BIN_DIR=\($0)" }
@@ -33,11 +32,11 @@ enum BinaryLocator {
         return url
     }
 
-    static var txgate: URL { get throws { try binary("txgate") } }
-    static var demoBank: URL { get throws { try binary("demo-bank") } }
+    public static var txgate: URL { get throws { try binary("txgate") } }
+    public static var demoBank: URL { get throws { try binary("demo-bank") } }
 
     /// An executable on PATH (curl, openssl), or nil.
-    static func onPath(_ name: String) -> URL? {
+    public static func onPath(_ name: String) -> URL? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/local/bin:/usr/bin:/bin"
         for dir in path.split(separator: ":") {
             let candidate = URL(fileURLWithPath: String(dir)).appendingPathComponent(name)

@@ -1,16 +1,15 @@
 import Foundation
-import TestSupport
 
 /// One email as received (an outbox `.eml` file, or a message in the SMTP server's Maildir),
 /// split into its header fields and its body. Line endings are normalized to LF; folded header
 /// lines are unfolded.
-struct ReceivedEmail: CustomStringConvertible {
-    let file: URL
-    let raw: String
-    let headers: [(name: String, value: String)]
-    let body: String
+public struct ReceivedEmail: CustomStringConvertible {
+    public let file: URL
+    public let raw: String
+    public let headers: [(name: String, value: String)]
+    public let body: String
 
-    init(file: URL) throws {
+    public init(file: URL) throws {
         guard let data = FileManager.default.contents(atPath: file.path) else {
             throw HarnessError("cannot read the email \(file.path)")
         }
@@ -38,31 +37,31 @@ struct ReceivedEmail: CustomStringConvertible {
         headers = fields
     }
 
-    func header(_ name: String) -> String? {
+    public func header(_ name: String) -> String? {
         headers.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value
     }
 
     /// The first magic link in the body: `<prefix>suspendedId=<id>`; nil if there is none.
-    func magicLink() -> (link: String, id: String)? {
+    public func magicLink() -> (link: String, id: String)? {
         let pattern = #/(https?://[^\s]*[?&]suspendedId=([A-Za-z0-9_-]+))/#
         guard let m = body.firstMatch(of: pattern) else { return nil }
         return (String(m.output.1), String(m.output.2))
     }
 
     /// The six-digit code of an EmailOTP message, or nil.
-    func oneTimeCode() -> String? {
+    public func oneTimeCode() -> String? {
         guard let m = body.firstMatch(of: #/Your one-time code is ([0-9]{6})\./#) else { return nil }
         return String(m.output.1)
     }
 
-    var description: String { "\(file.lastPathComponent):\n\(raw.count > 2000 ? String(raw.prefix(2000)) + "…" : raw)" }
+    public var description: String { "\(file.lastPathComponent):\n\(raw.count > 2000 ? String(raw.prefix(2000)) + "…" : raw)" }
 }
 
 /// The shared SMTP sink (TestSupport's `SMTPServer`: aiosmtpd with its Mailbox handler, which
 /// adds X-MailFrom and X-RcptTo, the envelope it saw), read as `ReceivedEmail`s.
 extension SMTPServer {
     /// The messages delivered so far (Maildir `new/`), oldest first.
-    func receivedEmails() throws -> [ReceivedEmail] {
+    public func receivedEmails() throws -> [ReceivedEmail] {
         let files = messages().map { URL(fileURLWithPath: $0) }
         let dated = files.map { f -> (URL, Date) in
             let d = (try? FileManager.default.attributesOfItem(atPath: f.path)[.modificationDate] as? Date) ?? .distantPast
@@ -72,7 +71,7 @@ extension SMTPServer {
     }
 
     /// Waits until at least `count` messages have arrived; returns them all.
-    func waitForEmails(_ count: Int = 1, timeout: Double = 10) throws -> [ReceivedEmail] {
+    public func waitForEmails(_ count: Int = 1, timeout: Double = 10) throws -> [ReceivedEmail] {
         var found: [ReceivedEmail] = []
         let ok = try Timing.poll(timeout: timeout, interval: 0.05) {
             found = try receivedEmails()
@@ -85,21 +84,21 @@ extension SMTPServer {
     }
 }
 
-enum MailTools {
+public enum MailTools {
     /// The `.eml` files in an outbox folder (hidden temporary files excluded), oldest first
     /// (their names start with the epoch milliseconds).
-    static func outboxFiles(_ folder: URL) -> [URL] {
+    public static func outboxFiles(_ folder: URL) -> [URL] {
         let names = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
         return names.filter { $0.hasSuffix(".eml") && !$0.hasPrefix(".") }.sorted().map { folder.appendingPathComponent($0) }
     }
 
     /// Everything in an outbox folder, hidden files included (an empty outbox is really empty).
-    static func outboxEntries(_ folder: URL) -> [String] {
+    public static func outboxEntries(_ folder: URL) -> [String] {
         (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
     }
 
     /// Waits until the outbox holds at least `count` messages; returns them, oldest first.
-    static func waitForOutbox(_ folder: URL, count: Int = 1, timeout: Double = 10) throws -> [ReceivedEmail] {
+    public static func waitForOutbox(_ folder: URL, count: Int = 1, timeout: Double = 10) throws -> [ReceivedEmail] {
         var files: [URL] = []
         let ok = Timing.poll(timeout: timeout, interval: 0.05) {
             files = outboxFiles(folder)
@@ -114,7 +113,7 @@ enum MailTools {
 
 extension Testbed {
     /// Starts the SMTP sink on a free port; `cleanup()` stops it.
-    func startSMTPServer() throws -> SMTPServer {
+    public func startSMTPServer() throws -> SMTPServer {
         let server = try SMTPServer()
         onCleanup { server.stop() }
         return server

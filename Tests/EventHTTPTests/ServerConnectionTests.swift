@@ -1,0 +1,146 @@
+import EventHTTP
+import Foundation
+import HTTPCore
+import Synchronization
+import Testing
+import TestSupport
+
+/// A server connection's life (ServerConnection): keep-alive and its end, `100 Continue` sent
+/// only when the application asks for the body, an answer given before the body arrived (the
+/// connection then closes, lingering so that the client reads the answer rather than a reset),
+/// and pipelined requests answered in order, one at a time.
+@Suite struct ServerConnectionTests {
+    /// Answers every request with its connection's number, at once.
+    static func connectionNumbers() throws -> LoopServer {
+        try LoopServer(limits: ServerLimits()) { ex in ex.respond(status: 200, body: Array(String(ex.connectionId).utf8)) }
+    }
+
+    @Test func anHTTP11ConnectionServesRequestsUntilTheClientSaysClose() throws {
+        let server = try Self.connectionNumbers()
+        defer { server.stop() }
+        let client = try RawHTTPClient(port: server.port)
+        defer { client.close() }
+        let answers = try (0..<3).map { _ in try client.request("GET", "/") }
+        #expect(Set(answers.map(\.bodyText)).count == 1, "one connection: \(answers.map(\.bodyText))")
+        #expect(answers.allSatisfy { $0.header("Connection") == nil }, "\(answers.map(\.headerSummary))")
+        #expect(!client.serverClosed(within: 0.1))
+        let last = try client.request("GET", "/", headers: [("Connection", "close")])
+        #expect(last.header("Connection") == "close" && last.bodyText == answers[0].bodyText)
+        #expect(client.serverClosed(within: 3))
+    }
+
+    @Test func anHTTP10ConnectionIsKeptOnlyWhenItAsks() throws {
+        let server = try Self.connectionNumbers()
+        defer { server.stop() }
+        let once = try RawHTTPClient(port: server.port)
+        defer { once.close() }
+        try once.send("GET / HTTP/1.0\r\n\r\n")
+        #expect(try once.readResponse().header("Connection") == "close")
+        #expect(once.serverClosed(within: 3))
+
+        let kept = try RawHTTPClient(port: server.port)
+        defer { kept.close() }
+        try kept.send("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        let first = try kept.readResponse()
+        #expect(first.header("Connection") == "keep-alive")
+        try kept.send("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        #expect(try kept.readResponse().bodyText == first.bodyText)
+    }
+
+    /// A server whose handler reads the body (and answers with it) when the path says so, and
+    /// answers at once without it otherwise.
+    static func bodyOnDemand() throws -> LoopServer {
+        try LoopServer(limits: ServerLimits(maxBodyBytes: 64 << 20)) { ex in
+            guard ex.head.path == "/read" else {
+                ex.respond(status: 403, body: Array("no".utf8))
+                return
+            }
+            ex.whenBodyComplete { complete in
+                if complete { ex.respond(status: 200, body: Array(String(ex.body.count).utf8)) }
+            }
+        }
+    }
+
+    @Test func continueIsSentWhenTheBodyIsAskedForAndNeverWhenTheAnswerComesWithoutIt() throws {
+        let server = try Self.bodyOnDemand()
+        defer { server.stop() }
+        let reading = try RawHTTPClient(port: server.port)
+        defer { reading.close() }
+        try reading.send("POST /read HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+        #expect(try reading.readLine() == "HTTP/1.1 100 Continue")
+        #expect(try reading.readLine() == "")
+        try reading.send("hello")
+        let read = try reading.readResponse(method: "POST")
+        #expect(read.status == 200 && read.bodyText == "5" && read.header("Connection") == nil, "\(read)")
+        // Read whole: the connection goes on.
+        #expect(try reading.request("GET", "/read").status == 200)
+
+        let refusing = try RawHTTPClient(port: server.port)
+        defer { refusing.close() }
+        try refusing.send("POST /refuse HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\nExpect: 100-continue\r\n\r\n")
+        #expect(try refusing.readLine() == "HTTP/1.1 403 Forbidden", "the answer, with no 100 before it")
+        var fields: [String] = []
+        while case let line = try refusing.readLine(), !line.isEmpty { fields.append(line) }
+        #expect(fields.contains("Connection: close"), "\(fields)")
+        #expect(try refusing.readExactly(2) == Array("no".utf8))
+        try refusing.send("hello")
+        #expect(refusing.serverClosed(within: 3), "answered before the body: the body is never taken for a next request")
+    }
+
+    @Test func anExpectationOtherThanContinueIs417() throws {
+        let server = try Self.bodyOnDemand()
+        defer { server.stop() }
+        let r = try RawHTTPClient.fetch(port: server.port, "POST", "/read", headers: [("Expect", "x-magic")], body: Array("a".utf8))
+        #expect(r.status == 417, "\(r)")
+    }
+
+    @Test func afterAnAnswerBeforeTheBodyTheServerLingersTakingWhatTheClientStillSends() throws {
+        let server = try Self.bodyOnDemand()
+        defer { server.stop() }
+        let client = try RawHTTPClient(port: server.port)
+        defer { client.close() }
+        let part = [UInt8](repeating: 0x78, count: 64 << 10)
+        try client.send(Array("POST /refuse HTTP/1.1\r\nHost: t\r\nContent-Length: \(21 * part.count)\r\n\r\n".utf8) + part)
+        let r = try client.readResponse(method: "POST")
+        #expect(r.status == 403 && r.bodyText == "no", "\(r)")
+        #expect(r.header("Connection") == "close")
+        // A client that sends its whole body before it reads (most do) is still sending: the
+        // server half-closed and drains it. Had it closed, the kernel would answer these bytes
+        // with a reset, which takes the answer from a client that has not read it yet.
+        for _ in 0..<20 { try client.send(part) }
+        #expect(client.serverClosed(within: 1), "the server's side is closed (it half-closed after its answer)")
+        #expect(server.openConnections == 1, "while it still takes what the client sends")
+        client.close()
+        #expect(Timing.poll(timeout: 3) { server.openConnections == 0 }, "lingering ends with the client's end")
+    }
+
+    @Test func pipelinedRequestsAreHandledOneAtATimeAndAnsweredInOrder() throws {
+        let events = Mutex<[String]>([])
+        /// The timers that answer later, kept until the server stops (used on its loop only).
+        final class Timers { var held: [LoopTimer] = [] }
+        let timers = Timers()
+        let server = try LoopServer(limits: ServerLimits()) { ex in
+            let target = ex.head.target
+            events.withLock { $0.append("handle \(target)") }
+            let answer = {
+                events.withLock { $0.append("answer \(target)") }
+                ex.respond(status: 200, body: Array(target.utf8))
+            }
+            // The first one answers last, from a later turn of the loop.
+            if target == "/1" {
+                let timer = LoopTimer(loop: ex.loop) { answer() }
+                timers.held.append(timer)
+                timer.schedule(afterMs: 50)
+            } else {
+                answer()
+            }
+        }
+        defer { server.stop() }
+        let client = try RawHTTPClient(port: server.port)
+        defer { client.close() }
+        try client.send("GET /1 HTTP/1.1\r\nHost: t\r\n\r\nGET /2 HTTP/1.1\r\nHost: t\r\n\r\nGET /3 HTTP/1.1\r\nHost: t\r\n\r\n")
+        let bodies = try (0..<3).map { _ in try client.readResponse().bodyText }
+        #expect(bodies == ["/1", "/2", "/3"])
+        #expect(events.withLock { $0 } == ["handle /1", "answer /1", "handle /2", "answer /2", "handle /3", "answer /3"])
+    }
+}
