@@ -76,7 +76,9 @@ import TestSupport
 
     @Test func retriesUntilTheServerComesUp() async throws {
         let port = try Ports.free()
-        let sender = try Self.sender("smtp://127.0.0.1:\(port)", timeoutMs: 2000, retries: 5, backoffMs: 200)
+        // Eight retries (backoffs doubling from 200 ms, some 50 s in all): in the full suite on two
+        // cores this task can wait many seconds for a thread before the server below is started.
+        let sender = try Self.sender("smtp://127.0.0.1:\(port)", timeoutMs: 2000, retries: 8, backoffMs: 200)
         let executor = TestExecutor()
         async let delivery = deliver(OutgoingEmail(to: "alice@example.com", subject: "late", body: "still here"),
                                      with: sender, executor: executor)
