@@ -348,10 +348,10 @@ start_txgate() {  # start_txgate KIND -> sets T, TXGATE_PID
 record_workers() { local pid; for pid in $(children_of "$1"); do EXTRA_PIDS+=("$pid"); done; }
 
 # A real request through each target must return the backend's body with status 200.
-check_target() {  # check_target NAME PORT [HEADER]
-  local name="$1" port="$2" header="${3:-}" code body args=()
+check_target() {  # check_target NAME PORT HEADER SCHEME
+  local name="$1" port="$2" header="${3:-}" scheme="${4:-http}" code body args=()
   [ -n "$header" ] && args=(-H "$header")
-  code="$(curl -ksS --max-time 5 "${args[@]}" -o "$TMP/check.body" -w '%{http_code}' "$(scheme_of "$name")://127.0.0.1:$port/")" || code="curl-error"
+  code="$(curl -ksS --max-time 5 "${args[@]}" -o "$TMP/check.body" -w '%{http_code}' "$scheme://127.0.0.1:$port/")" || code="curl-error"
   body="$(cat "$TMP/check.body" 2>/dev/null || true)"
   if [ "$code" != 200 ] || [ "$body" != "hello from backend" ]; then
     die "$name (127.0.0.1:$port) answered status $code, body: ${body:0:300}"
@@ -369,7 +369,7 @@ if [ "$TLS" = 1 ]; then
   for t in nginx nginx-log txgate txgate-log txgate-allow; do NAME[$t]="${NAME[$t]} (TLS)"; done
 fi
 # The backend is plain HTTP; with --tls, the proxies are HTTPS.
-scheme_of() { if [ "$1" = direct ] || [ "$1" = "${NAME[direct]}" ]; then echo http; else echo "$SCHEME"; fi; }
+scheme_of() { if [ "$1" = direct ]; then echo http; else echo "$SCHEME"; fi; }
 declare -A PORT PIDS_OF HEADER
 start_backend
 record_workers "$BACKEND_PID"
@@ -393,7 +393,7 @@ fi
 
 for t in "${TARGETS[@]}"; do
   log "${NAME[$t]}: 127.0.0.1:${PORT[$t]}"
-  check_target "${NAME[$t]}" "${PORT[$t]}" "${HEADER[$t]:-}"
+  check_target "${NAME[$t]}" "${PORT[$t]}" "${HEADER[$t]:-}" "$(scheme_of "$t")"
 done
 
 # ---------------------------------------------------------------------------------------------

@@ -30,9 +30,10 @@ public final class UpstreamPool {
     }
 
     func dispatch(_ call: UpstreamCall, fresh: Bool) {
-        if !fresh, let c = takeIdle(for: call.request) {
+        let now = EventLoop.nowNanos()
+        if !fresh, let c = takeIdle(for: call.request, now: now) {
             onDispatch?(true)
-            noteBusy()
+            noteBusy(now)
             c.start(call)
             return
         }
@@ -41,7 +42,7 @@ public final class UpstreamPool {
             call.finish(.connectFailed("cannot create a socket"))
             return
         }
-        noteBusy()
+        noteBusy(now)
         c.start(call)
     }
 
@@ -52,8 +53,7 @@ public final class UpstreamPool {
     /// the load falls, the extra idle connections are closed as connections are released.
     var keep: Int { max(endpoint.maxIdle, peakNow, peakBefore) }
 
-    private func noteBusy() {
-        let now = EventLoop.nowNanos()
+    private func noteBusy(_ now: UInt64) {
         if now &- peakSince >= 1_000_000_000 {
             (peakBefore, peakNow, peakSince) = (peakNow, 0, now)
         }
@@ -70,9 +70,8 @@ public final class UpstreamPool {
     /// close (or stray bytes) is closed too: a read the loop has not delivered yet would
     /// otherwise turn into a lost request. That check is one `recv(MSG_PEEK)`, paid only by
     /// such requests; a resendable one goes out and is re-sent if the connection was stale.
-    private func takeIdle(for request: UpstreamRequest) -> UpstreamConnection? {
+    private func takeIdle(for request: UpstreamRequest, now: UInt64) -> UpstreamConnection? {
         guard !idle.isEmpty else { return nil }
-        let now = EventLoop.nowNanos()
         let limit = UInt64(endpoint.idleTimeoutMs) * 1_000_000
         while let c = idle.popLast() {
             if now &- c.idleSince > limit {

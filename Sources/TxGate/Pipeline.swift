@@ -171,17 +171,25 @@ final class Pipeline {
         } else {
             var h = HTTPHeaders()
             h.add("Content-Type", ErrorBody.contentType)
-            h.add("X-Request-Id", ctx.requestId)
-            for f in ctx.responseHeaders { h.add(f.name, f.value) }
-            ex.respond(status: failure.status, headers: h,
-                       body: Array(ErrorBody.text(status: failure.status, message: failure.message, members: failure.bodyMembers).utf8))
+            send(ctx, status: failure.status, headers: h,
+                        body: Array(ErrorBody.text(status: failure.status, message: failure.message, members: failure.bodyMembers).utf8))
         }
         log(ctx, details: failure.details)
     }
 
-    /// A local reply was sent: the authentication service's refusals in AM's form are logged
-    /// like the gateway's own failures (they never reach `fail`: AM's clients read their body).
-    func replied(_ ctx: RequestContext, _ reply: LocalReply) {
+    /// Sends an answer of the gateway's own (a local reply, or a failure's error body), with the
+    /// request id and the headers a phase added for every answer (`ctx.responseHeaders`).
+    private func send(_ ctx: RequestContext, status: Int, headers: HTTPHeaders, body: [UInt8]) {
+        var h = headers
+        h.add("X-Request-Id", ctx.requestId)
+        for f in ctx.responseHeaders { h.add(f.name, f.value) }
+        ctx.exchange.respond(status: status, headers: h, body: body)
+    }
+
+    /// Sends a local reply and logs it: the authentication service's refusals in AM's form are
+    /// logged like the gateway's own failures (they never reach `fail`: AM's clients read their body).
+    func reply(_ ctx: RequestContext, _ reply: LocalReply) {
+        send(ctx, status: reply.status, headers: reply.headers, body: reply.body)
         if reply.details == .authServiceRefused {
             logger.info("authentication service refused the request", metadata: [
                 "request_id": .string(ctx.requestId), "status": .stringConvertible(reply.status), "path": .string(ctx.path),

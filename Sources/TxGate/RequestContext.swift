@@ -175,11 +175,7 @@ final class RequestContext {
                 }
             case .reply(let r):
                 flow = .over
-                var h = r.headers
-                h.add("X-Request-Id", requestId)
-                for f in responseHeaders { h.add(f.name, f.value) }
-                exchange.respond(status: r.status, headers: h, body: r.body)
-                pipeline.replied(self, r)
+                pipeline.reply(self, r)
                 return
             case .fail(let f):
                 flow = .over

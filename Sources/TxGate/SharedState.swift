@@ -105,7 +105,9 @@ final class SharedState: Sendable {
         listenerTLS = try config.tls.map { try TLSContext.server(certificateFile: $0.certificate, privateKeyFile: $0.privateKey) }
         strictTransportSecurity = config.tls?.hsts?.headerValue
         policies = PolicySet(config.policies ?? [])
-        remotePDP = try RemotePDPSettings(config.pdp, logger: logger)
+        // Who decides follows the plan (its one test of the configuration), so that the phases it
+        // names always find their PDP here.
+        remotePDP = plan.decisions == .remote ? try RemotePDPSettings(config.pdp, logger: logger) : nil
         if config.journeys.isEmpty {
             (store, auth) = (nil, nil)
         } else if let store = resources.store, let key = resources.signingKey {
@@ -114,7 +116,8 @@ final class SharedState: Sendable {
         } else {
             throw ReloadRefused("journeys: the authentication service (and its store) can only be turned on by a restart")
         }
-        pdp = Self.pdp(config, policies: policies, store: store, auth: auth, clock: clock, logger: logger, metrics: resources.metrics)
+        pdp = plan.decisions == .embedded
+            ? Self.pdp(config, policies: policies, store: store, clock: clock, logger: logger, metrics: resources.metrics) : nil
         // The key folder is read again on a reload: a newer key added before the SIGHUP starts signing.
         (tokenKeys, oauth, txnTokens) = try Self.tokens(config, auth: auth, clock: clock, logger: logger)
         for warning in config.warnings() { logger.warning("\(warning)") }
@@ -154,9 +157,11 @@ final class SharedState: Sendable {
                      bodyTimeoutMs: l.bodyTimeoutMs, minBodyRate: l.minBodyRate, maxConnectionsPerClient: l.maxConnectionsPerClient)
     }
 
-    private static func pdp(_ config: GatewayConfig, policies: PolicySet, store: Store?, auth: AuthService?, clock: WallClock,
+    /// The embedded engine over the store (there is one whenever the plan has the embedded PDP:
+    /// journeys, hence the store, and policies).
+    private static func pdp(_ config: GatewayConfig, policies: PolicySet, store: Store?, clock: WallClock,
                             logger: Logger, metrics: GatewayMetrics) -> PolicyDecisionPoint? {
-        guard let store, config.policies != nil, auth != nil else { return nil }
+        guard let store else { return nil }
         let decider = PolicyDecider(policies: policies, loginJourney: config.loginJourney,
                                     maxPending: config.security.maxPendingTransactions)
         logger.info("policy decisions from the embedded engine", metadata: ["policies": .stringConvertible(policies.policies.count)])

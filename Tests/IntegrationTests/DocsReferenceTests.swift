@@ -107,12 +107,10 @@ import TestSupport
 
     // MARK: links between the pages
 
-    /// The anchors GitHub gives a Markdown document's headings: lowercased, punctuation and
-    /// symbols dropped (letters, digits, `-` and `_` kept), spaces turned into `-`; a repeated
-    /// heading gets `-1`, `-2`, ... Headings inside fenced blocks (a shell comment) are none.
-    static func anchors(_ markdown: String) -> Set<String> {
-        var found = Set<String>()
-        var seen: [String: Int] = [:]
+    /// A Markdown document's lines outside fenced blocks (```` ``` ```` or `~~~`, closed by a
+    /// fence of the same character at least as long).
+    static func linesOutsideFences(_ markdown: String) -> [Substring] {
+        var out: [Substring] = []
         var fence: String?
         for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
             let trimmed = line.drop { $0 == " " }
@@ -124,6 +122,18 @@ import TestSupport
                 fence = String(trimmed.prefix { $0 == trimmed.first! })
                 continue
             }
+            out.append(line)
+        }
+        return out
+    }
+
+    /// The anchors GitHub gives a Markdown document's headings: lowercased, punctuation and
+    /// symbols dropped (letters, digits, `-` and `_` kept), spaces turned into `-`; a repeated
+    /// heading gets `-1`, `-2`, ... Headings inside fenced blocks (a shell comment) are none.
+    static func anchors(_ markdown: String) -> Set<String> {
+        var found = Set<String>()
+        var seen: [String: Int] = [:]
+        for line in linesOutsideFences(markdown) {
             guard let m = line.firstMatch(of: #/^#{1,6}[ \t]+(.*?)[ \t#]*$/#) else { continue }
             var slug = ""
             for scalar in m.1.lowercased().unicodeScalars {
@@ -140,17 +150,7 @@ import TestSupport
     /// The relative link targets of a Markdown document (`[text](TARGET)`), outside fenced blocks.
     static func links(_ markdown: String) -> [String] {
         var out: [String] = []
-        var fence: String?
-        for line in markdown.split(separator: "\n", omittingEmptySubsequences: false) {
-            let trimmed = line.drop { $0 == " " }
-            if let f = fence {
-                if trimmed.hasPrefix(f) && trimmed.allSatisfy({ $0 == f.first! }) { fence = nil }
-                continue
-            }
-            if trimmed.hasPrefix("```") || trimmed.hasPrefix("~~~") {
-                fence = String(trimmed.prefix { $0 == trimmed.first! })
-                continue
-            }
+        for line in linesOutsideFences(markdown) {
             for m in line.matches(of: #/\]\(([^)\s]+)\)/#) {
                 let target = String(m.1)
                 if target.contains("://") || target.hasPrefix("mailto:") { continue }

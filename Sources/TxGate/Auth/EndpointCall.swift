@@ -23,14 +23,15 @@ final class EndpointCall {
     /// An answer in AM's form or the provider's: a 4xx is the service's own refusal
     /// (`ReplyDetails.authServiceRefused`), logged as such.
     func respond(status: Int, headers: HTTPHeaders = HTTPHeaders(), body: [UInt8]) {
-        answer(.reply(LocalReply(status: status, headers: headers, body: body,
-                                 details: (400..<500).contains(status) ? .authServiceRefused : .authService)))
+        answer(.reply(LocalReply(status: status, headers: headers, body: body, details: Self.details(status))))
     }
 
     func respondJSON(status: Int, _ json: String, headers: HTTPHeaders = HTTPHeaders()) {
-        var h = headers
-        h.add("Content-Type", "application/json")
-        respond(status: status, headers: h, body: Array(json.utf8))
+        answer(.reply(.json(status, json, headers: headers, details: Self.details(status))))
+    }
+
+    private static func details(_ status: Int) -> ReplyDetails {
+        (400..<500).contains(status) ? .authServiceRefused : .authService
     }
 
     /// Ends the request with the gateway's own failure (`Pipeline.fail`).
