@@ -124,6 +124,8 @@ enum LoginPageScript {
         } else if (why === "locked_out") {
           done("Too many wrong codes: approvals are locked for up to " + lockedFor(j.detail.retryAfterS) + "." + nothing +
             " Try again later.");
+        } else if (why === "no_passkey") {
+          done("You have no passkey yet." + nothing + " Create one on your account page, then try again.");
         } else if (why === "declined") {
           done("Declined. Nothing was approved, and the request was not sent.");
         } else if ((m === "Login failure" || !m) && askedCode) {
@@ -275,6 +277,15 @@ enum LoginPageScript {
               break;
             case "HiddenValueCallback":
               break;
+            case "MetadataCallback":
+              var data = out(cb, "data") || {};
+              var hidden = step.callbacks.filter(function (c) {
+                return c.type === "HiddenValueCallback" && out(c, "id") === "webAuthnOutcome";
+              })[0];
+              if (data.relyingPartyId === undefined || !hidden) break;
+              submit = false;
+              passkeyButton(data, hidden);
+              break;
             default:
               var u = document.createElement("p");
               u.className = "msg warning";
@@ -289,6 +300,65 @@ enum LoginPageScript {
         }
         var first = form.querySelector("input");
         if (first) first.focus();
+      }
+      // A passkey step (AM's WebAuthn callbacks): the browser's own prompt, started by a click,
+      // and its answer written into the hidden outcome exactly as the ForgeRock SDKs write it.
+      function bytes64(s) { return Uint8Array.from(atob(s), function (c) { return c.charCodeAt(0); }); }
+      function int8(buf) { return Array.prototype.join.call(new Int8Array(buf), ","); }
+      function text(buf) { return new TextDecoder().decode(new Uint8Array(buf)); }
+      function ids(list) {
+        return (list || []).map(function (c) { return {type: "public-key", id: new Int8Array(c.id).buffer}; });
+      }
+      function passkeyButton(data, hidden) {
+        var create = data.pubKeyCredParams !== undefined;
+        var b = document.createElement("button");
+        b.type = "button"; b.id = "passkey";
+        b.textContent = create ? "Create a passkey" : approval ? "Approve with passkey" : "Sign in with passkey";
+        form.appendChild(b);
+        if (!window.PublicKeyCredential) {
+          say("This browser cannot use passkeys.", "error");
+          b.disabled = true;
+          return;
+        }
+        b.addEventListener("click", function () {
+          say("");
+          b.disabled = true;
+          var pending;
+          if (create) {
+            pending = navigator.credentials.create({publicKey: {
+              challenge: bytes64(data.challenge),
+              rp: {name: data.relyingPartyName, id: data._relyingPartyId},
+              user: {id: new TextEncoder().encode(data.userId), name: data.userName, displayName: data.displayName || data.userName},
+              pubKeyCredParams: data._pubKeyCredParams,
+              attestation: data.attestationPreference,
+              authenticatorSelection: data._authenticatorSelection,
+              excludeCredentials: ids(data._excludeCredentials),
+              timeout: Number(data.timeout)
+            }}).then(function (c) {
+              return text(c.response.clientDataJSON) + "::" + int8(c.response.attestationObject) + "::" + c.id;
+            });
+          } else {
+            var options = {challenge: bytes64(data.challenge), timeout: Number(data.timeout),
+                           userVerification: data.userVerification, rpId: data._relyingPartyId};
+            var allow = ids(data._allowCredentials);
+            if (allow.length) options.allowCredentials = allow;
+            pending = navigator.credentials.get({publicKey: options}).then(function (c) {
+              var v = text(c.response.clientDataJSON) + "::" + int8(c.response.authenticatorData) + "::" +
+                int8(c.response.signature) + "::" + c.id;
+              if (c.response.userHandle && c.response.userHandle.byteLength) v += "::" + text(c.response.userHandle);
+              return v;
+            });
+          }
+          pending.then(function (outcome) {
+            hidden.input[0].value = outcome;
+            send();
+          }, function (e) {
+            // Closed, timed out, or no passkey here: nothing was sent, so try again.
+            b.disabled = false;
+            say(e && e.name === "InvalidStateError" ? "This passkey is registered already." :
+                "The passkey prompt was closed or timed out. Try again.", "error");
+          });
+        });
       }
       function send() {
         if (!current) return;

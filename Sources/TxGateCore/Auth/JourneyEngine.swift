@@ -130,8 +130,8 @@ public final class JourneyEngine: Sendable {
                 var s = state
                 s.shared[Self.retryMark] = "1"
                 done(.step(authId: sign(s, context), callbacks: [.text(message, messageType: "2")]))
-            case .failure(let reason):
-                done(.failure(reason: reason))
+            case .failure(let reason, let kind):
+                done(.failure(reason: reason, kind: kind))
             case .unavailable(let why):
                 done(.unavailable(why))
             }

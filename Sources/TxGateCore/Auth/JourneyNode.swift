@@ -62,6 +62,8 @@ public enum FailureKind: String, Equatable, Sendable {
     case lockedOut = "locked_out"
     /// The person said no (a Confirmation step's "No").
     case declined
+    /// A passkey step for a user who has registered none.
+    case noPasskey = "no_passkey"
     case other
 }
 
@@ -84,7 +86,7 @@ public enum EntryOutcome: Sendable {
     case suspend(message: String)
     /// Show an error text; answering it enters the node again (e.g. an email that failed).
     case error(String)
-    case failure(reason: String)
+    case failure(reason: String, kind: FailureKind = .other)
     case unavailable(String)
 }
 
@@ -127,6 +129,8 @@ public protocol JourneyServices: AnyObject {
     /// A keyed hash (HMAC-SHA256 with a server secret) of a one-time value, so that the store
     /// never holds a code that can be read or brute-forced offline.
     func keyedDigest(_ value: [UInt8]) -> [UInt8]
+    /// The passkey nodes' services; nil (the default) where `webauthn` is not configured.
+    var passkeyServices: PasskeyServices? { get }
 }
 
 /// Why an email was not delivered.
@@ -193,6 +197,8 @@ public enum JourneyNodes {
         "UsernameOnly": { s, p throws(NodeConfigError) in try UsernameOnlyNode(s, p) },
         "EmailOTP": { s, p throws(NodeConfigError) in try EmailOTPNode(s, p) },
         "EmailSuspend": { s, p throws(NodeConfigError) in try EmailSuspendNode(s, p) },
+        "WebAuthnRegistration": { s, p throws(NodeConfigError) in try WebAuthnRegistrationNode(s, p) },
+        "WebAuthnAuthentication": { s, p throws(NodeConfigError) in try WebAuthnAuthenticationNode(s, p) },
     ]
 
     public static var types: [String] { registry.keys.sorted() }
