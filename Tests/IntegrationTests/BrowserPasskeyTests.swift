@@ -1,0 +1,94 @@
+import Foundation
+import Testing
+import TxGateCore
+import TestSupport
+
+/// Issue 26 in a real browser: headless Chromium with its virtual WebAuthn authenticator
+/// (WebDriver `addVirtualAuthenticator`) creates a passkey on the login page, then approves a
+/// demo-bank transfer with it; the transfer is executed once and its approval is kept as
+/// passkey evidence. Screenshots go to `.build/test-output/browser/passkey-*`.
+@Suite(.serialized, .testbed, .enabled(if: Browser.isInstalled, Comment(rawValue: Browser.notInstalled)))
+struct BrowserPasskeyTests {
+    /// BrowserApprovalTests' demo-bank configuration on `http://localhost:PORT` (a passkey's
+    /// relying party is a domain name), the transfer approved with a passkey.
+    static func start(_ bed: Testbed, uv: WebAuthnConfig.UserVerification = .preferred) throws -> GatewayInstance {
+        let bank = try bed.startDemoBank()
+        let page = try BrowserApprovalTests.config("http://localhost:0", bed: bed, approval: "PasskeyTx")
+        return try bed.startGateway { port in
+            var c = page
+            c["publicUrl"] = "http://localhost:\(port)"
+            c["webauthn"] = ["rpName": "Demo Bank", "userVerification": uv.rawValue]
+            var journeys = c["journeys"] as? [String: Any] ?? [:]
+            journeys["RegisterPasskey"] = [["type": "WebAuthnRegistration", "residentKey": "required"]]
+            journeys["PasskeyTx"] = [["type": "WebAuthnAuthentication"]]
+            journeys["PasskeyLogin"] = [["type": "WebAuthnAuthentication", "usernameless": true]]
+            c["journeys"] = journeys
+            return Testbed.gatewayConfig(port: port, upstream: bank.url, overrides: c)
+        }
+    }
+
+    static func registerPasskey(_ base: String, _ out: URL) -> [BrowserStep] {
+        [
+            .open(base + "/am/XUI/?authIndexType=service&authIndexValue=RegisterPasskey&goto=%2F"),
+            .waitForElement("#passkey"), .waitForText("Create a passkey"),
+            .screenshot(out.appendingPathComponent("2-register.png")),
+            .click("#passkey"), .waitForPath("/"), .waitForText("Everyday account"),
+        ]
+    }
+
+    @Test("a passkey made in Chromium approves a demo-bank transfer, executed once", .timeLimit(.minutes(2)))
+    func registerAndApprove() throws {
+        let bed = try Testbed.current
+        let g = try Self.start(bed, uv: .required)
+        let out = try BrowserApprovalTests.outputFolder("passkey")
+        let base = g.baseURL.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+        let run = try bed.runBrowser(base + "/", [.virtualAuthenticator(uv: true), .waitForElement("#cb1"),
+                                                  .fill("#cb0", "demo"), .fill("#cb1", BrowserApprovalTests.password), .click("#submit"),
+                                                  .waitForPath("/")]
+            + Self.registerPasskey(base, out) + [
+                .fill("#amount", "2500"), .fill("#payee", "Mallory Ltd"), .click("#send"),
+                .waitForElement("#approval"), .waitForElement("#passkey"), .waitForText("Approve with passkey"),
+                .snapshot("approval"), .screenshot(out.appendingPathComponent("3-approval.png")),
+                .click("#passkey"),
+                .waitForPath("/receipt"), .waitForText("Transfer executed"), .snapshot("receipt"),
+                .screenshot(out.appendingPathComponent("4-receipt.png")),
+                .reload, .waitForText("Transfer executed"),
+                .open(base + "/"), .waitForText("1 transfer made"), .snapshot("after"),
+            ], timeout: 90)
+        #expect(run.ok, "\(run)")
+        #expect(run.scriptErrors.isEmpty, "\(run.scriptErrors)")
+        let approval = try #require(run.snapshots["approval"], "\(run)")
+        for text in ["Approve this transfer", "2500\u{00A0}EUR", "Mallory Ltd"] {
+            #expect(approval.text.contains(text), "approval page lacks '\(text)': \(approval.text)")
+        }
+        // One discoverable credential for localhost, used once (its counter moved on).
+        #expect(run.credentials.count == 1, "\(run.credentials)")
+        #expect(run.credentials.first?["rp_id"] as? String == "localhost" && run.credentials.first?["resident"] as? Bool == true,
+                "\(run.credentials)")
+        #expect((run.credentials.first?["sign_count"] as? Int ?? 0) >= 1, "\(run.credentials)")
+        // The gateway's log names the approval; the audit trail and Txn-Token tests cover the evidence.
+        #expect(g.process.stdout.contains("transaction approved") || g.process.stderr.contains("transaction approved"))
+    }
+
+    @Test("a discoverable passkey signs in with no user name typed", .timeLimit(.minutes(2)))
+    func usernameless() throws {
+        let bed = try Testbed.current
+        let g = try Self.start(bed)
+        let out = try BrowserApprovalTests.outputFolder("passkey-usernameless")
+        let base = g.baseURL.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+        let run = try bed.runBrowser(base + "/", [.virtualAuthenticator(uv: true), .waitForElement("#cb1"),
+                                                  .fill("#cb0", "demo"), .fill("#cb1", BrowserApprovalTests.password), .click("#submit"),
+                                                  .waitForPath("/")]
+            + Self.registerPasskey(base, out) + [
+                // Signed out: the passkey alone signs in, no name typed.
+                .clearCookies, .open(base + "/"), .waitForElement("#cb1"), .snapshot("signedOut"),
+                .open(base + "/am/XUI/?authIndexType=service&authIndexValue=PasskeyLogin&goto=%2F"),
+                .waitForText("Sign in with passkey"), .screenshot(out.appendingPathComponent("5-passkey-login.png")),
+                .click("#passkey"), .waitForPath("/"), .waitForText("Everyday account"), .snapshot("home"),
+            ], timeout: 90)
+        #expect(run.ok, "\(run)")
+        #expect(run.snapshots["signedOut"]?.text.contains("Sign in") == true, "\(run)")
+        #expect(run.cookie("iPlanetDirectoryPro") != nil, "\(run)")
+        #expect(run.scriptErrors.isEmpty, "\(run.scriptErrors)")
+    }
+}
