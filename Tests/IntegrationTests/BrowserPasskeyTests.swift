@@ -91,4 +91,33 @@ struct BrowserPasskeyTests {
         #expect(run.cookie("iPlanetDirectoryPro") != nil, "\(run)")
         #expect(run.scriptErrors.isEmpty, "\(run.scriptErrors)")
     }
+
+    @Test("the account page lists the passkey, and Remove takes it away for good", .timeLimit(.minutes(2)))
+    func accountPage() throws {
+        let bed = try Testbed.current
+        let g = try Self.start(bed)
+        let out = try BrowserApprovalTests.outputFolder("passkey-account")
+        let base = g.baseURL.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+        let run = try bed.runBrowser(base + "/am/XUI/passkeys", [.virtualAuthenticator(uv: true), .waitForElement("#cb1"),
+                                                                 .fill("#cb0", "demo"), .fill("#cb1", BrowserApprovalTests.password),
+                                                                 .click("#submit"), .waitForPath("/am/XUI/passkeys"),
+                                                                 .waitForText("You have no passkey yet"), .snapshot("empty"),
+                                                                 .click("#create"), .waitForText("Create a passkey"), .click("#passkey"),
+                                                                 .waitForPath("/am/XUI/passkeys"), .waitForElement("button.remove"),
+                                                                 .snapshot("listed")]
+            + BrowserApprovalTests.screenshots(out, "1-passkeys") + [
+                .click("button.remove"), .waitForText("Removed."), .snapshot("removed"),
+                .reload, .waitForText("You have no passkey yet"), .snapshot("reloaded"),
+            ], timeout: 90)
+        #expect(run.ok, "\(run)")
+        #expect(run.scriptErrors.isEmpty, "\(run.scriptErrors)")
+        let listed = try #require(run.snapshots["listed"], "\(run)")
+        #expect(listed.text.contains("Your passkeys") && listed.text.contains("Passkey") && listed.text.contains("never used"), "\(listed.text)")
+        #expect(listed.text.contains("Signed in as demo"), "\(listed.text)")
+        // The authenticator still holds it; the gateway does not take it any more.
+        let token = try #require(run.cookie("iPlanetDirectoryPro")?.value)
+        let api = try g.fetch("POST", "/am/json/realms/root/passkeys?_action=list", headers: [("Content-Type", "application/json"),
+                                                                                           ("iPlanetDirectoryPro", token)], body: Array("{}".utf8))
+        #expect(api.status == 200 && api.bodyText == #"{"result":[]}"#, "\(api)")
+    }
 }

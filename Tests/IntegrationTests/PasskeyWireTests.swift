@@ -28,10 +28,13 @@ struct PasskeyWireTests {
                 "PasskeyTx": [["type": "WebAuthnAuthentication"]],
                 "PasskeyTxUV": [["type": "WebAuthnAuthentication", "userVerification": "required"]],
                 "PasskeyLogin": [["type": "WebAuthnAuthentication", "usernameless": true]],
+                "PasskeyOrCode": [["type": "WebAuthnAuthentication", "fallback": "TOTP"]],
             ],
             "policies": [
                 ["name": "echo", "resources": ["/echo"], "actions": ["POST"], "subjects": "authenticated", "transaction": tx("PasskeyTx")],
                 ["name": "echo-uv", "resources": ["/echo-uv"], "actions": ["POST"], "subjects": "authenticated", "transaction": tx("PasskeyTxUV")],
+                ["name": "echo-fallback", "resources": ["/echo-fallback"], "actions": ["POST"], "subjects": "authenticated",
+                 "transaction": tx("PasskeyOrCode")],
             ],
         ])
     }
@@ -124,5 +127,35 @@ struct PasskeyWireTests {
         #expect((r["allowCredentials"] as? [Any])?.isEmpty == true, "\(r)")
         let session = try #require(r["session"] as? [String: Any])
         #expect(session["uid"] as? String == "demo", "\(session)")
+    }
+
+    @Test("a passkey step with a TOTP fallback: no passkey gets the code page, a passkey's owner may choose it")
+    func fallback() throws {
+        let r = try run("fallback")
+        #expect(r["no_passkey_types"] as? [String] == ["TextOutputCallback", "PasswordCallback"], "\(r)")
+        #expect(r["no_passkey"] as? Int == 200, "\(r)")
+        #expect(r["passkey_types"] as? [String] == ["TextOutputCallback", "MetadataCallback", "HiddenValueCallback", "ConfirmationCallback"], "\(r)")
+        #expect(r["choice"] as? [String] == ["Use a one-time code instead"], "\(r)")
+        #expect(r["chosen_types"] as? [String] == ["TextOutputCallback", "PasswordCallback"], "\(r)")
+        #expect(r["status"] as? Int == 200, "\(r)")
+    }
+
+    @Test("the passkeys API lists and removes the session's own passkeys only; a removed one approves nothing")
+    func account() throws {
+        let r = try run("account")
+        let list = try #require(r["list"] as? [Any])
+        #expect(list.first as? Int == 200, "\(r)")
+        let items = try #require((list.last as? [String: Any])?["result"] as? [[String: Any]])
+        #expect(items.count == 1 && items.first?["name"] as? String == "phone" && items.first?["createdS"] is Int, "\(items)")
+        #expect(r["delete_others"] as? Int == 404, "another user's passkey was removable: \(r)")
+        #expect(r["no_session"] as? Int == 401, "\(r)")
+        #expect(r["as_form"] as? Int == 415, "\(r)")
+        #expect((r["delete"] as? [Any])?.first as? Int == 200, "\(r)")
+        #expect(((r["after"] as? [Any])?.last as? [String: Any])?["result"] as? [Any] != nil)
+        #expect((((r["after"] as? [Any])?.last as? [String: Any])?["result"] as? [Any])?.isEmpty == true, "\(r)")
+        #expect(((r["other_after"] as? [String: Any])?["result"] as? [Any])?.count == 1, "\(r)")
+        let approval = try #require(r["approval_after_removal"] as? [Any])
+        #expect(approval.first as? Int == 401, "\(r)")
+        #expect(((approval.last as? [String: Any])?["detail"] as? [String: Any])?["reason"] as? String == "no_passkey", "\(r)")
     }
 }

@@ -217,6 +217,7 @@ enum LoginPageScript {
         carried = "";
         var submit = true;
         askedCode = false;
+        var passkeyStep = step.callbacks.some(function (c) { return c.type === "MetadataCallback"; });
         step.callbacks.forEach(function (cb, i) {
           var id = "cb" + i, el;
           switch (cb.type) {
@@ -260,7 +261,8 @@ enum LoginPageScript {
               (out(cb, "options") || []).forEach(function (label, n) {
                 var b = document.createElement("button");
                 b.type = "button"; b.textContent = label; b.id = id + "_" + n;
-                if (n > 0) b.className = "secondary";
+                // Beside a passkey, the choice is the way out (a one-time code instead).
+                if (n > 0 || passkeyStep) b.className = "secondary";
                 b.addEventListener("click", function () { cb.input[0].value = n; send(); });
                 form.appendChild(b);
               });

@@ -106,6 +106,9 @@ public final class JourneyEngine: Sendable {
                 done(.failure(reason: reason, kind: kind, attemptsLeft: attemptsLeft))
             case .unavailable(let why):
                 done(.unavailable(why))
+            case .again(var same):
+                same.node = state.node
+                done(.step(authId: sign(same, context), callbacks: node.callbacks(same, context)))
             case .next(var next):
                 next.node = state.node + 1
                 if next.node >= journey.nodes.count {

@@ -70,6 +70,9 @@ public enum FailureKind: String, Equatable, Sendable {
 public enum NodeOutcome: Equatable, Sendable {
     /// Go on to the next node with this state.
     case next(JourneyState)
+    /// Stay on this node: show its callbacks again, for this state (a passkey step whose
+    /// person chose the one-time code instead).
+    case again(JourneyState)
     /// The journey fails (401 Login failure). The reason is for the log only, never the client;
     /// the kind may be told to a person inside a live session (`FailureKind`), and so may
     /// `attemptsLeft`: the failures still allowed before the lockout, when this one was counted.

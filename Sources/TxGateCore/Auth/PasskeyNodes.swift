@@ -272,18 +272,43 @@ struct WebAuthnRegistrationNode: JourneyNode {
 /// In a transaction's journey the challenge commits to what is approved
 /// (`WebAuthn.TransactionChallenge`), and the assertion becomes the transaction's evidence.
 /// `usernameless`: a first step with no user known; the passkey (discoverable) names the user.
+/// `fallback: "TOTP"`: a user with no passkey gets the one-time code page instead, and one with
+/// a passkey may choose it (a ConfirmationCallback beside the passkey's callbacks).
 struct WebAuthnAuthenticationNode: JourneyNode {
     let userVerification: WebAuthnConfig.UserVerification?
     let usernameless: Bool
+    let fallback: TOTPNode?
+    /// The state key of a step that went to the fallback.
+    static let fallbackMark = "webauthn.fallback"
+    static let fallbackOption = "Use a one-time code instead"
 
     init(_ s: [String: JSONValue], _ path: String) throws(NodeConfigError) {
-        let n = try NodeSettings(s, path, known: ["userVerification", "usernameless"])
+        let n = try NodeSettings(s, path, known: ["userVerification", "usernameless", "fallback", "fallbackPrompt"])
         userVerification = try PasskeyNodes.userVerification(n)
         switch s["usernameless"] {
         case nil: usernameless = false
         case .bool(let b)?: usernameless = b
         default: throw NodeConfigError(path: "\(path).usernameless", message: "wrong type: expected true or false")
         }
+        switch try n.string("fallback", default: "") {
+        case "": fallback = nil
+        case "TOTP": fallback = try TOTPNode(s["fallbackPrompt"].map { ["prompt": $0] } ?? [:], path)
+        case let other: throw NodeConfigError(path: "\(path).fallback", message: "'\(other)' is not a fallback (TOTP)")
+        }
+        if usernameless, fallback != nil {
+            throw NodeConfigError(path: "\(path).fallback", message: "a usernameless step has no user to send a code to")
+        }
+        if fallback == nil, s["fallbackPrompt"] != nil {
+            throw NodeConfigError(path: "\(path).fallbackPrompt", message: "only with fallback")
+        }
+    }
+
+    /// The state of a step that shows the fallback's page.
+    static func toFallback(_ state: JourneyState) -> JourneyState {
+        var s = state
+        s.shared[fallbackMark] = "1"
+        for key in [PasskeyNodes.challengeIdKey, PasskeyNodes.challengeKey, PasskeyNodes.credentialsKey] { s.shared[key] = nil }
+        return s
     }
 
     func uv(_ ps: PasskeyServices) -> WebAuthnConfig.UserVerification { userVerification ?? ps.config.userVerification }
@@ -303,7 +328,11 @@ struct WebAuthnAuthenticationNode: JourneyNode {
             switch r {
             case .failure(let e): done(.unavailable(e.description))
             case .success(let list) where list.isEmpty:
-                done(.failure(reason: "\(username) has no passkey", kind: .noPasskey))
+                if let fallback {
+                    fallback.enter(Self.toFallback(state), context, done)
+                } else {
+                    done(.failure(reason: "\(username) has no passkey", kind: .noPasskey))
+                }
             case .success(let list):
                 guard let txid = state.txid else {
                     let ceremony = PasskeyChallenge(purpose: .get, challenge: Crypto.randomBytes(32), username: username)
@@ -329,19 +358,30 @@ struct WebAuthnAuthenticationNode: JourneyNode {
     }
 
     func callbacks(_ state: JourneyState, _ context: JourneyContext) -> [Callback] {
+        if let fallback, state.shared[Self.fallbackMark] != nil { return fallback.callbacks(state, context) }
         guard let ps = context.services.passkeyServices else { return [.hiddenValue(id: PasskeyNodes.outcomeId)] }
         var data = PasskeyNodes.common(state, ps, action: "webauthn_authentication", uv: uv(ps))
         let allow = PasskeyNodes.descriptors(PasskeyNodes.credentialIds(state))
         data["relyingPartyId"] = .string(#"rpId: "\#(ps.relyingParty.id)","#)
         data["allowCredentials"] = .string(allow.script.isEmpty ? "" : "allowCredentials: " + allow.script)
         data["_allowCredentials"] = allow.json
-        return (context.display.map { [Callback.text($0)] } ?? []) + PasskeyNodes.callbacks(data)
+        // AM's recovery-code choice has this shape: one option, pressed when its input is 0.
+        let choice = fallback.map { _ in [Callback.confirmation("", options: [Self.fallbackOption], defaultOption: 1)] } ?? []
+        return (context.display.map { [Callback.text($0)] } ?? []) + PasskeyNodes.callbacks(data) + choice
     }
 
     func process(_ submitted: [SubmittedCallback], _ state: JourneyState, _ context: JourneyContext,
                  _ done: @escaping (NodeOutcome) -> Void) {
+        if let fallback {
+            if state.shared[Self.fallbackMark] != nil { fallback.process(submitted, state, context, done); return }
+            if submitted.last?.type == "ConfirmationCallback", submitted.last?.inputs.first?.intValue == 0 {
+                done(.again(Self.toFallback(state)))
+                return
+            }
+        }
         guard let ps = context.services.passkeyServices else { done(.unavailable("webauthn is not configured")); return }
-        let outcome = WebAuthn.parseOutcome(submitted.last?.text ?? "", for: .assertion)
+        let hidden = submitted.last { $0.type == "HiddenValueCallback" }
+        let outcome = WebAuthn.parseOutcome(hidden?.text ?? "", for: .assertion)
         if let why = PasskeyNodes.unusable(outcome) { done(.failure(reason: why)); return }
         guard case .success(.assertion(let assertion)) = outcome else { done(.failure(reason: "not an assertion")); return }
         PasskeyNodes.takeCeremony(state, .get, context, done) { ceremony in

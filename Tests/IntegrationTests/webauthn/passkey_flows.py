@@ -20,14 +20,19 @@ Swift test (PasskeyWireTests) judges the statuses it reports):
     uv_required         no UV flag, where the journey requires user verification
     malformed_cbor      a registration whose attestation object is not CBOR
     usernameless        a discoverable passkey signs in with no user name typed
+    fallback            a step with a TOTP fallback: a user with no passkey gets the code page,
+                        one with a passkey chooses it (the ConfirmationCallback)
+    account             the passkeys API: list, delete (one's own only), refusals
 """
 
 import base64
 import hashlib
+import hmac
 import json
 import os
 import struct
 import sys
+import time
 import urllib.error
 import urllib.request
 
@@ -47,6 +52,21 @@ def b64url(b):
 
 def unb64url(s):
     return base64.urlsafe_b64decode(s + "=" * (-len(s) % 4))
+
+
+SECRETS = {"demo": "JBSWY3DPEHPK3PXP", "other": "GEZDGNBVGY3TQOJQ"}
+
+
+def totp(user):
+    """RFC 6238 (SHA-1, 30 s, 6 digits) for the user's secret: what an authenticator app shows."""
+    key = base64.b32decode(SECRETS[user])
+    digest = hmac.new(key, struct.pack(">Q", int(time.time()) // 30), hashlib.sha1).digest()
+    o = digest[-1] & 15
+    return "%06d" % ((struct.unpack(">I", digest[o:o + 4])[0] & 0x7FFFFFFF) % 1000000)
+
+
+def types(step):
+    return [c["type"] for c in step.get("callbacks", [])]
 
 
 def int8(b):
@@ -111,7 +131,7 @@ class Authenticator:
     def auth_data(self, rp_id, flags, counter, attested=b""):
         return hashlib.sha256(rp_id.encode()).digest() + bytes([flags]) + struct.pack(">I", counter) + attested
 
-    def register(self, meta, origin, flags=UP | UV | AT, attestation_object=None):
+    def register(self, meta, origin, flags=UP | UV | AT, attestation_object=None, name="software key"):
         """The registration outcome string, as the JavaScript SDK writes it."""
         challenge = base64.b64decode(meta["challenge"])
         self.user_handle = meta["userId"].encode()
@@ -120,7 +140,7 @@ class Authenticator:
         attested = (bytes(16) + struct.pack(">H", len(self.credential_id)) + self.credential_id + cbor.encode(dict(self.cose)))
         auth_data = self.auth_data(meta["_relyingPartyId"], flags, 0, attested)
         att = attestation_object if attestation_object is not None else cbor.encode({"fmt": "none", "attStmt": {}, "authData": auth_data})
-        return f"{client_data.decode()}::{int8(att)}::{b64url(self.credential_id)}::software key"
+        return f"{client_data.decode()}::{int8(att)}::{b64url(self.credential_id)}::{name}"
 
     def assert_(self, meta, origin, rp_id=None, flags=UP | UV, counter=None, challenge=None, handle=True):
         """An assertion outcome string, as the JavaScript SDK writes it, and its parts."""
@@ -149,11 +169,11 @@ class Flow:
             self.tokens[user] = self.gw.login(user)
         return self.tokens[user]
 
-    def register(self, user="demo", authenticator=None, **kw):
+    def register(self, user="demo", authenticator=None, name="software key", **kw):
         a = authenticator or Authenticator()
         status, step = self.gw.journey(AUTH + "?authIndexType=service&authIndexValue=RegisterPasskey", {}, self.token(user))
         assert status == 200, (status, step)
-        status, done = self.gw.journey(AUTH, answer(step, a.register(metadata(step), self.origin, **kw)), self.token(user))
+        status, done = self.gw.journey(AUTH, answer(step, a.register(metadata(step), self.origin, name=name, **kw)), self.token(user))
         return a, status, done
 
     def challenge(self, path="/echo", body=None, user="demo"):
@@ -171,6 +191,13 @@ class Flow:
                                        {}, self.token(user))
         assert status == 200 and "authId" in step, (status, step)
         return step
+
+    def approval_step_status(self, txid, user="demo"):
+        xml = ('<Advices><AttributeValuePair><Attribute name="TransactionConditionAdvice"/><Value>%s</Value>'
+               '</AttributeValuePair></Advices>' % txid)
+        status, body = self.gw.journey(AUTH + "?authIndexType=composite_advice&authIndexValue=" + urllib.request.quote(xml, safe=""),
+                                       {}, self.token(user))
+        return [status, body]
 
     def submit(self, step, outcome, user="demo"):
         return self.gw.journey(AUTH, answer(json.loads(json.dumps(step)), outcome), self.token(user))
@@ -222,6 +249,47 @@ def run(case, base):
             s, _, raw = f.gw.request("POST", "/am/json/realms/root/sessions?_action=validate", {},
                                      {"iPlanetDirectoryPro": done["tokenId"]})
             out["session"] = json.loads(raw)
+        return out
+    if case == "fallback":
+        # No passkey: the one-time code page, as the TOTP node shows it.
+        txid, _ = f.challenge(path="/echo-fallback", user="other")
+        step = f.approval_step(txid, user="other")
+        out["no_passkey_types"] = types(step)
+        step["callbacks"][-1]["input"][0]["value"] = totp("other")
+        out["no_passkey"], _ = f.gw.journey(AUTH, step, f.token("other"))
+        # A passkey, and the choice of a code instead.
+        f.register()
+        txid, _ = f.challenge(path="/echo-fallback")
+        step = f.approval_step(txid)
+        out["passkey_types"] = types(step)
+        choice = next(c for c in step["callbacks"] if c["type"] == "ConfirmationCallback")
+        out["choice"] = next(o["value"] for o in choice["output"] if o["name"] == "options")
+        choice["input"][0]["value"] = 0
+        status, code_step = f.gw.journey(AUTH, step, f.token())
+        out["chosen_types"] = types(code_step)
+        code_step["callbacks"][-1]["input"][0]["value"] = totp("demo")
+        out["status"], _ = f.gw.journey(AUTH, code_step, f.token())
+        return out
+    if case == "account":
+        a, _, _ = f.register(name="phone")
+        f.register(user="other")
+        api = "/am/json/realms/root/passkeys?_action="
+        def call(action, body, user="demo", ctype="application/json"):
+            s, _, raw = f.gw.request("POST", api + action, body if isinstance(body, bytes) else json.dumps(body).encode(),
+                                     {"iPlanetDirectoryPro": f.token(user), "Content-Type": ctype} if user else {"Content-Type": ctype})
+            return s, json.loads(raw or b"{}")
+        out["list"] = call("list", {})
+        other_id = call("list", {}, user="other")[1]["result"][0]["id"]
+        out["delete_others"] = call("delete", {"id": other_id})[0]
+        out["no_session"] = call("list", {}, user=None)[0]
+        out["as_form"] = call("delete", b"id=" + b64url(a.credential_id).encode(), ctype="application/x-www-form-urlencoded")[0]
+        out["delete"] = call("delete", {"id": b64url(a.credential_id)})
+        out["after"] = call("list", {})
+        out["other_after"] = call("list", {}, user="other")[1]
+        # The removed passkey approves nothing.
+        txid, _ = f.challenge()
+        step = f.approval_step_status(txid)
+        out["approval_after_removal"] = step
         return out
     if case == "malformed_cbor":
         _, status, done = f.register(attestation_object=b"\xa3\x63fmt\x64none\x67attStmt")  # a map of 3 with 1 entry
