@@ -120,4 +120,33 @@ struct BrowserPasskeyTests {
                                                                                            ("iPlanetDirectoryPro", token)], body: Array("{}".utf8))
         #expect(api.status == 200 && api.bodyText == #"{"result":[]}"#, "\(api)")
     }
+
+    @Test("make run's demo: from demo-bank's page to a passkey, and the next transfer approved with it", .timeLimit(.minutes(2)))
+    func theDemo() throws {
+        let bed = try Testbed.current
+        let bank = try bed.startDemoBank()
+        let port = try Ports.free()
+        let demo = try String(contentsOf: BinaryLocator.packageRoot.appendingPathComponent("gateway.json"), encoding: .utf8)
+        let config = try bed.dir.write("gateway.json", demo.replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:\(port)")
+            .replacingOccurrences(of: "localhost:8080", with: "localhost:\(port)")
+            .replacingOccurrences(of: "http://127.0.0.1:9000", with: bank.url))
+        let gateway = try bed.spawn(try BinaryLocator.txgate, ["serve", "--config", config.path, "--workers", "1"])
+        try gateway.waitForPort(port)
+        let base = "http://localhost:\(port)"
+        let out = try BrowserApprovalTests.outputFolder("passkey-demo")
+        let run = try bed.runBrowser(base + "/", [
+            .virtualAuthenticator(uv: true), .waitForElement("#cb1"),
+            .fill("#cb0", "demo"), .fill("#cb1", BrowserApprovalTests.password), .click("#submit"),
+            .waitForText("Everyday account"), .click("#passkeys"), .waitForText("You have no passkey yet"),
+            .click("#create"), .click("#passkey"), .waitForElement("button.remove"),
+            .open(base + "/"), .fill("#amount", "42.50"), .fill("#payee", "Alice"), .click("#send"),
+            .waitForText("Approve with passkey"), .waitForText("Use a one-time code instead"), .snapshot("approval"),
+            .screenshot(out.appendingPathComponent("approval.png")),
+            .click("#passkey"), .waitForPath("/receipt"), .waitForText("Transfer executed"), .snapshot("receipt"),
+        ], timeout: 90)
+        #expect(run.ok, "\(run)\n\(gateway.stderrTail(30))")
+        #expect(run.scriptErrors.isEmpty, "\(run.scriptErrors)")
+        #expect(run.snapshots["receipt"]?.text.contains("Alice") == true, "\(run)")
+        #expect(run.credentials.count == 1, "\(run.credentials)")
+    }
 }
