@@ -35,6 +35,8 @@ struct PasskeyWireTests {
                 ["name": "echo-uv", "resources": ["/echo-uv"], "actions": ["POST"], "subjects": "authenticated", "transaction": tx("PasskeyTxUV")],
                 ["name": "echo-fallback", "resources": ["/echo-fallback"], "actions": ["POST"], "subjects": "authenticated",
                  "transaction": tx("PasskeyOrCode")],
+                ["name": "transfer", "resources": ["/transfer"], "actions": ["POST"], "subjects": "authenticated",
+                 "transaction": tx("PasskeyOrCode")],
             ],
         ])
     }
@@ -42,12 +44,9 @@ struct PasskeyWireTests {
     /// What the script reported, and the gateway's log.
     func run(_ flow: String) throws -> [String: Any] { try runLogged(flow).report }
 
-    func runLogged(_ flow: String) throws -> (report: [String: Any], log: String) {
+    func runLogged(_ flow: String, gateway: GatewayInstance? = nil) throws -> (report: [String: Any], log: String) {
         let bed = try Testbed.current
-        let bank = try bed.startDemoBank()
-        let g = try bed.startGateway { port in
-            Testbed.gatewayConfig(port: port, upstream: bank.url, overrides: Self.config("http://localhost:\(port)"))
-        }
+        let g = try gateway ?? start()
         let r = try bed.runTool("python3", [Self.script.path, "--base", "http://localhost:\(g.port)", flow], timeout: 90)
         let last = r.stdout.split(separator: "\n").last.map(String.init) ?? ""
         guard r.status == 0, let obj = (try? JSONSerialization.jsonObject(with: Data(last.utf8))) as? [String: Any] else {
@@ -57,6 +56,32 @@ struct PasskeyWireTests {
             throw HarnessError("passkey_flows.py \(flow) failed:\n\(r)\n\(g.process.stderrTail(40))")
         }
         return (obj, g.process.stdout + g.process.stderr)
+    }
+
+    func start() throws -> GatewayInstance {
+        let bed = try Testbed.current
+        let bank = try bed.startDemoBank()
+        return try bed.startGateway { port in
+            Testbed.gatewayConfig(port: port, upstream: bank.url, overrides: Self.config("http://localhost:\(port)"))
+        }
+    }
+
+    @Test("the command line, asked for a passkey, takes the one-time code the step offers; without one it says to use a browser")
+    func commandLine() throws {
+        let bed = try Testbed.current
+        let g = try start()
+        let r = try runLogged("register", gateway: g).report
+        #expect(r["status"] as? Int == 200, "\(r)")
+        let base = "http://localhost:\(g.port)", session = ["--session-file", bed.dir.url.appendingPathComponent("cli.json").path]
+        let login = try bed.runTxgate(["login", base, "--answer", "User Name=demo", "--answer", "Password=\(Kit.password)"] + session)
+        #expect(login.status == 0, "\(login)")
+        var codes = Kit.Codes()
+        let request = try bed.runTxgate(["request", base + "/transfer", "-d", #"{"amount":5,"currency":"EUR","payee":"Bob"}"#,
+                                         "--answer", "One Time Password=\(codes.next(Kit.demoSecret))"] + session)
+        #expect(request.status == 0 && request.stdout.contains("executed"), "\(request)")
+        #expect(request.stderr.contains("asks for a passkey, which needs a browser: choosing \"Use a one-time code instead\""), "\(request)")
+        let noFallback = try bed.runTxgate(["request", base + "/echo", "-d", #"{"amount":5,"currency":"EUR","payee":"Bob"}"#] + session)
+        #expect(noFallback.status != 0 && noFallback.stderr.contains("approve it in a browser"), "\(noFallback)")
     }
 
     @Test("a passkey approves a transaction once, and the Txn-Token's evidence verifies with py_webauthn")
