@@ -86,7 +86,13 @@ struct PasskeyWireTests {
 
     @Test("a passkey approves a transaction once, and the Txn-Token's evidence verifies with py_webauthn")
     func approve() throws {
-        let r = try run("approve")
+        let g = try start()
+        let r = try runLogged("approve", gateway: g).report
+        // The audit trail keeps the assertion with the approval.
+        let audit = try Testbed.current.runTxgate(["audit", "--config", g.configURL.path, "--since", "1h", "--format", "jsonl"])
+        let approval = audit.stdout.split(separator: "\n").first { $0.contains(#""event":"approved""#) }.map(String.init) ?? ""
+        let evidence = (try? JSONSerialization.jsonObject(with: Data(approval.utf8)) as? [String: Any])?["passkey"] as? [String: Any]
+        #expect(evidence?["alg"] as? String == "webauthn-tx-v1" && evidence?["signature"] is String, "\(audit)")
         #expect(r["register"] as? Int == 200, "\(r)")
         #expect(r["status"] as? Int == 200, "\(r)")
         #expect(r["retry"] as? Int == 200, "the approved request was not executed: \(r)")
