@@ -19,7 +19,7 @@ struct PasskeyWireTests {
         }
         return Kit.config([
             "publicUrl": base,
-            "webauthn": ["rpName": "Demo Bank"],
+            "webauthn": ["rpName": "Demo Bank", "algorithms": ["ES256", "EdDSA", "RS256"]],
             "txnTokens": ["enabled": true, "audience": "demo-bank"],
             "journeys": [
                 "Login": [["type": "UsernamePassword"]],
@@ -110,6 +110,13 @@ struct PasskeyWireTests {
         #expect((r["allowCredentialsScript"] as? String)?.hasPrefix(#"allowCredentials: [{ "type": "public-key", "id": new Int8Array(["#) == true)
     }
 
+    @Test("an Ed25519 passkey (EdDSA, where the configuration allows it) approves, and its evidence verifies independently")
+    func eddsa() throws {
+        let r = try run("eddsa")
+        #expect(r["register"] as? Int == 200 && r["status"] as? Int == 200 && r["retry"] as? Int == 200, "\(r)")
+        #expect(r["independently_verified"] as? Bool == true, "\(r)")
+    }
+
     /// Each refusal: the approval fails with 401 and the request is not executed.
     @Test("refused: wrong origin, wrong RP ID, a counter that goes back, another transaction's, a replay, an unknown or another user's passkey",
           arguments: ["wrong_origin", "wrong_rp", "counter", "other_transaction", "replay", "unknown_credential", "other_user"])
@@ -155,6 +162,7 @@ struct PasskeyWireTests {
     func usernameless() throws {
         let r = try run("usernameless")
         #expect(r["status"] as? Int == 200, "\(r)")
+        #expect(r["android_status"] as? Int == 200, "the Android SDK's form of the user handle: \(r)")
         #expect((r["allowCredentials"] as? [Any])?.isEmpty == true, "\(r)")
         let session = try #require(r["session"] as? [String: Any])
         #expect(session["uid"] as? String == "demo", "\(session)")

@@ -17,14 +17,18 @@ import TxGateCrypto
         #expect(a.signature == [48, 69, 2])
         #expect(a.rawId == Array(1...16))
         #expect(a.userHandle == "QUJDREVGR0hJSktMTU5PUFFSU1RVVg")
-        // The handle as its text (JavaScript, iOS), or as the Android SDK writes it: base64url of those bytes.
-        let handle = Array("QUJDREVGR0hJSktMTU5PUFFSU1RVVg".utf8)
-        #expect(a.userHandleBytes(expecting: handle) == handle)
+        // The handle as its text (JavaScript, iOS), or as the Android SDK writes it: it base64-decodes the
+        // handle's characters and writes the bytes as padded base64url.
+        let handle = Array("AP8+/wABAgMEBQYHCAkKCw==".utf8)  // 00 ff 3e ff 00 01 ...: '+' and '/' in standard base64
+        var js = a
+        js.userHandle = "AP8+/wABAgMEBQYHCAkKCw=="
+        #expect(js.userHandleBytes(expecting: handle) == handle)
         var android = a
-        android.userHandle = Base64URL.encode(handle)
+        android.userHandle = "AP8-_wABAgMEBQYHCAkKCw=="
         #expect(android.userHandleBytes(expecting: handle) == handle)
         // Another user's handle stays what it is, for the verifier to refuse.
-        #expect(a.userHandleBytes(expecting: Array("someone else".utf8)) == handle)
+        #expect(js.userHandleBytes(expecting: Array("AAAAAAAAAAAAAAAAAAAAAA==".utf8)) == handle)
+        #expect(a.userHandleBytes(expecting: handle) == Array("QUJDREVGR0hJSktMTU5PUFFSU1RVVg".utf8))
     }
 
     @Test("the JSON form (supportsJsonResponse), without a user handle")

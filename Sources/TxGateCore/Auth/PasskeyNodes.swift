@@ -213,8 +213,7 @@ struct WebAuthnRegistrationNode: JourneyNode {
             "userVerification": .string(uv(ps).rawValue), "residentKey": .string(residentKey),
             "requireResidentKey": .bool(residentKey == "required"),
         ])
-        // ES256, EdDSA, RS256: what the verifier takes, in order of preference.
-        let params = JSONValue.array([-7, -8, -257].map { .object(["type": "public-key", "alg": .number($0)]) })
+        let params = JSONValue.array(ps.config.algorithms.map { .object(["type": "public-key", "alg": .number($0.rawValue)]) })
         let exclude = PasskeyNodes.descriptors(PasskeyNodes.credentialIds(state))
         data["relyingPartyName"] = .string(ps.config.rpName)
         data["relyingPartyId"] = .string(#"id: "\#(ps.relyingParty.id)","#)
@@ -243,7 +242,7 @@ struct WebAuthnRegistrationNode: JourneyNode {
         guard case .success(.registration(let response, let name)) = outcome else { done(.failure(reason: "not a registration")); return }
         PasskeyNodes.takeCeremony(state, .create, context, done) { ceremony in
             let expecting = WebAuthn.RegistrationExpectation(
-                challenge: ceremony.challenge, requireUserVerification: uv(ps) == .required,
+                challenge: ceremony.challenge, requireUserVerification: uv(ps) == .required, algorithms: Set(ps.config.algorithms),
                 acceptUnverifiedAsNone: true, requireAttestation: ps.config.requireAttestation)
             let credential: WebAuthn.VerifiedCredential
             switch WebAuthn.verifyRegistration(response, expecting: expecting, relyingParty: ps.relyingParty) {

@@ -24,12 +24,18 @@ public struct WebAuthnConfig: ConfigObject, Sendable, Equatable {
     public var timeoutMs = 120_000
     /// The most passkeys one user may have.
     public var maxPerUser = 10
+    /// The signature algorithms a new passkey may use, in order of preference (`pubKeyCredParams`):
+    /// `ES256`, `RS256` (AM's two, the default) and `EdDSA`. The iOS SDK refuses a registration
+    /// step that lists EdDSA.
+    public var algorithms: [COSEAlgorithm] = [.es256, .rs256]
 
     public init() {}
 
     enum Key: String, ConfigKey {
-        case rpId, rpName, origins, userVerification, requireAttestation, timeoutMs, maxPerUser
+        case rpId, rpName, origins, userVerification, requireAttestation, timeoutMs, maxPerUser, algorithms
     }
+
+    static let algorithmNames: [String: COSEAlgorithm] = ["ES256": .es256, "EdDSA": .eddsa, "RS256": .rs256]
 
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, keys: Key.self)
@@ -40,6 +46,17 @@ public struct WebAuthnConfig: ConfigObject, Sendable, Equatable {
         requireAttestation = o.value(.requireAttestation, default: requireAttestation)
         timeoutMs = o.int(.timeoutMs, default: timeoutMs, atLeast: 10_000)
         maxPerUser = o.int(.maxPerUser, default: maxPerUser, atLeast: 1)
+        if let names: [String] = o.optional(.algorithms) {
+            algorithms = []
+            for (i, name) in names.enumerated() {
+                guard let alg = Self.algorithmNames[name] else {
+                    o.invalid(.algorithms, index: i, "'\(name)' is not ES256, RS256 or EdDSA")
+                    continue
+                }
+                if !algorithms.contains(alg) { algorithms.append(alg) }
+            }
+            if names.isEmpty { o.invalid(.algorithms, "needs at least one of ES256, RS256, EdDSA") }
+        }
         if let rpId, !Self.isDomain(rpId) {
             o.invalid(.rpId, "'\(rpId)' is not a domain name (such as bank.example, or localhost): no scheme, port or path")
         }
@@ -74,6 +91,8 @@ public struct WebAuthnConfig: ConfigObject, Sendable, Equatable {
     public func relyingParty(publicURL: HTTPURL) -> WebAuthn.RelyingParty? {
         let id = rpId ?? publicURL.host.lowercased()
         guard Self.isDomain(id) else { return nil }
-        return WebAuthn.RelyingParty(id: id, origins: origins.isEmpty ? [publicURL.origin] : origins.compactMap { HTTPURL(parsing: $0)?.origin })
+        // Browsers write an origin's scheme and host in lower case.
+        return WebAuthn.RelyingParty(id: id, origins: (origins.isEmpty ? [publicURL.origin] : origins.compactMap { HTTPURL(parsing: $0)?.origin })
+            .map { $0.lowercased() })
     }
 }

@@ -24,8 +24,8 @@ extension WebAuthn {
     }
 
     /// An assertion as the outcome carries it. The user handle is the text the SDK wrote: the
-    /// JavaScript and iOS SDKs write the handle's bytes as text, Android their base64url
-    /// (`userHandleBytes(expecting:)` takes either).
+    /// JavaScript and iOS SDKs write the handle's bytes as text; the Android SDK base64-decodes
+    /// them and writes the result as padded base64url (`userHandleBytes(expecting:)` takes both).
     public struct AssertionOutcome: Sendable {
         public var rawId: [UInt8]
         public var clientDataJSON: [UInt8]
@@ -33,13 +33,17 @@ extension WebAuthn {
         public var signature: [UInt8]
         public var userHandle: String?
 
-        /// The user handle's bytes: the text as written when it is `expected`'s text, or what its
-        /// base64url decodes to when that is (the Android SDK's form); else the text's bytes,
-        /// which the verifier then refuses as another user's.
+        /// The user handle's bytes: the text as written when it is `expected`'s text, or `expected`
+        /// when both are base64 of the same bytes (the Android SDK's form of a handle that is
+        /// base64 text, as TxGate's and AM's are); else the text's bytes, which the verifier then
+        /// refuses as another user's.
         public func userHandleBytes(expecting expected: [UInt8]?) -> [UInt8]? {
             guard let userHandle else { return nil }
             let text = Array(userHandle.utf8)
-            if let expected, text != expected, let decoded = Base64URL.decode(userHandle), decoded == expected { return decoded }
+            if let expected, text != expected, let received = Base64URL.decode(userHandle) ?? Base64.decode(userHandle),
+               let decoded = Base64.decode(String(decoding: expected, as: UTF8.self)), received == decoded {
+                return expected
+            }
             return text
         }
 

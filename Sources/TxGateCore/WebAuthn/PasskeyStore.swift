@@ -92,11 +92,13 @@ public struct PasskeyStore: Sendable {
     public static func ownerKey(_ credentialId: [UInt8]) -> String { "passkeys:cred:" + Base64URL.encode(credentialId) }
 
     /// The user handle passkeys are made for: opaque (no name in it, WebAuthn §14.6.1), the same
-    /// for one user on every instance that shares the key, as the ASCII bytes of 22 base64url
-    /// characters (the SDKs carry a user handle as text). `keyedDigest` is the gateway's keyed
-    /// hash (`JourneyServices.keyedDigest`).
+    /// for one user on every instance that shares the key, as the ASCII bytes of 24 characters of
+    /// standard base64 (16 bytes, `==` padded), as AM's user IDs are: the SDKs make the handle from
+    /// the characters of `userId`, and the Android SDK base64-decodes them again (so the alphabet
+    /// must be the standard one). `keyedDigest` is the gateway's keyed hash
+    /// (`JourneyServices.keyedDigest`).
     public static func userHandle(for username: String, keyedDigest: ([UInt8]) -> [UInt8]) -> [UInt8] {
-        Array(Base64URL.encode(Array(keyedDigest(Array(("webauthn user handle\0" + username).utf8)).prefix(16))).utf8)
+        Array(Base64.encode(Array(keyedDigest(Array(("webauthn user handle\0" + username).utf8)).prefix(16))).utf8)
     }
 
     public func passkeys(of username: String, _ done: @escaping (StoreResult<[Passkey]>) -> Void) {

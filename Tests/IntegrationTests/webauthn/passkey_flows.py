@@ -24,6 +24,7 @@ Swift test (PasskeyWireTests) judges the statuses it reports):
                         one with a passkey chooses it (the ConfirmationCallback)
     account             the passkeys API: list, delete (one's own only), refusals
     register            only register a passkey for demo (for the command line's test)
+    eddsa               approve with an Ed25519 passkey
 """
 
 import base64
@@ -38,7 +39,7 @@ import urllib.error
 import urllib.request
 
 from cryptography.hazmat.primitives import hashes
-from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.hazmat.primitives.asymmetric import ec, ed25519
 from fido2 import cbor
 from fido2.cose import CoseKey
 
@@ -120,11 +121,12 @@ def answer(step, outcome):
 
 
 class Authenticator:
-    """One ES256 credential of a software authenticator that keeps its own counter."""
+    """One ES256 (or EdDSA) credential of a software authenticator that keeps its own counter."""
 
-    def __init__(self):
-        self.key = ec.generate_private_key(ec.SECP256R1())
-        self.cose = CoseKey.for_alg(-7).from_cryptography_key(self.key.public_key())
+    def __init__(self, alg=-7):
+        self.alg = alg
+        self.key = ec.generate_private_key(ec.SECP256R1()) if alg == -7 else ed25519.Ed25519PrivateKey.generate()
+        self.cose = CoseKey.for_alg(alg).from_cryptography_key(self.key.public_key())
         self.credential_id = os.urandom(32)
         self.counter = 0
         self.user_handle = None
@@ -152,7 +154,8 @@ class Authenticator:
         client_data = json.dumps({"type": "webauthn.get", "challenge": b64url(challenge), "origin": origin,
                                   "crossOrigin": False}).encode()
         auth_data = self.auth_data(rp_id or meta["_relyingPartyId"], flags, counter)
-        sig = self.key.sign(auth_data + hashlib.sha256(client_data).digest(), ec.ECDSA(hashes.SHA256()))
+        signed = auth_data + hashlib.sha256(client_data).digest()
+        sig = self.key.sign(signed, ec.ECDSA(hashes.SHA256())) if self.alg == -7 else self.key.sign(signed)
         outcome = f"{client_data.decode()}::{int8(auth_data)}::{int8(sig)}::{b64url(self.credential_id)}"
         if handle and self.user_handle:
             outcome += "::" + self.user_handle.decode()
@@ -246,6 +249,12 @@ def run(case, base):
         out["allowCredentials"] = meta["_allowCredentials"]
         status, done = f.gw.journey(AUTH, answer(step, a.assert_(meta, f.origin)))
         out["status"] = status
+        # The Android SDK's user handle: the handle's characters base64-decoded, then padded base64url.
+        _, step2 = f.gw.journey(AUTH + "?authIndexType=service&authIndexValue=PasskeyLogin", {})
+        android = base64.urlsafe_b64encode(base64.b64decode(a.user_handle)).decode()
+        outcome = a.assert_(metadata(step2), f.origin, handle=False) + "::" + android
+        out["android_handle_differs"] = android != a.user_handle.decode()
+        out["android_status"], _ = f.gw.journey(AUTH, answer(step2, outcome))
         if status == 200:
             s, _, raw = f.gw.request("POST", "/am/json/realms/root/sessions?_action=validate", {},
                                      {"iPlanetDirectoryPro": done["tokenId"]})
@@ -302,7 +311,7 @@ def run(case, base):
         out["after"] = status  # the gateway is still there, and registers the next one
         return out
 
-    a, status, done = f.register()
+    a, status, done = f.register(authenticator=Authenticator(alg=-8) if case == "eddsa" else None)
     out["register"] = status
     if status != 200:
         out["body"] = done
@@ -313,7 +322,7 @@ def run(case, base):
     out["allowCredentials"] = meta["_allowCredentials"]
     out["allowCredentialsScript"] = meta["allowCredentials"]
 
-    if case == "approve":
+    if case == "approve" or case == "eddsa":
         legacy = a.assert_(meta, f.origin)
         # The JSON form the SDKs send when supportsJsonResponse is true.
         status, done = f.submit(step, json.dumps({"authenticatorAttachment": "platform", "legacyData": legacy}))
