@@ -19,7 +19,8 @@ struct PasskeyWireTests {
         }
         return Kit.config([
             "publicUrl": base,
-            "webauthn": ["rpName": "Demo Bank", "algorithms": ["ES256", "EdDSA", "RS256"]],
+            "webauthn": ["rpName": "Demo Bank", "algorithms": ["ES256", "EdDSA", "RS256"],
+                         "securePaymentConfirmation": ["payee": "/payee", "instrumentName": "Demo Bank account"]],
             "txnTokens": ["enabled": true, "audience": "demo-bank"],
             "journeys": [
                 "Login": [["type": "UsernamePassword"]],
@@ -115,6 +116,18 @@ struct PasskeyWireTests {
         let r = try run("eddsa")
         #expect(r["register"] as? Int == 200 && r["status"] as? Int == 200 && r["retry"] as? Int == 200, "\(r)")
         #expect(r["independently_verified"] as? Bool == true, "\(r)")
+    }
+
+    @Test("Secure Payment Confirmation: the browser's dialog must have shown the transaction's amount and payee")
+    func securePaymentConfirmation() throws {
+        let (r, log) = try runLogged("spc")
+        let shown = try #require(r["shown"] as? [String: Any], "\(r)")
+        #expect((shown["total"] as? [String: String]) == ["currency": "EUR", "value": "250"], "\(shown)")
+        #expect(shown["payeeName"] as? String == "Bob" && (shown["instrument"] as? [String: String])?["displayName"] == "Demo Bank account")
+        #expect(r["other_total"] as? Int == 401 && r["other_payee"] as? Int == 401, "\(r)")
+        #expect(log.contains("payment.total is not what the transaction binds") && log.contains("payment.payeeName"), "\(log.suffix(3000))")
+        #expect(r["status"] as? Int == 200 && r["retry"] as? Int == 200, "\(r)")
+        #expect(r["evidence_type"] as? String == "payment.get", "\(r)")
     }
 
     /// Each refusal: the approval fails with 401 and the request is not executed.

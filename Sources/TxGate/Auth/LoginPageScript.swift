@@ -311,6 +311,29 @@ enum LoginPageScript {
       function ids(list) {
         return (list || []).map(function (c) { return {type: "public-key", id: new Int8Array(c.id).buffer}; });
       }
+      // A payment approved in the browser's own dialog (Secure Payment Confirmation), which shows
+      // the amount and the payee itself; null where the browser has none (then plain WebAuthn).
+      var cardIcon = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0naHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmcnIHdpZHRoPSczMicgaGVpZ2h0PScyMCc+PHJlY3Qgd2lkdGg9JzMyJyBoZWlnaHQ9JzIwJyByeD0nMycgZmlsbD0nIzMzNCcvPjwvc3ZnPg==";
+      var paymentDialogFailed = false;
+      function paymentDialog(data, allow) {
+        var p = data._securePaymentConfirmation;
+        if (!p || !allow.length || !window.PaymentRequest || paymentDialogFailed) return Promise.resolve(null);
+        var logo = document.querySelector("img.logo");
+        var method = {credentialIds: allow.map(function (c) { return c.id; }), challenge: bytes64(data.challenge),
+                      rpId: data._relyingPartyId, timeout: Number(data.timeout), payeeOrigin: location.origin,
+                      instrument: {displayName: p.instrument.displayName, icon: logo ? logo.src : cardIcon, iconMustBeShown: false}};
+        if (p.payeeName) method.payeeName = p.payeeName;
+        var request;
+        try {
+          request = new PaymentRequest([{supportedMethods: "secure-payment-confirmation", data: method}],
+                                       {total: {label: "Total", amount: {currency: p.total.currency, value: p.total.value}}});
+        } catch (e) { return Promise.resolve(null); }
+        return request.canMakePayment().then(function (ok) {
+          if (!ok) return null;
+          return request.show().then(function (r) { return r.complete("success").then(function () { return r.details; }); },
+                                     function (e) { paymentDialogFailed = true; throw e; });  // next time, plain WebAuthn
+        }, function () { return null; });
+      }
       function passkeyButton(data, hidden) {
         var create = data.pubKeyCredParams !== undefined;
         var b = document.createElement("button");
@@ -335,7 +358,9 @@ enum LoginPageScript {
               attestation: data.attestationPreference,
               authenticatorSelection: data._authenticatorSelection,
               excludeCredentials: ids(data._excludeCredentials),
-              timeout: Number(data.timeout)
+              timeout: Number(data.timeout),
+              // A credential Secure Payment Confirmation can use (where the browser has it).
+              extensions: data._paymentCredential ? {payment: {isPayment: true}} : {}
             }}).then(function (c) {
               return text(c.response.clientDataJSON) + "::" + int8(c.response.attestationObject) + "::" + c.id;
             });
@@ -344,7 +369,9 @@ enum LoginPageScript {
                            userVerification: data.userVerification, rpId: data._relyingPartyId};
             var allow = ids(data._allowCredentials);
             if (allow.length) options.allowCredentials = allow;
-            pending = navigator.credentials.get({publicKey: options}).then(function (c) {
+            pending = paymentDialog(data, allow).then(function (c) {
+              return c || navigator.credentials.get({publicKey: options});
+            }).then(function (c) {
               var v = text(c.response.clientDataJSON) + "::" + int8(c.response.authenticatorData) + "::" +
                 int8(c.response.signature) + "::" + c.id;
               if (c.response.userHandle && c.response.userHandle.byteLength) v += "::" + text(c.response.userHandle);

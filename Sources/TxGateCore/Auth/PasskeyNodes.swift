@@ -40,6 +40,8 @@ struct PasskeyChallenge {
     var txid: String?
     var nonce: [UInt8]?
     var approved: [UInt8]?
+    /// What a Secure Payment Confirmation dialog must show (a payment-shaped transaction).
+    var payment: WebAuthn.PaymentExpectation?
 
     var encoded: [UInt8] {
         var o: [String: JSONValue] = ["purpose": .string(purpose.rawValue), "challenge": .string(Base64URL.encode(challenge))]
@@ -47,23 +49,27 @@ struct PasskeyChallenge {
         if let txid { o["txid"] = .string(txid) }
         if let nonce { o["nonce"] = .string(Base64URL.encode(nonce)) }
         if let approved { o["approved"] = .string(Base64URL.encode(approved)) }
+        if let payment { o["payment"] = payment.json }
         return JSONValue.object(o).canonicalBytes
     }
 
-    init(purpose: Purpose, challenge: [UInt8], username: String?, txid: String? = nil, nonce: [UInt8]? = nil, approved: [UInt8]? = nil) {
+    init(purpose: Purpose, challenge: [UInt8], username: String?, txid: String? = nil, nonce: [UInt8]? = nil, approved: [UInt8]? = nil,
+         payment: WebAuthn.PaymentExpectation? = nil) {
         self.purpose = purpose
         self.challenge = challenge
         self.username = username
         self.txid = txid
         self.nonce = nonce
         self.approved = approved
+        self.payment = payment
     }
 
     init?(_ bytes: [UInt8]) {
         guard let v = JSONValue.parse(bytes), let p = v["purpose"]?.stringValue.flatMap(Purpose.init(rawValue:)),
               let c = v["challenge"]?.stringValue.flatMap(Base64URL.decode) else { return nil }
         self.init(purpose: p, challenge: c, username: v["user"]?.stringValue, txid: v["txid"]?.stringValue,
-                  nonce: v["nonce"]?.stringValue.flatMap(Base64URL.decode), approved: v["approved"]?.stringValue.flatMap(Base64URL.decode))
+                  nonce: v["nonce"]?.stringValue.flatMap(Base64URL.decode), approved: v["approved"]?.stringValue.flatMap(Base64URL.decode),
+                  payment: v["payment"].flatMap(WebAuthn.PaymentExpectation.init(json:)))
     }
 }
 
@@ -74,6 +80,8 @@ public enum PasskeyNodes {
     static let outcomeId = "webAuthnOutcome"
     /// State keys (the step's signed authId).
     static let challengeIdKey = "webauthn.id", challengeKey = "webauthn.challenge", credentialsKey = "webauthn.credentials"
+    /// The Secure Payment Confirmation data the page shows in the browser's dialog.
+    static let paymentKey = "webauthn.payment"
     /// The evidence of a transaction approved with a passkey (`WebAuthn.Evidence`'s JSON), for
     /// the journey's end to keep with the transaction.
     public static let evidenceKey = "webauthn.evidence"
@@ -99,6 +107,7 @@ public enum PasskeyNodes {
                 next.shared[challengeIdKey] = id
                 next.shared[challengeKey] = Base64URL.encode(ceremony.challenge)
                 next.shared[credentialsKey] = credentials.map(\.id).joined(separator: ",")
+                next.shared[paymentKey] = ceremony.payment?.json.canonical
                 done(.show(next))
             }
         }
@@ -228,6 +237,8 @@ struct WebAuthnRegistrationNode: JourneyNode {
         data["excludeCredentials"] = .string(exclude.script)
         data["_excludeCredentials"] = exclude.json
         data["extensions"] = .object([:])
+        // Not AM's: the gateway's own page asks for a credential Secure Payment Confirmation can use.
+        if ps.config.securePaymentConfirmation != nil { data["_paymentCredential"] = true }
         return PasskeyNodes.callbacks(data)
     }
 
@@ -348,7 +359,8 @@ struct WebAuthnAuthenticationNode: JourneyNode {
                         }
                         let nonce = Crypto.randomBytes(32), approved = WebAuthn.TransactionChallenge.approved(tx)
                         let ceremony = PasskeyChallenge(purpose: .get, challenge: WebAuthn.TransactionChallenge.challenge(nonce: nonce, approved: approved),
-                                                        username: username, txid: txid, nonce: nonce, approved: approved)
+                                                        username: username, txid: txid, nonce: nonce, approved: approved,
+                                                        payment: ps.config.securePaymentConfirmation?.expectation(tx))
                         PasskeyNodes.begin(ceremony, credentials: list, state, ps, context, done)
                     }
                 }
@@ -364,6 +376,11 @@ struct WebAuthnAuthenticationNode: JourneyNode {
         data["relyingPartyId"] = .string(#"rpId: "\#(ps.relyingParty.id)","#)
         data["allowCredentials"] = .string(allow.script.isEmpty ? "" : "allowCredentials: " + allow.script)
         data["_allowCredentials"] = allow.json
+        // Not AM's: for the gateway's own page (the SDKs ignore it), what the browser's payment
+        // dialog (Secure Payment Confirmation) shows.
+        if let payment = state.shared[PasskeyNodes.paymentKey].flatMap({ JSONValue.parse(Array($0.utf8)) }) {
+            data["_securePaymentConfirmation"] = payment
+        }
         // AM's recovery-code choice has this shape: one option, pressed when its input is 0.
         let choice = fallback.map { _ in [Callback.confirmation("", options: [Self.fallbackOption], defaultOption: 1)] } ?? []
         return (context.display.map { [Callback.text($0)] } ?? []) + PasskeyNodes.callbacks(data) + choice
@@ -414,7 +431,8 @@ struct WebAuthnAuthenticationNode: JourneyNode {
                 return
             }
             let response = assertion.response(expectingUserHandle: passkey.userHandle)
-            let expecting = WebAuthn.AssertionExpectation(challenge: ceremony.challenge, requireUserVerification: uv(ps) == .required)
+            let expecting = WebAuthn.AssertionExpectation(challenge: ceremony.challenge, requireUserVerification: uv(ps) == .required,
+                                                          payment: ceremony.payment)
             switch WebAuthn.verifyAssertion(response, credential: passkey.record, expecting: expecting, relyingParty: ps.relyingParty) {
             case .failure(let refusal):
                 services.failAttempt(context.attempter(owner), reason: "passkey refused (\(refusal.code)): \(refusal)", done)

@@ -28,11 +28,14 @@ public struct WebAuthnConfig: ConfigObject, Sendable, Equatable {
     /// `ES256`, `RS256` (AM's two, the default) and `EdDSA`. The iOS SDK refuses a registration
     /// step that lists EdDSA.
     public var algorithms: [COSEAlgorithm] = [.es256, .rs256]
+    /// Secure Payment Confirmation: a transaction that binds an amount and a currency is
+    /// approved in the browser's own payment dialog where the browser has one; nil: plain WebAuthn.
+    public var securePaymentConfirmation: SecurePaymentConfirmationConfig?
 
     public init() {}
 
     enum Key: String, ConfigKey {
-        case rpId, rpName, origins, userVerification, requireAttestation, timeoutMs, maxPerUser, algorithms
+        case rpId, rpName, origins, userVerification, requireAttestation, timeoutMs, maxPerUser, algorithms, securePaymentConfirmation
     }
 
     static let algorithmNames: [String: COSEAlgorithm] = ["ES256": .es256, "EdDSA": .eddsa, "RS256": .rs256]
@@ -60,6 +63,7 @@ public struct WebAuthnConfig: ConfigObject, Sendable, Equatable {
         if let rpId, !Self.isDomain(rpId) {
             o.invalid(.rpId, "'\(rpId)' is not a domain name (such as bank.example, or localhost): no scheme, port or path")
         }
+        securePaymentConfirmation = o.optional(.securePaymentConfirmation)
         if rpName.isEmpty || rpName.count > 64 { o.invalid(.rpName, "must be 1 to 64 characters") }
         for (i, origin) in origins.enumerated() {
             guard let u = HTTPURL(parsing: origin), u.basePath.isEmpty, !origin.hasSuffix("/") else {
@@ -94,5 +98,40 @@ public struct WebAuthnConfig: ConfigObject, Sendable, Equatable {
         // Browsers write an origin's scheme and host in lower case.
         return WebAuthn.RelyingParty(id: id, origins: (origins.isEmpty ? [publicURL.origin] : origins.compactMap { HTTPURL(parsing: $0)?.origin })
             .map { $0.lowercased() })
+    }
+}
+
+/// `webauthn.securePaymentConfirmation`: which bound fields are the payment's amount, currency
+/// and payee, and the name the browser's dialog gives the instrument (W3C Secure Payment
+/// Confirmation). The dialog shows them, and the assertion's clientDataJSON carries them, so the
+/// gateway checks each against the transaction.
+public struct SecurePaymentConfirmationConfig: ConfigObject, Sendable, Equatable {
+    /// JSON pointers into the bound fields.
+    public var amount = "/amount"
+    public var currency = "/currency"
+    public var payee: String?
+    public var instrumentName = "Account"
+
+    public init() {}
+
+    enum Key: String, ConfigKey { case amount, currency, payee, instrumentName }
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, keys: Key.self)
+        amount = o.value(.amount, default: amount)
+        currency = o.value(.currency, default: currency)
+        payee = o.optional(.payee)
+        instrumentName = o.value(.instrumentName, default: instrumentName)
+        for (key, pointer) in [(Key.amount, amount), (.currency, currency), (.payee, payee ?? "/")] where !pointer.hasPrefix("/") {
+            o.invalid(key, "'\(pointer)' is not a JSON pointer such as /amount")
+        }
+        if instrumentName.isEmpty || instrumentName.count > 64 { o.invalid(.instrumentName, "must be 1 to 64 characters") }
+    }
+
+    /// What the dialog must show for `tx`, when it binds an amount and a currency (a payment).
+    public func expectation(_ tx: TransactionRecord) -> WebAuthn.PaymentExpectation? {
+        guard let value = tx.bound[amount]?.displayText, let cur = tx.bound[currency]?.stringValue else { return nil }
+        return WebAuthn.PaymentExpectation(currency: cur, value: value, payeeName: payee.flatMap { tx.bound[$0]?.displayText },
+                                           instrumentName: instrumentName)
     }
 }

@@ -185,10 +185,14 @@ extension WebAuthn {
     public struct AssertionExpectation: Sendable {
         public var challenge: [UInt8]
         public var requireUserVerification: Bool
+        /// A Secure Payment Confirmation assertion (type `payment.get`) is accepted too, when its
+        /// payment data is this.
+        public var payment: PaymentExpectation?
 
-        public init(challenge: [UInt8], requireUserVerification: Bool) {
+        public init(challenge: [UInt8], requireUserVerification: Bool, payment: PaymentExpectation? = nil) {
             self.challenge = challenge
             self.requireUserVerification = requireUserVerification
+            self.payment = payment
         }
     }
 
@@ -227,7 +231,7 @@ extension WebAuthn {
         let key = try COSEKey(encoded: credential.publicKey)
 
         let clientData = try ClientData(response.clientDataJSON)
-        try clientData.check(type: "webauthn.get", challenge: expecting.challenge, relyingParty: rp)
+        try clientData.check(type: "webauthn.get", challenge: expecting.challenge, relyingParty: rp, payment: expecting.payment)
 
         let authData = try AuthenticatorData(response.authenticatorData)
         try checkCommon(authData, rp, requireUserVerification: expecting.requireUserVerification)

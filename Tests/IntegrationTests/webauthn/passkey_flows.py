@@ -25,6 +25,7 @@ Swift test (PasskeyWireTests) judges the statuses it reports):
     account             the passkeys API: list, delete (one's own only), refusals
     register            only register a passkey for demo (for the command line's test)
     eddsa               approve with an Ed25519 passkey
+    spc                 Secure Payment Confirmation: the dialog's amount and payee, checked
 """
 
 import base64
@@ -145,14 +146,18 @@ class Authenticator:
         att = attestation_object if attestation_object is not None else cbor.encode({"fmt": "none", "attStmt": {}, "authData": auth_data})
         return f"{client_data.decode()}::{int8(att)}::{b64url(self.credential_id)}::{name}"
 
-    def assert_(self, meta, origin, rp_id=None, flags=UP | UV, counter=None, challenge=None, handle=True):
-        """An assertion outcome string, as the JavaScript SDK writes it, and its parts."""
+    def assert_(self, meta, origin, rp_id=None, flags=UP | UV, counter=None, challenge=None, handle=True, payment=None):
+        """An assertion outcome string, as the JavaScript SDK writes it; with `payment`, a Secure
+        Payment Confirmation assertion (type payment.get) whose dialog showed that."""
         challenge = challenge if challenge is not None else base64.b64decode(meta["challenge"])
         if counter is None:
             self.counter += 1
             counter = self.counter
-        client_data = json.dumps({"type": "webauthn.get", "challenge": b64url(challenge), "origin": origin,
-                                  "crossOrigin": False}).encode()
+        data = {"type": "payment.get" if payment else "webauthn.get", "challenge": b64url(challenge), "origin": origin,
+                "crossOrigin": False}
+        if payment:
+            data["payment"] = payment
+        client_data = json.dumps(data).encode()
         auth_data = self.auth_data(rp_id or meta["_relyingPartyId"], flags, counter)
         signed = auth_data + hashlib.sha256(client_data).digest()
         sig = self.key.sign(signed, ec.ECDSA(hashes.SHA256())) if self.alg == -7 else self.key.sign(signed)
@@ -259,6 +264,30 @@ def run(case, base):
             s, _, raw = f.gw.request("POST", "/am/json/realms/root/sessions?_action=validate", {},
                                      {"iPlanetDirectoryPro": done["tokenId"]})
             out["session"] = json.loads(raw)
+        return out
+    if case == "spc":
+        a, out["register"], _ = f.register()
+        txid, body = f.challenge()
+        step = f.approval_step(txid)
+        meta = metadata(step)
+        shown = meta.get("_securePaymentConfirmation")
+        out["shown"] = shown
+
+        def payment(**changes):
+            p = {"rpId": meta["_relyingPartyId"], "topOrigin": f.origin, "payeeOrigin": f.origin, "payeeName": shown.get("payeeName"),
+                 "total": shown["total"], "instrument": dict(shown["instrument"], icon="data:image/png;base64,AA==")}
+            p.update(changes)
+            return p
+        out["other_total"], out["other_total_body"] = f.submit(step, a.assert_(meta, f.origin, payment=payment(total={"currency": "EUR", "value": "25"})))
+        step = f.approval_step(txid)
+        out["other_payee"], _ = f.submit(step, a.assert_(metadata(step), f.origin, payment=payment(payeeName="Mallory")))
+        step = f.approval_step(txid)
+        out["status"], _ = f.submit(step, a.assert_(metadata(step), f.origin, payment=payment()))
+        s, _, raw = f.retry(txid, body)
+        out["retry"] = s
+        if s == 200:
+            evidence = txn_token_claims(raw)["tctx"]["passkey"]
+            out["evidence_type"] = json.loads(unb64url(evidence["clientDataJSON"]))["type"]
         return out
     if case == "register":
         _, out["status"], _ = f.register()
