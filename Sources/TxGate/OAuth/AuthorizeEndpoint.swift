@@ -16,7 +16,8 @@ struct AuthorizeEndpoint {
     func handle(_ ctx: EndpointCall, realm: String) {
         let query = Query(target: ctx.head.target)
         let request: AuthorizationRequest
-        switch AuthorizationRequest.parse(query, config: provider.config, journeys: Set(auth.config.journeys.keys)) {
+        switch AuthorizationRequest.parse(query, config: provider.config, clients: provider.client, resources: provider.resourceIdentifiers,
+                                          journeys: Set(auth.config.journeys.keys)) {
         case .success(let r): request = r
         case .failure(.toUser(let e)): OAuthProvider.refuse(ctx, e); return
         case .failure(.toClient(let uri, let e, let state)): redirect(ctx, AuthorizationRequest.errorRedirect(uri, e, state: state)); return
@@ -52,6 +53,7 @@ struct AuthorizeEndpoint {
                                            uid: session.uid, realm: realm, scope: r.scope, nonce: r.nonce, acr: acr, authTime: authTime,
                                            txn: txn)
             grant.session = session.key
+            grant.resource = r.resource
             issue(ctx, grant, state: r.state)
         }
     }
