@@ -1,6 +1,7 @@
 import Foundation
 import Testing
 import TestSupport
+import TxGateCore
 
 /// Issue 28 item 3: an MCP server behind TxGate, and the Python MCP SDK's own client with its
 /// OAuth provider, unchanged (`mcp/agent.py`; only the person is automated). The SDK finds the
@@ -111,5 +112,42 @@ struct McpStepUpTests {
         let reg = try g.fetch("POST", "/am/oauth2/realms/root/register", headers: [("Content-Type", "application/json")],
                               body: Array(#"{"redirect_uris":["http://evil.example/cb"]}"#.utf8))
         #expect(reg.status == 400 && reg.bodyText.contains("invalid_redirect_uri"), "\(reg)")
+    }
+}
+
+/// RFC 9126 pushed authorization requests (issue 28 item 2): the parameters pushed first, the
+/// `request_uri` used once, by the client that pushed them.
+@Suite("Pushed authorization requests", .testbed)
+struct PushedAuthorizationRequestTests {
+    @Test("a pushed request is authorized once, for its own client; a bad one is refused when pushed")
+    func pushedOnce() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: OAuthKit.config())
+        let token = try TransactionKit.login(g)
+        let form = "client_id=app&response_type=code&redirect_uri=http%3A%2F%2F127.0.0.1%2Fcallback&scope=openid&state=s1"
+            + "&code_challenge=\(PKCE.s256(OAuthKit.verifier))&code_challenge_method=S256"
+        let formHeaders = [("Content-Type", "application/x-www-form-urlencoded")]
+        let pushed = try g.fetch("POST", OAuthKit.issuerPath + "/par", headers: formHeaders, body: Array(form.utf8))
+        #expect(pushed.status == 201 && pushed.header("Cache-Control") == "no-store", "\(pushed)")
+        let answer = try pushed.json()
+        let uri = try #require(answer["request_uri"] as? String)
+        #expect(uri.hasPrefix("urn:ietf:params:oauth:request_uri:") && answer["expires_in"] as? Int == 60)
+        let cookie = [("Cookie", "iPlanetDirectoryPro=\(token)")]
+        // Another client cannot use it (and the attempt spends it: one use, whoever asks).
+        let other = try g.fetch("GET", OAuthKit.issuerPath + "/authorize?client_id=other&request_uri=" + Query.encode(uri), headers: cookie)
+        #expect(other.status == 400, "\(other)")
+        let pushedAgain = try g.fetch("POST", OAuthKit.issuerPath + "/par", headers: formHeaders, body: Array(form.utf8))
+        let uri2 = try #require(try pushedAgain.json()["request_uri"] as? String)
+        let ok = try g.fetch("GET", OAuthKit.issuerPath + "/authorize?client_id=app&request_uri=" + Query.encode(uri2), headers: cookie)
+        #expect(ok.status == 302 && ok.header("Location")?.hasPrefix("http://127.0.0.1/callback?code=") == true
+                && ok.header("Location")?.contains("state=s1") == true, "\(ok)")
+        let replay = try g.fetch("GET", OAuthKit.issuerPath + "/authorize?client_id=app&request_uri=" + Query.encode(uri2), headers: cookie)
+        #expect(replay.status == 400 && replay.bodyText.contains("request_uri"), "\(replay)")
+        // Checked when pushed: an unregistered redirect URI is an error to the client, at once.
+        let bad = try g.fetch("POST", OAuthKit.issuerPath + "/par", headers: formHeaders,
+                              body: Array(form.replacingOccurrences(of: "127.0.0.1%2Fcallback", with: "evil.example%2Fcb").utf8))
+        #expect(bad.status == 400 && bad.bodyText.contains("redirect_uri"), "\(bad)")
+        let discovery = try g.fetch("GET", OAuthKit.issuerPath + "/.well-known/openid-configuration").json()
+        #expect(discovery["pushed_authorization_request_endpoint"] as? String == g.baseURL + OAuthKit.issuerPath + "/par")
     }
 }

@@ -46,10 +46,11 @@ struct OAuthEndpoints {
         case ("connect/endSession", "POST"):
             guard let form = Self.form(ctx) else { return }
             tokenInfo.endSession(ctx, params: form, posted: true)
-        case ("access_token", "POST"), ("token/revoke", "POST"), ("introspect", "POST"):
+        case ("access_token", "POST"), ("token/revoke", "POST"), ("introspect", "POST"), ("par", "POST"):
             guard let form = Self.form(ctx) else { return }
             switch endpoint {
             case "access_token": token.handle(ctx, form: form)
+            case "par": authorize.push(ctx, form: form, realm: realm)
             case "token/revoke": tokenInfo.revoke(ctx, form: form)
             default: tokenInfo.introspect(ctx, form: form)
             }
@@ -59,7 +60,7 @@ struct OAuthEndpoints {
             ctx.fail(.methodNotAllowed("\(method) is not allowed here; use GET"))
         case ("connect/endSession", _):
             ctx.fail(.methodNotAllowed("\(method) is not allowed here; use GET or POST"))
-        case ("access_token", _), ("token/revoke", _), ("introspect", _):
+        case ("access_token", _), ("token/revoke", _), ("introspect", _), ("par", _):
             ctx.fail(.methodNotAllowed("\(method) is not allowed here; use POST"))
         default:
             ctx.fail(.notFound("no OAuth 2.0 endpoint at \(ctx.path)"))
@@ -187,6 +188,8 @@ struct OAuthEndpoints {
             "authorization_response_iss_parameter_supported": true,
         ]
         if provider.config.dynamicRegistration != nil { doc["registration_endpoint"] = .string(issuer + "/register") }
+        doc["pushed_authorization_request_endpoint"] = .string(issuer + "/par")
+        doc["require_pushed_authorization_requests"] = false
         if !provider.resourceIdentifiers.isEmpty { doc["resource_indicators_supported"] = true }
         return JSONValue.object(doc).canonical
     }

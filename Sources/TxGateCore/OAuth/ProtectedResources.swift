@@ -168,3 +168,21 @@ public enum DynamicClientID {
         return OAuthClient(clientId: id, redirectUris: uris, scopes: scopes, isPublic: true)
     }
 }
+
+/// RFC 9126 pushed authorization requests: a client posts its authorization request's
+/// parameters first, and sends the user to `authorize` with the `request_uri` it got back. The
+/// parameters are kept 60 s, for one use.
+public enum PushedAuthorizationRequest {
+    public static let uriPrefix = "urn:ietf:params:oauth:request_uri:"
+    public static let ttlS = 60
+    public static let keyPrefix = "oauth2:par:"
+
+    /// Where the parameters of `requestUri` are kept (under a hash: the URI is a bearer secret).
+    public static func key(_ requestUri: String) -> String { keyPrefix + Crypto.hex(Crypto.sha256(Array(requestUri.utf8))) }
+
+    /// The parameters as a query string, and the client that pushed them (checked again at use).
+    public static func encode(_ pairs: [(name: String, value: String)]) -> [UInt8] {
+        Array(pairs.map { Query.encode($0.name) + "=" + Query.encode($0.value) }.joined(separator: "&").utf8)
+    }
+}
+
