@@ -51,6 +51,12 @@ public struct Callback: Equatable, Sendable {
         Callback(type: "SuspendedTextOutputCallback", output: [Field("message", .string(message)), Field("messageType", "0")])
     }
 
+    /// AM's PollingWaitCallback (WIRE.md §12): no input; the client waits `waitTimeMs` and
+    /// submits the step again, unchanged. `waitTime` is a string of milliseconds, as AM sends it.
+    public static func pollingWait(waitTimeMs: Int, message: String) -> Callback {
+        Callback(type: "PollingWaitCallback", output: [Field("waitTime", .string(String(waitTimeMs))), Field("message", .string(message))])
+    }
+
     public static func confirmation(_ prompt: String, options: [String], defaultOption: Int) -> Callback {
         Callback(type: "ConfirmationCallback",
                  output: [Field("prompt", .string(prompt)), Field("messageType", 0),

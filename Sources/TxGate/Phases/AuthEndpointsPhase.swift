@@ -8,6 +8,8 @@ struct AuthEndpointsPhase: RequestPhase {
         let authenticate: AuthenticateEndpoint
         let sessions: SessionsEndpoint
         let transactions: TransactionsEndpoint
+        let approvals: ApprovalsEndpoint
+        let approvalPage: ApprovalPage
         let policies: PoliciesEndpoint?
         let loginPage: LoginPage
     }
@@ -20,6 +22,7 @@ struct AuthEndpointsPhase: RequestPhase {
             Endpoints(auth: auth, authenticate: AuthenticateEndpoint(auth: auth, loop: loop),
                       sessions: SessionsEndpoint(auth: auth, loop: loop),
                       transactions: TransactionsEndpoint(auth: auth, loop: loop),
+                      approvals: ApprovalsEndpoint(auth: auth, loop: loop), approvalPage: ApprovalPage(auth: auth),
                       policies: pdp.map { PoliciesEndpoint(auth: auth, pdp: $0, policies: policies, loop: loop) },
                       loginPage: LoginPage(auth: auth, loop: loop))
         }
@@ -38,6 +41,9 @@ struct AuthEndpointsPhase: RequestPhase {
         if path == "/am/XUI" || path == "/am/XUI/" || path == "/am/XUI/index.html" {
             return ctx.suspend { endpoints.loginPage.serve(EndpointCall(ctx, $0)) }
         }
+        if path == ApprovalPagePath.path {
+            return ctx.suspend { endpoints.approvalPage.serve(EndpointCall(ctx, $0)) }
+        }
         guard path.hasPrefix("/am/json/"), let (realm, endpoint) = AuthService.route(path) else {
             return .fail(.notFound("no authentication service endpoint at \(path)"))
         }
@@ -51,6 +57,7 @@ struct AuthEndpointsPhase: RequestPhase {
         case "authenticate": return ctx.suspend { endpoints.authenticate.handle(EndpointCall(ctx, $0), realm: realm) }
         case "sessions": return ctx.suspend { endpoints.sessions.handle(EndpointCall(ctx, $0), realm: realm) }
         case "transactions": return ctx.suspend { endpoints.transactions.handle(EndpointCall(ctx, $0), realm: realm) }
+        case "approvals": return ctx.suspend { endpoints.approvals.handle(EndpointCall(ctx, $0), realm: realm) }
         case "policies":
             guard let policies = endpoints.policies else { fallthrough }
             return ctx.suspend { policies.handle(EndpointCall(ctx, $0), realm: realm) }

@@ -106,6 +106,10 @@ public final class JourneyEngine: Sendable {
                 done(.failure(reason: reason, kind: kind, attemptsLeft: attemptsLeft))
             case .unavailable(let why):
                 done(.unavailable(why))
+            case .again(let same):
+                var s = same
+                s.node = state.node
+                done(.step(authId: sign(s, context), callbacks: node.callbacks(s, context)))
             case .next(var next):
                 next.node = state.node + 1
                 if next.node >= journey.nodes.count {

@@ -62,6 +62,10 @@ public enum FailureKind: String, Equatable, Sendable {
     case lockedOut = "locked_out"
     /// The person said no (a Confirmation step's "No").
     case declined
+    /// The person denied an approval request on another device (`ApproveElsewhere`).
+    case denied
+    /// An approval request expired before anyone decided it.
+    case expired
     case other
 }
 
@@ -74,6 +78,10 @@ public enum NodeOutcome: Equatable, Sendable {
     case failure(reason: String, kind: FailureKind = .other, attemptsLeft: Int? = nil)
     /// A backing service is down: fail closed with 503.
     case unavailable(String)
+    /// Show the same node's step again, with this state (re-signed): the node waits for
+    /// something that happens elsewhere (`ApproveElsewhere` answers each poll this way while
+    /// its approval request is pending).
+    case again(JourneyState)
 }
 
 /// What entering a node leads to, before its callbacks are shown.
@@ -127,6 +135,17 @@ public protocol JourneyServices: AnyObject {
     /// A keyed hash (HMAC-SHA256 with a server secret) of a one-time value, so that the store
     /// never holds a code that can be read or brute-forced offline.
     func keyedDigest(_ value: [UInt8]) -> [UInt8]
+    /// Stores a new approval request (`ApprovalRequest.key`), kept a little past its expiry so
+    /// that a late poll or page is told "expired" rather than "unknown".
+    func saveApproval(_ request: ApprovalRequest, _ done: @escaping (StoreResult<Void>) -> Void)
+    /// Reads an approval request (a read only: polls never write).
+    func readApproval(_ id: String, _ done: @escaping (StoreResult<ApprovalRequest?>) -> Void)
+    /// The transaction `txid` as stored, for what an approval request shows.
+    func transaction(_ txid: String, _ done: @escaping (StoreResult<TransactionRecord?>) -> Void)
+    /// Sends a saved approval request on `channels`, in the background: the journey does not
+    /// wait for deliveries (a webhook retries with backoff); each channel logs and counts its
+    /// outcome.
+    func notifyApproval(_ request: ApprovalRequest, channels: [ApprovalChannelKind])
 }
 
 /// Why an email was not delivered.
@@ -193,6 +212,7 @@ public enum JourneyNodes {
         "UsernameOnly": { s, p throws(NodeConfigError) in try UsernameOnlyNode(s, p) },
         "EmailOTP": { s, p throws(NodeConfigError) in try EmailOTPNode(s, p) },
         "EmailSuspend": { s, p throws(NodeConfigError) in try EmailSuspendNode(s, p) },
+        "ApproveElsewhere": { s, p throws(NodeConfigError) in try ApproveElsewhereNode(s, p) },
     ]
 
     public static var types: [String] { registry.keys.sorted() }

@@ -100,6 +100,8 @@ public struct GatewayConfig: ConfigObject, Sendable {
     /// Other OpenID providers whose access tokens are subjects.
     public var bearer = BearerConfig()
     public var audit = AuditConfig()
+    /// How approval requests reach people (`ApproveElsewhere`).
+    public var approvals = ApprovalsConfig()
 
     /// The top-level keys. A new one is a case here, read in `init(from:)` (ConfigDeclarationTests
     /// fails until it is) and named in `reload(_:)` (which does not compile until it is). The
@@ -107,7 +109,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
     public enum Key: String, CaseIterable, Sendable, ConfigKey {
         case listen, workers, publicUrl, upstream, store, limits, paths, tls, log, shutdownTimeoutMs, users, usersFile
         case journeys, loginJourney, realms, session, secrets, security, policies, cache, challenges, email
-        case trustedProxies, readiness, metrics, loginPage, cors, oauth2, txnTokens, pdp, forwardAuth, bearer, audit
+        case trustedProxies, readiness, metrics, loginPage, cors, oauth2, txnTokens, pdp, forwardAuth, bearer, audit, approvals
     }
 
     /// What a reload (SIGHUP) does with a change to `key`: applies it, or keeps the running
@@ -133,7 +135,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
         case .log: .partly(\.log, restart: "log.level", \.level)
         case .publicUrl, .paths, .shutdownTimeoutMs, .users, .usersFile, .journeys, .loginJourney, .realms, .session,
              .security, .policies, .cache, .challenges, .email, .trustedProxies, .loginPage, .cors, .oauth2, .txnTokens,
-             .pdp, .forwardAuth, .bearer, .audit:
+             .pdp, .forwardAuth, .bearer, .audit, .approvals:
             .live
         }
     }
@@ -183,6 +185,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
         forwardAuth = o.value(.forwardAuth, default: forwardAuth)
         bearer = o.value(.bearer, default: bearer)
         audit = o.value(.audit, default: audit)
+        approvals = o.value(.approvals, default: approvals)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
