@@ -9,7 +9,9 @@ public enum ApprovalKit: JourneyClient {
 
     /// TransactionKit's configuration with /transfer approved elsewhere (`RemoteApproval`), the
     /// approver passing TOTP (`ApproverTOTP`), emails to the outbox `var/outbox`.
-    public static func config(ttlS: Int = 120, pollMs: Int = 1000, channels: [String] = ["email"],
+    /// `approver`: ApproverTOTP, or ApproverConfirm (a Yes/No step, for races that must not
+    /// depend on single-use codes).
+    public static func config(ttlS: Int = 120, pollMs: Int = 1000, channels: [String] = ["email"], approver: String = "ApproverTOTP",
                               _ extra: [String: Any] = [:]) -> [String: Any] {
         let policies: [[String: Any]] = [
             ["name": "health", "resources": ["/health"], "actions": ["GET"], "subjects": "anyone"],
@@ -22,8 +24,9 @@ public enum ApprovalKit: JourneyClient {
         return deepMerge(deepMerge(base, [
             "journeys": [
                 "RemoteApproval": [["type": "ApproveElsewhere", "channels": channels, "ttlS": ttlS, "pollMs": pollMs,
-                                    "approverJourney": "ApproverTOTP", "message": "Approve on your phone. Code: {code}"]],
+                                    "approverJourney": approver, "message": "Approve on your phone. Code: {code}"]],
                 "ApproverTOTP": [["type": "TOTP", "prompt": "One Time Password"]],
+                "ApproverConfirm": [["type": "Confirm"]],
             ],
             "email": ["outbox": "var/outbox"],
         ]), extra)
@@ -62,6 +65,18 @@ public enum ApprovalKit: JourneyClient {
     /// Submits the step unchanged, as the SDKs do after waitTime.
     public static func poll(_ g: some GatewayUnderTest, _ step: [String: Any], token: String) throws -> HTTPResponse {
         try post(g, authPath, step, headers: [("iPlanetDirectoryPro", token)])
+    }
+
+    /// The approval request's id as the step's authId carries it (signed, not encrypted).
+    public static func requestId(inStep step: [String: Any]) -> String? {
+        guard let authId = step["authId"] as? String else { return nil }
+        let parts = authId.split(separator: ".")
+        guard parts.count == 3 else { return nil }
+        var b64 = parts[1].replacingOccurrences(of: "-", with: "+").replacingOccurrences(of: "_", with: "/")
+        while b64.count % 4 != 0 { b64 += "=" }
+        guard let data = Data(base64Encoded: b64), let claims = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
+              let st = claims["st"] as? [String: Any], let shared = st["shared"] as? [String: Any] else { return nil }
+        return shared["approvalId"] as? String
     }
 
     /// The approval request's id in an email or a webhook payload's link.
