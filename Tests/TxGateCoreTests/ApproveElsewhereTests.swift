@@ -121,6 +121,19 @@ import TxGateCrypto
         #expect(gone == .expired)
     }
 
+    /// Approval bombing: each request counts like an email; over the limit, or locked out, no
+    /// request is made and nothing is sent.
+    @Test func over_the_email_limit_or_locked_out_no_request_is_made_or_sent() {
+        services.emailsAllowed = 1
+        guard case .step = start(engine()) else { Issue.record("the first request must be made"); return }
+        guard case .failure = start(engine()) else { Issue.record("over the limit must fail"); return }
+        #expect(services.approvals.count == 1 && services.notified.count == 1)
+        services.emailsAllowed = 100
+        services.locked.insert("demo")
+        guard case .failure = start(engine()) else { Issue.record("locked out must fail"); return }
+        #expect(services.approvals.count == 1 && services.notified.count == 1)
+    }
+
     @Test func a_store_that_is_down_answers_unavailable_not_approved() throws {
         let e = engine()
         let r = start(e)

@@ -57,7 +57,7 @@ struct ApproveElsewhereNode: JourneyNode {
             done(.failure(reason: "approve elsewhere needs to know the user first"))
             return
         }
-        let create = { (matter: ApprovalRequest.Matter) in
+        let save = { (matter: ApprovalRequest.Matter) in
             let nowMs = Int64(services.now) * 1000
             let request = ApprovalRequest.pending(subject: user, matter: matter, approverJourney: approverJourney, nowMs: nowMs, ttlS: ttlS)
             services.saveApproval(request) { r in
@@ -68,6 +68,15 @@ struct ApproveElsewhereNode: JourneyNode {
                 s.shared[Self.codeKey] = request.bindingCode
                 s.shared[Self.readKey] = String(nowMs)
                 done(.show(s))
+            }
+        }
+        // Each request sends a message to the person: counted like an email (`security.
+        // maxEmailsPerWindow`), refused while the account or session is locked out, so that
+        // nobody can flood a person's phone with requests (approval bombing).
+        let create = { (matter: ApprovalRequest.Matter) in
+            services.mayEmail(context.attempter(user), done,
+                              silently: .failure(reason: "approval request refused: locked out or over the email limit")) {
+                save(matter)
             }
         }
         guard let txid = state.txid else { create(.stepUp(journey: state.journey)); return }
