@@ -202,5 +202,25 @@ import TxGateCrypto
         #expect(body["subject"]?.stringValue == "demo" && body["id"]?.stringValue == request.id)
         let mail = notice.email(to: "demo@example.com")
         #expect(mail.body.contains(notice.link) && mail.body.contains(request.bindingCode) && mail.subject.contains(request.bindingCode))
+        var templates = ApprovalEmailConfig()
+        templates.subject = "[{code}] for {username}"
+        templates.body = "{display} -> {link}"
+        let custom = notice.email(to: "demo@example.com", templates)
+        #expect(custom.subject == "[\(request.bindingCode)] for demo" && custom.body == "Sign-in (Remote) -> \(notice.link)")
+    }
+
+    @Test func approvals_email_templates_are_checked_by_path() throws {
+        func errors(_ json: String) -> [String] {
+            ConfigDeclarationTests.errors(ApprovalsConfig.self, json)
+        }
+        #expect(errors(#"{"email":{"body":"{display} {link}","subject":"{code}"}}"#).isEmpty)
+        #expect(errors(#"{"email":{"body":"{link} {cdoe}"}}"#).first?.hasPrefix("email.body: unknown placeholder '{cdoe}'") == true,
+                "\(errors(#"{"email":{"body":"{link} {cdoe}"}}"#))")
+        #expect(errors(#"{"email":{"body":"no link"}}"#).first?.hasPrefix("email.body: must contain {link}") == true)
+        #expect(errors(#"{"email":{"subject":"{link}"}}"#).first?.hasPrefix("email.subject: unknown placeholder '{link}'") == true)
+        #expect(errors(#"{"webhook":{"url":"http://x/","secretFile":"s","timeoutMs":0}}"#).first?.hasPrefix("webhook.timeoutMs") == true)
+        #expect(errors(#"{"webhook":{"secretFile":"s"}}"#).first?.hasPrefix("webhook.url: required") == true,
+                "\(errors(#"{"webhook":{"secretFile":"s"}}"#))")
+        #expect(errors(#"{"webhok":{}}"#).first?.hasPrefix("webhok: unknown key") == true)
     }
 }

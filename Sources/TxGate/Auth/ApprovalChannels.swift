@@ -59,7 +59,7 @@ final class EmailApprovalChannel: ApprovalChannel {
             auth.metrics.approvalDelivered(.email, ok: false)
             return
         }
-        services.sendEmail(notice.email(to: address)) { [auth] r in
+        services.sendEmail(notice.email(to: address, auth.config.approvals.email)) { [auth] r in
             auth.metrics.approvalDelivered(.email, ok: (try? r.get()) != nil)
             auth.logger.info(r.isSuccess ? "approval request emailed" : "approval request email failed", metadata: [
                 "approval": .string(masked(notice.id)), "user": .string(notice.subject),

@@ -4,16 +4,45 @@ import Foundation
 /// here (it uses `email`); `webhook` is configured here.
 public struct ApprovalsConfig: ConfigObject, Sendable, Equatable {
     public var webhook: WebhookConfig?
+    public var email = ApprovalEmailConfig()
 
     public init() {}
 
     enum Key: String, ConfigKey {
-        case webhook
+        case webhook, email
     }
 
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, keys: Key.self)
         webhook = o.optional(.webhook)
+        email = o.value(.email, default: email)
+    }
+}
+
+/// `approvals.email`: the email channel's message. Templates take `{username}`, `{display}`
+/// (what is approved), `{code}` (the binding code) and, in the body, `{link}` (the approval page).
+public struct ApprovalEmailConfig: ConfigObject, Sendable, Equatable {
+    public static let subjectVariables = ["username", "code"]
+    public static let bodyVariables = ["username", "display", "code", "link"]
+    public var subject = "Approve a request (code {code})"
+    public var body = "Hello {username},\n\nYou are asked to approve:\n\n{display}\n\nThe screen that asked shows the code {code}. If it does not, or you did not ask, deny it.\n\nApprove or deny here (you will sign in first):\n\n{link}\n"
+
+    public init() {}
+
+    enum Key: String, ConfigKey {
+        case subject, body
+    }
+
+    public init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, keys: Key.self)
+        subject = o.value(.subject, default: subject)
+        body = o.value(.body, default: body)
+        for (key, text, known) in [(Key.subject, subject, Self.subjectVariables), (.body, body, Self.bodyVariables)] {
+            if let unknown = EmailTemplate.unknownPlaceholders(in: text, known: Set(known)).first {
+                o.invalid(key, "unknown placeholder '{\(unknown)}' (this \(key.rawValue) may use " + known.map { "{\($0)}" }.joined(separator: ", ") + ")")
+            }
+        }
+        if !body.contains("{link}") { o.invalid(.body, "must contain {link} (the approval page)") }
     }
 }
 

@@ -39,13 +39,13 @@ public struct ApprovalNotice: Equatable, Sendable {
         ]).canonicalBytes
     }
 
-    /// The email: a link to the approval page, with what is approved and the code.
-    public func email(to address: String) -> OutgoingEmail {
-        OutgoingEmail(to: address, subject: "Approve a request (code \(bindingCode))",
-                      body: EmailTemplate.render(Self.emailBody, ["username": subject, "display": display, "code": bindingCode, "link": link]))
+    /// The email: a link to the approval page, with what is approved and the code
+    /// (`approvals.email`'s templates).
+    public func email(to address: String, _ templates: ApprovalEmailConfig = ApprovalEmailConfig()) -> OutgoingEmail {
+        let values = ["username": subject, "display": display, "code": bindingCode, "link": link]
+        return OutgoingEmail(to: address, subject: EmailTemplate.render(templates.subject, values),
+                             body: EmailTemplate.render(templates.body, values))
     }
-
-    static let emailBody = "Hello {username},\n\nYou are asked to approve:\n\n{display}\n\nThe screen that asked shows the code {code}. If it does not, or you did not ask, deny it.\n\nApprove or deny here (you will sign in first):\n\n{link}\n"
 }
 
 public enum ApprovalPagePath {
