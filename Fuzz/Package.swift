@@ -30,5 +30,6 @@ let package = Package(
         fuzzTarget("fuzz-form", ["TxGateCore"]),
         fuzzTarget("fuzz-config", ["TxGateCore"]),
         fuzzTarget("fuzz-cbor", ["TxGateCore"]),
+        fuzzTarget("fuzz-webauthn-outcome", ["TxGateCore", "TxGateCrypto"]),
     ]
 )

@@ -9,7 +9,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 
 seconds="${1:-60}"; shift || true
-all=(request-head response-head chunked json advice path form config cbor)
+all=(request-head response-head chunked json advice path form config cbor webauthn-outcome)
 targets=("$@"); [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 parallel="${FUZZ_PARALLEL:-2}"
 config="${FUZZ_CONFIG:-release}"

@@ -10,7 +10,7 @@
 # --build includes the tools the demo's instructions use (`make run`'s banner, the walk-throughs
 # of README.md and docs/): oathtool for the TOTP codes, curl, and jq for the values they capture.
 # The test set also has the browser tests' headless Chromium (Debian's chromium + chromium-driver)
-# and the Python packages selenium and authlib (from PyPI with pip, only those `python3` cannot
+# and the Python packages selenium, authlib, fido2 and webauthn (from PyPI with pip, only those `python3` cannot
 # import): authlib is the real OAuth 2.0 / OpenID Connect client of the provider's tests.
 # The test set runs the same walk-throughs with these tools (RunnableDocsTests, docs/RUNNABLE-DOCS.md).
 # python3-aiosmtpd is the real SMTP server the email tests (Tests/TxGateEmailTests) deliver to.
@@ -27,7 +27,7 @@ test=(openssl chromium chromium-driver python3 python3-pip python3-aiosmtpd redi
 bench=(wrk)
 
 want=()
-python_test=0   # 1: also install the test set's Python packages (selenium, authlib)
+python_test=0   # 1: also install the test set's Python packages (selenium, authlib, fido2, webauthn)
 set_name="${1:-}"
 [ "$set_name" != --list ] || set_name=""
 case "$set_name" in
@@ -59,10 +59,15 @@ fi
 # selenium drives chromium in the browser tests (Tests/IntegrationTests/browser/drive.py) and
 # authlib is the OAuth client of Tests/IntegrationTests/oauth/client.py, both with the same
 # `python3` the tests find on PATH. Debian's own python3 is "externally managed" (PEP 668): only
-# there is --break-system-packages needed.
+# there is --break-system-packages needed. fido2 is the software authenticator of the passkey
+# tests and webauthn (py_webauthn) their independent verifier of the evidence in a Txn-Token
+# (Tests/IntegrationTests/webauthn/).
 [ "$python_test" -eq 1 ] || exit 0
 pypi=()
-for m in selenium authlib; do python3 -c "import $m" 2>/dev/null || pypi+=("$m"); done
+for spec in selenium authlib 'fido2>=2.2,<3' 'webauthn>=2,<3'; do
+  m=${spec%%[<>=]*}
+  python3 -c "import $m" 2>/dev/null || pypi+=("$spec")
+done
 [ ${#pypi[@]} -gt 0 ] || exit 0
 echo "install-deps: installing ${pypi[*]} (pip)" >&2
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1 PIP_ROOT_USER_ACTION=ignore
@@ -74,4 +79,4 @@ if ! pip_out=$(python3 -m pip install --quiet "${pypi[@]}" 2>&1); then
     exit 1
   fi
 fi
-python3 -c 'import selenium, authlib'
+python3 -c 'import selenium, authlib, fido2, webauthn'

@@ -68,7 +68,8 @@ cat <<MSG
     curl -i $gateway_url/-/health          # the gateway's own health
     curl -i $gateway_url/accounts          # needs a session: 307 to the login page
     open $gateway_url/ in a browser: sign in as demo (password Ch4ngeMe!), send a transfer
-    from the form, approve it with the TOTP code (oathtool --totp -b JBSWY3DPEHPK3PXP)
+    from the form, approve it with the TOTP code (oathtool --totp -b JBSWY3DPEHPK3PXP);
+    then create a passkey at $gateway_url/am/XUI/passkeys and approve the next one with it
 
   docs/TRANSACTIONS.md walks through a login and a one-shot transfer with curl.
   The binaries are $bin/txgate and $bin/demo-bank

@@ -159,6 +159,13 @@ public struct JourneyStep: Sendable, Equatable {
     /// The step suspended (magic link): nothing to answer, resume with the emailed URI.
     public var isSuspended: Bool { callbacks.contains { $0.kind == .suspendedTextOutput } }
 
+    /// The step asks for a passkey (AM's WebAuthn callbacks: the `webAuthnOutcome` hidden value
+    /// beside a MetadataCallback), which only a browser or a platform's WebAuthn API can answer.
+    public var isPasskeyStep: Bool {
+        callbacks.contains { $0.kind == .hiddenValue && $0.hiddenId == "webAuthnOutcome" }
+            && callbacks.contains { $0.type == "MetadataCallback" }
+    }
+
     /// `{"authId": ..., "callbacks": [...]}` with the inputs as set.
     var body: String {
         #"{"authId":"\#(JSONText.escape(authId))","callbacks":["# + callbacks.map(\.json.canonical).joined(separator: ",") + "]}"

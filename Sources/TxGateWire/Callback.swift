@@ -57,6 +57,19 @@ public struct Callback: Equatable, Sendable {
         Callback(type: "PollingWaitCallback", output: [Field("waitTime", .string(String(waitTimeMs))), Field("message", .string(message))])
     }
 
+    /// AM's MetadataCallback: one output, `data`, for the client's own code (a WebAuthn step's
+    /// options); no input.
+    public static func metadata(_ data: JSONValue) -> Callback {
+        Callback(type: "MetadataCallback", output: [Field("data", data)])
+    }
+
+    /// AM's HiddenValueCallback: the client writes into its input; AM's input starts out
+    /// holding the id (`webAuthnOutcome`), its output `value` "false".
+    public static func hiddenValue(id: String) -> Callback {
+        Callback(type: "HiddenValueCallback", output: [Field("value", "false"), Field("id", .string(id))],
+                 input: [Field("IDToken", .string(id))])
+    }
+
     public static func confirmation(_ prompt: String, options: [String], defaultOption: Int) -> Callback {
         Callback(type: "ConfirmationCallback",
                  output: [Field("prompt", .string(prompt)), Field("messageType", 0),

@@ -74,6 +74,7 @@ enum BankPages {
             <label for="payee">Payee</label><input id="payee" name="payee" required placeholder="Name of the person or company">
             <button type="submit" id="send">Send transfer</button>
             </form>
+            <p class="note"><a id="passkeys" href="/am/XUI/passkeys">Your passkeys</a>: approve transfers with a passkey instead of a code.</p>
             """)
     }
 

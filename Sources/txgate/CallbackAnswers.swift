@@ -40,8 +40,17 @@ struct CallbackAnswers: StepUpDelegate {
     /// The messages of the step (what a transaction approves) go to stderr first, then each
     /// callback that needs input is answered.
     func fill(_ step: JourneyStep) throws -> JourneyStep {
-        for message in step.displayedMessages { printError(message) }
         var step = step
+        // A passkey needs a browser: take the code the step offers instead, or say where to go.
+        if step.isPasskeyStep {
+            guard let i = step.callbacks.firstIndex(where: { $0.kind == .confirmation && $0.options.first?.contains("code") == true }) else {
+                throw CLIFailure.journey("this step asks for a passkey, which the command line cannot make: approve it in a browser")
+            }
+            printError("this step asks for a passkey, which needs a browser: choosing \"\(step.callbacks[i].options[0])\"")
+            step.callbacks[i].answer("0")
+            return step
+        }
+        for message in step.displayedMessages { printError(message) }
         for i in step.callbacks.indices where step.callbacks[i].needsInput {
             let c = step.callbacks[i]
             if let value = lookup(c) {

@@ -225,6 +225,7 @@ struct FirstRunTests {
         let port = try Ports.free()
         let demo = try String(contentsOf: BinaryLocator.packageRoot.appendingPathComponent("gateway.json"), encoding: .utf8)
         let config = try bed.dir.write("gateway.json", demo.replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:\(port)")
+            .replacingOccurrences(of: "localhost:8080", with: "localhost:\(port)")
             .replacingOccurrences(of: "http://127.0.0.1:9000", with: bank.url))
         let gateway = try bed.spawn(try BinaryLocator.txgate, ["serve", "--config", config.path, "--workers", "1"])
         try gateway.waitForPort(port)

@@ -251,7 +251,7 @@ final class FakeServices: JourneyServices {
         let built = JourneyEngine.build(["L": [NodeConfig(type: "Nope", path: "journeys.L[0]"),
                                                NodeConfig(type: "Message", settings: ["message": "m", "colour": "red"], path: "journeys.L[1]")]])
         #expect(built.errors.map(\.description) == [
-            "journeys.L[0].type: 'Nope' is not a node type (ApproveElsewhere, Confirm, EmailOTP, EmailSuspend, Message, TOTP, UsernameOnly, UsernamePassword)",
+            "journeys.L[0].type: 'Nope' is not a node type (ApproveElsewhere, Confirm, EmailOTP, EmailSuspend, Message, TOTP, UsernameOnly, UsernamePassword, WebAuthnAuthentication, WebAuthnRegistration)",
             "journeys.L[1].colour: unknown key",
         ])
     }

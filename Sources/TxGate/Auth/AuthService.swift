@@ -28,6 +28,8 @@ final class AuthService: Sendable {
     let codeKey: [UInt8]
     let logger: Logger
     let metrics: GatewayMetrics
+    /// The relying party and settings of the passkey nodes; nil without `webauthn`.
+    let passkeys: (WebAuthn.RelyingParty, WebAuthnConfig)?
 
     init(config: GatewayConfig, store: Store, signingKey: [UInt8], emailDelivery: EmailDelivery?, webhook: WebhookTarget? = nil,
          clock: WallClock = .system, logger: Logger, metrics: GatewayMetrics) {
@@ -46,6 +48,7 @@ final class AuthService: Sendable {
         sessions = SessionManager(store: store, config: config.session, secureCookie: publicURL.isTLS)
         gotoPolicy = GotoPolicy(origin: publicURL)
         self.publicURL = publicURL.description
+        passkeys = config.webauthn.flatMap { c in c.relyingParty(publicURL: publicURL).map { ($0, c) } }
         let logo = config.loginPage.logoFile.flatMap { FileManager.default.contents(atPath: $0) }.map { [UInt8]($0) }
         loginPageView = LoginPageView(config: config.loginPage, logo: logo,
                                       magicLinkJourney: LoginPageView.magicLinkJourney(in: config.journeys))

@@ -45,6 +45,11 @@ final class EmbeddedJourneyServices: JourneyServices {
 
     func keyedDigest(_ value: [UInt8]) -> [UInt8] { Crypto.hmacSHA256(key: auth.codeKey, data: value) }
 
+    var passkeyServices: PasskeyServices? {
+        guard let (relyingParty, config) = auth.passkeys else { return nil }
+        return PasskeyServices(passkeys: PasskeyStore(store: store, executor: loop), relyingParty: relyingParty, config: config)
+    }
+
     func user(named name: String) -> UserRecord? { auth.users[name] }
 
     func verifyPassword(_ password: String, of user: UserRecord?, _ done: @escaping (Bool) -> Void) {

@@ -143,7 +143,9 @@ struct JourneyCompletion {
             switch r {
             case .failure(let e): ctx.fail(.storeUnavailable(e.description))
             case .success(let bytes):
-                guard let bytes, let tx = TransactionRecord.decode(bytes)?.approved(by: state.username) else {
+                // Approved with a passkey: the assertion's evidence is kept with the transaction.
+                let passkey = state.shared[PasskeyNodes.evidenceKey].flatMap { JSONValue.parse(Array($0.utf8)) }
+                guard let bytes, let tx = TransactionRecord.decode(bytes)?.approved(by: state.username, passkey: passkey) else {
                     finish(ctx, .failure(reason: "transaction gone before completion"), submittedUser: state.username)
                     return
                 }

@@ -124,6 +124,8 @@ enum LoginPageScript {
         } else if (why === "locked_out") {
           done("Too many wrong codes: approvals are locked for up to " + lockedFor(j.detail.retryAfterS) + "." + nothing +
             " Try again later.");
+        } else if (why === "no_passkey") {
+          done("You have no passkey yet." + nothing + " Create one on your account page, then try again.");
         } else if (why === "declined") {
           done("Declined. Nothing was approved, and the request was not sent.");
         } else if ((m === "Login failure" || !m) && askedCode) {
@@ -215,6 +217,7 @@ enum LoginPageScript {
         carried = "";
         var submit = true;
         askedCode = false;
+        var passkeyStep = step.callbacks.some(function (c) { return c.type === "MetadataCallback"; });
         step.callbacks.forEach(function (cb, i) {
           var id = "cb" + i, el;
           switch (cb.type) {
@@ -258,7 +261,8 @@ enum LoginPageScript {
               (out(cb, "options") || []).forEach(function (label, n) {
                 var b = document.createElement("button");
                 b.type = "button"; b.textContent = label; b.id = id + "_" + n;
-                if (n > 0) b.className = "secondary";
+                // Beside a passkey, the choice is the way out (a one-time code instead).
+                if (n > 0 || passkeyStep) b.className = "secondary";
                 b.addEventListener("click", function () { cb.input[0].value = n; send(); });
                 form.appendChild(b);
               });
@@ -275,6 +279,15 @@ enum LoginPageScript {
               break;
             case "HiddenValueCallback":
               break;
+            case "MetadataCallback":
+              var data = out(cb, "data") || {};
+              var hidden = step.callbacks.filter(function (c) {
+                return c.type === "HiddenValueCallback" && out(c, "id") === "webAuthnOutcome";
+              })[0];
+              if (data.relyingPartyId === undefined || !hidden) break;
+              submit = false;
+              passkeyButton(data, hidden);
+              break;
             default:
               var u = document.createElement("p");
               u.className = "msg warning";
@@ -289,6 +302,92 @@ enum LoginPageScript {
         }
         var first = form.querySelector("input");
         if (first) first.focus();
+      }
+      // A passkey step (AM's WebAuthn callbacks): the browser's own prompt, started by a click,
+      // and its answer written into the hidden outcome exactly as the ForgeRock SDKs write it.
+      function bytes64(s) { return Uint8Array.from(atob(s), function (c) { return c.charCodeAt(0); }); }
+      function int8(buf) { return Array.prototype.join.call(new Int8Array(buf), ","); }
+      function text(buf) { return new TextDecoder().decode(new Uint8Array(buf)); }
+      function ids(list) {
+        return (list || []).map(function (c) { return {type: "public-key", id: new Int8Array(c.id).buffer}; });
+      }
+      // A payment approved in the browser's own dialog (Secure Payment Confirmation), which shows
+      // the amount and the payee itself; null where the browser has none (then plain WebAuthn).
+      var cardIcon = "data:image/svg+xml;base64,PHN2ZyB4bWxucz0naHR0cDovL3d3dy53My5vcmcvMjAwMC9zdmcnIHdpZHRoPSczMicgaGVpZ2h0PScyMCc+PHJlY3Qgd2lkdGg9JzMyJyBoZWlnaHQ9JzIwJyByeD0nMycgZmlsbD0nIzMzNCcvPjwvc3ZnPg==";
+      var paymentDialogFailed = false;
+      function paymentDialog(data, allow) {
+        var p = data._securePaymentConfirmation;
+        if (!p || !allow.length || !window.PaymentRequest || paymentDialogFailed) return Promise.resolve(null);
+        var logo = document.querySelector("img.logo");
+        var method = {credentialIds: allow.map(function (c) { return c.id; }), challenge: bytes64(data.challenge),
+                      rpId: data._relyingPartyId, timeout: Number(data.timeout), payeeOrigin: location.origin,
+                      instrument: {displayName: p.instrument.displayName, icon: logo ? logo.src : cardIcon, iconMustBeShown: false}};
+        if (p.payeeName) method.payeeName = p.payeeName;
+        var request;
+        try {
+          request = new PaymentRequest([{supportedMethods: "secure-payment-confirmation", data: method}],
+                                       {total: {label: "Total", amount: {currency: p.total.currency, value: p.total.value}}});
+        } catch (e) { return Promise.resolve(null); }
+        return request.canMakePayment().then(function (ok) {
+          if (!ok) return null;
+          return request.show().then(function (r) { return r.complete("success").then(function () { return r.details; }); },
+                                     function (e) { paymentDialogFailed = true; throw e; });  // next time, plain WebAuthn
+        }, function () { return null; });
+      }
+      function passkeyButton(data, hidden) {
+        var create = data.pubKeyCredParams !== undefined;
+        var b = document.createElement("button");
+        b.type = "button"; b.id = "passkey";
+        b.textContent = create ? "Create a passkey" : approval ? "Approve with passkey" : "Sign in with passkey";
+        form.appendChild(b);
+        if (!window.PublicKeyCredential) {
+          say("This browser cannot use passkeys.", "error");
+          b.disabled = true;
+          return;
+        }
+        b.addEventListener("click", function () {
+          say("");
+          b.disabled = true;
+          var pending;
+          if (create) {
+            pending = navigator.credentials.create({publicKey: {
+              challenge: bytes64(data.challenge),
+              rp: {name: data.relyingPartyName, id: data._relyingPartyId},
+              user: {id: new TextEncoder().encode(data.userId), name: data.userName, displayName: data.displayName || data.userName},
+              pubKeyCredParams: data._pubKeyCredParams,
+              attestation: data.attestationPreference,
+              authenticatorSelection: data._authenticatorSelection,
+              excludeCredentials: ids(data._excludeCredentials),
+              timeout: Number(data.timeout),
+              // A credential Secure Payment Confirmation can use (where the browser has it).
+              extensions: data._paymentCredential ? {payment: {isPayment: true}} : {}
+            }}).then(function (c) {
+              return text(c.response.clientDataJSON) + "::" + int8(c.response.attestationObject) + "::" + c.id;
+            });
+          } else {
+            var options = {challenge: bytes64(data.challenge), timeout: Number(data.timeout),
+                           userVerification: data.userVerification, rpId: data._relyingPartyId};
+            var allow = ids(data._allowCredentials);
+            if (allow.length) options.allowCredentials = allow;
+            pending = paymentDialog(data, allow).then(function (c) {
+              return c || navigator.credentials.get({publicKey: options});
+            }).then(function (c) {
+              var v = text(c.response.clientDataJSON) + "::" + int8(c.response.authenticatorData) + "::" +
+                int8(c.response.signature) + "::" + c.id;
+              if (c.response.userHandle && c.response.userHandle.byteLength) v += "::" + text(c.response.userHandle);
+              return v;
+            });
+          }
+          pending.then(function (outcome) {
+            hidden.input[0].value = outcome;
+            send();
+          }, function (e) {
+            // Closed, timed out, or no passkey here: nothing was sent, so try again.
+            b.disabled = false;
+            say(e && e.name === "InvalidStateError" ? "This passkey is registered already." :
+                "The passkey prompt was closed or timed out. Try again.", "error");
+          });
+        });
       }
       function send() {
         if (!current) return;

@@ -27,6 +27,8 @@ final class TxnTokenIssuer: Sendable {
         if let tx = consumed {
             tctx["bound"] = .object(tx.bound)
             if let display = tx.display { tctx["display"] = .string(display) }
+            // Approved with a passkey: the assertion, which commits to what is approved.
+            if let passkey = tx.passkey { tctx["passkey"] = passkey }
             rctx["authn"] = .string(tx.journey)
         } else if let journey = subject.journeys.last {
             rctx["authn"] = .string(journey)

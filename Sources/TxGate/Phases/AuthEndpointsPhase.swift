@@ -10,6 +10,7 @@ struct AuthEndpointsPhase: RequestPhase {
         let transactions: TransactionsEndpoint
         let approvals: ApprovalsEndpoint
         let approvalPage: ApprovalPage
+        let passkeys: PasskeysEndpoint
         let policies: PoliciesEndpoint?
         let loginPage: LoginPage
     }
@@ -23,6 +24,7 @@ struct AuthEndpointsPhase: RequestPhase {
                       sessions: SessionsEndpoint(auth: auth, loop: loop),
                       transactions: TransactionsEndpoint(auth: auth, loop: loop),
                       approvals: ApprovalsEndpoint(auth: auth, loop: loop), approvalPage: ApprovalPage(auth: auth),
+                      passkeys: PasskeysEndpoint(auth: auth, loop: loop),
                       policies: pdp.map { PoliciesEndpoint(auth: auth, pdp: $0, policies: policies, loop: loop) },
                       loginPage: LoginPage(auth: auth, loop: loop))
         }
@@ -44,6 +46,9 @@ struct AuthEndpointsPhase: RequestPhase {
         if path == ApprovalPagePath.path {
             return ctx.suspend { endpoints.approvalPage.serve(EndpointCall(ctx, $0)) }
         }
+        if path == PasskeysEndpoint.pagePath {
+            return ctx.suspend { endpoints.passkeys.page(EndpointCall(ctx, $0)) }
+        }
         guard path.hasPrefix("/am/json/"), let (realm, endpoint) = AuthService.route(path) else {
             return .fail(.notFound("no authentication service endpoint at \(path)"))
         }
@@ -58,6 +63,7 @@ struct AuthEndpointsPhase: RequestPhase {
         case "sessions": return ctx.suspend { endpoints.sessions.handle(EndpointCall(ctx, $0), realm: realm) }
         case "transactions": return ctx.suspend { endpoints.transactions.handle(EndpointCall(ctx, $0), realm: realm) }
         case "approvals": return ctx.suspend { endpoints.approvals.handle(EndpointCall(ctx, $0), realm: realm) }
+        case "passkeys": return ctx.suspend { endpoints.passkeys.handle(EndpointCall(ctx, $0), realm: realm) }
         case "policies":
             guard let policies = endpoints.policies else { fallthrough }
             return ctx.suspend { policies.handle(EndpointCall(ctx, $0), realm: realm) }

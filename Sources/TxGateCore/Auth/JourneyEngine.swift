@@ -106,10 +106,9 @@ public final class JourneyEngine: Sendable {
                 done(.failure(reason: reason, kind: kind, attemptsLeft: attemptsLeft))
             case .unavailable(let why):
                 done(.unavailable(why))
-            case .again(let same):
-                var s = same
-                s.node = state.node
-                done(.step(authId: sign(s, context), callbacks: node.callbacks(s, context)))
+            case .again(var same):
+                same.node = state.node
+                done(.step(authId: sign(same, context), callbacks: node.callbacks(same, context)))
             case .next(var next):
                 next.node = state.node + 1
                 if next.node >= journey.nodes.count {
@@ -134,8 +133,8 @@ public final class JourneyEngine: Sendable {
                 var s = state
                 s.shared[Self.retryMark] = "1"
                 done(.step(authId: sign(s, context), callbacks: [.text(message, messageType: "2")]))
-            case .failure(let reason):
-                done(.failure(reason: reason))
+            case .failure(let reason, let kind):
+                done(.failure(reason: reason, kind: kind))
             case .unavailable(let why):
                 done(.unavailable(why))
             }

@@ -62,6 +62,8 @@ public enum FailureKind: String, Equatable, Sendable {
     case lockedOut = "locked_out"
     /// The person said no (a Confirmation step's "No").
     case declined
+    /// A passkey step for a user who has registered none.
+    case noPasskey = "no_passkey"
     /// The person denied an approval request on another device (`ApproveElsewhere`).
     case denied
     /// An approval request expired before anyone decided it.
@@ -72,16 +74,16 @@ public enum FailureKind: String, Equatable, Sendable {
 public enum NodeOutcome: Equatable, Sendable {
     /// Go on to the next node with this state.
     case next(JourneyState)
+    /// Stay on this node: show its callbacks again, for this state, re-signed (a passkey step
+    /// whose person chose the one-time code instead; `ApproveElsewhere` answering a poll while
+    /// its approval request is pending).
+    case again(JourneyState)
     /// The journey fails (401 Login failure). The reason is for the log only, never the client;
     /// the kind may be told to a person inside a live session (`FailureKind`), and so may
     /// `attemptsLeft`: the failures still allowed before the lockout, when this one was counted.
     case failure(reason: String, kind: FailureKind = .other, attemptsLeft: Int? = nil)
     /// A backing service is down: fail closed with 503.
     case unavailable(String)
-    /// Show the same node's step again, with this state (re-signed): the node waits for
-    /// something that happens elsewhere (`ApproveElsewhere` answers each poll this way while
-    /// its approval request is pending).
-    case again(JourneyState)
 }
 
 /// What entering a node leads to, before its callbacks are shown.
@@ -92,7 +94,7 @@ public enum EntryOutcome: Sendable {
     case suspend(message: String)
     /// Show an error text; answering it enters the node again (e.g. an email that failed).
     case error(String)
-    case failure(reason: String)
+    case failure(reason: String, kind: FailureKind = .other)
     case unavailable(String)
 }
 
@@ -135,6 +137,8 @@ public protocol JourneyServices: AnyObject {
     /// A keyed hash (HMAC-SHA256 with a server secret) of a one-time value, so that the store
     /// never holds a code that can be read or brute-forced offline.
     func keyedDigest(_ value: [UInt8]) -> [UInt8]
+    /// The passkey nodes' services; nil (the default) where `webauthn` is not configured.
+    var passkeyServices: PasskeyServices? { get }
     /// Stores a new approval request (`ApprovalRequest.key`), kept a little past its expiry so
     /// that a late poll or page is told "expired" rather than "unknown".
     func saveApproval(_ request: ApprovalRequest, _ done: @escaping (StoreResult<Void>) -> Void)
@@ -212,6 +216,8 @@ public enum JourneyNodes {
         "UsernameOnly": { s, p throws(NodeConfigError) in try UsernameOnlyNode(s, p) },
         "EmailOTP": { s, p throws(NodeConfigError) in try EmailOTPNode(s, p) },
         "EmailSuspend": { s, p throws(NodeConfigError) in try EmailSuspendNode(s, p) },
+        "WebAuthnRegistration": { s, p throws(NodeConfigError) in try WebAuthnRegistrationNode(s, p) },
+        "WebAuthnAuthentication": { s, p throws(NodeConfigError) in try WebAuthnAuthenticationNode(s, p) },
         "ApproveElsewhere": { s, p throws(NodeConfigError) in try ApproveElsewhereNode(s, p) },
     ]
 

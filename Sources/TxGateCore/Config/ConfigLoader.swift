@@ -228,6 +228,20 @@ public enum ConfigLoader {
                 issues.errors.append(ConfigError(path: "loginPage.defaultGoto",
                                                  message: "'\(config.loginPage.defaultGoto)' is not a path or a URL on the gateway's origin (\(publicURL.origin))"))
             }
+            let passkeyNodes = config.journeys.values.joined().filter { PasskeyNodes.types.contains($0.type) }
+            if let first = passkeyNodes.first {
+                if config.webauthn == nil {
+                    issues.errors.append(ConfigError(path: first.path, message: "\(first.type) needs `webauthn` (at least {} for the defaults)"))
+                } else if config.webauthn?.relyingParty(publicURL: publicURL) == nil {
+                    issues.errors.append(ConfigError(path: "webauthn.rpId",
+                                                     message: "required: publicUrl's host \(publicURL.host) is not a domain name, and passkeys need one (such as localhost)"))
+                }
+            }
+            if let rpId = config.webauthn?.rpId, config.webauthn?.origins.isEmpty == true,
+               !WebAuthnConfig.host(publicURL.host, isWithin: rpId) {
+                issues.errors.append(ConfigError(path: "webauthn.origins",
+                                                 message: "required: publicUrl's host \(publicURL.host) is not on rpId '\(rpId)'; list the origins the passkey pages run on"))
+            }
             if config.session.sameSite == "None" && !publicURL.isTLS {
                 issues.errors.append(ConfigError(path: "session.sameSite",
                                                  message: "None needs a Secure cookie, so an https publicUrl (or tls); browsers drop a SameSite=None cookie that is not Secure"))

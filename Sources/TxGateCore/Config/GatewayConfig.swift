@@ -100,6 +100,8 @@ public struct GatewayConfig: ConfigObject, Sendable {
     /// Other OpenID providers whose access tokens are subjects.
     public var bearer = BearerConfig()
     public var audit = AuditConfig()
+    /// Passkeys: the relying party; nil: the passkey nodes cannot be used.
+    public var webauthn: WebAuthnConfig?
     /// How approval requests reach people (`ApproveElsewhere`).
     public var approvals = ApprovalsConfig()
 
@@ -109,7 +111,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
     public enum Key: String, CaseIterable, Sendable, ConfigKey {
         case listen, workers, publicUrl, upstream, store, limits, paths, tls, log, shutdownTimeoutMs, users, usersFile
         case journeys, loginJourney, realms, session, secrets, security, policies, cache, challenges, email
-        case trustedProxies, readiness, metrics, loginPage, cors, oauth2, txnTokens, pdp, forwardAuth, bearer, audit, approvals
+        case trustedProxies, readiness, metrics, loginPage, cors, oauth2, txnTokens, pdp, forwardAuth, bearer, audit, webauthn, approvals
     }
 
     /// What a reload (SIGHUP) does with a change to `key`: applies it, or keeps the running
@@ -135,7 +137,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
         case .log: .partly(\.log, restart: "log.level", \.level)
         case .publicUrl, .paths, .shutdownTimeoutMs, .users, .usersFile, .journeys, .loginJourney, .realms, .session,
              .security, .policies, .cache, .challenges, .email, .trustedProxies, .loginPage, .cors, .oauth2, .txnTokens,
-             .pdp, .forwardAuth, .bearer, .audit, .approvals:
+             .pdp, .forwardAuth, .bearer, .audit, .webauthn, .approvals:
             .live
         }
     }
@@ -185,6 +187,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
         forwardAuth = o.value(.forwardAuth, default: forwardAuth)
         bearer = o.value(.bearer, default: bearer)
         audit = o.value(.audit, default: audit)
+        webauthn = o.optional(.webauthn)
         approvals = o.value(.approvals, default: approvals)
     }
 

@@ -38,6 +38,9 @@ public struct AuditEvent: Equatable, Sendable {
     /// A refused retry's body digest, kept in the entry so that the export can say how the
     /// retry differed from the record the store found (`TransactionRecord.mismatch`).
     public var bodyDigest: String?
+    /// An approval made with a passkey: the evidence (`WebAuthn.Evidence`'s JSON), which
+    /// anyone can check later without the gateway (WIRE-EXTENSIONS §11b).
+    public var passkey: JSONValue?
     /// When the store wrote it, epoch ms (set from the stored record; not part of `entry`).
     public var timeMs: Int64?
     /// The store's identity of the record (set from the stored record; not part of `entry`).
@@ -45,7 +48,7 @@ public struct AuditEvent: Equatable, Sendable {
 
     public init(kind: Kind, txid: String, subject: String, requestId: String, realm: String? = nil, method: String? = nil,
                 resource: String? = nil, journey: String? = nil, display: String? = nil, bound: [String: JSONValue] = [:],
-                reason: String? = nil, bodyDigest: String? = nil) {
+                reason: String? = nil, bodyDigest: String? = nil, passkey: JSONValue? = nil) {
         self.kind = kind
         self.txid = txid
         self.subject = subject
@@ -58,12 +61,13 @@ public struct AuditEvent: Equatable, Sendable {
         self.bound = bound
         self.reason = reason
         self.bodyDigest = bodyDigest
+        self.passkey = passkey
     }
 
     /// An approval: everything shown comes from the record the journey completed.
     public static func approved(_ tx: TransactionRecord, requestId: String) -> AuditEvent {
         AuditEvent(kind: .approved, txid: tx.txid, subject: tx.subject, requestId: requestId, realm: tx.realm, method: tx.method,
-                   resource: tx.resource, journey: tx.journey, display: tx.display, bound: tx.bound)
+                   resource: tx.resource, journey: tx.journey, display: tx.display, bound: tx.bound, passkey: tx.passkey)
     }
 
     /// A retry's consume, for `AuditAppend`: `consumed` if the store takes the record,
@@ -90,6 +94,7 @@ public struct AuditEvent: Equatable, Sendable {
         if !bound.isEmpty { o["bound"] = .object(bound) }
         if let reason { o["reason"] = .string(reason) }
         if let bodyDigest { o["bodyDigest"] = .string(bodyDigest) }
+        if let passkey { o["passkey"] = passkey }
         return JSONValue.object(o).canonicalBytes
     }
 
@@ -103,7 +108,7 @@ public struct AuditEvent: Equatable, Sendable {
         self.init(kind: kind, txid: txid, subject: subject, requestId: requestId, realm: o["realm"]?.stringValue,
                   method: o["method"]?.stringValue, resource: o["resource"]?.stringValue, journey: o["journey"]?.stringValue,
                   display: o["display"]?.stringValue, bound: o["bound"]?.objectValue ?? [:], reason: o["reason"]?.stringValue,
-                  bodyDigest: o["bodyDigest"]?.stringValue)
+                  bodyDigest: o["bodyDigest"]?.stringValue, passkey: o["passkey"])
     }
 
     /// The event a store's record holds, completed from the transaction the store found: what

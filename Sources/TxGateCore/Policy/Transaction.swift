@@ -21,6 +21,9 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
     public var display: String?
     /// Unix seconds.
     public var expires: Int
+    /// How it was approved, when with a passkey: `WebAuthn.Evidence`'s JSON, which the
+    /// Txn-Token of the request it opens carries.
+    public var passkey: JSONValue?
     /// `TransactionBinding.seal` of the request that created it, stored with the record: a
     /// retry consumes the record in one store step, by matching this and the state (`Store.takeIf`).
     public var seal: String {
@@ -28,7 +31,8 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
     }
 
     public init(txid: String, state: State = .created, realm: String, resource: String, method: String, subject: String,
-                journey: String, bodyDigest: String?, bound: [String: JSONValue], display: String?, expires: Int) {
+                journey: String, bodyDigest: String?, bound: [String: JSONValue], display: String?, expires: Int,
+                passkey: JSONValue? = nil) {
         self.txid = txid
         self.state = state
         self.realm = realm
@@ -40,6 +44,7 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         self.bound = bound
         self.display = display
         self.expires = expires
+        self.passkey = passkey
     }
 
     /// What the store checks, in the same step as it deletes the record, before a retry may pass.
@@ -69,6 +74,7 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         ]
         if let bodyDigest { o["bodyDigest"] = .string(bodyDigest) }
         if let display { o["display"] = .string(display) }
+        if let passkey { o["passkey"] = passkey }
         return JSONValue.object(o).canonicalBytes
     }
 
@@ -82,7 +88,7 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
               let expires = o["expires"]?.intValue else { return nil }
         return TransactionRecord(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
                                   journey: journey, bodyDigest: o["bodyDigest"]?.stringValue, bound: bound,
-                                  display: o["display"]?.stringValue, expires: expires)
+                                  display: o["display"]?.stringValue, expires: expires, passkey: o["passkey"])
     }
 
     /// Why this transaction cannot open `request`, or nil if it can.
@@ -429,10 +435,12 @@ extension TransactionRecord {
 
     /// The record as its completed journey leaves it (COMPLETED), or nil when `uid` cannot
     /// complete it (no longer CREATED, or another subject's).
-    public func approved(by uid: String?) -> TransactionRecord? {
+    /// `passkey`: the evidence of an approval made with a passkey, kept with the record.
+    public func approved(by uid: String?, passkey: JSONValue? = nil) -> TransactionRecord? {
         guard state == .created, subject == uid else { return nil }
         var done = self
         done.state = .completed
+        done.passkey = passkey
         return done
     }
 }

@@ -40,10 +40,12 @@ public struct FencedKeys: Sendable, Equatable {
 
     /// The gateway's own: transactions, email codes, suspended journeys (a magic link),
     /// OAuth authorization codes, approval requests (one decided before a restore must not be
-    /// pending again); and each user's last accepted TOTP step, a marker.
+    /// pending again), passkey challenges (one answered before a restore must not be answerable
+    /// again: the same assertion would pass twice); and each user's last accepted TOTP step, a marker.
     /// FencedKeysTests checks these against the keys the gateway really writes.
     public static let oneShot = FencedKeys(
-        records: [TransactionRecord.key(""), "emailotp:", "suspended:", "oauth2:code:", ApprovalRequest.keyPrefix],
+        records: [TransactionRecord.key(""), "emailotp:", "suspended:", "oauth2:code:", ApprovalRequest.keyPrefix,
+                  PasskeyChallenge.keyPrefix],
         markers: [TOTPStepRecord.keyPrefix],
         quarantineMs: [TOTPStepRecord.keyPrefix: TOTPStepRecord.replayWindowMs])
 

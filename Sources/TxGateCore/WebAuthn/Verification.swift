@@ -24,11 +24,20 @@ extension WebAuthn {
         public var requireUserVerification: Bool
         /// The algorithms of `pubKeyCredParams`.
         public var algorithms: Set<COSEAlgorithm>
+        /// A format not verified here (any but `none` and packed self attestation) is accepted
+        /// as `none` (true: nothing is claimed about the authenticator) or refused (false).
+        public var acceptUnverifiedAsNone: Bool
+        /// Only an attestation verified here is accepted: `none` is refused, and so is every
+        /// format not verified here.
+        public var requireAttestation: Bool
 
-        public init(challenge: [UInt8], requireUserVerification: Bool, algorithms: Set<COSEAlgorithm> = Set(COSEAlgorithm.allCases)) {
+        public init(challenge: [UInt8], requireUserVerification: Bool, algorithms: Set<COSEAlgorithm> = Set(COSEAlgorithm.allCases),
+                    acceptUnverifiedAsNone: Bool = false, requireAttestation: Bool = false) {
             self.challenge = challenge
             self.requireUserVerification = requireUserVerification
             self.algorithms = algorithms
+            self.acceptUnverifiedAsNone = acceptUnverifiedAsNone && !requireAttestation
+            self.requireAttestation = requireAttestation
         }
     }
 
@@ -93,8 +102,15 @@ extension WebAuthn {
         }
         guard Crypto.constantTimeEquals(response.rawId, credential.credentialId) else { throw .credentialIdMismatch }
 
-        let attestation = try verifyStatement(fmt: fmt, statement, key: credential.publicKey,
-                                              signed: authDataBytes + clientDataHash)
+        let attestation: AttestationType
+        do {
+            attestation = try verifyStatement(fmt: fmt, statement, key: credential.publicKey, signed: authDataBytes + clientDataHash)
+        } catch .unsupportedAttestation where expecting.acceptUnverifiedAsNone {
+            attestation = .none
+        }
+        if expecting.requireAttestation, attestation == .none {
+            throw .unsupportedAttestation("fmt \(fmt.debugDescription) proves nothing, and this relying party requires attestation")
+        }
         return VerifiedCredential(id: credential.credentialId, publicKey: credential.publicKey.encoded,
                                   algorithm: credential.publicKey.algorithm, signCount: authData.signCount,
                                   flags: authData.flags, aaguid: credential.aaguid, attestation: attestation)
@@ -169,10 +185,14 @@ extension WebAuthn {
     public struct AssertionExpectation: Sendable {
         public var challenge: [UInt8]
         public var requireUserVerification: Bool
+        /// A Secure Payment Confirmation assertion (type `payment.get`) is accepted too, when its
+        /// payment data is this.
+        public var payment: PaymentExpectation?
 
-        public init(challenge: [UInt8], requireUserVerification: Bool) {
+        public init(challenge: [UInt8], requireUserVerification: Bool, payment: PaymentExpectation? = nil) {
             self.challenge = challenge
             self.requireUserVerification = requireUserVerification
+            self.payment = payment
         }
     }
 
@@ -211,7 +231,7 @@ extension WebAuthn {
         let key = try COSEKey(encoded: credential.publicKey)
 
         let clientData = try ClientData(response.clientDataJSON)
-        try clientData.check(type: "webauthn.get", challenge: expecting.challenge, relyingParty: rp)
+        try clientData.check(type: "webauthn.get", challenge: expecting.challenge, relyingParty: rp, payment: expecting.payment)
 
         let authData = try AuthenticatorData(response.authenticatorData)
         try checkCommon(authData, rp, requireUserVerification: expecting.requireUserVerification)

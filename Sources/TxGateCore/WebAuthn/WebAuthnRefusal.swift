@@ -60,6 +60,9 @@ extension WebAuthn {
         case counterRegression(stored: UInt32, received: UInt32)
         /// userHandle is present and names another user than the credential record's.
         case userHandleMismatch
+        /// A Secure Payment Confirmation assertion whose `payment` (which member) is not what
+        /// the transaction binds.
+        case paymentMismatch(String)
 
         /// A stable name for logs, audit events and tests ("wrongOrigin").
         public var code: String {
@@ -88,6 +91,7 @@ extension WebAuthn {
             case .badSignature: return "badSignature"
             case .counterRegression: return "counterRegression"
             case .userHandleMismatch: return "userHandleMismatch"
+            case .paymentMismatch: return "paymentMismatch"
             }
         }
 
@@ -120,6 +124,7 @@ extension WebAuthn {
             case .counterRegression(let stored, let received):
                 return "signature counter \(received) is not above the stored \(stored) (cloned authenticator or replay)"
             case .userHandleMismatch: return "userHandle is not the credential's user"
+            case .paymentMismatch(let member): return "clientDataJSON: payment.\(member) is not what the transaction binds"
             }
         }
     }

@@ -56,6 +56,12 @@ enum BrowserStep: Sendable, CustomStringConvertible {
     /// pixel ratio 2, touch). `.desktop` ends it.
     case viewport(width: Int, height: Int)
     case desktop
+    /// Gives this tab Chromium's virtual WebAuthn authenticator (CTAP2, internal); `uv`: it
+    /// verifies the person; `resident`: discoverable credentials. The run then reports its
+    /// credentials (`BrowserRun.credentials`).
+    case virtualAuthenticator(uv: Bool, resident: Bool = true)
+    /// Forgets every cookie (signed out); a virtual authenticator stays.
+    case clearCookies
 
     /// A common phone's viewport (390 x 844 CSS pixels).
     static let phone = BrowserStep.viewport(width: 390, height: 844)
@@ -88,6 +94,8 @@ enum BrowserStep: Sendable, CustomStringConvertible {
         case let .openFromFile(glob, pattern, inNewTab): return ["open_from_file": glob, "pattern": pattern, "in_new_tab": inNewTab]
         case let .viewport(w, h): return ["viewport": "\(w)x\(h)"]
         case .desktop: return ["viewport": "desktop"]
+        case let .virtualAuthenticator(uv, resident): return ["virtual_authenticator": ["uv": uv, "resident": resident]]
+        case .clearCookies: return ["clear_cookies": true]
         }
     }
 
@@ -172,6 +180,8 @@ struct BrowserRun: CustomStringConvertible {
     let console: [[String: Any]]
     let network: [BrowserResponse]
     let snapshots: [String: BrowserSnapshot]
+    /// The virtual authenticator's credentials at the end (`id`, `rp_id`, `sign_count`, `resident`).
+    let credentials: [[String: Any]]
     let stderr: String
 
     init(json o: [String: Any], exitStatus: Int32, stderr: String) {
@@ -190,6 +200,7 @@ struct BrowserRun: CustomStringConvertible {
                             location: $0["location"] as? String, type: $0["type"] as? String)
         }
         snapshots = (o["snapshots"] as? [String: [String: Any]] ?? [:]).mapValues(BrowserSnapshot.init)
+        credentials = o["credentials"] as? [[String: Any]] ?? []
         self.stderr = stderr
     }
 

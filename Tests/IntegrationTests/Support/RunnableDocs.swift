@@ -160,6 +160,8 @@ enum RunnableDocs {
         func apply(_ text: String) -> String {
             text.replacingOccurrences(of: "127.0.0.1:8080", with: "127.0.0.1:\(gatewayPort)")
                 .replacingOccurrences(of: "127.0.0.1%3A8080", with: "127.0.0.1%3A\(gatewayPort)")
+                .replacingOccurrences(of: "localhost:8080", with: "localhost:\(gatewayPort)")
+                .replacingOccurrences(of: "localhost%3A8080", with: "localhost%3A\(gatewayPort)")
                 .replacingOccurrences(of: "127.0.0.1:9000", with: "127.0.0.1:\(bankPort)")
                 .replacingOccurrences(of: "127.0.0.1%3A9000", with: "127.0.0.1%3A\(bankPort)")
         }

@@ -32,6 +32,12 @@ Steps (JSON objects; on the command line the short form in brackets):
     {"viewport": "WxH"}                 emulate a phone: a mobile viewport of W x H CSS pixels
                                         (device pixel ratio 2, touch) in this tab; "desktop" ends
                                         it (the window, --window-size)              [viewport:WxH]
+    {"virtual_authenticator": {"uv": BOOL, "resident": BOOL}}
+                                        give this tab Chromium's virtual WebAuthn authenticator (CTAP2,
+                                        internal, user present; "uv": it verifies the person; "resident":
+                                        discoverable credentials); the result then lists its
+                                        credentials (`credentials`: id, rp_id, sign_count)  [authenticator:uv]
+    {"clear_cookies": true}             forget every cookie (signed out; the authenticator stays) [clear-cookies:]
 A wait step may carry "timeout" (seconds; default --step-timeout).
 
 Output, on stdout, one JSON object (also on failure):
@@ -136,11 +142,12 @@ SHORT = {
     "wait-path": "wait_path", "wait-url": "wait_url_contains", "wait-text": "wait_text",
     "wait-text-in": "wait_text_in", "pause": "pause", "snapshot": "snapshot", "open": "open",
     "reload": "reload", "screenshot": "screenshot", "new-tab": "new_tab", "switch-tab": "switch_tab",
-    "viewport": "viewport",
+    "viewport": "viewport", "authenticator": "virtual_authenticator",
+    "clear-cookies": "clear_cookies",
 }
 KINDS = ("fill", "click", "wait_element", "wait_gone", "wait_path", "wait_url_contains", "wait_text",
          "pause", "snapshot", "open", "reload", "screenshot", "fill_from_file", "new_tab", "switch_tab",
-         "open_from_file", "viewport")
+         "open_from_file", "viewport", "virtual_authenticator", "clear_cookies")
 
 
 def parse_short(s):
@@ -363,6 +370,8 @@ def main(argv):
                 raise StepFailed("%s did not load: the browser shows its error page (%r)" % (
                     url, " ".join(page_text().split())[:200]))
 
+        authenticators = []
+
         def run(step):
             kind = check_step(step)
             arg = step[kind]
@@ -370,6 +379,20 @@ def main(argv):
                 open_url(arg)
             elif kind == "reload":
                 driver.refresh()
+            elif kind == "clear_cookies":
+                driver.delete_all_cookies()
+            elif kind == "virtual_authenticator":
+                from selenium.webdriver.common.virtual_authenticator import VirtualAuthenticatorOptions
+                o = VirtualAuthenticatorOptions()
+                o.protocol = VirtualAuthenticatorOptions.Protocol.CTAP2
+                o.transport = VirtualAuthenticatorOptions.Transport.INTERNAL
+                want = arg if isinstance(arg, dict) else {"uv": arg == "uv", "resident": True}
+                o.has_resident_key = bool(want.get("resident", True))
+                o.has_user_verification = bool(want.get("uv", False))
+                o.is_user_verified = bool(want.get("uv", False))
+                o.is_user_consenting = True
+                driver.add_virtual_authenticator(o)
+                authenticators.append(o)
             elif kind == "screenshot":
                 driver.save_screenshot(arg)
             elif kind == "new_tab":
@@ -459,6 +482,9 @@ def main(argv):
             result["text"] = page_text()
             result["cookies"] = driver.get_cookies()
             result["document_cookie"] = document_cookie()
+            if authenticators:
+                result["credentials"] = [{"id": c.id, "rp_id": c.rp_id, "sign_count": c.sign_count,
+                                          "resident": c.is_resident_credential} for c in driver.get_credentials()]
             if args.screenshot:
                 driver.save_screenshot(args.screenshot)
         except WebDriverException as e:
