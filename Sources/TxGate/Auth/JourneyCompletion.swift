@@ -112,8 +112,23 @@ struct JourneyCompletion {
     }
 
     /// An approver journey passed: the approval request is approved (`Store.decideApproval`),
-    /// unless it was decided or expired meanwhile: then 409 says what it is.
+    /// unless it was decided or expired meanwhile (409 or 410 says what it is), or the
+    /// approver's session ended during the journey (a logout on that device: nothing counts).
     private func approveRequest(_ ctx: EndpointCall, _ state: JourneyState, id: String, user: String) {
+        guard let sessionKey = state.shared[JourneyState.approvalSessionKey] else {
+            finish(ctx, .failure(reason: "an approver journey without its session"), submittedUser: user)
+            return
+        }
+        auth.sessions.isLive(key: sessionKey, uid: user, now: auth.now, on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(false): finish(ctx, .failure(reason: "the session ended during the approval"), submittedUser: user)
+            case .success(true): decide(ctx, state, id: id, user: user)
+            }
+        }
+    }
+
+    private func decide(_ ctx: EndpointCall, _ state: JourneyState, id: String, user: String) {
         auth.store.decideApproval(id, .approved, by: user, nowMs: auth.clock.nowMs(), on: loop) { r in
             switch r {
             case .failure(let e):

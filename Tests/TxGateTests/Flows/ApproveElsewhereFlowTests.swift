@@ -153,6 +153,25 @@ import TxGateCrypto
         #expect(!page.bodyText.contains("Bob") && !page.bodyText.contains(id), "the page itself shows nothing of the request:\n\(page)")
     }
 
+    /// An approver journey whose session logs out before its last step approves nothing.
+    @Test(.timeLimit(.minutes(1)))
+    func anApproverJourneyWhoseSessionEndedApprovesNothing() throws {
+        let g = try GatewayForm.inProcess.start(configForURL: { A.config(["publicUrl": $0]) })
+        defer { g.stop() }
+        let waiting = try Kit.login(g)
+        let (_, step) = try A.waitingTransfer(g, token: waiting)
+        let id = try #require(A.requestId(inStep: step))
+        let phone = try Kit.login(g)
+        let started = try A.startApprover(g, id: id, token: phone)
+        #expect(started.status == 200, "\(started)")
+        let out = try A.post(g, "/am/json/realms/root/sessions?_action=logout", nil, headers: [("iPlanetDirectoryPro", phone)])
+        #expect(out.status == 200, "\(out)")
+        var codes = Kit.Codes(g)
+        let late = try A.post(g, A.authPath, A.answer(try started.json(), [codes.next(Kit.demoSecret)]), headers: [("iPlanetDirectoryPro", phone)])
+        #expect(late.status == 401, "an approval after the approver's logout:\n\(late)")
+        #expect(A.state(try A.status(g, id: id, token: waiting)) == "pending")
+    }
+
     /// The request is in the store and the authId is signed: a gateway started again on the
     /// same store and key continues the wait, and the approval made after the restart counts.
     @Test(.timeLimit(.minutes(1)))
