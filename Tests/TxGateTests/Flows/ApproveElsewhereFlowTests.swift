@@ -153,6 +153,29 @@ import TxGateCrypto
         #expect(!page.bodyText.contains("Bob") && !page.bodyText.contains(id), "the page itself shows nothing of the request:\n\(page)")
     }
 
+    /// The approver journey may be the passkey step (issue 26); a user with no passkey passes
+    /// its one-time-code fallback, and the approval counts the same.
+    @Test(.timeLimit(.minutes(1)))
+    func thePasskeyStepWithItsCodeFallbackCanBeTheApproverJourney() throws {
+        let g = try GatewayForm.inProcess.start(configForURL: { url in
+            A.config(approver: "ApproverPasskey", [
+                "publicUrl": url.replacingOccurrences(of: "127.0.0.1", with: "localhost"), "webauthn": [:] as [String: Any],
+                "journeys": ["ApproverPasskey": [["type": "WebAuthnAuthentication", "fallback": "TOTP"]]],
+            ])
+        })
+        defer { g.stop() }
+        let waiting = try Kit.login(g)
+        let (_, step) = try A.waitingTransfer(g, token: waiting)
+        let id = try #require(A.requestId(inStep: step))
+        let phone = try Kit.login(g)
+        var codes = Kit.Codes(g)
+        let approved = try A.approve(g, id: id, token: phone, code: codes.next(Kit.demoSecret))
+        #expect(approved.status == 200, "\(approved)")
+        #expect(A.state(try A.status(g, id: id, token: phone)) == "approved")
+        try waitTime(g, step)
+        #expect(try A.poll(g, step, token: waiting).status == 200)
+    }
+
     /// An approver journey whose session logs out before its last step approves nothing.
     @Test(.timeLimit(.minutes(1)))
     func anApproverJourneyWhoseSessionEndedApprovesNothing() throws {
