@@ -38,7 +38,7 @@ struct ApprovalPageBrowserTests {
         let waiting = try Kit.login(g)
         let (txid, step) = try A.waitingTransfer(g, token: waiting)
         let code = try #require(A.code(in: try A.pollingWait(step).message))
-        let (url, _) = try Self.link(g)
+        let (url, id) = try Self.link(g)
         let totp = TOTP(secret: Base32.decode(Kit.demoSecret)!).code(at: Int(Date().timeIntervalSince1970))
 
         let run = try bed.runBrowser(url, [
@@ -64,6 +64,9 @@ struct ApprovalPageBrowserTests {
         #expect(done.status == 200 && (try? done.json())?["tokenId"] as? String == waiting, "\(done)")
         let retry = try Kit.transfer(g, token: waiting, body: Kit.transferBody, query: "?_txid=\(txid)")
         #expect(retry.status == 201, "\(retry)")
+        // The page, the sign-in with its goto and the approver journey named the request: the
+        // log never holds its id whole.
+        #expect(!g.logText.contains(id), "the approval request's id is in the log")
     }
 
     @Test(.timeLimit(.minutes(2)))
