@@ -16,13 +16,20 @@ import TestSupport
     /// secret (hmac, compare_digest), refuses a timestamp more than 5 minutes off, answers 200
     /// or 401, and appends what it got to `log` (one JSON line per POST).
     static let receiver = #"""
-    import hashlib, hmac, json, sys, time
-    from http.server import HTTPServer, BaseHTTPRequestHandler
+    import hashlib, hmac, json, sys, threading, time
+    from http.server import ThreadingHTTPServer, BaseHTTPRequestHandler
     port, secret_file, log = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+    hang = int(sys.argv[4]) if len(sys.argv) > 4 else 0  # the first `hang` POSTs get no answer for 10 s
     secret = open(secret_file, "rb").read().rstrip(b"\r\n")
+    lock = threading.Lock()
     class Receiver(BaseHTTPRequestHandler):
         def do_POST(self):
+            global hang
             body = self.rfile.read(int(self.headers.get("Content-Length", "0")))
+            with lock:
+                slow, hang = hang > 0, hang - 1
+            if slow:
+                time.sleep(10)
             ts = self.headers.get("X-TxGate-Timestamp", "")
             sig = self.headers.get("X-TxGate-Signature", "")
             want = "v1=" + hmac.new(secret, ts.encode() + b"." + body, hashlib.sha256).hexdigest()
@@ -35,12 +42,12 @@ import TestSupport
             self.end_headers()
         def log_message(self, *args):
             pass
-    HTTPServer(("127.0.0.1", port), Receiver).serve_forever()
+    ThreadingHTTPServer(("127.0.0.1", port), Receiver).serve_forever()
     """#
 
-    static func startReceiver(_ bed: Testbed, port: Int, secretFile: String, log: String) throws -> SpawnedProcess {
+    static func startReceiver(_ bed: Testbed, port: Int, secretFile: String, log: String, hang: Int = 0) throws -> SpawnedProcess {
         let script = try bed.dir.write("receiver.py", receiver)
-        let command = try Python.command([script.path, String(port), secretFile, log])
+        let command = try Python.command([script.path, String(port), secretFile, log, String(hang)])
         let p = try bed.spawn(URL(fileURLWithPath: command[0]), Array(command.dropFirst()), name: "webhook-receiver")
         try p.waitForPort(port)
         return p
@@ -96,6 +103,29 @@ import TestSupport
         #expect(metrics.contains(#"txgate_approval_requests_total{outcome="created"} 1"#))
         let text = g.logText
         #expect(!text.contains(id) && !text.contains("a-webhook-secret") && !text.contains(first["signature"] as? String ?? "v1="))
+    }
+
+    /// A receiver that takes the POST but does not answer within `timeoutMs`: the attempt is
+    /// given up at the timeout and the next one, signed anew, is delivered.
+    @Test(.timeLimit(.minutes(1)))
+    func aWebhookAttemptThatGetsNoAnswerInTimeIsTriedAgain() throws {
+        let bed = try Testbed.current
+        let secretFile = try bed.dir.write("webhook.secret", "another-webhook-secret-0123456789\n").path
+        let log = bed.dir.url.appendingPathComponent("received-slow.jsonl").path
+        let port = try Ports.free()
+        _ = try Self.startReceiver(bed, port: port, secretFile: secretFile, log: log, hang: 1)
+        let (g, _) = try bed.startGatewayWithBank(configForURL: {
+            A.config(channels: ["webhook"], ["publicUrl": $0, "approvals": ["webhook": [
+                "url": "http://127.0.0.1:\(port)/", "secretFile": secretFile, "timeoutMs": 1000, "attempts": 3, "backoffMs": 100]]])
+        })
+        let started = Date()
+        let waiting = try Kit.login(g)
+        _ = try A.waitingTransfer(g, token: waiting)
+        #expect(Timing.poll(timeout: 8) { Self.received(log).contains { $0["attempt"] as? String == "2" && $0["ok"] as? Bool == true } },
+                "no second attempt delivered:\n\(g.logText.suffix(2000))")
+        #expect(Date().timeIntervalSince(started) < 8, "the second attempt waited for the hung one")
+        let retried = g.logLines().first { $0["msg"] as? String == "approval request webhook failed; trying again" }
+        #expect((retried?["error"] as? String)?.contains("1000") == true, "the timeout is named: \(String(describing: retried))")
     }
 
     @Test(.timeLimit(.minutes(1)))
