@@ -186,6 +186,34 @@ import TestSupport
                 "the message with the code must be on stderr once:\n\(r.stderr)")
     }
 
+    /// Denied on the phone: `txgate request` stops waiting, exits 2 and says it was denied;
+    /// nothing is executed.
+    @Test(.timeLimit(.minutes(1)))
+    func txgateRequestStopsWhenTheRequestIsDenied() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(configForURL: { A.config(pollMs: 500, ["publicUrl": $0]) })
+        let session = bed.dir.url.appendingPathComponent("cli-session-deny.json").path
+        let login = try bed.runTxgate(["login", Kit.publicURL(g), "--answer", "User Name=demo", "--answer", "Password=\(Kit.password)",
+                                       "--session-file", session])
+        #expect(login.status == 0, "\(login)")
+        final class Box: @unchecked Sendable { var result: Result<CommandResult, Error>? }
+        let box = Box()
+        let finished = DispatchSemaphore(value: 0)
+        let body = String(decoding: Kit.transferBody, as: UTF8.self)
+        Thread {
+            box.result = Result { try bed.runTxgate(["request", Kit.publicURL(g) + "/transfer", "-d", body, "--session-file", session], timeout: 40) }
+            finished.signal()
+        }.start()
+        let mail = try #require(try MailTools.waitForOutbox(g.configURL.deletingLastPathComponent().appendingPathComponent("var/outbox"), count: 1, timeout: 20).last)
+        let id = try #require(A.requestId(inLink: mail.body))
+        let denied = try A.deny(g, id: id, token: try Kit.login(g))
+        #expect(denied.status == 200, "\(denied)")
+        #expect(finished.wait(timeout: .now() + 30) == .success, "txgate request did not stop")
+        let r = try #require(try box.result?.get())
+        #expect(r.status == 2, "\(r)")
+        #expect(r.stderr.contains("denied") && !r.stdout.contains("executed"), "\(r)")
+    }
+
     @Test func txgateCheckReportsBadApprovalSettingsByPath() throws {
         let bed = try Testbed.current
         var config = A.config(channels: ["webhook", "sms"])
