@@ -176,6 +176,47 @@ import TxGateCrypto
         #expect(try A.poll(g, step, token: waiting).status == 200)
     }
 
+    /// A sign-in approved elsewhere (a TV, a kiosk): the name is only a claim until the person
+    /// approves on a device where they are signed in; then the waiting client gets a session of
+    /// its own. Outside a session a denial is AM's plain "Login failure".
+    @Test(.timeLimit(.minutes(1)))
+    func aSignInApprovedOnThePhoneGetsItsOwnSession() throws {
+        let g = try GatewayForm.inProcess.start(configForURL: { A.config(["publicUrl": $0, "journeys": ["TVLogin": [
+            ["type": "UsernameOnly"],
+            ["type": "ApproveElsewhere", "channels": ["email"], "pollMs": 1000, "approverJourney": "ApproverTOTP"],
+        ]]]) })
+        defer { g.stop() }
+        func tvStep() throws -> [String: Any] {
+            let start = try A.post(g, A.authPath + "?authIndexType=service&authIndexValue=TVLogin", nil)
+            let named = try A.post(g, A.authPath, A.answer(try start.json(), ["demo"]))
+            #expect(named.status == 200, "\(named)")
+            return try named.json()
+        }
+        let step = try tvStep()
+        let id = try #require(A.requestId(inStep: step))
+        let phone = try Kit.login(g)
+        let status = try A.status(g, id: id, token: phone)
+        let display = try status.json()["display"] as? String
+        #expect(display == "Sign-in (TVLogin)", "\(status)")
+        var codes = Kit.Codes(g)
+        #expect(try A.approve(g, id: id, token: phone, code: codes.next(Kit.demoSecret)).status == 200)
+        try waitTime(g, step)
+        let signedIn = try A.poll(g, step, token: "")
+        let token = try #require(try signedIn.json()["tokenId"] as? String, "\(signedIn)")
+        #expect(token != phone)
+        let valid = try A.post(g, "/am/json/realms/root/sessions?_action=validate", nil, headers: [("iPlanetDirectoryPro", token)])
+        let uid = try valid.json()["uid"] as? String
+        #expect(uid == "demo", "\(valid)")
+
+        let other = try tvStep()
+        let otherId = try #require(A.requestId(inStep: other))
+        #expect(try A.deny(g, id: otherId, token: phone).status == 200)
+        try waitTime(g, other)
+        let refused = try A.poll(g, other, token: "")
+        let message = try refused.json()["message"] as? String
+        #expect(refused.status == 401 && A.reason(refused) == nil && message == "Login failure", "\(refused)")
+    }
+
     /// An approver journey whose session logs out before its last step approves nothing.
     @Test(.timeLimit(.minutes(1)))
     func anApproverJourneyWhoseSessionEndedApprovesNothing() throws {
