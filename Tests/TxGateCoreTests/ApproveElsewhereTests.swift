@@ -134,6 +134,17 @@ import TxGateCrypto
         #expect(services.approvals.count == 1 && services.notified.count == 1)
     }
 
+    /// A sign-in's claimed name that is no account: the same step and a pending request (so the
+    /// answer does not tell which names exist), but nothing is sent.
+    @Test func a_name_that_is_no_account_gets_the_same_step_and_nothing_is_sent() throws {
+        var r: JourneyResult!
+        engine().start(JourneyState(realm: "/", journey: "Remote", shared: ["claimedUser": "nobody"]), context: context) { r = $0 }
+        guard case .step(_, let callbacks) = r else { Issue.record("\(String(describing: r))"); return }
+        #expect(callbacks.map(\.type) == ["PollingWaitCallback"])
+        #expect(try pending().subject == "nobody")
+        #expect(services.notified.isEmpty)
+    }
+
     @Test func a_store_that_is_down_answers_unavailable_not_approved() throws {
         let e = engine()
         let r = start(e)

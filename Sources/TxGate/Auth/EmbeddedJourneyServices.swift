@@ -162,7 +162,8 @@ final class EmbeddedJourneyServices: JourneyServices {
             if case .success = r {
                 auth.metrics.approval(.created)
                 auth.logger.info("approval request created", metadata: [
-                    "approval": .string(masked(request.id)), "user": .string(request.subject),
+                    // A name as typed is logged only when it is an account (it may be a password).
+                    "approval": .string(masked(request.id)), "user": .string(auth.users[request.subject] != nil ? request.subject : "-"),
                     "approver_journey": .string(request.approverJourney),
                 ])
             }

@@ -62,7 +62,9 @@ struct ApproveElsewhereNode: JourneyNode {
             let request = ApprovalRequest.pending(subject: user, matter: matter, approverJourney: approverJourney, nowMs: nowMs, ttlS: ttlS)
             services.saveApproval(request) { r in
                 if case .failure(let e) = r { done(.unavailable(e.description)); return }
-                services.notifyApproval(request, channels: channels)
+                // A name that is no account (a sign-in's claim) gets the same step, and a
+                // request that nobody can approve, but nothing is sent anywhere.
+                if services.user(named: user) != nil { services.notifyApproval(request, channels: channels) }
                 var s = state
                 s.shared[Self.idKey] = request.id
                 s.shared[Self.codeKey] = request.bindingCode
