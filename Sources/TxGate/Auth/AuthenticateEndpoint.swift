@@ -126,6 +126,10 @@ final class AuthenticateEndpoint {
     /// Starts the approver journey of approval request `id`, for its own subject only; its
     /// success approves the request (`JourneyCompletion`).
     private func decideApproval(_ call: EndpointCall, _ id: String, session: Subject, _ initial: JourneyState) {
+        guard ApprovalsEndpoint.isRequestId(id) else {
+            call.respondJSON(status: 404, ApprovalsEndpoint.refusalBody(.notFound))
+            return
+        }
         services.readApproval(id) { [self] r in
             let request: ApprovalRequest?
             switch r {
