@@ -12,7 +12,7 @@ struct AccessLog {
     /// index of the first request field that sorts after it.
     private let fixed: [(key: String, json: String, slot: Int)]
     /// The request fields, in the order they are written.
-    static let fields = ["bytes", "client", "decision", "details", "duration_ms", "method", "original", "path", "peer", "policy",
+    static let fields = ["approval", "bytes", "client", "decision", "details", "duration_ms", "method", "original", "path", "peer", "policy",
                          "request_id", "status", "upstream_ms", "user", "user_agent"]
 
     init(logger: Logger) {
@@ -35,23 +35,24 @@ struct AccessLog {
             }
         }
         out.begin(level: "info", label: label, message: "access")
-        fixedBefore(0); out.field("bytes", r.bytesSent)
-        fixedBefore(1); out.field("client", r.client)
-        fixedBefore(2); if let d = r.decision { out.field("decision", d.outcome(for: r.decidedMethod).rawValue) }
-        fixedBefore(3); out.field("details", r.details)
-        fixedBefore(4); out.field("duration_ms", millisFromNanos: r.durationNanos)
-        fixedBefore(5); out.field("method", r.method)
+        fixedBefore(0); if let a = r.approval { out.field("approval", a) }
+        fixedBefore(1); out.field("bytes", r.bytesSent)
+        fixedBefore(2); out.field("client", r.client)
+        fixedBefore(3); if let d = r.decision { out.field("decision", d.outcome(for: r.decidedMethod).rawValue) }
+        fixedBefore(4); out.field("details", r.details)
+        fixedBefore(5); out.field("duration_ms", millisFromNanos: r.durationNanos)
+        fixedBefore(6); out.field("method", r.method)
         // On `/-/authz`: the original request the proxy asks about.
-        fixedBefore(6); if let o = r.original { out.field("original", o) }
-        fixedBefore(7); out.field("path", r.path)
-        fixedBefore(8); if let p = r.peer { out.field("peer", p) }
-        fixedBefore(9); if let p = r.policyName { out.field("policy", p) }
-        fixedBefore(10); out.field("request_id", r.requestId)
-        fixedBefore(11); out.field("status", r.status)
-        fixedBefore(12); if let u = r.upstreamNanos { out.field("upstream_ms", millisFromNanos: u) }
-        fixedBefore(13); if let u = r.user { out.field("user", u) }
-        fixedBefore(14); if let ua = r.userAgent { out.field("user_agent", ua) }
-        fixedBefore(15)
+        fixedBefore(7); if let o = r.original { out.field("original", o) }
+        fixedBefore(8); out.field("path", r.path)
+        fixedBefore(9); if let p = r.peer { out.field("peer", p) }
+        fixedBefore(10); if let p = r.policyName { out.field("policy", p) }
+        fixedBefore(11); out.field("request_id", r.requestId)
+        fixedBefore(12); out.field("status", r.status)
+        fixedBefore(13); if let u = r.upstreamNanos { out.field("upstream_ms", millisFromNanos: u) }
+        fixedBefore(14); if let u = r.user { out.field("user", u) }
+        fixedBefore(15); if let ua = r.userAgent { out.field("user_agent", ua) }
+        fixedBefore(16)
         out.end()
     }
 }

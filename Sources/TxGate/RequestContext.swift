@@ -34,6 +34,9 @@ final class RequestContext {
     }
     /// The TxId a retried request names (`_txid` or `X-TxID`).
     var txid: String?
+    /// The approval request an approvals endpoint or an approve-elsewhere step names (the
+    /// access log writes it masked).
+    var approvalId: String?
     /// The `Authorization: Bearer` token, if any.
     var bearer: String?
     /// The session the identify phase found.

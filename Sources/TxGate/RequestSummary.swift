@@ -41,4 +41,6 @@ struct RequestSummary {
     var user: String? { ctx.subject?.uid }
     var userAgent: String? { ctx.head.headers.first("User-Agent") }
     var upstreamNanos: UInt64? { ctx.upstreamNanos }
+    /// The approval request named, masked: enough to correlate, not to open its page.
+    var approval: String? { ctx.approvalId.map(masked) }
 }

@@ -210,7 +210,11 @@ final class SharedState: Sendable {
             }
             logger.info("email delivery", metadata: ["via": .string(describe(email))])
         }
-        return AuthService(config: config, store: store, signingKey: key, emailDelivery: delivery, clock: clock, logger: logger,
+        let webhook = try config.approvals.webhook.map(WebhookTarget.make)
+        if let webhook {
+            logger.info("approval requests webhook", metadata: ["url": .string(webhook.config.url.description)])
+        }
+        return AuthService(config: config, store: store, signingKey: key, emailDelivery: delivery, webhook: webhook, clock: clock, logger: logger,
                            metrics: metrics)
     }
 

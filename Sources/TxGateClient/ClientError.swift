@@ -18,7 +18,8 @@ public struct AuthFailure: Error, Equatable, Sendable, CustomStringConvertible {
     /// `detail.failureUrl`: where a browser would be sent after the failure, if the journey names a page.
     public var failureUrl: String?
     /// `detail.reason`: which failure ended a journey run inside a live session (an approval,
-    /// a step-up): `wrong_code`, `code_used`, `locked_out`, `declined`; nil for a sign-in.
+    /// a step-up): `wrong_code`, `code_used`, `locked_out`, `declined`, `no_passkey`, `denied` or
+    /// `expired` (an approval request made elsewhere); nil for a sign-in.
     public var failureReason: String?
     /// `detail.attemptsLeft`: after a failure that counts toward the lockout (a wrong code) inside
     /// a live session, how many more failures are allowed before approvals are locked; `0` when
@@ -65,6 +66,8 @@ public struct AuthFailure: Error, Equatable, Sendable, CustomStringConvertible {
         case "code_used": return "this code was already used: wait for the next one"
         case "locked_out": return "too many wrong codes: try again later"
         case "declined": return "declined"
+        case "denied": return "denied on the other device"
+        case "expired": return "not approved in time: the approval request expired"
         default: return nil
         }
     }

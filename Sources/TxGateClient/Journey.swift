@@ -25,6 +25,9 @@ public struct JourneyCallback: Sendable, Equatable {
         case validatedCreatePassword
         /// `SuspendedTextOutputCallback`: the journey waits for an emailed link (see ``JourneyStep/isSuspended``).
         case suspendedTextOutput
+        /// `PollingWaitCallback`: nothing to answer; submit the step again, unchanged, after
+        /// ``JourneyCallback/waitTimeMs`` (the person approves on another device).
+        case pollingWait
         /// Any other type (its name): read `json`, answer with `setInput`.
         case unknown(String)
 
@@ -38,6 +41,7 @@ public struct JourneyCallback: Sendable, Equatable {
             case "HiddenValueCallback": self = .hiddenValue
             case "ValidatedCreatePasswordCallback": self = .validatedCreatePassword
             case "SuspendedTextOutputCallback": self = .suspendedTextOutput
+            case "PollingWaitCallback": self = .pollingWait
             default: self = .unknown(type)
             }
         }
@@ -73,6 +77,12 @@ public struct JourneyCallback: Sendable, Equatable {
     public var prompt: String? { output("prompt")?.stringValue }
     /// `message` (TextOutput, SuspendedTextOutput).
     public var message: String? { output("message")?.stringValue }
+    /// A PollingWaitCallback's `waitTime`: how long to wait before submitting the step again, in
+    /// milliseconds (AM sends it as a string).
+    public var waitTimeMs: Int? {
+        guard kind == .pollingWait, let v = output("waitTime") else { return nil }
+        return v.stringValue.flatMap { Int($0) } ?? v.intValue
+    }
     /// `"0"` information, `"1"` warning, `"2"` error (TextOutput).
     public var messageType: String? { output("messageType").map { $0.stringValue ?? $0.canonical } }
     /// The options of a Confirmation (`options`) or the choices of a Choice (`choices`).
@@ -141,6 +151,10 @@ public struct JourneyStep: Sendable, Equatable {
     public var displayedMessages: [String] {
         callbacks.filter { $0.kind == .textOutput || $0.kind == .suspendedTextOutput }.compactMap(\.message)
     }
+
+    /// The step waits for something done elsewhere (`PollingWaitCallback`): submit it again,
+    /// unchanged, after this many milliseconds.
+    public var pollingWaitMs: Int? { callbacks.lazy.compactMap(\.waitTimeMs).first }
 
     /// The step suspended (magic link): nothing to answer, resume with the emailed URI.
     public var isSuspended: Bool { callbacks.contains { $0.kind == .suspendedTextOutput } }

@@ -51,6 +51,12 @@ public struct Callback: Equatable, Sendable {
         Callback(type: "SuspendedTextOutputCallback", output: [Field("message", .string(message)), Field("messageType", "0")])
     }
 
+    /// AM's PollingWaitCallback (WIRE.md §12): no input; the client waits `waitTimeMs` and
+    /// submits the step again, unchanged. `waitTime` is a string of milliseconds, as AM sends it.
+    public static func pollingWait(waitTimeMs: Int, message: String) -> Callback {
+        Callback(type: "PollingWaitCallback", output: [Field("waitTime", .string(String(waitTimeMs))), Field("message", .string(message))])
+    }
+
     /// AM's MetadataCallback: one output, `data`, for the client's own code (a WebAuthn step's
     /// options); no input.
     public static func metadata(_ data: JSONValue) -> Callback {

@@ -21,8 +21,20 @@ struct CallbackAnswers: StepUpDelegate {
         self.interactive = interactive
     }
 
+    /// What was last printed of a polling step: its message goes to stderr once, not each poll.
+    private let shown = ShownMessages()
+
     func answer(_ step: JourneyStep, for challenge: StepUpChallenge) async throws -> JourneyStep {
-        try fill(step)
+        if let waitMs = step.pollingWaitMs {
+            // Approve elsewhere: the binding code and message once, then the same step again
+            // after waitTime, as the SDKs do.
+            for c in step.callbacks where c.kind == .pollingWait {
+                if let m = c.message, shown.first(m) { printError(m) }
+            }
+            try await Task.sleep(nanoseconds: UInt64(max(0, min(waitMs, 60_000))) * 1_000_000)
+            return step
+        }
+        return try fill(step)
     }
 
     /// The messages of the step (what a transaction approves) go to stderr first, then each
@@ -65,6 +77,13 @@ struct CallbackAnswers: StepUpDelegate {
         let secret = c.kind == .password || c.kind == .validatedCreatePassword
         return readTerminalLine(prompt: label + ": ", echo: !secret)
     }
+}
+
+/// Messages already printed (a polling step repeats its own).
+final class ShownMessages: @unchecked Sendable {
+    private var seen = Set<String>()
+    private let lock = NSLock()
+    func first(_ message: String) -> Bool { lock.withLock { seen.insert(message).inserted } }
 }
 
 /// A line from the terminal (stdin), the prompt on stderr; without echo for secrets.

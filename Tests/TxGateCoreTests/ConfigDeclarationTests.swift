@@ -15,7 +15,7 @@ import Testing
         PDPConfig.self, AgentConfig.self, ForwardAuthConfig.self, SessionConfig.self, SecurityConfig.self, SecretsConfig.self,
         StoreConfig.self, CacheConfig.self, ChallengeConfig.self, EmailConfig.self, SMTPConfig.self, OAuth2Config.self,
         OAuthClient.self, TxnTokenConfig.self, BearerConfig.self, ExternalIssuer.self, UserRecord.self, PolicyConfig.self,
-        StepUpConfig.self, TransactionConfig.self, BindConfig.self, FieldTypeConfig.self,
+        StepUpConfig.self, TransactionConfig.self, BindConfig.self, FieldTypeConfig.self, ApprovalsConfig.self, WebhookConfig.self, ApprovalEmailConfig.self,
     ] }
 
     /// The errors of decoding `json` as `type` alone (not inside a gateway.json).

@@ -57,6 +57,24 @@ final class FakeServices: JourneyServices {
     func take(_ key: String, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
         done(.success(saved.removeValue(forKey: key)))
     }
+    /// Approval requests by id, and what was read and sent (approve elsewhere).
+    var approvals: [String: ApprovalRequest] = [:]
+    var approvalReads = 0
+    var notified: [(ApprovalRequest, [ApprovalChannelKind])] = []
+    var transactions: [String: TransactionRecord] = [:]
+    func saveApproval(_ request: ApprovalRequest, _ done: @escaping (StoreResult<Void>) -> Void) {
+        if storeDown { done(.failure(.unavailable("down"))); return }
+        approvals[request.id] = request
+        done(.success(()))
+    }
+    func readApproval(_ id: String, _ done: @escaping (StoreResult<ApprovalRequest?>) -> Void) {
+        approvalReads += 1
+        done(storeDown ? .failure(.unavailable("down")) : .success(approvals[id]))
+    }
+    func transaction(_ txid: String, _ done: @escaping (StoreResult<TransactionRecord?>) -> Void) {
+        done(.success(transactions[txid]))
+    }
+    func notifyApproval(_ request: ApprovalRequest, channels: [ApprovalChannelKind]) { notified.append((request, channels)) }
 }
 
 @Suite struct JourneyTests {
@@ -233,7 +251,7 @@ final class FakeServices: JourneyServices {
         let built = JourneyEngine.build(["L": [NodeConfig(type: "Nope", path: "journeys.L[0]"),
                                                NodeConfig(type: "Message", settings: ["message": "m", "colour": "red"], path: "journeys.L[1]")]])
         #expect(built.errors.map(\.description) == [
-            "journeys.L[0].type: 'Nope' is not a node type (Confirm, EmailOTP, EmailSuspend, Message, TOTP, UsernameOnly, UsernamePassword, WebAuthnAuthentication, WebAuthnRegistration)",
+            "journeys.L[0].type: 'Nope' is not a node type (ApproveElsewhere, Confirm, EmailOTP, EmailSuspend, Message, TOTP, UsernameOnly, UsernamePassword, WebAuthnAuthentication, WebAuthnRegistration)",
             "journeys.L[1].colour: unknown key",
         ])
     }

@@ -20,6 +20,8 @@ final class AuthService: Sendable {
     let publicURL: String
     /// Delivers emails for the email nodes; nil when `email` is not configured.
     let emailDelivery: EmailDelivery?
+    /// Where the `webhook` channel of approval requests posts; nil when not configured.
+    let webhook: WebhookTarget?
     let clock: WallClock
     /// Keys the hashes of emailed codes: derived from the signing key, so every instance that
     /// shares journeys shares it, without using one key for two purposes.
@@ -29,8 +31,9 @@ final class AuthService: Sendable {
     /// The relying party and settings of the passkey nodes; nil without `webauthn`.
     let passkeys: (WebAuthn.RelyingParty, WebAuthnConfig)?
 
-    init(config: GatewayConfig, store: Store, signingKey: [UInt8], emailDelivery: EmailDelivery?, clock: WallClock = .system,
-         logger: Logger, metrics: GatewayMetrics) {
+    init(config: GatewayConfig, store: Store, signingKey: [UInt8], emailDelivery: EmailDelivery?, webhook: WebhookTarget? = nil,
+         clock: WallClock = .system, logger: Logger, metrics: GatewayMetrics) {
+        self.webhook = webhook
         self.metrics = metrics
         self.config = config
         self.store = store

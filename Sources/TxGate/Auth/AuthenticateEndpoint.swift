@@ -49,7 +49,17 @@ final class AuthenticateEndpoint {
                 }
                 approve(call, txid, session: session, state)
             }
+        case .success(.decideApproval(let id, let state)):
+            call.ctx.approvalId = id
+            withSession(call) { [self] session in
+                guard let session else {
+                    call.respondJSON(status: 401, AuthService.unauthorized("a session is needed to approve a request"))
+                    return
+                }
+                decideApproval(call, id, session: session, state)
+            }
         case .success(.proceed(let state, let submitted)):
+            call.ctx.approvalId = state.shared[JourneyState.decidesApprovalKey] ?? state.shared["approvalId"]
             let hint = submitted.first(where: { $0.type == "NameCallback" })?.text
             engine.proceed(state, submitted: submitted, context: auth.context(state, services, call)) { [completion, auth] result in
                 auth.metrics.journey(state.journey, result)
@@ -109,6 +119,34 @@ final class AuthenticateEndpoint {
                 call.respondJSON(status: 401, AuthService.unauthorized(refusal.message))
             case .failure(let other):
                 call.fail(.badRequest(other.message))
+            }
+        }
+    }
+
+    /// Starts the approver journey of approval request `id`, for its own subject only; its
+    /// success approves the request (`JourneyCompletion`).
+    private func decideApproval(_ call: EndpointCall, _ id: String, session: Subject, _ initial: JourneyState) {
+        guard ApprovalsEndpoint.isRequestId(id) else {
+            call.respondJSON(status: 404, ApprovalsEndpoint.refusalBody(.notFound))
+            return
+        }
+        services.readApproval(id) { [self] r in
+            let request: ApprovalRequest?
+            switch r {
+            case .failure(let e): return call.fail(.storeUnavailable(e.description))
+            case .success(let q): request = q
+            }
+            switch AuthenticateCommand.approver(initial, id: id, request: request, uid: session.uid,
+                                                sessionKey: SessionManager.key(session.token), settings, nowMs: auth.clock.nowMs()) {
+            case .success(let state):
+                run(call, state)
+            case .failure(let refusal):
+                if refusal == .notYours {
+                    auth.logger.warning("approval request refused: another user's session", metadata: [
+                        "request_id": .string(call.requestId), "approval": .string(masked(id)), "user": .string(session.uid),
+                    ])
+                }
+                call.respondJSON(status: ApprovalsEndpoint.status(refusal), ApprovalsEndpoint.refusalBody(refusal))
             }
         }
     }

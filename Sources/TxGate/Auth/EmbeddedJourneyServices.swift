@@ -152,4 +152,58 @@ final class EmbeddedJourneyServices: JourneyServices {
     func acceptTOTPStep(_ step: UInt64, of username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
         store.raise(TOTPStepRecord.key(username), to: step, on: loop, done)
     }
+
+    // MARK: Approve elsewhere
+
+    func saveApproval(_ request: ApprovalRequest, _ done: @escaping (StoreResult<Void>) -> Void) {
+        // Kept a minute past its expiry: a late poll or page is told "expired", not "unknown".
+        let ttlMs = Int(request.expiresMs - request.createdMs) + 60_000
+        store.put(ApprovalRequest.key(request.id), value: request.encoded, ttlMs: ttlMs, on: loop) { [auth] r in
+            if case .success = r {
+                auth.metrics.approval(.created)
+                auth.logger.info("approval request created", metadata: [
+                    // A name as typed is logged only when it is an account (it may be a password).
+                    "approval": .string(masked(request.id)), "user": .string(auth.users[request.subject] != nil ? request.subject : "-"),
+                    "approver_journey": .string(request.approverJourney),
+                ])
+            }
+            done(r)
+        }
+    }
+
+    func readApproval(_ id: String, _ done: @escaping (StoreResult<ApprovalRequest?>) -> Void) {
+        store.get(ApprovalRequest.key(id), on: loop) { r in done(r.map { $0.flatMap(ApprovalRequest.decode) }) }
+    }
+
+    func transaction(_ txid: String, _ done: @escaping (StoreResult<TransactionRecord?>) -> Void) {
+        store.get(TransactionRecord.key(txid), on: loop) { r in done(r.map { $0.flatMap(TransactionRecord.decode) }) }
+    }
+
+    func notifyApproval(_ request: ApprovalRequest, channels kinds: [ApprovalChannelKind]) {
+        let notice = ApprovalNotice(request, publicURL: auth.publicURL)
+        for kind in kinds {
+            guard let channel = channel(kind) else {
+                auth.metrics.approvalDelivered(kind, ok: false)
+                logger.error("approval request not sent: the channel is not configured", metadata: [
+                    "approval": .string(masked(request.id)), "channel": .string(kind.rawValue),
+                ])
+                continue
+            }
+            channel.deliver(notice)
+        }
+    }
+
+    /// This worker's channels, made when first used.
+    private var channels: [ApprovalChannelKind: ApprovalChannel] = [:]
+
+    private func channel(_ kind: ApprovalChannelKind) -> ApprovalChannel? {
+        if let c = channels[kind] { return c }
+        let made: ApprovalChannel?
+        switch kind {
+        case .email: made = auth.emailDelivery == nil ? nil : EmailApprovalChannel(auth: auth, services: self)
+        case .webhook: made = auth.webhook.map { WebhookApprovalChannel(target: $0, auth: auth, loop: loop) }
+        }
+        channels[kind] = made
+        return made
+    }
 }

@@ -22,7 +22,9 @@ struct JourneyCompletion {
                 finish(ctx, .failure(reason: "the journey identified no user"), submittedUser: nil)
                 return
             }
-            if let txid = state.txid {
+            if let id = state.shared[JourneyState.decidesApprovalKey] {
+                approveRequest(ctx, state, id: id, user: user)
+            } else if let txid = state.txid {
                 completeTransaction(ctx, state, txid)
             } else if let sessionKey = state.shared[JourneyState.stepUpSessionKey] {
                 recordStepUp(ctx, state, user: user, sessionKey: sessionKey)
@@ -36,6 +38,7 @@ struct JourneyCompletion {
             auth.logger.warning("login failed", metadata: [
                 "request_id": .string(ctx.requestId), "user": .string(known ?? "-"), "reason": .string(reason),
             ])
+            if kind == .expired { auth.metrics.approval(.expired) }
             let answer = journey.map(Self.inLiveSession) == true ? failureTold(kind, attemptsLeft: attemptsLeft) : Self.loginFailure
             if let journey, let txid = journey.txid, let user = journey.username {
                 declined(ctx, journey, txid: txid, user: user, reason: reason, answer: answer)
@@ -103,6 +106,45 @@ struct JourneyCompletion {
             case .success(true):
                 auth.logger.info("step-up succeeded", metadata: ["request_id": .string(ctx.requestId), "user": .string(user),
                                                                  "journey": .string(state.journey)])
+                success(ctx, token: auth.sessions.token(in: ctx.head.headers) ?? "", state)
+            }
+        }
+    }
+
+    /// An approver journey passed: the approval request is approved (`Store.decideApproval`),
+    /// unless it was decided or expired meanwhile (409 or 410 says what it is), or the
+    /// approver's session ended during the journey (a logout on that device: nothing counts).
+    private func approveRequest(_ ctx: EndpointCall, _ state: JourneyState, id: String, user: String) {
+        guard let sessionKey = state.shared[JourneyState.approvalSessionKey] else {
+            finish(ctx, .failure(reason: "an approver journey without its session"), submittedUser: user)
+            return
+        }
+        auth.sessions.isLive(key: sessionKey, uid: user, now: auth.now, on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(false): finish(ctx, .failure(reason: "the session ended during the approval"), submittedUser: user)
+            case .success(true): decide(ctx, state, id: id, user: user)
+            }
+        }
+    }
+
+    private func decide(_ ctx: EndpointCall, _ state: JourneyState, id: String, user: String) {
+        auth.store.decideApproval(id, .approved, by: user, nowMs: auth.clock.nowMs(), on: loop) { r in
+            switch r {
+            case .failure(let e):
+                ctx.fail(.storeUnavailable(e.description))
+            case .success(.failure(let refusal)):
+                auth.logger.info("approval request not approved", metadata: [
+                    "request_id": .string(ctx.requestId), "approval": .string(masked(id)), "user": .string(user),
+                    "reason": .string(refusal.description),
+                ])
+                ctx.respondJSON(status: ApprovalsEndpoint.status(refusal), ApprovalsEndpoint.refusalBody(refusal))
+            case .success(.success):
+                auth.metrics.approval(.approved)
+                auth.logger.info("approval request approved", metadata: [
+                    "request_id": .string(ctx.requestId), "approval": .string(masked(id)), "user": .string(user),
+                    "journey": .string(state.journey),
+                ])
                 success(ctx, token: auth.sessions.token(in: ctx.head.headers) ?? "", state)
             }
         }

@@ -134,6 +134,17 @@ final class SessionManager: Sendable {
         return s
     }
 
+    /// Whether the session stored under `key` is still live and `uid`'s (not logged out, not
+    /// expired): what an approver journey checks before its approval counts.
+    func isLive(key: String, uid: String, now: Int, on loop: EventLoop, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        store.get(key, on: loop) { [config] r in
+            done(r.map { bytes in
+                guard let bytes, let s = Session.decode(bytes) else { return false }
+                return s.uid == uid && s.created + config.maxLifetimeS > now
+            })
+        }
+    }
+
     /// Records a completed step-up journey on the session. False if the session is gone.
     func addJourney(_ journey: String, toSessionKey key: String, uid: String, now: Int, on loop: EventLoop,
                     _ done: @escaping (StoreResult<Bool>) -> Void) {

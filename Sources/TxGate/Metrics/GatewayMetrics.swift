@@ -40,6 +40,9 @@ final class GatewayMetrics: @unchecked Sendable {
     let lockouts: Counter
     let emailsSent: Counter
     let emailsFailed: Counter
+    /// Approval requests (`ApproveElsewhere`): created and how each ended; deliveries by channel.
+    private let approvalOutcomes: [ApprovalOutcome: Counter]
+    private let approvalDeliveries: [String: Counter]
 
     private let storeTimers: [StoreOperation: Timer]
     private let storeFailures: [StoreOperation: Counter]
@@ -101,6 +104,12 @@ final class GatewayMetrics: @unchecked Sendable {
         lockouts = counter("txgate_lockouts_total")
         emailsSent = counter("txgate_emails_sent_total")
         emailsFailed = counter("txgate_emails_failed_total")
+        approvalOutcomes = Dictionary(uniqueKeysWithValues: ApprovalOutcome.allCases.map {
+            ($0, counter("txgate_approval_requests_total", [("outcome", $0.rawValue)]))
+        })
+        approvalDeliveries = Dictionary(uniqueKeysWithValues: ApprovalChannelKind.allCases.flatMap { c in
+            ["sent", "failed"].map { ("\(c.rawValue)/\($0)", counter("txgate_approval_deliveries_total", [("channel", c.rawValue), ("outcome", $0)])) }
+        })
 
         storeTimers = Dictionary(uniqueKeysWithValues: StoreOperation.allCases.map {
             ($0, Timer(label: "txgate_store_operation_duration_seconds", dimensions: [("operation", $0.rawValue)], factory: f))
@@ -186,5 +195,18 @@ extension GatewayMetrics {
         case .failure, .rejected, .timedOut: journeyEnded(name, succeeded: false)
         case .step, .unavailable: break
         }
+    }
+}
+
+/// What became of approval requests, for `txgate_approval_requests_total{outcome}`.
+enum ApprovalOutcome: String, CaseIterable {
+    case created, approved, denied, expired
+}
+
+extension GatewayMetrics {
+    func approval(_ outcome: ApprovalOutcome) { approvalOutcomes[outcome]?.increment() }
+
+    func approvalDelivered(_ channel: ApprovalChannelKind, ok: Bool) {
+        approvalDeliveries["\(channel.rawValue)/\(ok ? "sent" : "failed")"]?.increment()
     }
 }

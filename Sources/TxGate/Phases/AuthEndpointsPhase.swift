@@ -8,6 +8,8 @@ struct AuthEndpointsPhase: RequestPhase {
         let authenticate: AuthenticateEndpoint
         let sessions: SessionsEndpoint
         let transactions: TransactionsEndpoint
+        let approvals: ApprovalsEndpoint
+        let approvalPage: ApprovalPage
         let passkeys: PasskeysEndpoint
         let policies: PoliciesEndpoint?
         let loginPage: LoginPage
@@ -21,6 +23,7 @@ struct AuthEndpointsPhase: RequestPhase {
             Endpoints(auth: auth, authenticate: AuthenticateEndpoint(auth: auth, loop: loop),
                       sessions: SessionsEndpoint(auth: auth, loop: loop),
                       transactions: TransactionsEndpoint(auth: auth, loop: loop),
+                      approvals: ApprovalsEndpoint(auth: auth, loop: loop), approvalPage: ApprovalPage(auth: auth),
                       passkeys: PasskeysEndpoint(auth: auth, loop: loop),
                       policies: pdp.map { PoliciesEndpoint(auth: auth, pdp: $0, policies: policies, loop: loop) },
                       loginPage: LoginPage(auth: auth, loop: loop))
@@ -41,6 +44,9 @@ struct AuthEndpointsPhase: RequestPhase {
         if path == "/am/XUI" || path == "/am/XUI/" || path == "/am/XUI/index.html" {
             return ctx.suspend { endpoints.loginPage.serve(EndpointCall(ctx, $0)) }
         }
+        if path == ApprovalPagePath.path {
+            return ctx.suspend { endpoints.approvalPage.serve(EndpointCall(ctx, $0)) }
+        }
         if path == PasskeysEndpoint.pagePath {
             return ctx.suspend { endpoints.passkeys.page(EndpointCall(ctx, $0)) }
         }
@@ -57,6 +63,7 @@ struct AuthEndpointsPhase: RequestPhase {
         case "authenticate": return ctx.suspend { endpoints.authenticate.handle(EndpointCall(ctx, $0), realm: realm) }
         case "sessions": return ctx.suspend { endpoints.sessions.handle(EndpointCall(ctx, $0), realm: realm) }
         case "transactions": return ctx.suspend { endpoints.transactions.handle(EndpointCall(ctx, $0), realm: realm) }
+        case "approvals": return ctx.suspend { endpoints.approvals.handle(EndpointCall(ctx, $0), realm: realm) }
         case "passkeys": return ctx.suspend { endpoints.passkeys.handle(EndpointCall(ctx, $0), realm: realm) }
         case "policies":
             guard let policies = endpoints.policies else { fallthrough }

@@ -18,6 +18,9 @@ public enum AuthenticateCommand: Equatable, Sendable {
     /// subject's session only (`approval`). `state` holds the realm and `goto`; the journey is
     /// the transaction's, known once the transaction is read.
     case approve(txid: String, JourneyState)
+    /// A composite advice naming an approval request (`ApprovalRequest.adviceName`): its approver
+    /// journey, for its own subject's session only (`approver`); success approves the request.
+    case decideApproval(id: String, JourneyState)
     /// The next step of a journey under way: the state its authId carries (signature, expiry
     /// and realm checked) and the callbacks submitted.
     case proceed(JourneyState, callbacks: [SubmittedCallback])
@@ -141,6 +144,7 @@ public enum AuthenticateCommand: Equatable, Sendable {
             }
             // A transaction's journey completes that transaction; `/:NAME` runs NAME.
             if let txid = advices[Advices.transaction]?.first { return .success(.approve(txid: txid, initial)) }
+            if let id = advices[ApprovalRequest.adviceName]?.first { return .success(.decideApproval(id: id, initial)) }
             guard let tree = advices[Advices.authenticateToService]?.first else {
                 return .failure(.badRequest("the advice names neither a transaction nor a journey"))
             }
@@ -181,6 +185,25 @@ public enum AuthenticateCommand: Equatable, Sendable {
         state.txid = txid
         state.shared[JourneyState.approvalSessionKey] = sessionKey
         if let d = tx.display { state.shared["display"] = d }
+        return .success(state)
+    }
+
+    /// The state of the approver journey that approves request `request` (as read, nil if
+    /// absent) for the session of `uid` (store key `sessionKey`): only the request's own user,
+    /// while it is pending and not expired; the journey must still be configured.
+    public static func approver(_ initial: JourneyState, id: String, request: ApprovalRequest?, uid: String, sessionKey: String,
+                                _ settings: Settings, nowMs: Int64) -> Result<JourneyState, ApprovalRequest.Refusal> {
+        guard let request, request.id == id else { return .failure(.notFound) }
+        guard request.subject == uid else { return .failure(.notYours) }
+        guard request.state == .pending else { return .failure(.alreadyDecided(request.state)) }
+        guard !request.isExpired(nowMs: nowMs) else { return .failure(.expired) }
+        guard settings.knows(request.approverJourney) else { return .failure(.notFound) }
+        var state = initial
+        state.journey = request.approverJourney
+        state.username = uid
+        state.shared[JourneyState.approvalSessionKey] = sessionKey
+        state.shared[JourneyState.decidesApprovalKey] = id
+        state.shared["display"] = request.displayText + "\n\nCode: " + request.bindingCode
         return .success(state)
     }
 

@@ -64,14 +64,19 @@ public enum FailureKind: String, Equatable, Sendable {
     case declined
     /// A passkey step for a user who has registered none.
     case noPasskey = "no_passkey"
+    /// The person denied an approval request on another device (`ApproveElsewhere`).
+    case denied
+    /// An approval request expired before anyone decided it.
+    case expired
     case other
 }
 
 public enum NodeOutcome: Equatable, Sendable {
     /// Go on to the next node with this state.
     case next(JourneyState)
-    /// Stay on this node: show its callbacks again, for this state (a passkey step whose
-    /// person chose the one-time code instead).
+    /// Stay on this node: show its callbacks again, for this state, re-signed (a passkey step
+    /// whose person chose the one-time code instead; `ApproveElsewhere` answering a poll while
+    /// its approval request is pending).
     case again(JourneyState)
     /// The journey fails (401 Login failure). The reason is for the log only, never the client;
     /// the kind may be told to a person inside a live session (`FailureKind`), and so may
@@ -134,6 +139,17 @@ public protocol JourneyServices: AnyObject {
     func keyedDigest(_ value: [UInt8]) -> [UInt8]
     /// The passkey nodes' services; nil (the default) where `webauthn` is not configured.
     var passkeyServices: PasskeyServices? { get }
+    /// Stores a new approval request (`ApprovalRequest.key`), kept a little past its expiry so
+    /// that a late poll or page is told "expired" rather than "unknown".
+    func saveApproval(_ request: ApprovalRequest, _ done: @escaping (StoreResult<Void>) -> Void)
+    /// Reads an approval request (a read only: polls never write).
+    func readApproval(_ id: String, _ done: @escaping (StoreResult<ApprovalRequest?>) -> Void)
+    /// The transaction `txid` as stored, for what an approval request shows.
+    func transaction(_ txid: String, _ done: @escaping (StoreResult<TransactionRecord?>) -> Void)
+    /// Sends a saved approval request on `channels`, in the background: the journey does not
+    /// wait for deliveries (a webhook retries with backoff); each channel logs and counts its
+    /// outcome.
+    func notifyApproval(_ request: ApprovalRequest, channels: [ApprovalChannelKind])
 }
 
 /// Why an email was not delivered.
@@ -202,6 +218,7 @@ public enum JourneyNodes {
         "EmailSuspend": { s, p throws(NodeConfigError) in try EmailSuspendNode(s, p) },
         "WebAuthnRegistration": { s, p throws(NodeConfigError) in try WebAuthnRegistrationNode(s, p) },
         "WebAuthnAuthentication": { s, p throws(NodeConfigError) in try WebAuthnAuthenticationNode(s, p) },
+        "ApproveElsewhere": { s, p throws(NodeConfigError) in try ApproveElsewhereNode(s, p) },
     ]
 
     public static var types: [String] { registry.keys.sorted() }

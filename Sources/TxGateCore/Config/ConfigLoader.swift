@@ -129,6 +129,14 @@ public enum ConfigLoader {
             config.bearer.issuers[i].caFile = issuer.caFile.map { resolve($0, "bearer.issuers[\(i)].caFile") }
         }
         if let l = config.loginPage.logoFile { config.loginPage.logoFile = resolve(l, "loginPage.logoFile") }
+        if var hook = config.approvals.webhook {
+            hook.secretFile = resolve(hook.secretFile, "approvals.webhook.secretFile")
+            hook.caFile = hook.caFile.map { resolve($0, "approvals.webhook.caFile") }
+            if !hook.secretFile.isEmpty, case .success(let data) = files.read(hook.secretFile), WebhookConfig.secret(data).count < 16 {
+                issues.errors.append(ConfigError(path: "approvals.webhook.secretFile", message: "the secret must be at least 16 bytes"))
+            }
+            config.approvals.webhook = hook
+        }
         if case .smtp(var smtp)? = config.email?.delivery {
             smtp.passwordFile = smtp.passwordFile.map { resolve($0, "email.smtp.passwordFile") }
             smtp.caFile = smtp.caFile.map { resolve($0, "email.smtp.caFile") }
@@ -212,6 +220,7 @@ public enum ConfigLoader {
         if let first = emailNodes.first, config.email == nil {
             issues.errors.append(ConfigError(path: first.path, message: "\(first.type) needs `email` (an outbox folder or smtp)"))
         }
+        checkApprovals(config, issues: issues)
         // Without a public URL (a `listen` host no URL can name, reported by `decode`), the checks
         // that compare with it wait for that to be fixed.
         if let publicURL = config.derivedPublicURL {
@@ -244,6 +253,30 @@ public enum ConfigLoader {
         }
         if !config.journeys.isEmpty && config.journeys[config.loginJourney] == nil {
             issues.errors.append(ConfigError(path: "loginJourney", message: "no journey named '\(config.loginJourney)'"))
+        }
+    }
+}
+
+extension ConfigLoader {
+    /// What `ApproveElsewhere` nodes need: their approver journey, and each channel's settings.
+    static func checkApprovals(_ config: GatewayConfig, issues: ConfigIssues) {
+        for node in config.journeys.values.joined() where node.type == "ApproveElsewhere" {
+            if let j = node.settings["approverJourney"]?.stringValue, !j.isEmpty {
+                if config.journeys[j] == nil {
+                    issues.errors.append(ConfigError(path: node.path + ".approverJourney", message: "no journey named '\(j)'"))
+                } else if config.journeys[j]!.contains(where: { $0.type == "ApproveElsewhere" }) {
+                    issues.errors.append(ConfigError(path: node.path + ".approverJourney",
+                                                     message: "'\(j)' approves elsewhere itself: an approver journey must be passed on the device that approves"))
+                }
+            }
+            for (i, c) in (node.settings["channels"]?.arrayValue ?? []).enumerated() {
+                if c.stringValue == "email" && config.email == nil {
+                    issues.errors.append(ConfigError(path: node.path + ".channels[\(i)]", message: "the email channel needs `email` (an outbox folder or smtp)"))
+                }
+                if c.stringValue == "webhook" && config.approvals.webhook == nil {
+                    issues.errors.append(ConfigError(path: node.path + ".channels[\(i)]", message: "the webhook channel needs approvals.webhook (url, secretFile)"))
+                }
+            }
         }
     }
 }

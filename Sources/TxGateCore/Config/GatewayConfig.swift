@@ -102,6 +102,8 @@ public struct GatewayConfig: ConfigObject, Sendable {
     public var audit = AuditConfig()
     /// Passkeys: the relying party; nil: the passkey nodes cannot be used.
     public var webauthn: WebAuthnConfig?
+    /// How approval requests reach people (`ApproveElsewhere`).
+    public var approvals = ApprovalsConfig()
 
     /// The top-level keys. A new one is a case here, read in `init(from:)` (ConfigDeclarationTests
     /// fails until it is) and named in `reload(_:)` (which does not compile until it is). The
@@ -109,7 +111,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
     public enum Key: String, CaseIterable, Sendable, ConfigKey {
         case listen, workers, publicUrl, upstream, store, limits, paths, tls, log, shutdownTimeoutMs, users, usersFile
         case journeys, loginJourney, realms, session, secrets, security, policies, cache, challenges, email
-        case trustedProxies, readiness, metrics, loginPage, cors, oauth2, txnTokens, pdp, forwardAuth, bearer, audit, webauthn
+        case trustedProxies, readiness, metrics, loginPage, cors, oauth2, txnTokens, pdp, forwardAuth, bearer, audit, webauthn, approvals
     }
 
     /// What a reload (SIGHUP) does with a change to `key`: applies it, or keeps the running
@@ -135,7 +137,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
         case .log: .partly(\.log, restart: "log.level", \.level)
         case .publicUrl, .paths, .shutdownTimeoutMs, .users, .usersFile, .journeys, .loginJourney, .realms, .session,
              .security, .policies, .cache, .challenges, .email, .trustedProxies, .loginPage, .cors, .oauth2, .txnTokens,
-             .pdp, .forwardAuth, .bearer, .audit, .webauthn:
+             .pdp, .forwardAuth, .bearer, .audit, .webauthn, .approvals:
             .live
         }
     }
@@ -186,6 +188,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
         bearer = o.value(.bearer, default: bearer)
         audit = o.value(.audit, default: audit)
         webauthn = o.optional(.webauthn)
+        approvals = o.value(.approvals, default: approvals)
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.

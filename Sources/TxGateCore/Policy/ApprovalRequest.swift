@@ -66,6 +66,8 @@ public struct ApprovalRequest: Codable, Equatable, Sendable {
 
     public static func key(_ id: String) -> String { keyPrefix + id }
     public static let keyPrefix = "approval:"
+    /// The composite advice that runs a request's approver journey (the approval page's Approve).
+    public static let adviceName = "ApprovalRequestConditionAdvice"
 
     /// Sorted keys: the same record always encodes to the same bytes (the compare-and-swap
     /// compares bytes).
