@@ -67,6 +67,14 @@ struct CIBAEndpoint {
             guard let n = Int(r), n > 0 else { OAuthProvider.refuse(ctx, .invalidRequest("requested_expiry must be a number of seconds")); return }
             expiresIn = min(n, ciba.expiresInS)
         }
+        // Ping mode: the client names the bearer token of its notification (CIBA Core §7.1).
+        let pingToken = form["client_notification_token"]
+        if reach.notificationEndpoint != nil {
+            guard let t = pingToken, (1...1024).contains(t.utf8.count) else {
+                OAuthProvider.refuse(ctx, .invalidRequest("client_notification_token is required (this client is in ping mode)"))
+                return
+            }
+        }
         if let txid = form["txid"], !PolicyDecider.isTxId(txid) {
             OAuthProvider.refuse(ctx, .invalidRequest("txid is not a transaction id"))
             return
@@ -87,6 +95,9 @@ struct CIBAEndpoint {
                 let authReqId = Base64URL.encode(Crypto.randomBytes(32))
                 let record = CIBARequest(clientId: client.clientId, approvalId: request.id, uid: uid, scope: scope, txid: tx?.txid,
                                          expires: now + expiresIn, intervalS: ciba.intervalS, nextPollS: now + ciba.intervalS)
+                let ping = reach.notificationEndpoint != nil && uid != nil
+                    ? CIBAPing(authReqId: authReqId, clientId: client.clientId, token: pingToken ?? "") : nil
+                remember(ping, approvalId: request.id, ttlS: expiresIn + 60, ctx) {
                 store.create(CIBARequest.key(authReqId), value: record.encoded, ttlMs: (expiresIn + 60) * 1000, on: loop) { r in
                     switch r {
                     case .failure(let e): ctx.fail(.storeUnavailable(e.description))
@@ -100,6 +111,55 @@ struct CIBAEndpoint {
                             "auth_req_id": .string(authReqId), "expires_in": .number(expiresIn), "interval": .number(ciba.intervalS),
                         ]).canonical, headers: OAuthProvider.noStore())
                     }
+                }
+                }
+            }
+        }
+    }
+
+    /// Keeps ping mode's note (none for poll mode, or for a request nobody can decide).
+    private func remember(_ ping: CIBAPing?, approvalId: String, ttlS: Int, _ ctx: EndpointCall, then: @escaping () -> Void) {
+        guard let ping else { then(); return }
+        store.put(CIBAPing.key(approvalId), value: ping.encoded, ttlMs: ttlS * 1000, on: loop) { r in
+            if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)); return }
+            then()
+        }
+    }
+
+    /// An approval request was decided: in ping mode, tell its client (CIBA Core §10.2) with a
+    /// POST of `{"auth_req_id": …}` and its notification token as bearer. Once, in the
+    /// background; a client that is not reached can still poll.
+    static func approvalDecided(_ approvalId: String, auth: AuthService, loop: EventLoop) {
+        guard auth.config.oauth2?.ciba != nil else { return }
+        auth.store.take(CIBAPing.key(approvalId), on: loop) { r in
+            guard case .success(let bytes?) = r, let ping = CIBAPing.decode(bytes),
+                  let url = auth.config.oauth2?.client(ping.clientId)?.ciba?.notificationEndpoint else { return }
+            let endpoint: UpstreamEndpoint
+            do {
+                endpoint = UpstreamEndpoint(address: try SocketAddress(host: url.host, port: url.port),
+                                            tls: url.isTLS ? try TLSContext.client(caFile: nil) : nil, tlsHost: url.host,
+                                            connectTimeoutMs: 5_000, responseTimeoutMs: 5_000, maxIdle: 0)
+            } catch {
+                auth.logger.error("CIBA ping not sent", metadata: ["client_id": .string(ping.clientId), "error": .string("\(error)")])
+                return
+            }
+            let body = JSONValue.object(["auth_req_id": .string(ping.authReqId)]).canonicalBytes
+            var h = HTTPHeaders()
+            h.add("Host", url.authority)
+            h.add("Content-Type", "application/json")
+            h.add("Authorization", "Bearer " + ping.token)
+            let request = UpstreamRequest(method: "POST", target: url.basePath.isEmpty ? "/" : url.basePath, headers: h, body: Body(body),
+                                          resendable: false)
+            let pool = UpstreamPool(loop: loop, endpoint: endpoint)
+            BufferedCall.send(request, on: pool, deadlineMs: 5_000, maxBytes: 16 * 1024) { r in
+                _ = pool  // kept until the answer
+                switch r {
+                case .success(let resp) where (200..<300).contains(resp.head.status):
+                    auth.logger.info("CIBA ping sent", metadata: ["client_id": .string(ping.clientId), "approval": .string(masked(approvalId))])
+                case .success(let resp):
+                    auth.logger.warning("CIBA ping refused", metadata: ["client_id": .string(ping.clientId), "status": .stringConvertible(resp.head.status)])
+                case .failure(let f):
+                    auth.logger.warning("CIBA ping failed", metadata: ["client_id": .string(ping.clientId), "error": .string(f.description)])
                 }
             }
         }

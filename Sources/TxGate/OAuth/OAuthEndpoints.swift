@@ -192,7 +192,7 @@ struct OAuthEndpoints {
         doc["pushed_authorization_request_endpoint"] = .string(issuer + "/par")
         if provider.config.ciba != nil {
             doc["backchannel_authentication_endpoint"] = .string(issuer + "/bc-authorize")
-            doc["backchannel_token_delivery_modes_supported"] = ["poll"]
+            doc["backchannel_token_delivery_modes_supported"] = ["poll", "ping"]
             doc["backchannel_user_code_parameter_supported"] = false
             doc["grant_types_supported"] = ["authorization_code", "refresh_token", .string(CIBARequest.grantType)]
         }

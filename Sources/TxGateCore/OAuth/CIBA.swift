@@ -40,15 +40,21 @@ public struct CIBAConfig: ConfigObject, Sendable, Equatable {
 /// channel, and for whom: `users` (usernames, or `*` for anyone).
 public struct CIBAClientConfig: ConfigObject, Sendable, Equatable {
     public var users: [String] = []
+    /// Ping mode (CIBA Core §10.2): the client's `backchannel_client_notification_endpoint`,
+    /// posted to when the person decided; nil: poll mode.
+    public var notificationEndpoint: HTTPURL?
 
     public init(users: [String]) { self.users = users }
 
-    enum Key: String, ConfigKey { case users }
+    enum Key: String, ConfigKey { case users, notificationEndpoint }
 
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, keys: Key.self)
         users = o.required(.users) ?? []
         if users.isEmpty && o.has(.users) { o.invalid(.users, "name the users this client may ask for (or \"*\")") }
+        if let s: String = o.optional(.notificationEndpoint) {
+            if let u = HTTPURL(parsing: s) { notificationEndpoint = u } else { o.invalid(.notificationEndpoint, "'\(s)' is not an http:// or https:// URL") }
+        }
     }
 
     public func reaches(_ user: String) -> Bool { users.contains("*") || users.contains(user) }
@@ -138,3 +144,31 @@ public struct CIBARequest: Equatable, Sendable {
         return bad.map { String(format: "binding_message may not hold U+%04X", $0.value) }
     }
 }
+
+/// Ping mode's note of who to tell when an approval request is decided, kept under
+/// `key(approvalId)`: the `auth_req_id`, the client, and the bearer token it gave for the
+/// notification (`client_notification_token`).
+public struct CIBAPing: Equatable, Sendable {
+    public var authReqId: String
+    public var clientId: String
+    public var token: String
+
+    public init(authReqId: String, clientId: String, token: String) {
+        self.authReqId = authReqId
+        self.clientId = clientId
+        self.token = token
+    }
+
+    public static func key(_ approvalId: String) -> String { "oauth2:ciba-ping:" + approvalId }
+
+    public var encoded: [UInt8] {
+        JSONValue.object(["authReqId": .string(authReqId), "clientId": .string(clientId), "token": .string(token)]).canonicalBytes
+    }
+
+    public static func decode(_ bytes: [UInt8]) -> CIBAPing? {
+        guard let v = JSONValue.parse(bytes), let id = v["authReqId"]?.stringValue, let c = v["clientId"]?.stringValue,
+              let t = v["token"]?.stringValue else { return nil }
+        return CIBAPing(authReqId: id, clientId: c, token: t)
+    }
+}
+
