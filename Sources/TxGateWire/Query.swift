@@ -21,6 +21,9 @@ public struct Query: Sendable {
 
     public subscript(name: String) -> String? { pairs.first { $0.name == name }?.value }
 
+    /// The same query without the pairs named `name`.
+    public func without(_ name: String) -> Query { Query(pairs: pairs.filter { $0.name != name }) }
+
     /// `+` is a space and `%XX` a byte. A malformed escape, or escapes that do not make UTF-8,
     /// leave the `%` sequences as they are (only `+` decoded).
     package static func decode(_ s: Substring) -> String {

@@ -37,7 +37,7 @@ struct McpStepUpTests {
             Testbed.gatewayConfig(port: p, upstream: "http://127.0.0.1:\(port)", overrides: Kit.config([
                 "publicUrl": "http://localhost:\(p)",
                 "journeys": ["Login": [["type": "UsernamePassword"]], "ConfirmTransaction": [["type": "Confirm"]]],
-                "oauth2": ["resources": [["path": "/mcp", "scopes": ["bank"]]], "dynamicRegistration": ["open": true]],
+                "oauth2": ["resources": [["path": "/mcp", "scopes": ["bank"]]], "dynamicRegistration": ["open": true, "consentJourney": "ConfirmTransaction"]],
                 "policies": [["name": "mcp", "resources": ["/mcp"], "actions": ["POST", "GET", "DELETE"], "subjects": "authenticated",
                               "transaction": ["journey": "ConfirmTransaction",
                                               "when": ["/method": "tools/call", "/params/name": "transfer"],
@@ -68,8 +68,11 @@ struct McpStepUpTests {
         #expect(calls.map { $0["ok"] as? Bool } == [true, true, true], "\(r)")
         // Registered dynamically; each transfer approved on its own, showing what it sends.
         #expect(r["client_id_prefix"] as? String == "dyn.", "\(r)")
+        // The person allowed the registered client once (its first authorization), then approved
+        // each transfer on its own, shown what it sends.
         let approvals = try #require(r["approvals"] as? [[String]], "\(r)")
-        #expect(approvals.count == 3 && approvals[0] == ["Send 25 EUR to Bob?"] && approvals[2] == ["Send 5 EUR to Bob?"], "\(approvals)")
+        #expect(approvals == [["Allow test agent to act for you?"], ["Send 25 EUR to Bob?"], ["Send 25 EUR to Bob?"], ["Send 5 EUR to Bob?"]],
+                "\(approvals)")
         let forge = try #require(r["forge"] as? [String: Any], "\(r)")
         #expect(forge["challenge_status"] as? Int == 403, "\(forge)")
         let challenge = forge["challenge"] as? String ?? ""
@@ -89,7 +92,7 @@ struct McpStepUpTests {
         let bank = try start()
         let r = try agent(bank, #"[["call","balance",{}],["deny_next"],["call","transfer",{"amount":30,"currency":"EUR","payee":"Eve"}]]"#)
         #expect((r["session_error"] as? String)?.contains("declined") == true, "\(r)")
-        #expect((r["approvals"] as? [[String]])?.first == ["Send 30 EUR to Eve?"], "\(r)")
+        #expect((r["approvals"] as? [[String]])?.last == ["Send 30 EUR to Eve?"], "\(r)")
         #expect(bank.executed.isEmpty, "\(bank.executed)")
     }
 
@@ -112,6 +115,48 @@ struct McpStepUpTests {
         let reg = try g.fetch("POST", "/am/oauth2/realms/root/register", headers: [("Content-Type", "application/json")],
                               body: Array(#"{"redirect_uris":["http://evil.example/cb"]}"#.utf8))
         #expect(reg.status == 400 && reg.bodyText.contains("invalid_redirect_uri"), "\(reg)")
+    }
+}
+
+extension McpStepUpTests {
+    /// Anyone may register a client; none gets a token for a signed-in person without that
+    /// person's consent in the authorization itself (remembered for the rest of the session).
+    @Test("a registered client gets no code silently: the person consents first, and a consent is for its own client")
+    func consent() throws {
+        let bank = try start()
+        let g = bank.gateway
+        func register(_ name: String) throws -> String {
+            let r = try g.fetch("POST", "/am/oauth2/realms/root/register", headers: [("Content-Type", "application/json")],
+                                body: Array(#"{"redirect_uris":["https://\#(name).example/cb"],"client_name":"\#(name)","scope":"bank"}"#.utf8))
+            return try #require(try r.json()["client_id"] as? String, "\(r)")
+        }
+        let evil = try register("evil"), good = try register("good")
+        let session = try Kit.login(g)
+        let cookie = [("Cookie", "iPlanetDirectoryPro=\(session)")]
+        func authorize(_ client: String, _ extra: String = "") throws -> HTTPResponse {
+            let host = client == evil ? "evil" : "good"
+            return try g.fetch("GET", "/am/oauth2/realms/root/authorize?response_type=code&client_id=\(client)&redirect_uri="
+                + Query.encode("https://\(host).example/cb") + "&scope=bank&state=s&code_challenge=\(PKCE.s256(OAuthKit.verifier))"
+                + "&code_challenge_method=S256" + extra, headers: cookie)
+        }
+        let silent = try authorize(evil)
+        let location = silent.header("Location") ?? ""
+        #expect(silent.status == 302 && location.contains("/am/XUI/") && location.contains("composite_advice")
+                && !location.hasPrefix("https://evil.example"), "a code without consent: \(silent)")
+        // The consent asked of the person names the client; completing it for one client does not let another through.
+        let goto = try #require(Query(target: location)["goto"])
+        let consentTxid = try #require(Query(target: goto)["consent"])
+        let step = try Kit.startComposite(g, txid: consentTxid, session: .header(session))
+        #expect(step.bodyText.contains("Allow evil to act for you?"), "\(step)")
+        let done = try Kit.post(g, Kit.authPath, Kit.answer(try step.json(), [0]), headers: [("iPlanetDirectoryPro", session)])
+        #expect(done.status == 200, "\(done)")
+        let stolen = try authorize(good, "&consent=\(consentTxid)")
+        #expect(stolen.header("Location")?.hasPrefix("https://good.example/cb?code=") != true, "another client's consent was used: \(stolen)")
+        let allowed = try authorize(evil, "&consent=\(consentTxid)")
+        #expect(allowed.header("Location")?.hasPrefix("https://evil.example/cb?code=") == true, "\(allowed)")
+        // Remembered for the session: the next authorization of that client needs no consent; the other client's still does.
+        #expect(try authorize(evil).header("Location")?.hasPrefix("https://evil.example/cb?code=") == true)
+        #expect(try authorize(good).header("Location")?.contains("composite_advice") == true)
     }
 }
 

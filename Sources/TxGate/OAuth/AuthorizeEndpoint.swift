@@ -1,4 +1,5 @@
 import EventHTTP
+import Foundation
 import HTTPCore
 import TxGateCore
 import TxGateCrypto
@@ -108,7 +109,68 @@ struct AuthorizeEndpoint {
                                            txn: txn)
             grant.session = session.key
             grant.resource = r.resource
-            issue(ctx, grant, state: r.state)
+            guard let consentJourney = provider.config.dynamicRegistration?.consentJourney, provider.config.client(r.clientId) == nil else {
+                issue(ctx, grant, state: r.state)
+                return
+            }
+            consented(ctx, r, uid: session.uid, sessionKey: session.key, realm: realm, journey: consentJourney, query: query) {
+                issue(ctx, grant, state: r.state)
+            }
+        }
+    }
+
+    /// Where a consent given in an SSO session is remembered for the rest of that session.
+    static func consentKey(session: String, clientId: String) -> String {
+        "oauth2:consent:" + Crypto.hex(Crypto.sha256(Array((session + "\u{0}" + clientId).utf8)))
+    }
+
+    /// A client registered at run time gets a code only with the person's consent in this very
+    /// authorization: a consent record (`ClientConsent`) the consent journey completed, named by
+    /// the `consent` parameter the login page comes back with, taken once, for this client and
+    /// user. Without one, the person is sent to give it.
+    private func consented(_ ctx: EndpointCall, _ r: AuthorizationRequest, uid: String, sessionKey: String, realm: String, journey: String,
+                           query: Query, then: @escaping () -> Void) {
+        let remembered = Self.consentKey(session: sessionKey, clientId: r.clientId)
+        auth.store.get(remembered, on: loop) { g in
+            if case .success(_?) = g { then(); return }
+            let resource = ClientConsent.resource(clientId: r.clientId)
+            guard let txid = query["consent"], PolicyDecider.isTxId(txid) else {
+                ask(ctx, r, uid: uid, realm: realm, journey: journey, query: query)
+                return
+            }
+            let fields = ["state": TransactionRecord.State.completed.rawValue, "subject": uid, "resource": resource]
+            auth.store.takeIf(TransactionRecord.key(txid), fields: fields, on: loop) { t in
+                switch t {
+                case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+                case .success(.taken):
+                    auth.logger.info("client allowed", metadata: [
+                        "request_id": .string(ctx.requestId), "client_id": .string(String(r.clientId.prefix(24))), "user": .string(uid),
+                    ])
+                    auth.store.put(remembered, value: [1], ttlMs: auth.config.session.maxLifetimeS * 1000, on: loop) { _ in then() }
+                case .success:
+                    ask(ctx, r, uid: uid, realm: realm, journey: journey, query: query.without("consent"))
+                }
+            }
+        }
+    }
+
+    /// Writes a consent record and sends the person to the login page to give it, back here with it.
+    private func ask(_ ctx: EndpointCall, _ r: AuthorizationRequest, uid: String, realm: String, journey: String, query: Query) {
+        guard let client = provider.client(r.clientId) else { ctx.fail(.internalError("the client vanished")); return }
+        let txid = UUID().uuidString.lowercased()
+        let record = ClientConsent.record(txid: txid, client: client, name: DynamicClientID.name(r.clientId), scope: r.scope, uid: uid,
+                                          realm: realm, journey: journey, expires: auth.now + 600)
+        auth.store.create(TransactionRecord.key(txid), value: record.encoded, ttlMs: 600_000, on: loop) { res in
+            switch res {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(false): ctx.fail(.internalError("consent id collision"))
+            case .success(true):
+                // Counted as waiting, as a transaction is: its approval lowers the count again.
+                auth.store.increment(TransactionRecord.pendingKey(uid), ttlMs: 600_000, on: loop) { _ in }
+                let back = returnURL(ctx.path, Query(pairs: query.pairs + [(name: "consent", value: txid)]))
+                let advices = Advices([(Advices.transaction, [txid])])
+                redirect(ctx, Challenge.loginRedirect(loginPage: provider.publicURL + "/am/XUI/", goto: back, realm: realm, advices: advices))
+            }
         }
     }
 

@@ -247,6 +247,9 @@ public enum ConfigLoader {
                                                  message: "None needs a Secure cookie, so an https publicUrl (or tls); browsers drop a SameSite=None cookie that is not Secure"))
             }
         }
+        if let consent = config.oauth2?.dynamicRegistration?.consentJourney, config.journeys[consent] == nil {
+            issues.errors.append(ConfigError(path: "oauth2.dynamicRegistration.consentJourney", message: "journey '\(consent)' is not in journeys"))
+        }
         if let ciba = config.oauth2?.ciba {
             if config.journeys[ciba.approverJourney] == nil {
                 issues.errors.append(ConfigError(path: "oauth2.ciba.approverJourney", message: "journey '\(ciba.approverJourney)' is not in journeys"))

@@ -73,6 +73,9 @@ public enum TransactionScope {
 /// `open` or with an initial access token (read from `initialAccessTokenFile`).
 public struct DynamicRegistrationConfig: ConfigObject, Sendable, Equatable {
     public var open = false
+    /// The journey the person passes to allow a registered client, once per authorization (a
+    /// Confirm step, or a code): a client anyone could register is never given tokens silently.
+    public var consentJourney = ""
     public var initialAccessTokenFile: String?
     /// Filled from the file when the configuration is loaded.
     public var initialAccessToken: String?
@@ -82,11 +85,12 @@ public struct DynamicRegistrationConfig: ConfigObject, Sendable, Equatable {
 
     public init() {}
 
-    enum Key: String, ConfigKey { case open, initialAccessTokenFile, scopes }
+    enum Key: String, ConfigKey { case open, consentJourney, initialAccessTokenFile, scopes }
 
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, keys: Key.self)
         open = o.value(.open, default: open)
+        consentJourney = o.required(.consentJourney) ?? ""
         initialAccessTokenFile = o.optional(.initialAccessTokenFile)
         scopes = o.value(.scopes, default: scopes)
         if open == (initialAccessTokenFile != nil) {
@@ -156,6 +160,13 @@ public enum DynamicClientID {
 
     /// The client `id` stands for, if the gateway issued it: public, its URIs and scopes (with
     /// `allowedScopes`, so that a scope the configuration added later is usable).
+    /// The name a registered client gave (`client_name`), if `id` is one the gateway issued.
+    public static func name(_ id: String) -> String? {
+        guard id.hasPrefix(prefix), let dot = id.lastIndex(of: "."),
+              let body = Base64URL.decode(String(id[id.index(id.startIndex, offsetBy: prefix.count)..<dot])) else { return nil }
+        return JSONValue.parse(body)?["n"]?.stringValue
+    }
+
     public static func client(_ id: String, key: [UInt8], allowedScopes: Set<String>) -> OAuthClient? {
         guard id.hasPrefix(prefix), id.utf8.count <= 4096 else { return nil }
         let rest = id.dropFirst(prefix.count)
@@ -183,6 +194,27 @@ public enum PushedAuthorizationRequest {
     /// The parameters as a query string, and the client that pushed them (checked again at use).
     public static func encode(_ pairs: [(name: String, value: String)]) -> [UInt8] {
         Array(pairs.map { Query.encode($0.name) + "=" + Query.encode($0.value) }.joined(separator: "&").utf8)
+    }
+}
+
+/// The person's consent to a dynamically registered client, as a transaction the login page
+/// shows and the consent journey completes (the approval page's rows: the application, where it
+/// sends the person back, what it may do); `authorize` takes it once, for that client and user.
+public enum ClientConsent {
+    public static let method = "CONSENT"
+
+    public static func resource(clientId: String) -> String { "urn:txgate:consent:" + Crypto.hex(Crypto.sha256(Array(clientId.utf8))) }
+
+    public static func record(txid: String, client: OAuthClient, name: String?, scope: [String], uid: String, realm: String, journey: String,
+                              expires: Int) -> TransactionRecord {
+        let hosts = client.redirectUris.compactMap { URLComponents(string: $0)?.host }
+        let bound: [String: JSONValue] = [
+            "/application": .string(name ?? "an application"), "/returns to": .string(Array(Set(hosts)).sorted().joined(separator: ", ")),
+            "/access": .string(scope.isEmpty ? "your account" : scope.joined(separator: " ")),
+        ]
+        return TransactionRecord(txid: txid, realm: realm, resource: resource(clientId: client.clientId), method: method, subject: uid,
+                                 journey: journey, bodyDigest: nil, bound: bound,
+                                 display: "Allow \(name ?? "this application") to act for you?", expires: expires)
     }
 }
 

@@ -104,6 +104,8 @@ class Person:
             q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(location).query))
             assert q.get("authIndexType") == "composite_advice", location
             start = AUTH + "?authIndexType=composite_advice&authIndexValue=" + urllib.parse.quote(q["authIndexValue"], safe="")
+            if "goto" in q:
+                start += "&goto=" + urllib.parse.quote(q["goto"], safe="")
             _, _, raw = http("POST", start, {}, {"iPlanetDirectoryPro": self.session})
             step = json.loads(raw)
             shown = [o["value"] for c in step["callbacks"] if c["type"] in ("TextOutputCallback", "ConfirmationCallback")
@@ -123,6 +125,10 @@ class Person:
                 self.codes_used += 1
             status, _, raw = http("POST", AUTH, step, {"iPlanetDirectoryPro": self.session})
             assert status == 200, raw
+            # As the login page does: on to where the journey says (the authorize URL, with what
+            # the approval added to it).
+            next_url = json.loads(raw).get("successUrl") or ""
+            url = next_url if next_url.startswith(BASE) else url
         raise RuntimeError("authorize did not come back to the client")
 
 
