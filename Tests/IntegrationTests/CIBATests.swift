@@ -13,9 +13,28 @@ struct CIBATests {
     static let secret = "agent-secret-0123456789"
     static let bcPath = "/am/oauth2/realms/root/bc-authorize", tokenPath = "/am/oauth2/realms/root/access_token"
 
+    /// An EC P-256 key of the `signed` client (private_key_jwt): its PEM for authlib, its public JWK Set for the gateway.
+    static func clientKey(_ bed: Testbed) throws -> (pem: URL, jwks: URL) {
+        let pem = bed.dir.url.appendingPathComponent("signed.pem")
+        let gen = try bed.runTool("openssl", ["ecparam", "-name", "prime256v1", "-genkey", "-noout", "-out", pem.path])
+        guard gen.status == 0 else { throw HarnessError("openssl: \(gen)") }
+        let pkcs8 = try bed.runTool("openssl", ["pkcs8", "-topk8", "-nocrypt", "-in", pem.path, "-out", pem.path + ".p8"])
+        guard pkcs8.status == 0 else { throw HarnessError("openssl: \(pkcs8)") }
+        let jwk = try bed.runTool("python3", ["-c", """
+            import json, sys
+            from authlib.jose import JsonWebKey
+            key = JsonWebKey.import_key(open(sys.argv[1]).read(), {"kty": "EC", "kid": "k1", "use": "sig"})
+            print(json.dumps({"keys": [key.as_dict(is_private=False)]}))
+            """, pem.path + ".p8"])
+        guard jwk.status == 0 else { throw HarnessError("authlib jwk: \(jwk)") }
+        let jwks = try bed.dir.write("signed.jwks.json", jwk.stdout)
+        return (URL(fileURLWithPath: pem.path + ".p8"), jwks)
+    }
+
     func start(pingTo: String = "http://127.0.0.1:9/cb") throws -> GatewayInstance {
         let bed = try Testbed.current
         let secretFile = try bed.dir.write("agent.secret", Self.secret)
+        let jwks = try Self.clientKey(bed).jwks
         let (g, _) = try bed.startGatewayWithBank(config: A.config(approver: "ApproverConfirm", [
             "oauth2": [
                 "clients": [
@@ -25,6 +44,8 @@ struct CIBATests {
                      "ciba": ["users": ["*"]]],
                     ["clientId": "pinger", "clientSecretFile": secretFile.path, "scopes": ["openid"], "redirectUris": ["https://pinger.example/cb"],
                      "ciba": ["users": ["demo"], "notificationEndpoint": pingTo]],
+                    ["clientId": "signed", "jwksFile": jwks.path, "scopes": ["openid"], "redirectUris": ["https://signed.example/cb"],
+                     "ciba": ["users": ["demo"]]],
                 ],
                 "ciba": ["approverJourney": "ApproverConfirm", "channels": ["email"], "expiresInS": 60, "intervalS": 2],
             ],
@@ -151,5 +172,34 @@ struct CIBATests {
         Thread.sleep(forTimeInterval: 2.1)
         #expect(try poll(g, id, client: "pinger").status == 200)
         #expect(receiver.receivedRequests.count == 1, "pinged twice: \(receiver.receivedRequests)")
+    }
+
+    @Test("authlib's private_key_jwt: the back-channel request and the poll authenticate by signed assertions, each used once")
+    func privateKeyJWT() throws {
+        let bed = try Testbed.current
+        let g = try start()
+        let key = bed.dir.url.appendingPathComponent("signed.pem.p8").path
+        let script = BinaryLocator.packageRoot.appendingPathComponent("Tests/IntegrationTests/oauth/ciba_client.py").path
+        func client(_ args: [String]) throws -> [String: Any] {
+            let r = try bed.runTool("python3", [script] + args, timeout: 60)
+            let last = r.stdout.split(separator: "\n").last.map(String.init) ?? ""
+            guard let obj = (try? JSONSerialization.jsonObject(with: Data(last.utf8))) as? [String: Any] else {
+                throw HarnessError("ciba_client.py: \(r)\n\(g.process.stderrTail(20))")
+            }
+            return obj
+        }
+        let asked = try client(["authorize", g.baseURL, "signed", key, "k1", "demo"])
+        #expect(asked["status"] as? Int == 200, "\(asked)")
+        #expect(asked["replay_status"] as? Int == 401 && (asked["replay_body"] as? [String: Any])?["error"] as? String == "invalid_client",
+                "a client assertion worked twice: \(asked)")
+        let id = try #require((asked["body"] as? [String: Any])?["auth_req_id"] as? String)
+        let decided = try A.approve(g, id: try approvalId(g, count: 1), token: try Kit.login(g), code: "0")
+        #expect(decided.status == 200, "\(decided)")
+        let polled = try client(["poll", g.baseURL, "signed", key, "k1", id])
+        let token = try #require((polled["token"] as? [String: Any])?["access_token"] as? String, "\(polled)")
+        #expect(OAuthKit.claims(token)["sub"] as? String == "demo" && OAuthKit.claims(token)["client_id"] as? String == "signed")
+        // An assertion signed by another key is no client.
+        #expect(try post(g, Self.bcPath, "scope=openid&login_hint=demo&client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer"
+                         + "&client_assertion=eyJhbGciOiJFUzI1NiIsImtpZCI6ImsxIn0.eyJpc3MiOiJzaWduZWQifQ.AAAA", client: "x", secret: "y").status == 401)
     }
 }

@@ -17,16 +17,15 @@ struct AuthorizeEndpoint {
     /// RFC 9126: the client's authorization request, checked now as `authorize` will check it,
     /// kept 60 s under a one-use `request_uri`. Errors are answered to the client (JSON).
     func push(_ ctx: EndpointCall, form: [String: String], realm: String) {
-        let client: OAuthClient
-        switch provider.authenticateClient(form, ctx.head.headers) {
-        case .success(let c): client = c
-        case .failure(let e): OAuthProvider.refuse(ctx, e); return
-        }
+        provider.withClient(ctx, form, on: loop) { client in push(ctx, form: form, client: client) }
+    }
+
+    private func push(_ ctx: EndpointCall, form: [String: String], client: OAuthClient) {
         guard form["request_uri"] == nil else {
             OAuthProvider.refuse(ctx, .invalidRequest("request_uri may not be pushed"))
             return
         }
-        let pairs = form.filter { $0.key != "client_secret" }.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
+        let pairs = form.filter { !["client_secret", "client_assertion", "client_assertion_type"].contains($0.key) }.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
         switch parse(Query(pairs: pairs)) {
         case .failure(.toUser(let e)), .failure(.toClient(_, let e, _)): OAuthProvider.refuse(ctx, e); return
         case .success(let r) where r.clientId != client.clientId:

@@ -23,11 +23,10 @@ struct CIBAEndpoint {
             ctx.fail(.notFound("back-channel authentication is not enabled (oauth2.ciba)"))
             return
         }
-        let client: OAuthClient
-        switch provider.authenticateClient(form, ctx.head.headers) {
-        case .success(let c): client = c
-        case .failure(let e): OAuthProvider.refuse(ctx, e); return
-        }
+        provider.withClient(ctx, form, on: loop) { client in authorize(ctx, form: form, client: client, ciba: ciba) }
+    }
+
+    private func authorize(_ ctx: EndpointCall, form: [String: String], client: OAuthClient, ciba: CIBAConfig) {
         guard let reach = client.ciba, !client.isPublic else {
             OAuthProvider.refuse(ctx, OAuthError("unauthorized_client", "this client may not use back-channel authentication"))
             return

@@ -61,8 +61,48 @@ final class OAuthProvider: Sendable {
         return endpoint.isEmpty ? nil : (realm, endpoint)
     }
 
-    /// RFC 6749 §2.3: a confidential client authenticates (HTTP Basic or form), a public one names itself.
-    func authenticateClient(_ form: [String: String], _ headers: HTTPHeaders) -> Result<OAuthClient, OAuthError> {
+    /// RFC 6749 §2.3: a confidential client authenticates (HTTP Basic or form secret, or RFC 7523
+    /// `private_key_jwt` with a key of its `jwksFile`), a public one names itself. An assertion's
+    /// `jti` is claimed in the store for its lifetime: the same assertion twice is refused.
+    func authenticateClient(_ form: [String: String], _ headers: HTTPHeaders, on loop: EventLoop,
+                            _ done: @escaping (Result<OAuthClient, OAuthError>) -> Void) {
+        switch checkClient(form, headers, tokenEndpoint: issuer("/") + "/access_token") {
+        case .failure(let e): done(.failure(e))
+        case .success(let (client, nil)): done(.success(client))
+        case .success(let (client, assertion?)):
+            let key = "oauth2:jti:" + Crypto.hex(Crypto.sha256(Array((client.clientId + "\u{0}" + assertion.jti).utf8)))
+            auth.store.create(key, value: [1], ttlMs: max(1, assertion.exp - auth.now + 60) * 1000, on: loop) { r in
+                switch r {
+                case .failure(let e): done(.failure(OAuthError("temporarily_unavailable", e.description, status: 503)))
+                case .success(false): done(.failure(.invalidClient("the client assertion was used already (jti)")))
+                case .success(true): done(.success(client))
+                }
+            }
+        }
+    }
+
+    /// `authenticateClient`, answering the request when it fails.
+    func withClient(_ ctx: EndpointCall, _ form: [String: String], on loop: EventLoop, _ then: @escaping (OAuthClient) -> Void) {
+        authenticateClient(form, ctx.head.headers, on: loop) { r in
+            switch r {
+            case .success(let client): then(client)
+            case .failure(let e) where e.status == 503: ctx.fail(.storeUnavailable(e.description))
+            case .failure(let e): OAuthProvider.refuse(ctx, e)
+            }
+        }
+    }
+
+    static let assertionType = "urn:ietf:params:oauth:client-assertion-type:jwt-bearer"
+
+    /// The client the request authenticates as, and its assertion's `jti` and `exp` when it used one.
+    private func checkClient(_ form: [String: String], _ headers: HTTPHeaders,
+                             tokenEndpoint: String) -> Result<(OAuthClient, (jti: String, exp: Int)?), OAuthError> {
+        if let assertion = form["client_assertion"] {
+            guard form["client_assertion_type"] == Self.assertionType else {
+                return .failure(.invalidClient("client_assertion_type must be \(Self.assertionType)"))
+            }
+            return privateKeyJWT(assertion, clientId: form["client_id"], tokenEndpoint: tokenEndpoint).map { ($0.0, $0.1) }
+        }
         var id = form["client_id"], secret = form["client_secret"]
         if let basic = headers.first("Authorization"), basic.lowercased().hasPrefix("basic "),
            let decoded = Base64.decode(String(basic.dropFirst(6)).trimmingCharacters(in: .whitespaces)) {
@@ -73,12 +113,36 @@ final class OAuthProvider: Sendable {
             }
         }
         guard let id, let client = client(id) else { return .failure(.invalidClient("unknown client")) }
-        if client.isPublic { return .success(client) }
+        if client.isPublic { return .success((client, nil)) }
         guard let secret, let expected = client.clientSecret,
               Crypto.constantTimeEquals(Array(secret.utf8), Array(expected.utf8)) else {
             return .failure(.invalidClient("client authentication failed"))
         }
-        return .success(client)
+        return .success((client, nil))
+    }
+
+    /// RFC 7523 §3 (and OIDC Core §9): `iss` and `sub` the client, `aud` the token endpoint or
+    /// the issuer, signed (ES256 or RS256) with a key of the client's JWK Set, not expired and
+    /// expiring within the hour (authlib's default lifetime), with a `jti`.
+    private func privateKeyJWT(_ assertion: String, clientId: String?, tokenEndpoint: String) -> Result<(OAuthClient, (jti: String, exp: Int)), OAuthError> {
+        guard let claims = JWS.unverifiedParts(assertion)?.claims, let iss = claims["iss"]?.stringValue,
+              let client = client(iss), let jwks = client.jwks.flatMap(JWSKey.parseSet) else {
+            return .failure(.invalidClient("the client assertion names no client with a JWK Set"))
+        }
+        if let clientId, clientId != iss { return .failure(.invalidClient("client_id is not the assertion's issuer")) }
+        let now = auth.now
+        let v: JWS.Verified
+        do { v = try JWS.verify(assertion, typ: nil, now: now, key: { jwks[$0] }) } catch {
+            return .failure(.invalidClient("the client assertion does not verify: \(error)"))
+        }
+        let aud = v.claims["aud"].map { $0.arrayValue?.compactMap(\.stringValue) ?? [$0.stringValue ?? ""] } ?? []
+        guard v.string("sub") == iss, aud.contains(where: { $0 == tokenEndpoint || $0 == issuer("/") }) else {
+            return .failure(.invalidClient("the client assertion's sub must be the client and its aud this provider"))
+        }
+        guard let jti = v.string("jti"), !jti.isEmpty, let exp = v.int("exp"), exp <= now + 3_600 else {
+            return .failure(.invalidClient("the client assertion needs a jti and an exp at most an hour ahead"))
+        }
+        return .success((client, (jti, exp)))
     }
 
     /// A signed access token (RFC 9068) for a grant; `family` is its refresh family (`sid`).

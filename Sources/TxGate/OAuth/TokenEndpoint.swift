@@ -13,11 +13,10 @@ struct TokenEndpoint {
     private var store: Store { provider.auth.store }
 
     func handle(_ ctx: EndpointCall, form: [String: String]) {
-        let client: OAuthClient
-        switch provider.authenticateClient(form, ctx.head.headers) {
-        case .success(let c): client = c
-        case .failure(let e): OAuthProvider.refuse(ctx, e); return
-        }
+        provider.withClient(ctx, form, on: loop) { client in handle(ctx, form: form, client: client) }
+    }
+
+    private func handle(_ ctx: EndpointCall, form: [String: String], client: OAuthClient) {
         switch form["grant_type"] {
         case "authorization_code": redeemCode(ctx, form, client)
         case "refresh_token": refresh(ctx, form, client)

@@ -26,10 +26,10 @@ struct TokenInfoEndpoints {
 
     /// RFC 7009: the token's family is revoked; an unknown token is not an error (200 either way).
     func revoke(_ ctx: EndpointCall, form: [String: String]) {
-        guard case .success(let client) = provider.authenticateClient(form, ctx.head.headers) else {
-            OAuthProvider.refuse(ctx, .invalidClient("client authentication failed"))
-            return
-        }
+        provider.withClient(ctx, form, on: loop) { client in revoke(ctx, form: form, client: client) }
+    }
+
+    private func revoke(_ ctx: EndpointCall, form: [String: String], client: OAuthClient) {
         guard let token = form["token"] else { OAuthProvider.refuse(ctx, .invalidRequest("token is required")); return }
         family(of: token, client: client) { family in
             guard let family else { ctx.respondJSON(status: 200, "{}", headers: OAuthProvider.noStore()); return }
@@ -45,16 +45,16 @@ struct TokenInfoEndpoints {
     /// RFC 7662, for confidential clients (a backend registers as one): the caller must
     /// authenticate (§2.1); a public client, which can only name itself, is refused.
     func introspect(_ ctx: EndpointCall, form: [String: String]) {
-        switch provider.authenticateClient(form, ctx.head.headers) {
-        case .success(let client) where client.isPublic:
-            OAuthProvider.refuse(ctx, .invalidClient("introspection needs client authentication (RFC 7662 §2.1): '\(client.clientId)' is a public client"))
-            return
-        case .success:
-            break
-        case .failure:
-            OAuthProvider.refuse(ctx, .invalidClient("client authentication failed"))
-            return
+        provider.withClient(ctx, form, on: loop) { client in
+            guard !client.isPublic else {
+                OAuthProvider.refuse(ctx, .invalidClient("introspection needs client authentication (RFC 7662 §2.1): '\(client.clientId)' is a public client"))
+                return
+            }
+            introspectToken(ctx, form: form)
         }
+    }
+
+    private func introspectToken(_ ctx: EndpointCall, form: [String: String]) {
         guard let token = form["token"] else { OAuthProvider.refuse(ctx, .invalidRequest("token is required")); return }
         liveAccessToken(ctx, token) { v in
             guard let v else { ctx.respondJSON(status: 200, #"{"active":false}"#, headers: OAuthProvider.noStore()); return }

@@ -66,6 +66,11 @@ public struct OAuthClient: ConfigObject, Sendable, Equatable {
     public var clientSecret: String?
     /// May ask for users' approval on the back channel (CIBA), and for whom.
     public var ciba: CIBAClientConfig?
+    /// A JWK Set file: the client authenticates with `private_key_jwt` (RFC 7523) signed by one
+    /// of its keys.
+    public var jwksFile: String?
+    /// Filled from `jwksFile` when the configuration is loaded.
+    public var jwks: [UInt8]?
 
     public init(clientId: String, redirectUris: [String], scopes: [String], isPublic: Bool = true) {
         self.clientId = clientId
@@ -75,7 +80,7 @@ public struct OAuthClient: ConfigObject, Sendable, Equatable {
     }
 
     enum Key: String, ConfigKey {
-        case clientId, redirectUris, postLogoutRedirectUris, scopes, `public`, clientSecretFile, ciba
+        case clientId, redirectUris, postLogoutRedirectUris, scopes, `public`, clientSecretFile, ciba, jwksFile
     }
 
     public init(from decoder: Decoder) throws {
@@ -87,9 +92,13 @@ public struct OAuthClient: ConfigObject, Sendable, Equatable {
         isPublic = o.value(.public, default: false)
         clientSecretFile = o.optional(.clientSecretFile)
         ciba = o.optional(.ciba)
+        jwksFile = o.optional(.jwksFile)
+        if isPublic && jwksFile != nil { o.invalid(.jwksFile, "a public client has no keys") }
         if isPublic && ciba != nil { o.invalid(.ciba, "a public client cannot authenticate on the back channel: give it a clientSecretFile") }
         if isPublic && clientSecretFile != nil { o.invalid(.clientSecretFile, "a public client has no secret") }
-        if !isPublic && clientSecretFile == nil { o.invalid(.public, "set public: true (PKCE only) or give a clientSecretFile") }
+        if !isPublic && clientSecretFile == nil && jwksFile == nil {
+            o.invalid(.public, "set public: true (PKCE only) or give a clientSecretFile or a jwksFile")
+        }
         if redirectUris.isEmpty && o.has(.redirectUris) { o.invalid(.redirectUris, "list at least one redirect URI") }
         for u in redirectUris + postLogoutRedirectUris {
             guard let c = URLComponents(string: u), c.scheme != nil, c.fragment == nil else {
@@ -131,6 +140,17 @@ enum OAuthClientSecrets {
     static func read(_ config: inout GatewayConfig, folder: String, files: any ConfigFileReader, issues: ConfigIssues) {
         guard var oauth = config.oauth2 else { return }
         for (i, c) in oauth.clients.enumerated() {
+            if let file = c.jwksFile {
+                let path = ConfigLoader.absolute(file, folder: folder)
+                let bytes = (try? files.read(path).get()).map { [UInt8]($0) }
+                if let bytes, let keys = JWSKey.parseSet(bytes), !keys.isEmpty {
+                    oauth.clients[i].jwksFile = path
+                    oauth.clients[i].jwks = bytes
+                } else {
+                    issues.errors.append(ConfigError(path: "oauth2.clients[\(i)].jwksFile",
+                                                     message: "cannot read '\(path)', or it is not a JWK Set with an EC P-256 or RSA key with a kid"))
+                }
+            }
             guard let file = c.clientSecretFile else { continue }
             let path = ConfigLoader.absolute(file, folder: folder)
             let secret = (try? files.read(path).get()).map { String(decoding: $0, as: UTF8.self) }?
