@@ -61,10 +61,11 @@ fi
 # `python3` the tests find on PATH. Debian's own python3 is "externally managed" (PEP 668): only
 # there is --break-system-packages needed. fido2 is the software authenticator of the passkey
 # tests and webauthn (py_webauthn) their independent verifier of the evidence in a Txn-Token
-# (Tests/IntegrationTests/webauthn/).
+# (Tests/IntegrationTests/webauthn/); mcp is the Python MCP SDK whose own server and OAuth client
+# the MCP tests run through the gateway (Tests/IntegrationTests/mcp/).
 [ "$python_test" -eq 1 ] || exit 0
 pypi=()
-for spec in selenium authlib 'fido2>=2.2,<3' 'webauthn>=2,<3'; do
+for spec in selenium authlib 'fido2>=2.2,<3' 'webauthn>=2,<3' 'mcp>=2,<3'; do
   m=${spec%%[<>=]*}
   python3 -c "import $m" 2>/dev/null || pypi+=("$spec")
 done
@@ -79,4 +80,4 @@ if ! pip_out=$(python3 -m pip install --quiet "${pypi[@]}" 2>&1); then
     exit 1
   fi
 fi
-python3 -c 'import selenium, authlib, fido2, webauthn'
+python3 -c 'import selenium, authlib, fido2, webauthn, mcp'

@@ -140,6 +140,21 @@ public enum Challenge {
         return s
     }
 
+    /// RFC 6750 §3.1 `insufficient_scope` with the scopes to ask for (WIRE.md §13: a transaction
+    /// is the scope `transaction:<TxId>`) and RFC 9728's `resource_metadata`: how an MCP client
+    /// steps up.
+    public static func bearerInsufficientScope(scope: String, resourceMetadata: String) -> String {
+        #"Bearer error="insufficient_scope", scope="\#(scope)", resource_metadata="\#(resourceMetadata)""#
+    }
+
+    /// RFC 9728 §5.1: a resource's 401 without a usable token names its metadata.
+    public static func bearerResourceMetadata(_ url: String, error: String? = nil, scope: String? = nil) -> String {
+        var s = "Bearer "
+        if let error { s += #"error="\#(error)", error_description="The access token is not valid", "# }
+        if let scope, !scope.isEmpty { s += #"scope="\#(scope)", "# }
+        return s + #"resource_metadata="\#(url)""#
+    }
+
     /// Adds `name=value` to a URL's query.
     public static func addingQuery(_ url: String, _ name: String, _ value: String) -> String {
         let (base, fragment): (String, String) = {

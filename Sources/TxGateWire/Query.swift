@@ -16,6 +16,9 @@ public struct Query: Sendable {
         }
     }
 
+    /// Pairs already decoded.
+    public init(pairs: [(name: String, value: String)]) { self.pairs = pairs }
+
     public subscript(name: String) -> String? { pairs.first { $0.name == name }?.value }
 
     /// `+` is a space and `%XX` a byte. A malformed escape, or escapes that do not make UTF-8,

@@ -32,4 +32,7 @@ final class AccessTokenCache {
     }
 
     func subject(_ v: JWS.Verified, token: String) -> Subject { provider.subject(v, token: token) }
+
+    /// Whether the token's audience is the resource `path` is under (`OAuthProvider.tokenFits`).
+    func fits(_ v: JWS.Verified, path: Substring) -> Bool { provider.tokenFits(v, path: path) }
 }

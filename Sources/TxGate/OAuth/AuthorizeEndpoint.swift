@@ -13,10 +13,65 @@ struct AuthorizeEndpoint {
 
     private var auth: AuthService { provider.auth }
 
+    /// RFC 9126: the client's authorization request, checked now as `authorize` will check it,
+    /// kept 60 s under a one-use `request_uri`. Errors are answered to the client (JSON).
+    func push(_ ctx: EndpointCall, form: [String: String], realm: String) {
+        let client: OAuthClient
+        switch provider.authenticateClient(form, ctx.head.headers) {
+        case .success(let c): client = c
+        case .failure(let e): OAuthProvider.refuse(ctx, e); return
+        }
+        guard form["request_uri"] == nil else {
+            OAuthProvider.refuse(ctx, .invalidRequest("request_uri may not be pushed"))
+            return
+        }
+        let pairs = form.filter { $0.key != "client_secret" }.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
+        switch parse(Query(pairs: pairs)) {
+        case .failure(.toUser(let e)), .failure(.toClient(_, let e, _)): OAuthProvider.refuse(ctx, e); return
+        case .success(let r) where r.clientId != client.clientId:
+            OAuthProvider.refuse(ctx, .invalidRequest("client_id is not the authenticated client")); return
+        case .success: break
+        }
+        let uri = PushedAuthorizationRequest.uriPrefix + Base64URL.encode(Crypto.randomBytes(32))
+        auth.store.create(PushedAuthorizationRequest.key(uri), value: PushedAuthorizationRequest.encode(pairs),
+                          ttlMs: PushedAuthorizationRequest.ttlS * 1000, on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(false): ctx.fail(.internalError("request_uri collision"))
+            case .success(true):
+                ctx.respondJSON(status: 201, #"{"expires_in":\#(PushedAuthorizationRequest.ttlS),"request_uri":"\#(uri)"}"#,
+                                headers: OAuthProvider.noStore())
+            }
+        }
+    }
+
+    private func parse(_ query: Query) -> Result<AuthorizationRequest, AuthorizationRequest.Refusal> {
+        AuthorizationRequest.parse(query, config: provider.config, clients: provider.client, resources: provider.resourceIdentifiers,
+                                   journeys: Set(auth.config.journeys.keys))
+    }
+
     func handle(_ ctx: EndpointCall, realm: String) {
         let query = Query(target: ctx.head.target)
+        guard let requestUri = query["request_uri"] else { handle(ctx, realm: realm, query: query); return }
+        // RFC 9126 §4: the pushed parameters, once, for the client that pushed them; from here on
+        // (a round through the login page included) they are the request's own.
+        auth.store.take(PushedAuthorizationRequest.key(requestUri), on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(let bytes):
+                let pushed = bytes.map { Query(string: String(decoding: $0, as: UTF8.self)) }
+                guard let pushed, pushed["client_id"] == query["client_id"] else {
+                    OAuthProvider.refuse(ctx, .invalidRequest("request_uri is unknown, expired, already used, or another client's"))
+                    return
+                }
+                handle(ctx, realm: realm, query: pushed)
+            }
+        }
+    }
+
+    private func handle(_ ctx: EndpointCall, realm: String, query: Query) {
         let request: AuthorizationRequest
-        switch AuthorizationRequest.parse(query, config: provider.config, journeys: Set(auth.config.journeys.keys)) {
+        switch parse(query) {
         case .success(let r): request = r
         case .failure(.toUser(let e)): OAuthProvider.refuse(ctx, e); return
         case .failure(.toClient(let uri, let e, let state)): redirect(ctx, AuthorizationRequest.errorRedirect(uri, e, state: state)); return
@@ -52,6 +107,7 @@ struct AuthorizeEndpoint {
                                            uid: session.uid, realm: realm, scope: r.scope, nonce: r.nonce, acr: acr, authTime: authTime,
                                            txn: txn)
             grant.session = session.key
+            grant.resource = r.resource
             issue(ctx, grant, state: r.state)
         }
     }

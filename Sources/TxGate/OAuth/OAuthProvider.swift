@@ -12,6 +12,11 @@ final class OAuthProvider: Sendable {
     let keys: TokenKeys
     let publicURL: String
     let audience: String
+    /// The identifiers of `oauth2.resources` (RFC 8707): a token may be issued for one of them.
+    let resourceIdentifiers: Set<String>
+    /// MACs dynamically registered clients' IDs (`DynamicClientID`): derived from the signing
+    /// key (through `AuthService.codeKey`), so that every instance that shares it knows them.
+    private let registrationKey: [UInt8]
 
     init(config: OAuth2Config, auth: AuthService, keys: TokenKeys) {
         self.config = config
@@ -19,7 +24,19 @@ final class OAuthProvider: Sendable {
         self.keys = keys
         publicURL = auth.publicURL
         audience = config.audience ?? auth.publicURL
+        resourceIdentifiers = Set(config.resources.map { $0.identifier(publicURL: auth.publicURL) })
+        registrationKey = Crypto.hmacSHA256(key: auth.codeKey, data: Array("txgate dynamic client registration".utf8))
     }
+
+    /// A configured client, or one registered at run time (`oauth2.dynamicRegistration`).
+    func client(_ id: String) -> OAuthClient? {
+        if let c = config.client(id) { return c }
+        guard config.dynamicRegistration != nil else { return nil }
+        return DynamicClientID.client(id, key: registrationKey, allowedScopes: config.offeredScopes)
+    }
+
+    /// Registers a client (RFC 7591): its ID is its metadata, MACed.
+    func register(_ m: DynamicClientID.Metadata) -> String { DynamicClientID.issue(m, key: registrationKey) }
 
     /// AM's issuer: `{public}/am/oauth2/realms/root[/realms/NAME]`.
     func issuer(_ realm: String) -> String {
@@ -55,7 +72,7 @@ final class OAuthProvider: Sendable {
                 secret = pair[1].removingPercentEncoding ?? String(pair[1])
             }
         }
-        guard let id, let client = config.client(id) else { return .failure(.invalidClient("unknown client")) }
+        guard let id, let client = client(id) else { return .failure(.invalidClient("unknown client")) }
         if client.isPublic { return .success(client) }
         guard let secret, let expected = client.clientSecret,
               Crypto.constantTimeEquals(Array(secret.utf8), Array(expected.utf8)) else {
@@ -66,7 +83,7 @@ final class OAuthProvider: Sendable {
 
     /// A signed access token (RFC 9068) for a grant; `family` is its refresh family (`sid`).
     func accessToken(_ g: AuthorizationGrant, family: String, now: Int) -> String {
-        var claims = TokenClaims.accessToken(issuer: issuer(g.realm), audience: audience, uid: g.uid, clientId: g.clientId,
+        var claims = TokenClaims.accessToken(issuer: issuer(g.realm), audience: g.resource ?? audience, uid: g.uid, clientId: g.clientId,
                                              scope: g.scope, acr: g.acr, authTime: g.authTime,
                                              jti: Base64URL.encode(Crypto.randomBytes(16)), now: now, ttlS: config.accessTokenTtlS,
                                              txn: g.txn)
@@ -95,12 +112,24 @@ final class OAuthProvider: Sendable {
         guard iss == issuer("/") || auth.config.realms.contains(where: { iss == issuer("/" + $0) }) else {
             throw .invalidClaims("the token was issued by another issuer")
         }
+        // The gateway's audience, or one resource's (RFC 8707): a resource's token is good for
+        // that resource's paths alone (`tokenFits`).
         let aud = v.claims["aud"]
-        guard aud?.stringValue == audience || aud?.arrayValue?.contains(.string(audience)) == true else {
+        guard aud?.stringValue == audience || aud?.arrayValue?.contains(.string(audience)) == true
+                || aud?.stringValue.map(resourceIdentifiers.contains) == true else {
             throw .invalidClaims("the token is for another audience")
         }
         guard v.string("sub") != nil else { throw .invalidClaims("no sub") }
         return v
+    }
+
+    /// Whether a verified token may be used on `path`: a token for a resource (RFC 8707) only
+    /// under that resource's path, and a token for the gateway's audience not on a resource
+    /// (which has tokens of its own).
+    func tokenFits(_ v: JWS.Verified, path: Substring) -> Bool {
+        let resource = config.resource(containing: path).map { $0.identifier(publicURL: publicURL) }
+        guard let aud = v.claims["aud"]?.stringValue, resourceIdentifiers.contains(aud) else { return resource == nil }
+        return aud == resource
     }
 
     /// The realm an issuer names.

@@ -37,7 +37,8 @@ struct TokenEndpoint {
                     refused(ctx, .invalidGrant("the code is unknown, expired or already used"), client)
                     return
                 }
-                if let e = grant.redeemRefusal(clientId: client.clientId, redirectUri: form["redirect_uri"], verifier: form["code_verifier"]) {
+                if let e = grant.redeemRefusal(clientId: client.clientId, redirectUri: form["redirect_uri"], verifier: form["code_verifier"],
+                                               resource: form["resource"]) {
                     refused(ctx, e, client)
                     return
                 }
@@ -53,7 +54,7 @@ struct TokenEndpoint {
             if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)); return }
             let now = provider.auth.now
             let record = RefreshRecord(family: family, clientId: grant.clientId, uid: grant.uid, realm: grant.realm, scope: grant.scope,
-                                       acr: grant.acr, authTime: grant.authTime, expires: now + ttl)
+                                       acr: grant.acr, authTime: grant.authTime, expires: now + ttl, resource: grant.resource)
             guard let session = grant.session else { issue(ctx, grant, record); return }
             // Ending the SSO session revokes the family (connect/endSession).
             SessionFamilies.add(family, to: session, ttlMs: provider.auth.config.session.maxLifetimeS * 1000, store: store, loop: loop) { r in
@@ -105,8 +106,9 @@ struct TokenEndpoint {
 
     private func successor(_ ctx: EndpointCall, _ record: RefreshRecord) {
         let next = record.successor(now: provider.auth.now, ttlS: provider.config.refreshTokenTtlS)
-        let grant = AuthorizationGrant(clientId: record.clientId, redirectUri: "", codeChallenge: "", uid: record.uid, realm: record.realm,
+        var grant = AuthorizationGrant(clientId: record.clientId, redirectUri: "", codeChallenge: "", uid: record.uid, realm: record.realm,
                                        scope: record.scope, nonce: nil, acr: record.acr, authTime: record.authTime, txn: nil)
+        grant.resource = record.resource
         issue(ctx, grant, next)
     }
 

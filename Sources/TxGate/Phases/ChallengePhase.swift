@@ -10,18 +10,24 @@ struct ChallengePhase: RequestPhase {
     private let bearerForm: String
     /// Where a browser's request waits for its approval (nil: the gateway has no store).
     private let parking: RequestParking?
+    /// `oauth2.resources`: APIs whose clients step up by scope (MCP).
+    private let resources: [OAuthResource]
 
     /// `amURI`: where clients run journeys (this gateway's `/am/`, or the remote AM's public URL).
-    init(publicURL: String, amURI: String, bearerForm: String, parking: RequestParking?) {
+    init(publicURL: String, amURI: String, bearerForm: String, parking: RequestParking?, resources: [OAuthResource] = []) {
         self.publicURL = publicURL
         self.amURI = amURI
         self.bearerForm = bearerForm
         self.parking = parking
+        self.resources = resources
     }
 
     func handle(_ ctx: RequestContext) -> PhaseStatus {
         guard let advices = ctx.decision?.advices, !advices.isEmpty, ctx.decision?.allows(ctx.method) != true else {
             return .next
+        }
+        if let resource = resources.first(where: { $0.contains(ctx.path[...]) }) {
+            return resourceChallenge(ctx, advices, resource)
         }
         let wantsHeader = ctx.head.headers.first("x-authenticate-response").map { asciiCaseInsensitiveEquals($0, "header") } ?? false
         var h = HTTPHeaders()
@@ -67,6 +73,32 @@ struct ChallengePhase: RequestPhase {
         let maxAge = txid == nil ? ctx.policy?.stepUpMaxAge : nil
         h.add("WWW-Authenticate", Challenge.bearerStepUp(acr: acr, txid: txid, maxAge: maxAge))
         if bearerForm == "both" { h.add("WWW-Authenticate", ssoAdvice(advices)) }
+    }
+
+    /// An OAuth resource (an MCP server) is never a browser's page: no token is `401` naming
+    /// its RFC 9728 metadata; a transaction is `403 insufficient_scope` asking for the scope
+    /// `transaction:<TxId>` (WIRE.md §13), which `authorize` approves; a step-up is RFC 9470's
+    /// challenge, with the metadata named too.
+    private func resourceChallenge(_ ctx: RequestContext, _ advices: Advices, _ resource: OAuthResource) -> PhaseStatus {
+        var h = HTTPHeaders()
+        h.add("Cache-Control", "no-store")
+        let metadata = resource.metadataURL(publicURL: publicURL)
+        let scopes = resource.scopes.joined(separator: " ")
+        let members = #""advices":\#(advices.json),"am_uri":"\#(amURI)""#
+        guard ctx.subject != nil else {
+            h.add("WWW-Authenticate", Challenge.bearerResourceMetadata(metadata, error: ctx.bearer != nil ? "invalid_token" : nil, scope: scopes))
+            let message = ctx.bearer != nil ? "the access token is not valid for this resource" : "authentication required"
+            return .reply(.json(401, ErrorBody.text(status: 401, message: message, members: members), headers: h, details: .challenge))
+        }
+        if let txid = advices[Advices.transaction]?.first {
+            let scope = (resource.scopes + [TransactionScope.scope(txid)]).joined(separator: " ")
+            h.add("WWW-Authenticate", Challenge.bearerInsufficientScope(scope: scope, resourceMetadata: metadata))
+            return .reply(.json(403, ErrorBody.text(status: 403, message: "this request needs its own approval", members: members),
+                                headers: h, details: .challenge))
+        }
+        bearerChallenge(ctx, advices, &h)
+        return .reply(.json(401, ErrorBody.text(status: 401, message: "step-up authentication required", members: members),
+                            headers: h, details: .challenge))
     }
 
     /// A browser goes to the login page (on `/-/authz`, `browserStatus`) with IG's 307; a

@@ -23,7 +23,8 @@ struct IdentifyPhase: RequestPhase {
         // A valid access token wins; one that does not verify is treated like any other
         // unrecognized bearer below: it never hides a valid session cookie.
         guard let bearer = ctx.bearer, bearer.utf8.count(where: { $0 == UInt8(ascii: ".") }) == 2 else { return identify(ctx) }
-        if let tokens = accessTokens, let v = tokens.verify(bearer, now: clock.now) {
+        // A token issued for another resource (RFC 8707) is not a subject here.
+        if let tokens = accessTokens, let v = tokens.verify(bearer, now: clock.now), tokens.fits(v, path: ctx.path[...]) {
             ctx.subject = tokens.subject(v, token: bearer)
             ctx.accessToken = v
             // The transaction the token was issued for is consumed like `_txid` (WIRE-EXTENSIONS §7).

@@ -41,7 +41,7 @@ final class ReadBodyPhase: RequestPhase {
             guard ctx.subject != nil,
                   case .transaction(let rule)? = ctx.policy?.requirement
             else { return false }
-            return rule.bindWholeBody || !rule.bindFields.isEmpty
+            return rule.bindWholeBody || !rule.bindFields.isEmpty || !rule.when.isEmpty
         }
     }
 }

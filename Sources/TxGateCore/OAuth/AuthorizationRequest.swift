@@ -13,8 +13,10 @@ public struct AuthorizationRequest: Equatable, Sendable {
     public var maxAge: Int?
     /// The journey named by `acr_values` (the first one the gateway runs).
     public var acr: String?
-    /// A transaction to approve on the way (RFC 9470 `txid`).
+    /// A transaction to approve on the way (RFC 9470 `txid`, or the scope `transaction:<TxId>`).
     public var txid: String?
+    /// RFC 8707: the resource the token is for (a configured resource's identifier).
+    public var resource: String?
 
     public enum Refusal: Error, Equatable, Sendable {
         /// Unknown client or unregistered redirect URI: answered to the user agent, not redirected.
@@ -25,11 +27,18 @@ public struct AuthorizationRequest: Equatable, Sendable {
 
     /// Validates `query` against the registered clients and the journeys that exist.
     public static func parse(_ query: Query, config: OAuth2Config, journeys: Set<String>) -> Result<AuthorizationRequest, Refusal> {
-        for name in ["client_id", "redirect_uri", "response_type", "scope", "state", "code_challenge", "txid"]
+        parse(query, config: config, clients: config.client, resources: [], journeys: journeys)
+    }
+
+    /// `clients` finds a client (the configured ones, and dynamic ones); `resources` are the
+    /// resource identifiers a `resource` parameter may name.
+    public static func parse(_ query: Query, config: OAuth2Config, clients: (String) -> OAuthClient?, resources: Set<String>,
+                             journeys: Set<String>) -> Result<AuthorizationRequest, Refusal> {
+        for name in ["client_id", "redirect_uri", "response_type", "scope", "state", "code_challenge", "txid", "resource"]
         where query.pairs.filter({ $0.name == name }).count > 1 {
             return .failure(.toUser(.invalidRequest("'\(name)' appears more than once")))
         }
-        guard let clientId = query["client_id"], let client = config.client(clientId) else {
+        guard let clientId = query["client_id"], let client = clients(clientId) else {
             return .failure(.toUser(OAuthError("invalid_client", "unknown client_id", status: 400)))
         }
         guard let redirectUri = query["redirect_uri"], client.redirectUris.contains(redirectUri) else {
@@ -42,9 +51,15 @@ public struct AuthorizationRequest: Equatable, Sendable {
         guard query["response_type"] == "code" else {
             return refuse(OAuthError("unsupported_response_type", "only response_type=code is supported"))
         }
-        let scope = (query["scope"] ?? "").split(separator: " ").map(String.init)
+        let asked = (query["scope"] ?? "").split(separator: " ").map(String.init)
+        // `transaction:<TxId>` names the transaction to approve (WIRE.md §13); it is no grant.
+        let scope = asked.filter { !$0.hasPrefix(TransactionScope.prefix) }
         if let extra = scope.first(where: { !client.scopes.contains($0) }) {
             return refuse(OAuthError("invalid_scope", "scope '\(extra)' is not allowed for this client"))
+        }
+        let resource = query["resource"]
+        if let resource, !resources.contains(resource) {
+            return refuse(OAuthError("invalid_target", "resource '\(resource)' is not a resource of this gateway"))
         }
         guard let challenge = query["code_challenge"], PKCE.isWellFormed(challenge) else {
             return refuse(.invalidRequest("code_challenge is required (PKCE, 43 to 128 characters)"))
@@ -59,11 +74,17 @@ public struct AuthorizationRequest: Equatable, Sendable {
         }
         let acr = query["acr_values"]?.split(separator: " ").map(String.init).first
         if let acr, !journeys.contains(acr) { return refuse(.invalidRequest("acr_values names no journey: '\(acr)'")) }
-        let txid = query["txid"]
+        let scoped = TransactionScope.txid(in: asked)
+        if let scoped, let named = query["txid"], named != scoped {
+            return refuse(.invalidRequest("txid and the transaction: scope name different transactions"))
+        }
+        let txid = query["txid"] ?? scoped
         if let txid, !PolicyDecider.isTxId(txid) { return refuse(.invalidRequest("txid is not a transaction id")) }
-        return .success(AuthorizationRequest(clientId: clientId, redirectUri: redirectUri, scope: scope, state: state,
-                                             nonce: query["nonce"], codeChallenge: challenge, prompt: prompt, maxAge: maxAge,
-                                             acr: acr, txid: txid))
+        var r = AuthorizationRequest(clientId: clientId, redirectUri: redirectUri, scope: scope, state: state,
+                                     nonce: query["nonce"], codeChallenge: challenge, prompt: prompt, maxAge: maxAge,
+                                     acr: acr, txid: txid)
+        r.resource = resource
+        return .success(r)
     }
 
     /// `redirect_uri` with `params` added to its query.

@@ -8,11 +8,15 @@ public struct OAuth2Config: ConfigObject, Sendable, Equatable {
     public var refreshTokenTtlS = 86_400
     /// `aud` of access tokens: the APIs the gateway protects (default: its public URL).
     public var audience: String?
+    /// APIs with their own tokens (RFC 8707) and metadata (RFC 9728): an MCP server behind the gateway.
+    public var resources: [OAuthResource] = []
+    /// RFC 7591 dynamic client registration; nil: off.
+    public var dynamicRegistration: DynamicRegistrationConfig?
 
     public init() {}
 
     enum Key: String, ConfigKey {
-        case clients, accessTokenTtlS, idTokenTtlS, refreshTokenTtlS, audience
+        case clients, accessTokenTtlS, idTokenTtlS, refreshTokenTtlS, audience, resources, dynamicRegistration
     }
 
     public init(from decoder: Decoder) throws {
@@ -22,11 +26,27 @@ public struct OAuth2Config: ConfigObject, Sendable, Equatable {
         idTokenTtlS = o.int(.idTokenTtlS, default: idTokenTtlS, atLeast: 1)
         refreshTokenTtlS = o.int(.refreshTokenTtlS, default: refreshTokenTtlS, atLeast: 1)
         audience = o.optional(.audience)
+        resources = o.value(.resources, default: resources)
+        dynamicRegistration = o.optional(.dynamicRegistration)
+        for (i, r) in resources.enumerated() where resources[..<i].contains(where: { $0.contains(r.path[...]) || r.contains($0.path[...]) }) {
+            o.invalid(.resources, index: i, "'\(r.path)' overlaps another resource's path")
+        }
         var seen = Set<String>()
         for c in clients where !seen.insert(c.clientId).inserted { o.invalid(.clients, "duplicate clientId '\(c.clientId)'") }
     }
 
     public func client(_ id: String) -> OAuthClient? { clients.first { $0.clientId == id } }
+
+    /// The resource a request path is under, if any.
+    public func resource(containing path: Substring) -> OAuthResource? { resources.first { $0.contains(path) } }
+
+    /// Every scope a client may be given: the configured clients', the resources', and what
+    /// dynamic registration offers (with `openid`, `profile`, `email`).
+    public var offeredScopes: Set<String> {
+        var s = Set(clients.flatMap(\.scopes) + resources.flatMap(\.scopes))
+        if let d = dynamicRegistration { s.formUnion(d.scopes + ["openid", "profile", "email"]) }
+        return s
+    }
 }
 
 /// One registered client (`oauth2.clients[]`). Public clients must use PKCE; confidential ones
@@ -115,6 +135,18 @@ enum OAuthClientSecrets {
             }
             oauth.clients[i].clientSecretFile = path
             oauth.clients[i].clientSecret = secret
+        }
+        if let file = oauth.dynamicRegistration?.initialAccessTokenFile {
+            let path = ConfigLoader.absolute(file, folder: folder)
+            let token = (try? files.read(path).get()).map { String(decoding: $0, as: UTF8.self) }?
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            if let token, token.utf8.count >= 16 {
+                oauth.dynamicRegistration?.initialAccessTokenFile = path
+                oauth.dynamicRegistration?.initialAccessToken = token
+            } else {
+                issues.errors.append(ConfigError(path: "oauth2.dynamicRegistration.initialAccessTokenFile",
+                                                 message: "cannot read '\(path)', or it holds fewer than 16 characters"))
+            }
         }
         config.oauth2 = oauth
     }

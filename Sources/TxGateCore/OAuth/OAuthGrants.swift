@@ -55,6 +55,8 @@ public struct AuthorizationGrant: Equatable, Sendable {
     /// The store key of the SSO session it was issued in (a hash, not the session token): ending
     /// that session revokes the refresh family.
     public var session: String?
+    /// RFC 8707: the resource the tokens are for (their `aud`); nil: the gateway's audience.
+    public var resource: String?
 
     public static let ttlS = 60
 
@@ -75,6 +77,7 @@ public struct AuthorizationGrant: Equatable, Sendable {
         if let nonce { o["nonce"] = .string(nonce) }
         if let txn { o["txn"] = .string(txn) }
         if let session { o["session"] = .string(session) }
+        if let resource { o["resource"] = .string(resource) }
         return JSONValue.object(o).canonicalBytes
     }
 
@@ -87,12 +90,16 @@ public struct AuthorizationGrant: Equatable, Sendable {
                                    scope: scope.compactMap(\.stringValue), nonce: o["nonce"]?.stringValue, acr: acr,
                                    authTime: authTime, txn: o["txn"]?.stringValue)
         g.session = o["session"]?.stringValue
+        g.resource = o["resource"]?.stringValue
         return g
     }
 
     /// Why the token request may not redeem this (already taken, so single-use) code, or nil.
-    public func redeemRefusal(clientId: String, redirectUri: String?, verifier: String?) -> OAuthError? {
+    public func redeemRefusal(clientId: String, redirectUri: String?, verifier: String?, resource: String? = nil) -> OAuthError? {
         guard clientId == self.clientId else { return .invalidGrant("the code was issued to another client") }
+        if let resource, resource != self.resource {
+            return OAuthError("invalid_target", "resource is not the one the authorization request named")
+        }
         guard redirectUri == self.redirectUri else { return .invalidGrant("redirect_uri differs from the authorization request's") }
         guard let verifier else { return .invalidRequest("code_verifier is required (PKCE)") }
         guard PKCE.verify(verifier: verifier, challenge: codeChallenge) else {
@@ -115,11 +122,13 @@ public struct RefreshRecord: Equatable, Sendable {
     public var used: Bool
     /// Unix seconds.
     public var expires: Int
+    /// The grant's RFC 8707 resource, which the successors' access tokens keep.
+    public var resource: String?
 
     public init(family: String, clientId: String, uid: String, realm: String, scope: [String], acr: String, authTime: Int,
-                used: Bool = false, expires: Int) {
+                used: Bool = false, expires: Int, resource: String? = nil) {
         (self.family, self.clientId, self.uid, self.realm, self.scope) = (family, clientId, uid, realm, scope)
-        (self.acr, self.authTime, self.used, self.expires) = (acr, authTime, used, expires)
+        (self.acr, self.authTime, self.used, self.expires, self.resource) = (acr, authTime, used, expires, resource)
     }
 
     public static func key(_ token: String) -> String { "oauth2:rt:" + Crypto.hex(Crypto.sha256(Array(token.utf8))) }
@@ -127,11 +136,13 @@ public struct RefreshRecord: Equatable, Sendable {
     public static func familyKey(_ family: String) -> String { "oauth2:family:" + family }
 
     public var encoded: [UInt8] {
-        JSONValue.object([
+        var o: [String: JSONValue] = [
             "family": .string(family), "clientId": .string(clientId), "uid": .string(uid), "realm": .string(realm),
             "scope": .array(scope.map { .string($0) }), "acr": .string(acr), "authTime": .number(authTime),
             "used": .bool(used), "expires": .number(expires),
-        ]).canonicalBytes
+        ]
+        if let resource { o["resource"] = .string(resource) }
+        return JSONValue.object(o).canonicalBytes
     }
 
     public static func decode(_ bytes: [UInt8]) -> RefreshRecord? {
@@ -140,7 +151,7 @@ public struct RefreshRecord: Equatable, Sendable {
               let scope = o["scope"]?.arrayValue, let acr = o["acr"]?.stringValue, let authTime = o["authTime"]?.intValue,
               case .bool(let used)? = o["used"], let expires = o["expires"]?.intValue else { return nil }
         return RefreshRecord(family: family, clientId: clientId, uid: uid, realm: realm, scope: scope.compactMap(\.stringValue),
-                             acr: acr, authTime: authTime, used: used, expires: expires)
+                             acr: acr, authTime: authTime, used: used, expires: expires, resource: o["resource"]?.stringValue)
     }
 
     /// What a refresh request with this record does.

@@ -28,6 +28,11 @@ public struct TransactionRule: Equatable, Sendable {
     public var display: String?
     /// The declared types of bound fields (`bind.types`), by JSON Pointer.
     public var fieldTypes: [String: FieldType]
+    /// Which requests of the policy need the transaction, by JSON Pointer into the JSON body and
+    /// the exact value (`{"/method": "tools/call", "/params/name": "transfer"}`: one MCP tool);
+    /// the others are allowed as the policy's subjects, never from the decision cache. Empty:
+    /// every request of the policy.
+    public var when: [String: JSONValue] = [:]
 
     public init(journey: String, ttlS: Int = 180, bindFields: [String] = [], bindWholeBody: Bool = false, display: String? = nil,
                 fieldTypes: [String: FieldType] = [:]) {
@@ -181,12 +186,20 @@ struct StepUpConfig: ConfigObject {
 struct TransactionConfig: ConfigObject {
     var rule: TransactionRule
     enum Key: String, ConfigKey {
-        case journey, ttlS, bind, display
+        case journey, ttlS, bind, display, when
     }
 
     init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, keys: Key.self)
         rule = TransactionRule(journey: o.required(.journey) ?? "", ttlS: o.value(.ttlS, default: 180))
+        rule.when = o.value(.when, default: [:])
+        for (pointer, value) in rule.when.sorted(by: { $0.key < $1.key }) {
+            if !pointer.hasPrefix("/") { o.invalid(.when, "'\(pointer)' is not a JSON Pointer (like /method)") }
+            switch value {
+            case .string, .number, .bool: break
+            default: o.invalid(.when, "'\(pointer)': the value must be a string, a number or true/false")
+            }
+        }
         if rule.ttlS <= 0 { o.invalid(.ttlS, "must be greater than 0") }
         rule.display = o.optional(.display)
         if let b: BindConfig = o.optional(.bind) {

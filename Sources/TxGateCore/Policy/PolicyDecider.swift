@@ -80,6 +80,13 @@ public struct PolicyDecider: Sendable {
             let recent = maxAgeS.map { max in subject.authTime.map { Int(nowMs / 1000) - $0 <= max } ?? false } ?? true
             return .decided(subject.journeys.contains(journey) && recent ? allow : Self.treeAdvice(q, journey))
         case .transaction(let rule):
+            switch Self.matchesWhen(rule, q) {
+            case .failure(let why): return .failed(.badRequest(why.description))
+            // Not a request this transaction is for: allowed, and never cached (the next request
+            // on the same URL may be one it is for).
+            case .success(false): return .decided(Decision(resource: q.resource, actions: [q.method: true], ttl: nowMs - 1))
+            case .success(true): break
+            }
             let binding = Self.binding(q, subject: subject, rule: rule)
             switch binding.bodyOutcome {
             case .bindable: break
@@ -179,6 +186,24 @@ public struct PolicyDecider: Sendable {
     /// The record is written: challenge with its TxId.
     public func created(_ record: TransactionRecord) -> Plan {
         .decided(Decision(resource: record.resource, advices: Advices([(Advices.transaction, [record.txid])])))
+    }
+
+    /// Whether the request is one the rule's `when` names (true without a `when`). A body that
+    /// is not one JSON object is refused rather than let through unapproved: what the gateway
+    /// cannot read, it cannot tell the backend will not run (a JSON-RPC batch, duplicate keys).
+    static func matchesWhen(_ rule: TransactionRule, _ q: DecisionQuery) -> Result<Bool, BadWhen> {
+        guard !rule.when.isEmpty else { return .success(true) }
+        guard let read = q.body else { return .success(true) }  // AM's REST evaluate: no request to read
+        let bytes = read()
+        guard q.contentType.flatMap(MediaType.init)?.isJSON == true, let body = JSONValue.parse(bytes), case .object = body else {
+            return .failure(BadWhen("this request must be one JSON object (application/json) for the gateway to tell whether it needs an approval"))
+        }
+        return .success(rule.when.allSatisfy { pointer, value in body.at(pointer: pointer).map { $0.canonical == value.canonical } ?? false })
+    }
+
+    public struct BadWhen: Error, Equatable, Sendable, CustomStringConvertible {
+        public let description: String
+        init(_ d: String) { description = d }
     }
 
     /// What the request binds: its body as its media type reads, or, asked without the
