@@ -86,6 +86,7 @@ struct ApprovalsEndpoint {
                 ctx.respondJSON(status: Self.status(refusal), Self.refusalBody(refusal))
             case .success(.success):
                 auth.metrics.approval(.denied)
+                CIBAEndpoint.approvalDecided(id, auth: auth, loop: loop)
                 auth.logger.info("approval request denied", metadata: [
                     "request_id": .string(ctx.requestId), "approval": .string(masked(id)), "user": .string(user),
                 ])

@@ -141,6 +141,7 @@ struct JourneyCompletion {
                 ctx.respondJSON(status: ApprovalsEndpoint.status(refusal), ApprovalsEndpoint.refusalBody(refusal))
             case .success(.success):
                 auth.metrics.approval(.approved)
+                CIBAEndpoint.approvalDecided(id, auth: auth, loop: loop)
                 auth.logger.info("approval request approved", metadata: [
                     "request_id": .string(ctx.requestId), "approval": .string(masked(id)), "user": .string(user),
                     "journey": .string(state.journey),

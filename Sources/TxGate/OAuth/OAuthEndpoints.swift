@@ -46,10 +46,11 @@ struct OAuthEndpoints {
         case ("connect/endSession", "POST"):
             guard let form = Self.form(ctx) else { return }
             tokenInfo.endSession(ctx, params: form, posted: true)
-        case ("access_token", "POST"), ("token/revoke", "POST"), ("introspect", "POST"), ("par", "POST"):
+        case ("access_token", "POST"), ("token/revoke", "POST"), ("introspect", "POST"), ("par", "POST"), ("bc-authorize", "POST"):
             guard let form = Self.form(ctx) else { return }
             switch endpoint {
             case "access_token": token.handle(ctx, form: form)
+            case "bc-authorize": CIBAEndpoint(provider: provider, loop: loop).authorize(ctx, form: form)
             case "par": authorize.push(ctx, form: form, realm: realm)
             case "token/revoke": tokenInfo.revoke(ctx, form: form)
             default: tokenInfo.introspect(ctx, form: form)
@@ -60,7 +61,7 @@ struct OAuthEndpoints {
             ctx.fail(.methodNotAllowed("\(method) is not allowed here; use GET"))
         case ("connect/endSession", _):
             ctx.fail(.methodNotAllowed("\(method) is not allowed here; use GET or POST"))
-        case ("access_token", _), ("token/revoke", _), ("introspect", _), ("par", _):
+        case ("access_token", _), ("token/revoke", _), ("introspect", _), ("par", _), ("bc-authorize", _):
             ctx.fail(.methodNotAllowed("\(method) is not allowed here; use POST"))
         default:
             ctx.fail(.notFound("no OAuth 2.0 endpoint at \(ctx.path)"))
@@ -189,6 +190,12 @@ struct OAuthEndpoints {
         ]
         if provider.config.dynamicRegistration != nil { doc["registration_endpoint"] = .string(issuer + "/register") }
         doc["pushed_authorization_request_endpoint"] = .string(issuer + "/par")
+        if provider.config.ciba != nil {
+            doc["backchannel_authentication_endpoint"] = .string(issuer + "/bc-authorize")
+            doc["backchannel_token_delivery_modes_supported"] = ["poll", "ping"]
+            doc["backchannel_user_code_parameter_supported"] = false
+            doc["grant_types_supported"] = ["authorization_code", "refresh_token", .string(CIBARequest.grantType)]
+        }
         doc["require_pushed_authorization_requests"] = false
         if !provider.resourceIdentifiers.isEmpty { doc["resource_indicators_supported"] = true }
         return JSONValue.object(doc).canonical

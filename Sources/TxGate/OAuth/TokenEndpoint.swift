@@ -21,8 +21,10 @@ struct TokenEndpoint {
         switch form["grant_type"] {
         case "authorization_code": redeemCode(ctx, form, client)
         case "refresh_token": refresh(ctx, form, client)
+        case CIBARequest.grantType: CIBAEndpoint(provider: provider, loop: loop).poll(ctx, form: form, client: client, tokens: self)
         case nil: OAuthProvider.refuse(ctx, .invalidRequest("grant_type is required"))
-        default: OAuthProvider.refuse(ctx, OAuthError("unsupported_grant_type", "grant_type must be authorization_code or refresh_token"))
+        default: OAuthProvider.refuse(ctx, OAuthError("unsupported_grant_type", "grant_type must be authorization_code, refresh_token or "
+                                                      + CIBARequest.grantType))
         }
     }
 
@@ -47,7 +49,7 @@ struct TokenEndpoint {
         }
     }
 
-    private func newFamily(_ ctx: EndpointCall, _ grant: AuthorizationGrant) {
+    func newFamily(_ ctx: EndpointCall, _ grant: AuthorizationGrant) {
         let family = Base64URL.encode(Crypto.randomBytes(16))
         let ttl = provider.config.refreshTokenTtlS
         store.put(RefreshRecord.familyKey(family), value: Array(grant.uid.utf8), ttlMs: ttl * 1000, on: loop) { r in

@@ -247,6 +247,17 @@ public enum ConfigLoader {
                                                  message: "None needs a Secure cookie, so an https publicUrl (or tls); browsers drop a SameSite=None cookie that is not Secure"))
             }
         }
+        if let ciba = config.oauth2?.ciba {
+            if config.journeys[ciba.approverJourney] == nil {
+                issues.errors.append(ConfigError(path: "oauth2.ciba.approverJourney", message: "journey '\(ciba.approverJourney)' is not in journeys"))
+            }
+            if ciba.channels.contains(.email) && config.email == nil {
+                issues.errors.append(ConfigError(path: "oauth2.ciba.channels", message: "email needs `email` (an outbox folder or smtp)"))
+            }
+            if ciba.channels.contains(.webhook) && config.approvals.webhook == nil {
+                issues.errors.append(ConfigError(path: "oauth2.ciba.channels", message: "webhook needs `approvals.webhook`"))
+            }
+        }
         if (config.oauth2 != nil || config.txnTokens.enabled) && config.journeys.isEmpty {
             issues.errors.append(ConfigError(path: config.oauth2 != nil ? "oauth2" : "txnTokens",
                                              message: "needs the authentication service: add journeys (and users)"))

@@ -12,11 +12,13 @@ public struct OAuth2Config: ConfigObject, Sendable, Equatable {
     public var resources: [OAuthResource] = []
     /// RFC 7591 dynamic client registration; nil: off.
     public var dynamicRegistration: DynamicRegistrationConfig?
+    /// OpenID CIBA (back-channel authentication); nil: off.
+    public var ciba: CIBAConfig?
 
     public init() {}
 
     enum Key: String, ConfigKey {
-        case clients, accessTokenTtlS, idTokenTtlS, refreshTokenTtlS, audience, resources, dynamicRegistration
+        case clients, accessTokenTtlS, idTokenTtlS, refreshTokenTtlS, audience, resources, dynamicRegistration, ciba
     }
 
     public init(from decoder: Decoder) throws {
@@ -28,6 +30,7 @@ public struct OAuth2Config: ConfigObject, Sendable, Equatable {
         audience = o.optional(.audience)
         resources = o.value(.resources, default: resources)
         dynamicRegistration = o.optional(.dynamicRegistration)
+        ciba = o.optional(.ciba)
         for (i, r) in resources.enumerated() where resources[..<i].contains(where: { $0.contains(r.path[...]) || r.contains($0.path[...]) }) {
             o.invalid(.resources, index: i, "'\(r.path)' overlaps another resource's path")
         }
@@ -61,6 +64,8 @@ public struct OAuthClient: ConfigObject, Sendable, Equatable {
     public var clientSecretFile: String?
     /// Filled from `clientSecretFile` when the configuration is loaded.
     public var clientSecret: String?
+    /// May ask for users' approval on the back channel (CIBA), and for whom.
+    public var ciba: CIBAClientConfig?
 
     public init(clientId: String, redirectUris: [String], scopes: [String], isPublic: Bool = true) {
         self.clientId = clientId
@@ -70,7 +75,7 @@ public struct OAuthClient: ConfigObject, Sendable, Equatable {
     }
 
     enum Key: String, ConfigKey {
-        case clientId, redirectUris, postLogoutRedirectUris, scopes, `public`, clientSecretFile
+        case clientId, redirectUris, postLogoutRedirectUris, scopes, `public`, clientSecretFile, ciba
     }
 
     public init(from decoder: Decoder) throws {
@@ -81,6 +86,8 @@ public struct OAuthClient: ConfigObject, Sendable, Equatable {
         scopes = o.value(.scopes, default: ["openid"])
         isPublic = o.value(.public, default: false)
         clientSecretFile = o.optional(.clientSecretFile)
+        ciba = o.optional(.ciba)
+        if isPublic && ciba != nil { o.invalid(.ciba, "a public client cannot authenticate on the back channel: give it a clientSecretFile") }
         if isPublic && clientSecretFile != nil { o.invalid(.clientSecretFile, "a public client has no secret") }
         if !isPublic && clientSecretFile == nil { o.invalid(.public, "set public: true (PKCE only) or give a clientSecretFile") }
         if redirectUris.isEmpty && o.has(.redirectUris) { o.invalid(.redirectUris, "list at least one redirect URI") }

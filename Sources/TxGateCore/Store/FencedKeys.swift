@@ -45,7 +45,8 @@ public struct FencedKeys: Sendable, Equatable {
     /// FencedKeysTests checks these against the keys the gateway really writes.
     public static let oneShot = FencedKeys(
         records: [TransactionRecord.key(""), "emailotp:", "suspended:", "oauth2:code:", ApprovalRequest.keyPrefix,
-                  PasskeyChallenge.keyPrefix, PushedAuthorizationRequest.keyPrefix],
+                  PasskeyChallenge.keyPrefix, PushedAuthorizationRequest.keyPrefix,
+                  CIBARequest.keyPrefix],
         markers: [TOTPStepRecord.keyPrefix],
         quarantineMs: [TOTPStepRecord.keyPrefix: TOTPStepRecord.replayWindowMs])
 
