@@ -39,7 +39,8 @@ import TestSupport
         }
     }
 
-    @Test(.timeLimit(.minutes(1)))
+    // Generous: the whole suite starves these real-server tests of CPU on a 2-core machine.
+    @Test(.timeLimit(.minutes(3)))
     func aManualFailoverThatDemotesALivePrimaryIsFollowed() async throws {
         let set = try Deployment()
         defer { set.close() }
@@ -65,7 +66,7 @@ import TestSupport
         // Every worker's connection ends up on the new primary (a write refused with READONLY
         // by the demoted one reconnects; it is never reported as done).
         for (i, loop) in loops.loops.enumerated() {
-            try await eventually(15, "worker \(i) writes to the new primary") {
+            try await eventually(45, "worker \(i) writes to the new primary") {
                 let r = await call(on: loop) { store.put("after-\(i)", value: [2], ttlMs: 60_000, on: $0, $1) }
                 return (try? r.get()) != nil
             }
