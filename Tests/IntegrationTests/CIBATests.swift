@@ -133,6 +133,7 @@ struct CIBATests {
         let mine = try #require(try post(g, Self.bcPath, "scope=openid&login_hint=demo").json()["auth_req_id"] as? String)
         Thread.sleep(forTimeInterval: 2.1)
         #expect(error(try poll(g, mine, client: "other")) == "invalid_grant")
+        #expect(error(try poll(g, "no-such-auth-req-id")) == "invalid_grant", "an unknown auth_req_id")
         #expect(try post(g, Self.bcPath, "scope=openid&login_hint=demo", secret: "wrong-secret-0123456789").status == 401)
         // An unknown user, or one out of the client's reach, looks the same, and is never notified.
         let emails = MailTools.outboxFiles(g.configURL.deletingLastPathComponent().appendingPathComponent("var/outbox")).count
@@ -160,18 +161,26 @@ struct CIBATests {
         let g = try start(pingTo: "http://127.0.0.1:\(receiver.port)/ciba/notify")
         #expect(error(try post(g, Self.bcPath, "scope=openid&login_hint=demo", client: "pinger")) == "invalid_request",
                 "ping mode needs client_notification_token")
-        let asked = try post(g, Self.bcPath, "scope=openid&login_hint=demo&client_notification_token=notify-me-7", client: "pinger")
+        // A transfer waiting for demo's approval, asked for on the back channel.
+        let session = try Kit.login(g)
+        let txid = try Kit.challengeTxid(try g.fetch("POST", "/transfer", headers: Kit.apiHeaders(session), body: Kit.transferBody))
+        let asked = try post(g, Self.bcPath, "scope=openid&login_hint=demo&txid=\(txid)&client_notification_token=notify-me-7", client: "pinger")
         let id = try #require(try asked.json()["auth_req_id"] as? String, "\(asked)")
         #expect(receiver.receivedRequests.isEmpty, "pinged before the person decided")
-        let decided = try A.approve(g, id: try approvalId(g, count: 1), token: try Kit.login(g), code: "0")
+        let decided = try A.approve(g, id: try approvalId(g, count: 1), token: session, code: "0")
         #expect(decided.status == 200, "\(decided)")
         #expect(Timing.poll(timeout: 10, interval: 0.05) { !receiver.receivedRequests.isEmpty }, "no ping")
         let note = try #require(receiver.receivedRequests.first)
         #expect(note.hasPrefix("POST /ciba/notify HTTP/1.1") && note.contains("Authorization: Bearer notify-me-7")
                 && note.contains(#"{"auth_req_id":"\#(id)"}"#), "\(note)")
         Thread.sleep(forTimeInterval: 2.1)
-        #expect(try poll(g, id, client: "pinger").status == 200)
+        let tokens = try poll(g, id, client: "pinger")
+        let token = try #require(try tokens.json()["access_token"] as? String, "\(tokens)")
         #expect(receiver.receivedRequests.count == 1, "pinged twice: \(receiver.receivedRequests)")
+        // The approved transfer runs, once.
+        let bearer = [("Authorization", "Bearer \(token)"), ("Content-Type", "application/json")]
+        #expect(try g.fetch("POST", "/transfer", headers: bearer, body: Kit.transferBody).status == 201)
+        #expect(try g.fetch("POST", "/transfer", headers: bearer, body: Kit.transferBody).status == 401)
     }
 
     @Test("authlib's private_key_jwt: the back-channel request and the poll authenticate by signed assertions, each used once")
