@@ -195,4 +195,23 @@ struct PushedAuthorizationRequestTests {
         let discovery = try g.fetch("GET", OAuthKit.issuerPath + "/.well-known/openid-configuration").json()
         #expect(discovery["pushed_authorization_request_endpoint"] as? String == g.baseURL + OAuthKit.issuerPath + "/par")
     }
+
+    @Test("a confidential client pushing with HTTP Basic need not repeat its client_id in the body")
+    func confidentialPush() throws {
+        let bed = try Testbed.current
+        let secretFile = try bed.dir.write("conf.secret", "conf-secret-0123456789")
+        let (g, _) = try bed.startGatewayWithBank(config: TransactionKit.config(["oauth2": ["clients": [[
+            "clientId": "conf", "clientSecretFile": secretFile.path, "redirectUris": ["https://conf.example/cb"], "scopes": ["openid"],
+        ]]]]))
+        let form = "response_type=code&redirect_uri=https%3A%2F%2Fconf.example%2Fcb&scope=openid&state=s2"
+            + "&code_challenge=\(PKCE.s256(OAuthKit.verifier))&code_challenge_method=S256"
+        let basic = ("Authorization", "Basic " + Data("conf:conf-secret-0123456789".utf8).base64EncodedString())
+        let pushed = try g.fetch("POST", OAuthKit.issuerPath + "/par", headers: [("Content-Type", "application/x-www-form-urlencoded"), basic],
+                                 body: Array(form.utf8))
+        let uri = try #require(try pushed.json()["request_uri"] as? String, "\(pushed)")
+        let token = try TransactionKit.login(g)
+        let ok = try g.fetch("GET", OAuthKit.issuerPath + "/authorize?client_id=conf&request_uri=" + Query.encode(uri),
+                             headers: [("Cookie", "iPlanetDirectoryPro=\(token)")])
+        #expect(ok.status == 302 && ok.header("Location")?.hasPrefix("https://conf.example/cb?code=") == true, "\(ok)")
+    }
 }

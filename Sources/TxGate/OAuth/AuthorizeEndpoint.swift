@@ -25,7 +25,10 @@ struct AuthorizeEndpoint {
             OAuthProvider.refuse(ctx, .invalidRequest("request_uri may not be pushed"))
             return
         }
-        let pairs = form.filter { !["client_secret", "client_assertion", "client_assertion_type"].contains($0.key) }.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
+        // The client as it authenticated (with HTTP Basic, the body need not name it).
+        var kept = form.filter { !["client_secret", "client_assertion", "client_assertion_type"].contains($0.key) }
+        kept["client_id"] = kept["client_id"] ?? client.clientId
+        let pairs = kept.sorted { $0.key < $1.key }.map { (name: $0.key, value: $0.value) }
         switch parse(Query(pairs: pairs)) {
         case .failure(.toUser(let e)), .failure(.toClient(_, let e, _)): OAuthProvider.refuse(ctx, e); return
         case .success(let r) where r.clientId != client.clientId:
