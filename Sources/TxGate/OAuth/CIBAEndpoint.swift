@@ -47,7 +47,7 @@ struct CIBAEndpoint {
         case "login_hint": named = form["login_hint"]
         case "id_token_hint":
             // An ID token this provider signed names its subject; it may have expired (CIBA Core §7.1).
-            guard let v = try? JWS.verify(form["id_token_hint"] ?? "", typ: "JWT", now: 0, keys: provider.keys.key),
+            guard let v = try? JWS.verify(form["id_token_hint"] ?? "", typ: "jwt", now: 0, keys: provider.keys.key),
                   v.string("iss") == provider.issuer("/") else {
                 OAuthProvider.refuse(ctx, .invalidRequest("id_token_hint is not an ID token of this provider"))
                 return
