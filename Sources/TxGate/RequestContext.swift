@@ -34,6 +34,8 @@ final class RequestContext {
     }
     /// The TxId a retried request names (`_txid` or `X-TxID`).
     var txid: String?
+    /// `txid` is an access token's approval asked for ahead of the request (RFC 9396).
+    var txidApprovedAhead = false
     /// The approval request an approvals endpoint or an approve-elsewhere step names (the
     /// access log writes it masked).
     var approvalId: String?

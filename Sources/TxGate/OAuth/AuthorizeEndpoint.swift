@@ -50,7 +50,7 @@ struct AuthorizeEndpoint {
 
     private func parse(_ query: Query) -> Result<AuthorizationRequest, AuthorizationRequest.Refusal> {
         AuthorizationRequest.parse(query, config: provider.config, clients: provider.client, resources: provider.resourceIdentifiers,
-                                   journeys: Set(auth.config.journeys.keys))
+                                   journeys: Set(auth.config.journeys.keys), mappings: provider.detailsMappings)
     }
 
     func handle(_ ctx: EndpointCall, realm: String) {
@@ -104,6 +104,19 @@ struct AuthorizeEndpoint {
         case .approve(let txid):
             let advices = Advices([(Advices.transaction, [txid])])
             redirect(ctx, Challenge.loginRedirect(loginPage: loginPage, goto: back, realm: realm, advices: advices))
+        case .askApproval:
+            // RFC 9396: what the client asks for becomes a transaction waiting for this user's
+            // approval; back here naming it, the request goes on as one with `txid`.
+            guard let session, let entries = r.authorizationDetails else { ctx.fail(.internalError("an approval without a session")); return }
+            provider.createApproval(entries, uid: session.uid, realm: realm, on: loop) { result in
+                switch result {
+                case .failure(let f): ctx.fail(f)
+                case .success(let record):
+                    let again = returnURL(ctx.path, Query(pairs: query.pairs + [(name: "txid", value: record.txid)]))
+                    let advices = Advices([(Advices.transaction, [record.txid])])
+                    redirect(ctx, Challenge.loginRedirect(loginPage: loginPage, goto: again, realm: realm, advices: advices))
+                }
+            }
         case .issue(let acr, let authTime, let txn):
             guard let session else { ctx.fail(.internalError("a code without a session")); return }
             var grant = AuthorizationGrant(clientId: r.clientId, redirectUri: r.redirectUri, codeChallenge: r.codeChallenge,
@@ -111,6 +124,7 @@ struct AuthorizeEndpoint {
                                            txn: txn)
             grant.session = session.key
             grant.resource = r.resource
+            grant.authorizationDetails = r.authorizationDetails.map(JSONValue.array)
             guard let consentJourney = provider.config.dynamicRegistration?.consentJourney, provider.config.client(r.clientId) == nil else {
                 issue(ctx, grant, state: r.state)
                 return

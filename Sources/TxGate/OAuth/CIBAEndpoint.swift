@@ -78,14 +78,27 @@ struct CIBAEndpoint {
             OAuthProvider.refuse(ctx, .invalidRequest("txid is not a transaction id"))
             return
         }
+        var details: [JSONValue]?
+        if let text = form["authorization_details"] {
+            guard form["txid"] == nil else {
+                OAuthProvider.refuse(ctx, .invalidRequest("give txid or authorization_details, not both"))
+                return
+            }
+            switch provider.authorizationDetails(text) {
+            case .success(let entries): details = entries
+            case .failure(let e): OAuthProvider.refuse(ctx, e); return
+            }
+        }
         let user = named.flatMap { auth.users[$0] != nil && reach.reaches($0) ? $0 : nil }
-        transaction(form["txid"], of: user, ctx) { tx in
+        transaction(form["txid"], details, of: user, ctx) { tx in
             // A transaction that is not this user's, waiting, makes the request nobody's.
-            let uid = form["txid"] == nil || tx != nil ? user : nil
+            let uid = form["txid"] == nil && details == nil || tx != nil ? user : nil
             let now = auth.now
             var request = ApprovalRequest.pending(
-                subject: uid ?? "", matter: tx.map { .transaction(txid: $0.txid, display: $0.display, bound: $0.bound) } ?? .stepUp(journey: ciba.approverJourney),
-                approverJourney: ciba.approverJourney, nowMs: Int64(now) * 1000, ttlS: expiresIn)
+                subject: uid ?? "", matter: tx.map { .transaction(txid: $0.txid, display: $0.display, bound: $0.shownFields) } ?? .stepUp(journey: ciba.approverJourney),
+                // Asked for ahead (RFC 9396): approved through its type's journey.
+                approverJourney: details != nil ? tx?.journey ?? ciba.approverJourney : ciba.approverJourney,
+                nowMs: Int64(now) * 1000, ttlS: expiresIn)
             if let m = form["binding_message"] { request.bindingCode = m }
             let services = auth.services(on: loop)
             services.saveApproval(request) { r in
@@ -164,8 +177,19 @@ struct CIBAEndpoint {
         }
     }
 
-    /// The transaction `txid` when it waits for `user`'s approval; nil otherwise.
-    private func transaction(_ txid: String?, of user: String?, _ ctx: EndpointCall, _ then: @escaping (TransactionRecord?) -> Void) {
+    /// The transaction `txid` when it waits for `user`'s approval, or the one `details` ask
+    /// `user` to approve (RFC 9396), written now; nil otherwise (no such user: nothing written).
+    private func transaction(_ txid: String?, _ details: [JSONValue]?, of user: String?, _ ctx: EndpointCall,
+                             _ then: @escaping (TransactionRecord?) -> Void) {
+        if let details, let user {
+            provider.createApproval(details, uid: user, realm: "/", on: loop) { r in
+                switch r {
+                case .failure(let f): ctx.fail(f)
+                case .success(let tx): then(tx)
+                }
+            }
+            return
+        }
         guard let txid, let user else { then(nil); return }
         store.get(TransactionRecord.key(txid), on: loop) { r in
             switch r {
@@ -234,11 +258,14 @@ struct CIBAEndpoint {
                         "request_id": .string(ctx.requestId), "client_id": .string(record.clientId), "user": .string(uid),
                         "txid": .string(record.txid.map(masked) ?? "-"),
                     ])
-                    let grant = AuthorizationGrant(clientId: record.clientId, redirectUri: "", codeChallenge: "", uid: uid, realm: "/",
+                    var grant = AuthorizationGrant(clientId: record.clientId, redirectUri: "", codeChallenge: "", uid: uid, realm: "/",
                                                    scope: record.scope, nonce: nil, acr: ciba.approverJourney, authTime: authTime,
                                                    txn: record.txid)
                     guard let txid = record.txid else { tokens.newFamily(ctx, grant); return }
-                    complete(ctx, txid: txid, uid: uid) { tokens.newFamily(ctx, grant) }
+                    complete(ctx, txid: txid, uid: uid) { tx in
+                        grant.authorizationDetails = tx.authorizationDetails
+                        tokens.newFamily(ctx, grant)
+                    }
                 }
             }
         }
@@ -247,7 +274,7 @@ struct CIBAEndpoint {
     /// The person approved the transaction on the approval page: it is COMPLETED now (a
     /// compare-and-swap over what was read, with its audit record in the same step), so that
     /// the access token's `txn` opens that one request.
-    private func complete(_ ctx: EndpointCall, txid: String, uid: String, then: @escaping () -> Void) {
+    private func complete(_ ctx: EndpointCall, txid: String, uid: String, then: @escaping (TransactionRecord) -> Void) {
         let key = TransactionRecord.key(txid)
         store.get(key, on: loop) { r in
             switch r {
@@ -266,7 +293,7 @@ struct CIBAEndpoint {
                         auth.metrics.audited(.approved)
                         auth.metrics.transactionsCompleted.increment()
                         store.decrement(TransactionRecord.pendingKey(uid), on: loop) { _ in }
-                        then()
+                        then(tx)
                     }
                 }
             }

@@ -181,7 +181,8 @@ struct OAuthEndpoints {
             "subject_types_supported": ["public"],
             "id_token_signing_alg_values_supported": ["ES256"],
             "code_challenge_methods_supported": ["S256"],
-            "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post"],
+            "token_endpoint_auth_methods_supported": ["none", "client_secret_basic", "client_secret_post", "private_key_jwt"],
+            "token_endpoint_auth_signing_alg_values_supported": ["ES256", "RS256"],
             "scopes_supported": .array(provider.config.offeredScopes.sorted().map { .string($0) }),
             "acr_values_supported": .array(provider.auth.config.journeys.keys.sorted().map { .string($0) }),
             "claims_supported": ["sub", "iss", "aud", "exp", "iat", "auth_time", "nonce", "acr", "name", "preferred_username", "email"],
@@ -198,6 +199,9 @@ struct OAuthEndpoints {
         }
         doc["require_pushed_authorization_requests"] = false
         if !provider.resourceIdentifiers.isEmpty { doc["resource_indicators_supported"] = true }
+        if !provider.config.authorizationDetailsTypes.isEmpty {
+            doc["authorization_details_types_supported"] = .array(provider.config.authorizationDetailsTypes.keys.sorted().map { .string($0) })
+        }
         return JSONValue.object(doc).canonical
     }
 }

@@ -17,8 +17,11 @@ final class OAuthProvider: Sendable {
     /// MACs dynamically registered clients' IDs (`DynamicClientID`): derived from the signing
     /// key (through `AuthService.codeKey`), so that every instance that shares it knows them.
     private let registrationKey: [UInt8]
+    /// The `authorization_details` types transaction policies map (RFC 9396).
+    let detailsMappings: [String: DetailsMapping]
 
     init(config: OAuth2Config, auth: AuthService, keys: TokenKeys) {
+        detailsMappings = auth.config.detailsMappings
         self.config = config
         self.auth = auth
         self.keys = keys
@@ -33,6 +36,40 @@ final class OAuthProvider: Sendable {
         if let c = config.client(id) { return c }
         guard config.dynamicRegistration != nil else { return nil }
         return DynamicClientID.client(id, key: registrationKey, allowedScopes: config.offeredScopes)
+    }
+
+    /// `authorization_details`, checked (RFC 9396): against the configured types, and with one
+    /// entry at most that opens a request.
+    func authorizationDetails(_ text: String) -> Result<[JSONValue], OAuthError> {
+        AuthorizationDetails.parse(text, types: config.authorizationDetailsTypes)
+            .flatMap { entries in AuthorizationDetails.binding(entries, mappings: detailsMappings).map { _ in entries } }
+    }
+
+    /// Writes the transaction `entries` ask `uid` to approve, ahead of its request
+    /// (`TransactionRecord.fromDetails`): approved through the journey of the entry that opens a
+    /// request (else the first entry's type's), living that type's `ttlS`; counted among the
+    /// user's transactions waiting, as any is (its approval lowers the count again).
+    func createApproval(_ entries: [JSONValue], uid: String, realm: String, on loop: EventLoop,
+                        _ done: @escaping (Result<TransactionRecord, RequestFailure>) -> Void) {
+        let types = config.authorizationDetailsTypes
+        guard case .success(let opening) = AuthorizationDetails.binding(entries, mappings: detailsMappings),
+              let typeName = opening?.type ?? entries.first?["type"]?.stringValue, let type = types[typeName] else {
+            done(.failure(.internalError("authorization_details not checked before use")))
+            return
+        }
+        let record = TransactionRecord.fromDetails(
+            txid: UUID().uuidString.lowercased(), entries: entries, type: opening?.type, bound: opening?.bound ?? [:], realm: realm,
+            subject: uid, journey: type.journey, display: AuthorizationDetails.display(entries, types: types),
+            expires: auth.now + type.ttlS)
+        auth.store.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: type.ttlS * 1000, on: loop) { [auth] r in
+            switch r {
+            case .failure(let e): done(.failure(.storeUnavailable(e.description)))
+            case .success(false): done(.failure(.internalError("transaction id collision")))
+            case .success(true):
+                auth.store.increment(TransactionRecord.pendingKey(uid), ttlMs: type.ttlS * 1000, on: loop) { _ in }
+                done(.success(record))
+            }
+        }
     }
 
     /// Registers a client (RFC 7591): its ID is its metadata, MACed.
@@ -150,7 +187,7 @@ final class OAuthProvider: Sendable {
         var claims = TokenClaims.accessToken(issuer: issuer(g.realm), audience: g.resource ?? audience, uid: g.uid, clientId: g.clientId,
                                              scope: g.scope, acr: g.acr, authTime: g.authTime,
                                              jti: Base64URL.encode(Crypto.randomBytes(16)), now: now, ttlS: config.accessTokenTtlS,
-                                             txn: g.txn)
+                                             txn: g.txn, authorizationDetails: g.authorizationDetails)
         claims["sid"] = .string(family)
         return keys.sign(claims, typ: "at+jwt")
     }

@@ -54,8 +54,9 @@ struct TokenEndpoint {
         store.put(RefreshRecord.familyKey(family), value: Array(grant.uid.utf8), ttlMs: ttl * 1000, on: loop) { r in
             if case .failure(let e) = r { ctx.fail(.storeUnavailable(e.description)); return }
             let now = provider.auth.now
-            let record = RefreshRecord(family: family, clientId: grant.clientId, uid: grant.uid, realm: grant.realm, scope: grant.scope,
+            var record = RefreshRecord(family: family, clientId: grant.clientId, uid: grant.uid, realm: grant.realm, scope: grant.scope,
                                        acr: grant.acr, authTime: grant.authTime, expires: now + ttl, resource: grant.resource)
+            record.authorizationDetails = grant.authorizationDetails
             guard let session = grant.session else { issue(ctx, grant, record); return }
             // Ending the SSO session revokes the family (connect/endSession).
             SessionFamilies.add(family, to: session, ttlMs: provider.auth.config.session.maxLifetimeS * 1000, store: store, loop: loop) { r in
@@ -110,6 +111,7 @@ struct TokenEndpoint {
         var grant = AuthorizationGrant(clientId: record.clientId, redirectUri: "", codeChallenge: "", uid: record.uid, realm: record.realm,
                                        scope: record.scope, nonce: nil, acr: record.acr, authTime: record.authTime, txn: nil)
         grant.resource = record.resource
+        grant.authorizationDetails = record.authorizationDetails
         issue(ctx, grant, next)
     }
 
@@ -139,6 +141,7 @@ struct TokenEndpoint {
                     "scope": .string(grant.scope.joined(separator: " ")),
                 ]
                 if grant.scope.contains("openid") { body["id_token"] = .string(provider.idToken(grant, now: now)) }
+                if let details = grant.authorizationDetails { body["authorization_details"] = details }
                 provider.auth.logger.info("tokens issued", metadata: [
                     "request_id": .string(ctx.requestId), "client_id": .string(grant.clientId), "user": .string(grant.uid),
                 ])

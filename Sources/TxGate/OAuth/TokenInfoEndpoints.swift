@@ -59,7 +59,7 @@ struct TokenInfoEndpoints {
         liveAccessToken(ctx, token) { v in
             guard let v else { ctx.respondJSON(status: 200, #"{"active":false}"#, headers: OAuthProvider.noStore()); return }
             var out: [String: JSONValue] = ["active": true, "token_type": "Bearer"]
-            for name in ["scope", "client_id", "sub", "exp", "iat", "iss", "aud", "acr", "auth_time", "jti", "txn"] {
+            for name in ["scope", "client_id", "sub", "exp", "iat", "iss", "aud", "acr", "auth_time", "jti", "txn", "authorization_details"] {
                 if let value = v.claims[name] { out[name] = value }
             }
             ctx.respondJSON(status: 200, JSONValue.object(out).canonical, headers: OAuthProvider.noStore())

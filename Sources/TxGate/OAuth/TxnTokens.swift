@@ -29,6 +29,8 @@ final class TxnTokenIssuer: Sendable {
             if let display = tx.display { tctx["display"] = .string(display) }
             // Approved with a passkey: the assertion, which commits to what is approved.
             if let passkey = tx.passkey { tctx["passkey"] = passkey }
+            // Approved ahead of the request (RFC 9396): the entries the person approved.
+            if let details = tx.authorizationDetails { tctx["authorization_details"] = details }
             rctx["authn"] = .string(tx.journey)
         } else if let journey = subject.journeys.last {
             rctx["authn"] = .string(journey)

@@ -32,6 +32,7 @@ struct DecidePhase: RequestPhase {
                               subject: ctx.subject, txid: ctx.txid, body: { ctx.bodyBytes }, contentType: ctx.contentType)
         q.receivedNanos = ctx.exchange.startNanos
         q.requestId = ctx.requestId
+        q.txidApprovedAhead = ctx.txidApprovedAhead
         return ctx.suspend { resume in
             var resume = Optional(resume)
             pdp.evaluate(q, on: loop) { [cache] r in

@@ -28,7 +28,10 @@ struct IdentifyPhase: RequestPhase {
             ctx.subject = tokens.subject(v, token: bearer)
             ctx.accessToken = v
             // The transaction the token was issued for is consumed like `_txid` (WIRE-EXTENSIONS §7).
-            if ctx.txid == nil, let txn = v.string("txn") { ctx.txid = txn }
+            if ctx.txid == nil, let txn = v.string("txn") {
+                ctx.txid = txn
+                ctx.txidApprovedAhead = v.claims["authorization_details"] != nil
+            }
             return .next
         }
         guard let externalIssuers else { return identify(ctx) }

@@ -43,7 +43,7 @@ final class EmbeddedPDP: PolicyDecisionPoint {
             // very request, so of all concurrent retries, on any instance, exactly one gets through;
             // the same step writes the audit record of what happened: consumed, or refused.
             let audit = AuditEvent.consume(txid: txid, intent.binding, requestId: requestId).append(retentionMs: auditRetentionMs)
-            store.takeIf(TransactionRecord.key(txid), fields: TransactionRecord.consumable(by: intent.binding), audit: audit,
+            store.takeIf(TransactionRecord.key(txid), fields: TransactionRecord.consumable(seal: intent.seal), audit: audit,
                          on: executor) { [self] r in
                 step(r, requestId, executor, done) { take in
                     if case .taken = take { metrics.audited(.consumed) } else { metrics.audited(.refused) }

@@ -86,7 +86,7 @@ struct ApproveElsewhereNode: JourneyNode {
             switch r {
             case .failure(let e): done(.unavailable(e.description))
             case .success(nil): done(.failure(reason: "the transaction is gone (expired or used)"))
-            case .success(let tx?): create(.transaction(txid: txid, display: tx.display ?? context.display, bound: tx.bound))
+            case .success(let tx?): create(.transaction(txid: txid, display: tx.display ?? context.display, bound: tx.shownFields))
             }
         }
     }

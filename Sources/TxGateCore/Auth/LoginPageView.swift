@@ -57,6 +57,7 @@ public struct LoginPageView: Sendable {
             txid = record.txid
             expiresInMs = nowMs.map { Int64(record.expires) * 1000 - $0 }
             let template = record.display ?? ""
+            let fields = record.shownFields
             // Where the display names a field: its placeholder in a template, or (a record keeps
             // the sentence as shown, placeholders filled in) the first place its value appears.
             func placeholder(_ pointer: String) -> Range<String.Index>? {
@@ -64,17 +65,17 @@ public struct LoginPageView: Sendable {
                 for form in ["{\(name)}", "{\(pointer)}"] {
                     if let r = template.range(of: form) { return r }
                 }
-                guard let value = record.bound[pointer]?.displayText, !value.isEmpty else { return nil }
+                guard let value = fields[pointer]?.displayText, !value.isEmpty else { return nil }
                 return template.range(of: value)
             }
             func position(_ pointer: String) -> Int {
                 placeholder(pointer).map { template.distance(from: template.startIndex, to: $0.lowerBound) } ?? Int.max
             }
-            let pointers = record.bound.keys.sorted { (position($0), $0) < (position($1), $1) }
+            let pointers = fields.keys.sorted { (position($0), $0) < (position($1), $1) }
             var rows: [(label: String, value: String)] = []
             var previous: Range<String.Index>?
             for p in pointers {
-                let value = record.bound[p]?.displayText ?? ""
+                let value = fields[p]?.displayText ?? ""
                 let here = placeholder(p)
                 if let previous, let here, previous.upperBound <= here.lowerBound,
                    template[previous.upperBound..<here.lowerBound] == " ", !rows.isEmpty {

@@ -261,6 +261,7 @@ public enum ConfigLoader {
                 issues.errors.append(ConfigError(path: "oauth2.ciba.channels", message: "webhook needs `approvals.webhook`"))
             }
         }
+        checkAuthorizationDetails(config, issues: issues)
         if (config.oauth2 != nil || config.txnTokens.enabled) && config.journeys.isEmpty {
             issues.errors.append(ConfigError(path: config.oauth2 != nil ? "oauth2" : "txnTokens",
                                              message: "needs the authentication service: add journeys (and users)"))
@@ -272,6 +273,33 @@ public enum ConfigLoader {
 }
 
 extension ConfigLoader {
+    /// RFC 9396: each type's journey exists; a policy maps only a declared type, from fields its
+    /// schema requires, and every policy mapping one type maps it alike.
+    static func checkAuthorizationDetails(_ config: GatewayConfig, issues: ConfigIssues) {
+        let types = config.oauth2?.authorizationDetailsTypes ?? [:]
+        for (name, t) in types.sorted(by: { $0.key < $1.key }) where config.journeys[t.journey] == nil {
+            issues.errors.append(ConfigError(path: "oauth2.authorizationDetailsTypes.\(name).journey", message: "journey '\(t.journey)' is not in journeys"))
+        }
+        var first: [String: (Int, DetailsMapping)] = [:]
+        for (i, p) in (config.policies ?? []).enumerated() {
+            guard case .transaction(let rule) = p.requirement, let m = rule.authorizationDetails else { continue }
+            let path = "policies[\(i)].transaction.authorizationDetails"
+            guard let type = types[m.type] else {
+                issues.errors.append(ConfigError(path: path + ".type", message: "'\(m.type)' is not in oauth2.authorizationDetailsTypes"))
+                continue
+            }
+            for field in m.fields.values.sorted() where !type.schema.requires(field) {
+                issues.errors.append(ConfigError(path: path + ".fields",
+                                                 message: "'\(field)' is not a field the schema of '\(m.type)' requires (each step in `required`)"))
+            }
+            if let (j, other) = first[m.type], other != m {
+                issues.errors.append(ConfigError(path: path, message: "policies[\(j)] maps '\(m.type)' with other fields: one type binds one way"))
+            } else if first[m.type] == nil {
+                first[m.type] = (i, m)
+            }
+        }
+    }
+
     /// What `ApproveElsewhere` nodes need: their approver journey, and each channel's settings.
     static func checkApprovals(_ config: GatewayConfig, issues: ConfigIssues) {
         for node in config.journeys.values.joined() where node.type == "ApproveElsewhere" {

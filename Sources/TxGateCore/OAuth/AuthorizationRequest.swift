@@ -17,6 +17,8 @@ public struct AuthorizationRequest: Equatable, Sendable {
     public var txid: String?
     /// RFC 8707: the resource the token is for (a configured resource's identifier).
     public var resource: String?
+    /// RFC 9396: what the client asks the person to approve, checked against the configured types.
+    public var authorizationDetails: [JSONValue]?
 
     public enum Refusal: Error, Equatable, Sendable {
         /// Unknown client or unregistered redirect URI: answered to the user agent, not redirected.
@@ -32,9 +34,12 @@ public struct AuthorizationRequest: Equatable, Sendable {
 
     /// `clients` finds a client (the configured ones, and dynamic ones); `resources` are the
     /// resource identifiers a `resource` parameter may name.
+    /// `mappings`: the `authorization_details` types transaction policies map (one entry of
+    /// those at most).
     public static func parse(_ query: Query, config: OAuth2Config, clients: (String) -> OAuthClient?, resources: Set<String>,
-                             journeys: Set<String>) -> Result<AuthorizationRequest, Refusal> {
-        for name in ["client_id", "redirect_uri", "response_type", "scope", "state", "code_challenge", "txid", "resource"]
+                             journeys: Set<String>, mappings: [String: DetailsMapping] = [:]) -> Result<AuthorizationRequest, Refusal> {
+        for name in ["client_id", "redirect_uri", "response_type", "scope", "state", "code_challenge", "txid", "resource",
+                     "authorization_details"]
         where query.pairs.filter({ $0.name == name }).count > 1 {
             return .failure(.toUser(.invalidRequest("'\(name)' appears more than once")))
         }
@@ -84,6 +89,14 @@ public struct AuthorizationRequest: Equatable, Sendable {
                                      nonce: query["nonce"], codeChallenge: challenge, prompt: prompt, maxAge: maxAge,
                                      acr: acr, txid: txid)
         r.resource = resource
+        if let text = query["authorization_details"] {
+            let parsed = AuthorizationDetails.parse(text, types: config.authorizationDetailsTypes)
+                .flatMap { entries in AuthorizationDetails.binding(entries, mappings: mappings).map { _ in entries } }
+            switch parsed {
+            case .success(let entries): r.authorizationDetails = entries
+            case .failure(let e): return refuse(e)
+            }
+        }
         return .success(r)
     }
 
@@ -102,13 +115,15 @@ public struct AuthorizationRequest: Equatable, Sendable {
 public enum TokenClaims {
     /// RFC 9068 access token (header `typ: at+jwt`).
     public static func accessToken(issuer: String, audience: String, uid: String, clientId: String, scope: [String], acr: String,
-                                   authTime: Int, jti: String, now: Int, ttlS: Int, txn: String?) -> [String: JSONValue] {
+                                   authTime: Int, jti: String, now: Int, ttlS: Int, txn: String?,
+                                   authorizationDetails: JSONValue? = nil) -> [String: JSONValue] {
         var c: [String: JSONValue] = [
             "iss": .string(issuer), "aud": .string(audience), "sub": .string(uid), "client_id": .string(clientId),
             "scope": .string(scope.joined(separator: " ")), "acr": .string(acr), "auth_time": .number(authTime),
             "jti": .string(jti), "iat": .number(now), "exp": .number(now + ttlS),
         ]
         if let txn { c["txn"] = .string(txn) }
+        if let authorizationDetails { c["authorization_details"] = authorizationDetails }
         return c
     }
 
@@ -155,6 +170,9 @@ public enum AuthorizeStep: Equatable, Sendable {
     case authenticate(journey: String?)
     /// Run the login page on the transaction's composite advice (its approval journey).
     case approve(txid: String)
+    /// Make the transaction of the request's `authorization_details` (waiting for this user's
+    /// approval) and come back naming it (`txid`).
+    case askApproval
     case refuse(OAuthError)
 
     /// The session's facts that matter here.
@@ -177,12 +195,16 @@ public enum AuthorizeStep: Equatable, Sendable {
         guard let s = session, s.realm == realm else { return interact(.authenticate(journey: nil), "login_required") }
         if r.prompt == "login" { return .authenticate(journey: nil) }
         if let maxAge = r.maxAge, now - s.authTime > maxAge { return interact(.authenticate(journey: r.acr), "login_required") }
+        if r.txid == nil, r.authorizationDetails != nil { return interact(.askApproval, "interaction_required") }
         if let txid = r.txid {
             guard let tx = transaction, tx.expires > now else {
                 return .refuse(.invalidRequest("the transaction is unknown, expired or already used"))
             }
             guard tx.subject == s.uid, tx.realm == realm else {
                 return .refuse(OAuthError("access_denied", "the transaction belongs to another user"))
+            }
+            guard tx.authorizationDetails == r.authorizationDetails.map(JSONValue.array) else {
+                return .refuse(.invalidRequest("the transaction approves other authorization_details"))
             }
             if let acr = r.acr, acr != tx.journey {
                 return .refuse(.invalidRequest("acr_values must name the transaction's journey '\(tx.journey)'"))

@@ -14,11 +14,14 @@ public struct OAuth2Config: ConfigObject, Sendable, Equatable {
     public var dynamicRegistration: DynamicRegistrationConfig?
     /// OpenID CIBA (back-channel authentication); nil: off.
     public var ciba: CIBAConfig?
+    /// RFC 9396: the `authorization_details` types accepted, by name; empty: none.
+    public var authorizationDetailsTypes: [String: AuthorizationDetailsType] = [:]
 
     public init() {}
 
     enum Key: String, ConfigKey {
-        case clients, accessTokenTtlS, idTokenTtlS, refreshTokenTtlS, audience, resources, dynamicRegistration, ciba
+        case clients, accessTokenTtlS, idTokenTtlS, refreshTokenTtlS, audience, resources, dynamicRegistration, ciba,
+             authorizationDetailsTypes
     }
 
     public init(from decoder: Decoder) throws {
@@ -31,6 +34,7 @@ public struct OAuth2Config: ConfigObject, Sendable, Equatable {
         resources = o.value(.resources, default: resources)
         dynamicRegistration = o.optional(.dynamicRegistration)
         ciba = o.optional(.ciba)
+        authorizationDetailsTypes = o.value(.authorizationDetailsTypes, default: [:])
         for (i, r) in resources.enumerated() where resources[..<i].contains(where: { $0.contains(r.path[...]) || r.contains($0.path[...]) }) {
             o.invalid(.resources, index: i, "'\(r.path)' overlaps another resource's path")
         }

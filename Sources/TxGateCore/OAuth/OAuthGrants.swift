@@ -57,6 +57,8 @@ public struct AuthorizationGrant: Equatable, Sendable {
     public var session: String?
     /// RFC 8707: the resource the tokens are for (their `aud`); nil: the gateway's audience.
     public var resource: String?
+    /// RFC 9396: the `authorization_details` approved (the token response and the access token say them).
+    public var authorizationDetails: JSONValue?
 
     public static let ttlS = 60
 
@@ -78,6 +80,7 @@ public struct AuthorizationGrant: Equatable, Sendable {
         if let txn { o["txn"] = .string(txn) }
         if let session { o["session"] = .string(session) }
         if let resource { o["resource"] = .string(resource) }
+        if let authorizationDetails { o["authorizationDetails"] = authorizationDetails }
         return JSONValue.object(o).canonicalBytes
     }
 
@@ -91,6 +94,7 @@ public struct AuthorizationGrant: Equatable, Sendable {
                                    authTime: authTime, txn: o["txn"]?.stringValue)
         g.session = o["session"]?.stringValue
         g.resource = o["resource"]?.stringValue
+        g.authorizationDetails = o["authorizationDetails"]
         return g
     }
 
@@ -124,6 +128,9 @@ public struct RefreshRecord: Equatable, Sendable {
     public var expires: Int
     /// The grant's RFC 8707 resource, which the successors' access tokens keep.
     public var resource: String?
+    /// The grant's RFC 9396 `authorization_details`, which the successors' access tokens keep
+    /// (not its `txn`: the approval opened its one request).
+    public var authorizationDetails: JSONValue?
 
     public init(family: String, clientId: String, uid: String, realm: String, scope: [String], acr: String, authTime: Int,
                 used: Bool = false, expires: Int, resource: String? = nil) {
@@ -142,6 +149,7 @@ public struct RefreshRecord: Equatable, Sendable {
             "used": .bool(used), "expires": .number(expires),
         ]
         if let resource { o["resource"] = .string(resource) }
+        if let authorizationDetails { o["authorizationDetails"] = authorizationDetails }
         return JSONValue.object(o).canonicalBytes
     }
 
@@ -150,8 +158,10 @@ public struct RefreshRecord: Equatable, Sendable {
               let clientId = o["clientId"]?.stringValue, let uid = o["uid"]?.stringValue, let realm = o["realm"]?.stringValue,
               let scope = o["scope"]?.arrayValue, let acr = o["acr"]?.stringValue, let authTime = o["authTime"]?.intValue,
               case .bool(let used)? = o["used"], let expires = o["expires"]?.intValue else { return nil }
-        return RefreshRecord(family: family, clientId: clientId, uid: uid, realm: realm, scope: scope.compactMap(\.stringValue),
-                             acr: acr, authTime: authTime, used: used, expires: expires, resource: o["resource"]?.stringValue)
+        var r = RefreshRecord(family: family, clientId: clientId, uid: uid, realm: realm, scope: scope.compactMap(\.stringValue),
+                              acr: acr, authTime: authTime, used: used, expires: expires, resource: o["resource"]?.stringValue)
+        r.authorizationDetails = o["authorizationDetails"]
+        return r
     }
 
     /// What a refresh request with this record does.

@@ -38,6 +38,9 @@ public struct DecisionQuery {
     public var subject: Subject?
     /// The TxId a retried request names (AM's `environment.TxId`).
     public var txid: String?
+    /// `txid` is an approval asked for ahead of the request (RFC 9396): the `txn` of an access
+    /// token carrying `authorization_details`.
+    public var txidApprovedAhead = false
     /// Reads the request body, for binding a transaction to what is approved (only
     /// transactional policies pay for the copy); nil when the PDP is asked without the request
     /// (AM's REST evaluate has resources, no body).

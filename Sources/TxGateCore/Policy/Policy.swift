@@ -33,6 +33,9 @@ public struct TransactionRule: Equatable, Sendable {
     /// the others are allowed as the policy's subjects, never from the decision cache. Empty:
     /// every request of the policy.
     public var when: [String: JSONValue] = [:]
+    /// RFC 9396: the `authorization_details` type whose approval, asked for ahead of the request,
+    /// opens a request of this policy with the same values (`transaction.authorizationDetails`).
+    public var authorizationDetails: DetailsMapping?
 
     public init(journey: String, ttlS: Int = 180, bindFields: [String] = [], bindWholeBody: Bool = false, display: String? = nil,
                 fieldTypes: [String: FieldType] = [:]) {
@@ -186,7 +189,7 @@ struct StepUpConfig: ConfigObject {
 struct TransactionConfig: ConfigObject {
     var rule: TransactionRule
     enum Key: String, ConfigKey {
-        case journey, ttlS, bind, display, when
+        case journey, ttlS, bind, display, when, authorizationDetails
     }
 
     init(from decoder: Decoder) throws {
@@ -207,6 +210,14 @@ struct TransactionConfig: ConfigObject {
             rule.bindWholeBody = b.whole
             rule.fieldTypes = b.types
         }
+        if let m: DetailsMappingConfig = o.optional(.authorizationDetails) {
+            rule.authorizationDetails = m.mapping
+            if rule.bindFields.isEmpty {
+                o.invalid(.authorizationDetails, "needs bind.body to list the fields an entry's values must equal")
+            } else if Set(m.mapping.fields.keys) != Set(rule.bindFields) {
+                o.invalid(.authorizationDetails, "fields must map every field of bind.body (\(rule.bindFields.joined(separator: ", "))), and only those")
+            }
+        }
         if let display = rule.display {
             // What the display may name: each bound pointer, with or without its leading '/'.
             let known = Set(rule.bindFields + rule.bindFields.map { String($0.dropFirst()) })
@@ -215,6 +226,21 @@ struct TransactionConfig: ConfigObject {
                     + (rule.bindFields.isEmpty ? "no field is bound (bind.body lists the fields a display may show)"
                         : "not a field of bind.body (\(rule.bindFields.joined(separator: ", ")))"))
             }
+        }
+    }
+}
+
+/// `transaction.authorizationDetails`: `{"type": "payment_initiation", "fields": {"/amount": "/instructedAmount/amount"}}`.
+struct DetailsMappingConfig: ConfigObject {
+    var mapping = DetailsMapping(type: "", fields: [:])
+    enum Key: String, ConfigKey { case type, fields }
+
+    init(from decoder: Decoder) throws {
+        let o = try StrictObject(decoder, keys: Key.self)
+        mapping.type = o.required(.type) ?? ""
+        mapping.fields = o.required(.fields) ?? [:]
+        for (body, field) in mapping.fields.sorted(by: { $0.key < $1.key }) where !body.hasPrefix("/") || !field.hasPrefix("/") {
+            o.invalid(.fields, "'\(body)': '\(field)': both are JSON Pointers (a body field: the entry's field)")
         }
     }
 }

@@ -24,6 +24,21 @@ public struct PolicyDecider: Sendable {
     public struct Intent: Equatable, Sendable {
         public var rule: TransactionRule
         public var binding: TransactionBinding
+        /// Which approval the retry's TxId must be: one of this very request (its seal), or one
+        /// asked for ahead of it (RFC 9396, the TxId of an access token with
+        /// `authorization_details`): of the rule's mapped type with these values.
+        public var approvedAhead = false
+
+        public init(rule: TransactionRule, binding: TransactionBinding) {
+            self.rule = rule
+            self.binding = binding
+        }
+
+        /// The seal the consumed record must have.
+        public var seal: String {
+            guard approvedAhead, let m = rule.authorizationDetails else { return binding.seal }
+            return binding.detailsSeal(type: m.type)
+        }
 
         /// The index of the transaction last created for this very request: a digest of the
         /// subject and the seal (which digests the subject too), so that one user's request never
@@ -93,15 +108,22 @@ public struct PolicyDecider: Sendable {
             case .unsupportedMediaType(let why): return .failed(.unsupportedMediaType(why))
             case let other: return .failed(.badRequest(other.message))
             }
-            let intent = Intent(rule: rule, binding: binding)
-            if let txid = q.txid, Self.isTxId(txid) { return .consume(txid: txid, intent) }
+            var intent = Intent(rule: rule, binding: binding)
+            if let txid = q.txid, Self.isTxId(txid) {
+                intent.approvedAhead = q.txidApprovedAhead
+                return .consume(txid: txid, intent)
+            }
             return .findPending(intent, attempts: Self.claimAttempts)
         }
     }
 
     /// After `Store.takeIf`: a taken record allows this one request; anything else needs a new transaction.
     public func afterConsume(_ intent: Intent, _ take: ConditionalTake, nowMs: Int64) -> Plan {
-        guard case .taken(let bytes) = take else { return .findPending(intent, attempts: Self.claimAttempts) }
+        guard case .taken(let bytes) = take else {
+            var own = intent
+            own.approvedAhead = false  // the challenge is for this very request
+            return .findPending(own, attempts: Self.claimAttempts)
+        }
         // A one-shot allow must never be cached: its ttl has already passed.
         return .decided(Decision(resource: intent.binding.resource, actions: [intent.binding.method: true], ttl: nowMs - 1,
                                  consumed: TransactionRecord.decode(bytes)))

@@ -24,6 +24,9 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
     /// How it was approved, when with a passkey: `WebAuthn.Evidence`'s JSON, which the
     /// Txn-Token of the request it opens carries.
     public var passkey: JSONValue?
+    /// RFC 9396: the `authorization_details` approved, when the transaction was asked for ahead
+    /// of its request (`fromDetails`); the tokens and the Txn-Token carry them.
+    public var authorizationDetails: JSONValue?
     /// `TransactionBinding.seal` of the request that created it, stored with the record: a
     /// retry consumes the record in one store step, by matching this and the state (`Store.takeIf`).
     public var seal: String {
@@ -47,10 +50,13 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         self.passkey = passkey
     }
 
-    /// What the store checks, in the same step as it deletes the record, before a retry may pass.
-    public static func consumable(by request: TransactionBinding) -> [String: String] {
-        ["state": State.completed.rawValue, "seal": request.seal]
+    /// What the store checks, in the same step as it deletes the record, before a retry may pass:
+    /// `seal` is the request's (`PolicyDecider.Intent.seal`).
+    public static func consumable(seal: String) -> [String: String] {
+        ["state": State.completed.rawValue, "seal": seal]
     }
+
+    public static func consumable(by request: TransactionBinding) -> [String: String] { consumable(seal: request.seal) }
 
     public static func key(_ txid: String) -> String { "tx:" + txid }
 
@@ -75,6 +81,7 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         if let bodyDigest { o["bodyDigest"] = .string(bodyDigest) }
         if let display { o["display"] = .string(display) }
         if let passkey { o["passkey"] = passkey }
+        if let authorizationDetails { o["authorizationDetails"] = authorizationDetails }
         return JSONValue.object(o).canonicalBytes
     }
 
@@ -86,9 +93,11 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
               let method = o["method"]?.stringValue, let subject = o["subject"]?.stringValue,
               let journey = o["journey"]?.stringValue, let bound = o["bound"]?.objectValue,
               let expires = o["expires"]?.intValue else { return nil }
-        return TransactionRecord(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
+        var r = TransactionRecord(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
                                   journey: journey, bodyDigest: o["bodyDigest"]?.stringValue, bound: bound,
                                   display: o["display"]?.stringValue, expires: expires, passkey: o["passkey"])
+        r.authorizationDetails = o["authorizationDetails"]
+        return r
     }
 
     /// Why this transaction cannot open `request`, or nil if it can.
@@ -97,6 +106,10 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         if state != .completed { return .notCompleted }
         if subject != request.subject { return .anotherSubject }
         if realm != request.realm { return .anotherRealm }
+        // Approved ahead (RFC 9396): for a request of a policy mapping its type, with these values.
+        if resource == AuthorizationDetails.resource {
+            return seal == request.detailsSeal(type: method) ? nil : method.isEmpty ? .anotherResource : .bodyDiffers
+        }
         if resource != request.resource || method != request.method { return .anotherResource }
         if bodyDigest != request.bodyDigest { return .bodyDiffers }
         return nil

@@ -6,6 +6,7 @@ extension WebAuthn {
     /// (docs/WIRE-EXTENSIONS.md §11b).
     ///
     ///     approved  = canonical JSON of {"bound", "display", "method", "resource", "txid"}
+    ///                 (and "authorization_details" for an approval asked for ahead, RFC 9396)
     ///     challenge = SHA-256(nonce || approved)
     ///
     /// with `nonce` 32 random bytes the gateway keeps with the pending assertion, and canonical
@@ -18,6 +19,7 @@ extension WebAuthn {
                 "bound": .object(tx.bound), "method": .string(tx.method), "resource": .string(tx.resource), "txid": .string(tx.txid),
             ]
             if let display = tx.display { o["display"] = .string(display) }
+            if let details = tx.authorizationDetails { o["authorization_details"] = details }
             return JSONValue.object(o).canonicalBytes
         }
 
