@@ -135,7 +135,7 @@ final class SharedState: Sendable {
             "folder": .string(config.secrets.tokenKeysFolder), "kid": .string(keys.signingKid),
             "published": .stringConvertible(keys.published.count), "created": .stringConvertible(created),
         ])
-        let oauth = config.oauth2.map { OAuthProvider(config: $0, auth: auth, keys: keys) }
+        let oauth = try config.oauth2.map { try OAuthProvider(config: $0, auth: auth, keys: keys) }
         let issuer = auth.publicURL + "/am/oauth2/realms/root"
         let txn = config.txnTokens.enabled ? TxnTokenIssuer(config: config.txnTokens, keys: keys, issuer: issuer, clock: clock) : nil
         return (keys, oauth, txn)

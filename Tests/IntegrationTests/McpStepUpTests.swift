@@ -26,7 +26,8 @@ struct McpStepUpTests {
 
     /// The MCP server (its own process) and the gateway in front, on `http://localhost:PORT`:
     /// `tools/call` of `transfer` needs its own approval (a Confirm step), bound to its arguments.
-    func start() throws -> Bank {
+    func start(oauth2: [String: Any] = ["resources": [["path": "/mcp", "scopes": ["bank"]]],
+                                        "dynamicRegistration": ["open": true, "consentJourney": "ConfirmTransaction"]]) throws -> Bank {
         let bed = try Testbed.current
         let port = try Ports.free()
         let calls = bed.dir.url.appendingPathComponent("calls.jsonl")
@@ -37,7 +38,7 @@ struct McpStepUpTests {
             Testbed.gatewayConfig(port: p, upstream: "http://127.0.0.1:\(port)", overrides: Kit.config([
                 "publicUrl": "http://localhost:\(p)",
                 "journeys": ["Login": [["type": "UsernamePassword"]], "ConfirmTransaction": [["type": "Confirm"]]],
-                "oauth2": ["resources": [["path": "/mcp", "scopes": ["bank"]]], "dynamicRegistration": ["open": true, "consentJourney": "ConfirmTransaction"]],
+                "oauth2": oauth2,
                 "policies": [["name": "mcp", "resources": ["/mcp"], "actions": ["POST", "GET", "DELETE"], "subjects": "authenticated",
                               "transaction": ["journey": "ConfirmTransaction",
                                               "when": ["/method": "tools/call", "/params/name": "transfer"],
@@ -48,9 +49,11 @@ struct McpStepUpTests {
         return Bank(gateway: g, calls: calls)
     }
 
-    func agent(_ bank: Bank, _ steps: String) throws -> [String: Any] {
-        let r = try Testbed.current.runTool("python3", [Self.folder.appendingPathComponent("agent.py").path,
-                                                       "http://localhost:\(bank.gateway.port)", steps], timeout: 120)
+    /// `metadataURL`: the SDK's `client_metadata_url` (Client ID Metadata Documents).
+    func agent(_ bank: Bank, _ steps: String, metadataURL: String? = nil) throws -> [String: Any] {
+        let env = metadataURL.map { ["AGENT_CLIENT_METADATA_URL=\($0)"] } ?? []
+        let r = try Testbed.current.runTool("env", env + ["python3", Self.folder.appendingPathComponent("agent.py").path,
+                                                          "http://localhost:\(bank.gateway.port)", steps], timeout: 120)
         let last = r.stdout.split(separator: "\n").last.map(String.init) ?? ""
         guard r.status == 0, let obj = (try? JSONSerialization.jsonObject(with: Data(last.utf8))) as? [String: Any] else {
             throw HarnessError("agent.py failed:\n\(r)\n\(bank.gateway.process.stderrTail(30))")
@@ -213,5 +216,76 @@ struct PushedAuthorizationRequestTests {
         let ok = try g.fetch("GET", OAuthKit.issuerPath + "/authorize?client_id=conf&request_uri=" + Query.encode(uri),
                              headers: [("Cookie", "iPlanetDirectoryPro=\(token)")])
         #expect(ok.status == 302 && ok.header("Location")?.hasPrefix("https://conf.example/cb?code=") == true, "\(ok)")
+    }
+}
+
+/// Client ID Metadata Documents: the SDK's `client_metadata_url` is its client ID; the gateway
+/// fetches the document (https, verified, from where it is allowed to), and the person consents
+/// to the client named by it and by its host.
+extension McpStepUpTests {
+    struct MetadataHost {
+        let url: String
+        let log: URL
+        let caFile: URL
+        var fetched: [String] { ((try? String(contentsOf: log, encoding: .utf8)) ?? "").split(separator: "\n").map(String.init) }
+    }
+
+    /// The agent's metadata document on `https://localhost:PORT/agent.json`, with a certificate of its own.
+    func metadataHost() throws -> MetadataHost {
+        let bed = try Testbed.current
+        let port = try Ports.free()
+        let url = "https://localhost:\(port)/agent.json"
+        let cert = bed.dir.url.appendingPathComponent("meta.crt"), key = bed.dir.url.appendingPathComponent("meta.key")
+        let made = try bed.runTool("openssl", ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-days", "1",
+                                               "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                                               "-keyout", key.path, "-out", cert.path])
+        guard made.status == 0 else { throw HarnessError("openssl: \(made)") }
+        let doc = try bed.dir.write("agent.json", #"{"client_id":"\#(url)","client_name":"test agent","redirect_uris":["http://localhost:9/callback"],"#
+            + #""grant_types":["authorization_code","refresh_token"],"response_types":["code"],"token_endpoint_auth_method":"none"}"#)
+        let log = bed.dir.url.appendingPathComponent("fetched.log")
+        let server = try bed.spawn(URL(fileURLWithPath: "/usr/bin/env"), ["python3", Self.folder.appendingPathComponent("metadata_server.py").path,
+                                                                           String(port), cert.path, key.path, doc.path, log.path], name: "metadata-host")
+        try server.waitForPort(port, timeout: 30)
+        return MetadataHost(url: url, log: log, caFile: cert)
+    }
+
+    @Test("the SDK's client_metadata_url is its client: fetched once, consented to by name and host, its transfer runs once; a missing document is refused")
+    func metadataDocument() throws {
+        let host = try metadataHost()
+        let bank = try start(oauth2: ["resources": [["path": "/mcp", "scopes": ["bank"]]],
+                                      "clientIdMetadataDocuments": ["consentJourney": "ConfirmTransaction", "allowPrivateAddresses": true,
+                                                                    "caFile": host.caFile.path]])
+        let asm = try bank.gateway.fetch("GET", "/.well-known/oauth-authorization-server/am/oauth2/realms/root").json()
+        #expect(asm["client_id_metadata_document_supported"] as? Bool == true && asm["registration_endpoint"] == nil, "\(asm)")
+        let r = try agent(bank, #"[["call","balance",{}],["call","transfer",{"amount":25,"currency":"EUR","payee":"Bob"}]]"#, metadataURL: host.url)
+        #expect((r["calls"] as? [[String: Any]])?.map { $0["ok"] as? Bool } == [true, true], "\(r)")
+        #expect(r["client_id"] as? String == host.url, "\(r)")
+        #expect(r["approvals"] as? [[String]] == [["Allow test agent (localhost) to act for you?"], ["Send 25 EUR to Bob?"]], "\(r)")
+        #expect(bank.executed.map { "\($0["amount"] ?? "") \($0["payee"] ?? "")" } == ["25.0 Bob"])
+        #expect(host.fetched == ["/agent.json"], "kept, not fetched again: \(host.fetched)")
+        // A document that is not there (or any answer but 200: a redirect is not followed).
+        let missing = host.url.replacingOccurrences(of: "agent.json", with: "missing.json")
+        let refused = try bank.gateway.fetch("GET", "/am/oauth2/realms/root/authorize?response_type=code&client_id=\(Query.encode(missing))"
+            + "&redirect_uri=" + Query.encode("http://localhost:9/callback") + "&code_challenge=\(PKCE.s256(OAuthKit.verifier))&code_challenge_method=S256")
+        #expect(refused.status == 400 && refused.bodyText.contains("answered 404, not 200"), "\(refused)")
+    }
+
+    @Test("a document on a private address is not fetched unless allowed: the client is unknown at authorize and at the token endpoint")
+    func metadataDocumentRefused() throws {
+        let host = try metadataHost()
+        let bank = try start(oauth2: ["resources": [["path": "/mcp", "scopes": ["bank"]]],
+                                      "clientIdMetadataDocuments": ["consentJourney": "ConfirmTransaction", "caFile": host.caFile.path]])
+        let session = try Kit.login(bank.gateway)
+        func authorize(_ client: String) throws -> HTTPResponse {
+            try bank.gateway.fetch("GET", "/am/oauth2/realms/root/authorize?response_type=code&client_id=\(Query.encode(client))&redirect_uri="
+                + Query.encode("http://localhost:9/callback") + "&scope=bank&code_challenge=\(PKCE.s256(OAuthKit.verifier))"
+                + "&code_challenge_method=S256", headers: [("Cookie", "iPlanetDirectoryPro=\(session)")])
+        }
+        let refused = try authorize(host.url)
+        #expect(refused.status == 400 && refused.bodyText.contains("resolves to 127.0.0.1, which is not a public address"), "\(refused)")
+        let token = try bank.gateway.fetch("POST", "/am/oauth2/realms/root/access_token", headers: [("Content-Type", "application/x-www-form-urlencoded")],
+                                           body: Array("grant_type=authorization_code&code=x&code_verifier=\(OAuthKit.verifier)&client_id=\(Query.encode(host.url))".utf8))
+        #expect(token.status == 401 && token.bodyText.contains("invalid_client"), "\(token)")
+        #expect(host.fetched.isEmpty, "the gateway connected to a private address: \(host.fetched)")
     }
 }

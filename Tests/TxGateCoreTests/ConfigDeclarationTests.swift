@@ -10,7 +10,7 @@ import Testing
     /// Every type decoded through `StrictObject`.
     static var objects: [any ConfigObject.Type] { [
         WebAuthnConfig.self, SecurePaymentConfirmationConfig.self, OAuthResource.self, DynamicRegistrationConfig.self,
-        CIBAConfig.self, CIBAClientConfig.self, AuthorizationDetailsType.self, DetailsMappingConfig.self,
+        CIBAConfig.self, CIBAClientConfig.self, AuthorizationDetailsType.self, DetailsMappingConfig.self, ClientIDMetadataConfig.self,
         GatewayConfig.self, UpstreamConfig.self, LimitsConfig.self, PathsConfig.self, TLSConfig.self, HSTSConfig.self,
         LogConfig.self, ReadinessConfig.self, LoginPageConfig.self, CORSConfig.self, MetricsConfig.self, AuditConfig.self,
         PDPConfig.self, AgentConfig.self, ForwardAuthConfig.self, SessionConfig.self, SecurityConfig.self, SecretsConfig.self,

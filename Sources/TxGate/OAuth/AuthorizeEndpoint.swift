@@ -73,6 +73,14 @@ struct AuthorizeEndpoint {
     }
 
     private func handle(_ ctx: EndpointCall, realm: String, query: Query) {
+        provider.resolveClient(query["client_id"], on: loop) { refused in
+            // A document that cannot be used: the client is unknown, told to the user (§4.1.2.1).
+            if let refused { OAuthProvider.refuse(ctx, OAuthError("invalid_client", refused.description, status: 400)); return }
+            parsed(ctx, realm: realm, query: query)
+        }
+    }
+
+    private func parsed(_ ctx: EndpointCall, realm: String, query: Query) {
         let request: AuthorizationRequest
         switch parse(query) {
         case .success(let r): request = r
@@ -125,7 +133,7 @@ struct AuthorizeEndpoint {
             grant.session = session.key
             grant.resource = r.resource
             grant.authorizationDetails = r.authorizationDetails.map(JSONValue.array)
-            guard let consentJourney = provider.config.dynamicRegistration?.consentJourney, provider.config.client(r.clientId) == nil else {
+            guard let consentJourney = provider.consentJourney(r.clientId) else {
                 issue(ctx, grant, state: r.state)
                 return
             }
@@ -174,7 +182,7 @@ struct AuthorizeEndpoint {
     private func ask(_ ctx: EndpointCall, _ r: AuthorizationRequest, uid: String, realm: String, journey: String, query: Query) {
         guard let client = provider.client(r.clientId) else { ctx.fail(.internalError("the client vanished")); return }
         let txid = UUID().uuidString.lowercased()
-        let record = ClientConsent.record(txid: txid, client: client, name: DynamicClientID.name(r.clientId), scope: r.scope, uid: uid,
+        let record = ClientConsent.record(txid: txid, client: client, name: provider.clientName(r.clientId), scope: r.scope, uid: uid,
                                           realm: realm, journey: journey, expires: auth.now + 600)
         auth.store.create(TransactionRecord.key(txid), value: record.encoded, ttlMs: 600_000, on: loop) { res in
             switch res {

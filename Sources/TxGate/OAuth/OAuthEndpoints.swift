@@ -199,6 +199,7 @@ struct OAuthEndpoints {
         }
         doc["require_pushed_authorization_requests"] = false
         if !provider.resourceIdentifiers.isEmpty { doc["resource_indicators_supported"] = true }
+        if provider.metadataDocuments != nil { doc["client_id_metadata_document_supported"] = true }
         if !provider.config.authorizationDetailsTypes.isEmpty {
             doc["authorization_details_types_supported"] = .array(provider.config.authorizationDetailsTypes.keys.sorted().map { .string($0) })
         }

@@ -19,9 +19,14 @@ final class OAuthProvider: Sendable {
     private let registrationKey: [UInt8]
     /// The `authorization_details` types transaction policies map (RFC 9396).
     let detailsMappings: [String: DetailsMapping]
+    /// Clients whose ID is their metadata document's URL; nil: off.
+    let metadataDocuments: ClientMetadataDocuments?
 
-    init(config: OAuth2Config, auth: AuthService, keys: TokenKeys) {
+    init(config: OAuth2Config, auth: AuthService, keys: TokenKeys) throws {
         detailsMappings = auth.config.detailsMappings
+        metadataDocuments = try config.clientIdMetadataDocuments.map {
+            try ClientMetadataDocuments(config: $0, allowedScopes: config.offeredScopes, logger: auth.logger)
+        }
         self.config = config
         self.auth = auth
         self.keys = keys
@@ -31,11 +36,34 @@ final class OAuthProvider: Sendable {
         registrationKey = Crypto.hmacSHA256(key: auth.codeKey, data: Array("txgate dynamic client registration".utf8))
     }
 
-    /// A configured client, or one registered at run time (`oauth2.dynamicRegistration`).
+    /// A configured client, one registered at run time (`oauth2.dynamicRegistration`), or one
+    /// whose metadata document was fetched (`resolveClient`).
     func client(_ id: String) -> OAuthClient? {
         if let c = config.client(id) { return c }
+        if let found = metadataDocuments?.client(id) { return found.client }
         guard config.dynamicRegistration != nil else { return nil }
         return DynamicClientID.client(id, key: registrationKey, allowedScopes: config.offeredScopes)
+    }
+
+    /// Fetches the metadata document `clientId` names, if it names one and the feature is on,
+    /// before `client(_:)` is asked; `then` gets why it cannot be used, if it cannot.
+    func resolveClient(_ clientId: String?, on loop: EventLoop, _ then: @escaping (OAuthError?) -> Void) {
+        guard let documents = metadataDocuments, let clientId, config.client(clientId) == nil else { then(nil); return }
+        documents.resolve(clientId, on: loop, then)
+    }
+
+    /// A client that is not configured gets a code only with the person's consent: through this
+    /// journey (nil for a configured client).
+    func consentJourney(_ clientId: String) -> String? {
+        guard config.client(clientId) == nil else { return nil }
+        if metadataDocuments?.client(clientId) != nil { return config.clientIdMetadataDocuments?.consentJourney }
+        return config.dynamicRegistration?.consentJourney
+    }
+
+    /// What the consent calls a client that is not configured.
+    func clientName(_ clientId: String) -> String? {
+        if let found = metadataDocuments?.client(clientId) { return ClientMetadataDocument.displayName(found.name, url: clientId) }
+        return DynamicClientID.name(clientId)
     }
 
     /// `authorization_details`, checked (RFC 9396): against the configured types, and with one
@@ -103,6 +131,14 @@ final class OAuthProvider: Sendable {
     /// `jti` is claimed in the store for its lifetime: the same assertion twice is refused.
     func authenticateClient(_ form: [String: String], _ headers: HTTPHeaders, on loop: EventLoop,
                             _ done: @escaping (Result<OAuthClient, OAuthError>) -> Void) {
+        resolveClient(form["client_id"], on: loop) { [self] refused in
+            if let refused { done(.failure(refused)); return }
+            checkedClient(form, headers, on: loop, done)
+        }
+    }
+
+    private func checkedClient(_ form: [String: String], _ headers: HTTPHeaders, on loop: EventLoop,
+                               _ done: @escaping (Result<OAuthClient, OAuthError>) -> Void) {
         switch checkClient(form, headers, tokenEndpoint: issuer("/") + "/access_token") {
         case .failure(let e): done(.failure(e))
         case .success(let (client, nil)): done(.success(client))

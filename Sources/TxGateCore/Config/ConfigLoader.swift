@@ -129,6 +129,9 @@ public enum ConfigLoader {
             config.bearer.issuers[i].caFile = issuer.caFile.map { resolve($0, "bearer.issuers[\(i)].caFile") }
         }
         if let l = config.loginPage.logoFile { config.loginPage.logoFile = resolve(l, "loginPage.logoFile") }
+        if let ca = config.oauth2?.clientIdMetadataDocuments?.caFile {
+            config.oauth2?.clientIdMetadataDocuments?.caFile = resolve(ca, "oauth2.clientIdMetadataDocuments.caFile")
+        }
         if var hook = config.approvals.webhook {
             hook.secretFile = resolve(hook.secretFile, "approvals.webhook.secretFile")
             hook.caFile = hook.caFile.map { resolve($0, "approvals.webhook.caFile") }
@@ -249,6 +252,9 @@ public enum ConfigLoader {
         }
         if let consent = config.oauth2?.dynamicRegistration?.consentJourney, config.journeys[consent] == nil {
             issues.errors.append(ConfigError(path: "oauth2.dynamicRegistration.consentJourney", message: "journey '\(consent)' is not in journeys"))
+        }
+        if let consent = config.oauth2?.clientIdMetadataDocuments?.consentJourney, config.journeys[consent] == nil {
+            issues.errors.append(ConfigError(path: "oauth2.clientIdMetadataDocuments.consentJourney", message: "journey '\(consent)' is not in journeys"))
         }
         if let ciba = config.oauth2?.ciba {
             if config.journeys[ciba.approverJourney] == nil {

@@ -16,12 +16,14 @@ public struct OAuth2Config: ConfigObject, Sendable, Equatable {
     public var ciba: CIBAConfig?
     /// RFC 9396: the `authorization_details` types accepted, by name; empty: none.
     public var authorizationDetailsTypes: [String: AuthorizationDetailsType] = [:]
+    /// Client ID Metadata Documents (a `client_id` that is an https URL, fetched); nil: off.
+    public var clientIdMetadataDocuments: ClientIDMetadataConfig?
 
     public init() {}
 
     enum Key: String, ConfigKey {
         case clients, accessTokenTtlS, idTokenTtlS, refreshTokenTtlS, audience, resources, dynamicRegistration, ciba,
-             authorizationDetailsTypes
+             authorizationDetailsTypes, clientIdMetadataDocuments
     }
 
     public init(from decoder: Decoder) throws {
@@ -35,6 +37,7 @@ public struct OAuth2Config: ConfigObject, Sendable, Equatable {
         dynamicRegistration = o.optional(.dynamicRegistration)
         ciba = o.optional(.ciba)
         authorizationDetailsTypes = o.value(.authorizationDetailsTypes, default: [:])
+        clientIdMetadataDocuments = o.optional(.clientIdMetadataDocuments)
         for (i, r) in resources.enumerated() where resources[..<i].contains(where: { $0.contains(r.path[...]) || r.contains($0.path[...]) }) {
             o.invalid(.resources, index: i, "'\(r.path)' overlaps another resource's path")
         }
@@ -52,6 +55,7 @@ public struct OAuth2Config: ConfigObject, Sendable, Equatable {
     public var offeredScopes: Set<String> {
         var s = Set(clients.flatMap(\.scopes) + resources.flatMap(\.scopes))
         if let d = dynamicRegistration { s.formUnion(d.scopes + ["openid", "profile", "email"]) }
+        if clientIdMetadataDocuments != nil { s.formUnion(["openid", "profile", "email"]) }
         return s
     }
 }

@@ -12,6 +12,9 @@ approval), and ["forge", approved_arguments, sent_arguments] (outside the SDK, w
 registered: a transfer of approved_arguments is challenged and approved, and the token for it is
 presented with sent_arguments instead, then with the approved ones). Prints one JSON object: each
 call's outcome, and what the person was asked to approve.
+
+With AGENT_CLIENT_METADATA_URL set, the SDK is given that URL as its `client_metadata_url`: where
+the server supports Client ID Metadata Documents, the URL is its client_id and nothing registers.
 """
 import asyncio
 import base64
@@ -149,6 +152,7 @@ class Memory:
     async def set_client_info(self, info: OAuthClientInformationFull):
         self.client = info
         report["client_id_prefix"] = info.client_id[:4]
+        report["client_id"] = info.client_id
 
 
 def mcp_call(token, arguments, id=7):
@@ -198,7 +202,8 @@ async def main():
     metadata = OAuthClientMetadata(client_name="test agent", redirect_uris=[REDIRECT], grant_types=["authorization_code", "refresh_token"],
                                    response_types=["code"], token_endpoint_auth_method="none")
     provider = OAuthClientProvider(server_url=BASE + "/mcp", client_metadata=metadata, storage=storage,
-                                   redirect_handler=redirect_handler, callback_handler=callback_handler)
+                                   redirect_handler=redirect_handler, callback_handler=callback_handler,
+                                   client_metadata_url=os.environ.get("AGENT_CLIENT_METADATA_URL"))
     try:
         await run(person, storage, provider)
     except BaseException as e:  # noqa: BLE001 - a declined approval ends the SDK's session with an exception group
