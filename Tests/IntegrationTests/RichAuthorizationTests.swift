@@ -19,7 +19,8 @@ struct RichAuthorizationTests {
 
     /// demo-bank refusing transfers without a Txn-Token of the gateway; /transfer and /echo both
     /// open to a `payment_initiation` approved ahead.
-    func start() throws -> (GatewayInstance, DemoBankInstance) {
+    /// `approver`: the journey that approves a `payment_initiation`.
+    func start(approver: String = "ApproverConfirm") throws -> (GatewayInstance, DemoBankInstance) {
         let bed = try Testbed.current
         let secretFile = try bed.dir.write("agent.secret", Self.secret)
         let bankPort = try Ports.free()
@@ -38,7 +39,7 @@ struct RichAuthorizationTests {
                              "redirectUris": ["https://agent.example/cb"], "ciba": ["users": ["demo"]]]],
                 "ciba": ["approverJourney": "ApproverConfirm", "channels": ["email"], "expiresInS": 60, "intervalS": 1],
                 "authorizationDetailsTypes": ["payment_initiation": [
-                    "journey": "ApproverConfirm", "display": "Pay {amount} {currency} to {payee}", "ttlS": 300,
+                    "journey": approver, "display": "Pay {amount} {currency} to {payee}", "ttlS": 300,
                     "schema": ["type": "object", "required": ["amount", "currency", "payee"], "additionalProperties": false,
                                "properties": ["amount": ["type": "number", "minimum": 0.01, "maximum": 10000],
                                               "currency": ["type": "string", "enum": ["EUR", "USD"]],
@@ -146,5 +147,47 @@ struct RichAuthorizationTests {
         #expect(tctx["bound"] as? NSDictionary == ["/amount": 5, "/currency": "EUR", "/payee": "Carol"] as NSDictionary)
         // Spent on /echo: the same approval does not open /transfer too.
         #expect(try transfer(g, token: token, #"{"amount":5,"currency":"EUR","payee":"Carol"}"#).status == 401)
+    }
+}
+
+/// The CIBA approval of `authorization_details` made as a person makes it: the emailed link
+/// opened in headless Chromium (a fresh profile: the person's phone), signed in, the payment's
+/// fields read on the approval page, approved with a TOTP code through the type's journey.
+@Suite(.serialized, .testbed, .enabled(if: Browser.isInstalled, Comment(rawValue: Browser.notInstalled)))
+struct RichAuthorizationBrowserTests {
+    typealias Kit = TransactionKit
+
+    @Test(.timeLimit(.minutes(2)))
+    func thePersonReadsThePaymentOnTheApprovalPageAndApprovesIt() throws {
+        let bed = try Testbed.current
+        let rar = RichAuthorizationTests()
+        let (g, _) = try rar.start(approver: "ApproverTOTP")
+        let asked = try rar.post(g, "/bc-authorize", [("scope", "openid"), ("login_hint", "demo"), ("binding_message", "Agent 7"),
+                                                      ("authorization_details", RichAuthorizationTests.payment)])
+        let id = try #require(try asked.json()["auth_req_id"] as? String, "\(asked)")
+        let outbox = g.configURL.deletingLastPathComponent().appendingPathComponent("var/outbox")
+        let mail = try #require(try MailTools.waitForOutbox(outbox, count: 1).last)
+        let approval = try #require(ApprovalKit.requestId(inLink: mail.body), "\(mail)")
+        let totp = TOTP(secret: Base32.decode(Kit.demoSecret)!).code(at: Int(Date().timeIntervalSince1970))
+        let run = try bed.runBrowser(g.baseURL + "/am/XUI/approval?id=" + approval, [
+            .waitForURLContaining("/am/XUI/?goto="), .waitForElement("#cb1"), .fill("#cb0", "demo"), .fill("#cb1", Kit.password),
+            .click("#submit"),
+            .waitForPath("/am/XUI/approval"), .waitForElement("#approve"), .waitForText("Agent 7", in: "#code"), .snapshot("request"),
+            .click("#approve"),
+            .waitForElement("input.code"), .fill("input.code", totp), .click("#submit"),
+            .waitForPath("/am/XUI/approval"), .waitForText("Approved."),
+        ], timeout: 60)
+        #expect(run.ok, "\(run)")
+        let request = try #require(run.snapshots["request"], "\(run)")
+        for text in ["Pay 100 EUR to Bob", "/amount: 100", "/currency: EUR", "/payee: Bob", "Agent 7"] {
+            #expect(request.text.contains(text), "the approval page lacks '\(text)': \(request.text)")
+        }
+        #expect(run.scriptErrors.isEmpty, "\(run.scriptErrors)")
+        Thread.sleep(forTimeInterval: 1.1)
+        let tokens = try rar.post(g, "/access_token", [("grant_type", CIBARequest.grantType), ("auth_req_id", id)])
+        let token = try #require(try tokens.json()["access_token"] as? String, "\(tokens)")
+        let executed = try rar.transfer(g, token: token, #"{"amount":100,"currency":"EUR","payee":"Bob"}"#)
+        #expect(executed.status == 201, "\(executed)")
+        #expect(try rar.transfer(g, token: token, #"{"amount":100,"currency":"EUR","payee":"Bob"}"#).status == 401)
     }
 }
