@@ -2,6 +2,7 @@ import Foundation
 import Testing
 import TestSupport
 import TxGateCore
+import TxGateCrypto
 
 /// Issue 28 item 1, poll mode: an agent (a confidential client) asks on the back channel for
 /// demo's approval; the person approves on the approval page (the emailed link, the approver
@@ -218,5 +219,23 @@ struct CIBATests {
         // An assertion signed by another key is no client.
         #expect(try post(g, Self.bcPath, "scope=openid&login_hint=demo&client_assertion_type=urn%3Aietf%3Aparams%3Aoauth%3Aclient-assertion-type%3Ajwt-bearer"
                          + "&client_assertion=eyJhbGciOiJFUzI1NiIsImtpZCI6ImsxIn0.eyJpc3MiOiJzaWduZWQifQ.AAAA", client: "x", secret: "y").status == 401)
+    }
+
+    @Test("acr_values names the journey the person approves through, and the token's acr; a name that is no journey is refused")
+    func acrValues() throws {
+        let g = try start()
+        #expect(error(try post(g, Self.bcPath, "scope=openid&login_hint=demo&acr_values=NoSuchJourney")) == "invalid_request")
+        let id = try #require(try post(g, Self.bcPath, "scope=openid&login_hint=demo&acr_values=ApproverTOTP").json()["auth_req_id"] as? String)
+        let approval = try approvalId(g, count: 1)
+        let phone = try Kit.login(g)
+        // The Yes of the default approver journey is no TOTP code.
+        #expect(try A.approve(g, id: approval, token: phone, code: "0").status != 200)
+        let code = TOTP(secret: Base32.decode(Kit.demoSecret)!).code(at: Int(Date().timeIntervalSince1970))
+        let approved = try A.approve(g, id: approval, token: phone, code: code)
+        #expect(approved.status == 200, "\(approved)")
+        Thread.sleep(forTimeInterval: 2.1)
+        let tokens = try poll(g, id)
+        let claims = OAuthKit.claims(try #require(try tokens.json()["access_token"] as? String, "\(tokens)"))
+        #expect(claims["acr"] as? String == "ApproverTOTP", "\(claims)")
     }
 }

@@ -21,7 +21,7 @@ import Testing
         #expect(record().poll(approval(.pending), now: Self.now) == .pending)
         #expect(record().poll(approval(.pending), now: Self.now - 1) == .slowDown)
         #expect(record().poll(approval(.denied), now: Self.now) == .denied)
-        #expect(record().poll(approval(.approved), now: Self.now) == .approved(uid: "demo", authTime: Self.now - 1))
+        #expect(record().poll(approval(.approved), now: Self.now) == .approved(uid: "demo", authTime: Self.now - 1, acr: "Confirm"))
         #expect(record().poll(approval(.approved), now: Self.now + 60) == .expired, "the auth_req_id's own expiry wins")
         #expect(record().poll(approval(.pending, expiresMs: Int64(Self.now) * 1000), now: Self.now) == .expired)
         #expect(record().poll(nil, now: Self.now) == .expired)

@@ -78,6 +78,15 @@ struct CIBAEndpoint {
             OAuthProvider.refuse(ctx, .invalidRequest("txid is not a transaction id"))
             return
         }
+        // The journey the person approves through (CIBA Core §7.1 `acr_values`: the first one named).
+        var approver = ciba.approverJourney
+        if let acr = form["acr_values"]?.split(separator: " ").first.map(String.init) {
+            guard auth.config.journeys[acr] != nil else {
+                OAuthProvider.refuse(ctx, .invalidRequest("acr_values names no journey: '\(acr)'"))
+                return
+            }
+            approver = acr
+        }
         var details: [JSONValue]?
         if let text = form["authorization_details"] {
             guard form["txid"] == nil else {
@@ -97,7 +106,7 @@ struct CIBAEndpoint {
             var request = ApprovalRequest.pending(
                 subject: uid ?? "", matter: tx.map { .transaction(txid: $0.txid, display: $0.display, bound: $0.shownFields) } ?? .stepUp(journey: ciba.approverJourney),
                 // Asked for ahead (RFC 9396): approved through its type's journey.
-                approverJourney: details != nil ? tx?.journey ?? ciba.approverJourney : ciba.approverJourney,
+                approverJourney: form["acr_values"] == nil && details != nil ? tx?.journey ?? approver : approver,
                 nowMs: Int64(now) * 1000, ttlS: expiresIn)
             if let m = form["binding_message"] { request.bindingCode = m }
             let services = auth.services(on: loop)
@@ -247,7 +256,7 @@ struct CIBAEndpoint {
                 OAuthProvider.refuse(ctx, poll == .denied ? OAuthError("access_denied", "the user denied the request")
                                                           : OAuthError("expired_token", "the auth_req_id has expired"))
             }
-        case .approved(let uid, let authTime):
+        case .approved(let uid, let authTime, let acr):
             // Redeemed once: of two polls racing, one takes the record.
             store.compareAndSwap(key, expected: read, new: nil, ttlMs: nil, on: loop) { r in
                 switch r {
@@ -259,7 +268,7 @@ struct CIBAEndpoint {
                         "txid": .string(record.txid.map(masked) ?? "-"),
                     ])
                     var grant = AuthorizationGrant(clientId: record.clientId, redirectUri: "", codeChallenge: "", uid: uid, realm: "/",
-                                                   scope: record.scope, nonce: nil, acr: ciba.approverJourney, authTime: authTime,
+                                                   scope: record.scope, nonce: nil, acr: acr, authTime: authTime,
                                                    txn: record.txid)
                     guard let txid = record.txid else { tokens.newFamily(ctx, grant); return }
                     complete(ctx, txid: txid, uid: uid) { tx in

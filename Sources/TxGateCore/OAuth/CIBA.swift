@@ -112,8 +112,9 @@ public struct CIBARequest: Equatable, Sendable {
         case pending
         case denied
         case expired
-        /// Approved by the user, at `authTime`: redeem (once) and issue the tokens.
-        case approved(uid: String, authTime: Int)
+        /// Approved by the user, at `authTime`, through `acr` (the approver journey): redeem
+        /// (once) and issue the tokens.
+        case approved(uid: String, authTime: Int, acr: String)
     }
 
     /// CIBA Core §11: the answer for this record, its approval request as read, at `now`.
@@ -128,7 +129,7 @@ public struct CIBARequest: Equatable, Sendable {
         case .approved:
             // The approval request is the user's own (the store refuses anyone else's decision).
             guard approval.subject == uid else { return .denied }
-            return .approved(uid: uid, authTime: Int((approval.decidedMs ?? Int64(now) * 1000) / 1000))
+            return .approved(uid: uid, authTime: Int((approval.decidedMs ?? Int64(now) * 1000) / 1000), acr: approval.approverJourney)
         }
     }
 
