@@ -95,7 +95,8 @@ final class Worker: @unchecked Sendable {
                 return DecidePhase(pdp: decider!.pdp, loop: loop, cache: cache, clock: shared.clock, publicURL: publicURL)
             case .challenge:
                 return ChallengePhase(publicURL: publicURL, amURI: decider!.amURI, bearerForm: config.challenges.bearer,
-                                      parking: decider!.parking, resources: config.oauth2?.resources ?? [])
+                                      parking: decider!.parking, resources: config.oauth2?.resources ?? [],
+                                      scopeStepUp: config.bearer.transactionChallenge == "scope")
             case .forwardAuthAnswer: return ForwardAuthAnswerPhase()
             case .upstreamRequest:
                 return UpstreamRequestFilter(upstreamAuthority: shared.upstreamAuthority,

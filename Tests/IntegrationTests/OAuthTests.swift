@@ -270,3 +270,34 @@ extension OAuthTests {
         #expect(try !alive(), "the confirmed logout left the session alive")
     }
 }
+
+/// Issue 28 item 3: with `bearer.transactionChallenge: scope`, a client of the gateway's own
+/// audience is asked for a transaction as MCP clients are (403 insufficient_scope), re-authorizes
+/// with the scope it names, and its transfer runs once. Without it, RFC 9470's 401 (above).
+extension OAuthTests {
+    @Test(.timeLimit(.minutes(2))) func aScopeChallengeIsAnsweredByAuthorizingTheTransactionScope() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Kit.config(["bearer": ["transactionChallenge": "scope"]]))
+        let session = try TransactionKit.login(g)
+        let first = try Kit.accessToken(g, session: session)
+        let bearer = [("Authorization", "Bearer \(first)"), ("Content-Type", "application/json")]
+        let challenged = try g.fetch("POST", "/transfer", headers: bearer, body: TransactionKit.transferBody)
+        #expect(challenged.status == 403, "\(challenged)")
+        let header = try #require(challenged.header("WWW-Authenticate"))
+        let scope = try #require(header.firstMatch(of: /scope="([^"]+)"/)?.output.1).split(separator: " ").map(String.init)
+        #expect(header.hasPrefix(#"Bearer error="insufficient_scope", scope="openid profile transaction:"#)
+                && header.hasSuffix(#"resource_metadata="\#(g.baseURL)/.well-known/oauth-protected-resource""#), "\(header)")
+        let txid = try #require(scope.last.map { String($0.dropFirst("transaction:".count)) })
+        var codes = TransactionKit.Codes()
+        try TransactionKit.approve(g, txid: txid, token: session, code: codes.next(TransactionKit.demoSecret))
+        let approved = try Kit.accessToken(g, session: session, scope: scope.joined(separator: " "))
+        #expect(Kit.claims(approved)["txn"] as? String == txid)
+        let retry = [("Authorization", "Bearer \(approved)"), ("Content-Type", "application/json")]
+        #expect(try g.fetch("POST", "/transfer", headers: retry, body: TransactionKit.transferBody).status == 201)
+        #expect(try g.fetch("POST", "/transfer", headers: retry, body: TransactionKit.transferBody).status == 403, "the approval opened a second transfer")
+        // A session token sent as a bearer (no access token) keeps RFC 9470's form.
+        let plain = try g.fetch("POST", "/transfer", headers: [("Authorization", "Bearer \(session)"), ("Content-Type", "application/json")],
+                                body: TransactionKit.transferBody)
+        #expect(plain.status == 401 && plain.header("WWW-Authenticate")?.contains("insufficient_user_authentication") == true, "\(plain)")
+    }
+}

@@ -12,14 +12,19 @@ struct ChallengePhase: RequestPhase {
     private let parking: RequestParking?
     /// `oauth2.resources`: APIs whose clients step up by scope (MCP).
     private let resources: [OAuthResource]
+    /// `bearer.transactionChallenge: scope`: elsewhere too, an access token's client is asked for
+    /// a transaction by scope.
+    private let scopeStepUp: Bool
 
     /// `amURI`: where clients run journeys (this gateway's `/am/`, or the remote AM's public URL).
-    init(publicURL: String, amURI: String, bearerForm: String, parking: RequestParking?, resources: [OAuthResource] = []) {
+    init(publicURL: String, amURI: String, bearerForm: String, parking: RequestParking?, resources: [OAuthResource] = [],
+         scopeStepUp: Bool = false) {
         self.publicURL = publicURL
         self.amURI = amURI
         self.bearerForm = bearerForm
         self.parking = parking
         self.resources = resources
+        self.scopeStepUp = scopeStepUp
     }
 
     func handle(_ ctx: RequestContext) -> PhaseStatus {
@@ -28,6 +33,11 @@ struct ChallengePhase: RequestPhase {
         }
         if let resource = resources.first(where: { $0.contains(ctx.path[...]) }) {
             return resourceChallenge(ctx, advices, resource)
+        }
+        if scopeStepUp, let token = ctx.accessToken, let txid = advices[Advices.transaction]?.first {
+            // The scopes the token has, and the transaction's (WIRE-EXTENSIONS §13).
+            let held = (token.string("scope") ?? "").split(separator: " ").map(String.init).filter { !$0.hasPrefix(TransactionScope.prefix) }
+            return scopeChallenge(advices, scope: held, txid: txid, metadata: publicURL + ProtectedResourceMetadata.wellKnown)
         }
         let wantsHeader = ctx.head.headers.first("x-authenticate-response").map { asciiCaseInsensitiveEquals($0, "header") } ?? false
         var h = HTTPHeaders()
@@ -91,13 +101,21 @@ struct ChallengePhase: RequestPhase {
             return .reply(.json(401, ErrorBody.text(status: 401, message: message, members: members), headers: h, details: .challenge))
         }
         if let txid = advices[Advices.transaction]?.first {
-            let scope = (resource.scopes + [TransactionScope.scope(txid)]).joined(separator: " ")
-            h.add("WWW-Authenticate", Challenge.bearerInsufficientScope(scope: scope, resourceMetadata: metadata))
-            return .reply(.json(403, ErrorBody.text(status: 403, message: "this request needs its own approval", members: members),
-                                headers: h, details: .challenge))
+            return scopeChallenge(advices, scope: resource.scopes, txid: txid, metadata: metadata)
         }
         bearerChallenge(ctx, advices, &h)
         return .reply(.json(401, ErrorBody.text(status: 401, message: "step-up authentication required", members: members),
+                            headers: h, details: .challenge))
+    }
+
+    /// `403 insufficient_scope` asking for `scope` and the transaction's scope `transaction:<TxId>`.
+    private func scopeChallenge(_ advices: Advices, scope: [String], txid: String, metadata: String) -> PhaseStatus {
+        var h = HTTPHeaders()
+        h.add("Cache-Control", "no-store")
+        let asked = (scope + [TransactionScope.scope(txid)]).joined(separator: " ")
+        h.add("WWW-Authenticate", Challenge.bearerInsufficientScope(scope: asked, resourceMetadata: metadata))
+        let members = #""advices":\#(advices.json),"am_uri":"\#(amURI)""#
+        return .reply(.json(403, ErrorBody.text(status: 403, message: "this request needs its own approval", members: members),
                             headers: h, details: .challenge))
     }
 

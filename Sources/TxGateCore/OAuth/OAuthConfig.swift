@@ -190,16 +190,25 @@ enum OAuthClientSecrets {
 /// `bearer`: access tokens from other OpenID providers (Keycloak, Auth0, …) accepted as subjects.
 public struct BearerConfig: ConfigObject, Sendable, Equatable {
     public var issuers: [ExternalIssuer] = []
+    /// How a client with an access token is asked for a transaction's approval outside
+    /// `oauth2.resources` (which always use `scope`): `rfc9470` (`401` naming the journey and
+    /// `txid`) or `scope` (`403 insufficient_scope` asking for `transaction:<TxId>`, as MCP
+    /// clients step up).
+    public var transactionChallenge = "rfc9470"
 
     public init() {}
 
     enum Key: String, ConfigKey {
-        case issuers
+        case issuers, transactionChallenge
     }
 
     public init(from decoder: Decoder) throws {
         let o = try StrictObject(decoder, keys: Key.self)
         issuers = o.value(.issuers, default: issuers)
+        transactionChallenge = o.value(.transactionChallenge, default: transactionChallenge)
+        if !["rfc9470", "scope"].contains(transactionChallenge) {
+            o.invalid(.transactionChallenge, "'\(transactionChallenge)' is not rfc9470 or scope")
+        }
         var seen = Set<String>()
         for i in issuers where !seen.insert(i.issuer).inserted { o.invalid(.issuers, "duplicate issuer '\(i.issuer)'") }
     }

@@ -69,9 +69,9 @@ extension OAuthKit {
 
     /// An authorization code for the session `session` (authorize with PKCE), then the token
     /// response, as an app would get them after the login page. `extra`: more authorize parameters.
-    static func tokens(_ g: GatewayInstance, session: String, extra: String = "") throws -> [String: Any] {
+    static func tokens(_ g: GatewayInstance, session: String, scope: String = "openid profile", extra: String = "") throws -> [String: Any] {
         let challenge = PKCE.s256(verifier)
-        let authorize = try g.fetch("GET", issuerPath + "/authorize?client_id=app&response_type=code&scope=openid+profile"
+        let authorize = try g.fetch("GET", issuerPath + "/authorize?client_id=app&response_type=code&scope=" + Query.encode(scope)
             + "&redirect_uri=\(Query.encode("http://127.0.0.1/callback"))&code_challenge=\(challenge)&code_challenge_method=S256" + extra,
             headers: [("Cookie", "iPlanetDirectoryPro=\(session)")])
         guard authorize.status == 302, let location = authorize.header("Location"),
@@ -84,8 +84,8 @@ extension OAuthKit {
         return try r.json()
     }
 
-    static func accessToken(_ g: GatewayInstance, session: String, extra: String = "") throws -> String {
-        guard let t = try tokens(g, session: session, extra: extra)["access_token"] as? String else { throw HarnessError("no access_token") }
+    static func accessToken(_ g: GatewayInstance, session: String, scope: String = "openid profile", extra: String = "") throws -> String {
+        guard let t = try tokens(g, session: session, scope: scope, extra: extra)["access_token"] as? String else { throw HarnessError("no access_token") }
         return t
     }
 }
