@@ -19,8 +19,8 @@ import TxGateCore
         func store(_ loop: EventLoop) -> RedisStore { loops.loops.firstIndex { $0 === loop }! < 2 ? a : b }
         for round in 0..<5 {
             let r = ApprovalRequest.pending(subject: "demo", matter: .stepUp(journey: "Login"), approverJourney: "Login",
-                                            nowMs: 1_000, ttlS: 120)
-            #expect(try await call(on: loops.loops[0]) { a.create(ApprovalRequest.key(r.id), value: r.encoded, ttlMs: 120_000, on: $0, $1) }.get())
+                                            nowMs: 1_000, ttlS: 600)
+            #expect(try await call(on: loops.loops[0]) { a.create(ApprovalRequest.key(r.id), value: r.encoded, ttlMs: 600_000, on: $0, $1) }.get())
             let results = await concurrently(40, loops: loops.loops) { i, loop, done in
                 store(loop).decideApproval(r.id, i % 2 == 0 ? .approved : .denied, by: "demo", nowMs: 2_000, on: loop, done)
             }

@@ -29,7 +29,9 @@ final class ClientMetadataDocuments: Sendable {
         self.config = config
         self.allowedScopes = allowedScopes
         self.logger = logger
-        tls = try TLSContext.client(caFile: config.caFile)
+        do { tls = try TLSContext.client(caFile: config.caFile) } catch {
+            throw SocketError("oauth2.clientIdMetadataDocuments.caFile: cannot load '\(config.caFile ?? "the system's CAs")'")
+        }
     }
 
     /// The client a fetched document describes, while it is kept.
