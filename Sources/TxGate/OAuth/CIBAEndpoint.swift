@@ -78,14 +78,11 @@ struct CIBAEndpoint {
             OAuthProvider.refuse(ctx, .invalidRequest("txid is not a transaction id"))
             return
         }
-        // The journey the person approves through (CIBA Core §7.1 `acr_values`: the first one named).
-        var approver = ciba.approverJourney
-        if let acr = form["acr_values"]?.split(separator: " ").first.map(String.init) {
-            guard auth.config.journeys[acr] != nil else {
-                OAuthProvider.refuse(ctx, .invalidRequest("acr_values names no journey: '\(acr)'"))
-                return
-            }
-            approver = acr
+        // CIBA Core §7.1 `acr_values`: the first one names the journey the person approves through.
+        let acr = form["acr_values"]?.split(separator: " ").first.map(String.init)
+        if let acr, auth.config.journeys[acr] == nil {
+            OAuthProvider.refuse(ctx, .invalidRequest("acr_values names no journey: '\(acr)'"))
+            return
         }
         var details: [JSONValue]?
         if let text = form["authorization_details"] {
@@ -103,11 +100,11 @@ struct CIBAEndpoint {
             // A transaction that is not this user's, waiting, makes the request nobody's.
             let uid = form["txid"] == nil && details == nil || tx != nil ? user : nil
             let now = auth.now
+            // `acr_values`', else (asked for ahead, RFC 9396) the type's, else the configured one.
+            let approver = acr ?? (tx?.authorizationDetails != nil ? tx?.journey : nil) ?? ciba.approverJourney
             var request = ApprovalRequest.pending(
-                subject: uid ?? "", matter: tx.map { .transaction(txid: $0.txid, display: $0.display, bound: $0.shownFields) } ?? .stepUp(journey: ciba.approverJourney),
-                // Asked for ahead (RFC 9396): approved through its type's journey.
-                approverJourney: form["acr_values"] == nil && details != nil ? tx?.journey ?? approver : approver,
-                nowMs: Int64(now) * 1000, ttlS: expiresIn)
+                subject: uid ?? "", matter: tx.map { .transaction(txid: $0.txid, display: $0.display, bound: $0.shownFields) } ?? .stepUp(journey: approver),
+                approverJourney: approver, nowMs: Int64(now) * 1000, ttlS: expiresIn)
             if let m = form["binding_message"] { request.bindingCode = m }
             let services = auth.services(on: loop)
             services.saveApproval(request) { r in
