@@ -56,7 +56,9 @@ final class OAuthProvider: Sendable {
     /// journey (nil for a configured client).
     func consentJourney(_ clientId: String) -> String? {
         guard config.client(clientId) == nil else { return nil }
-        if metadataDocuments?.client(clientId) != nil { return config.clientIdMetadataDocuments?.consentJourney }
+        // By the ID's shape, not by what is kept: a document dropped from the cache meanwhile
+        // must not make its client one that needs no consent.
+        if metadataDocuments != nil, ClientMetadataDocument.location(clientId) != nil { return config.clientIdMetadataDocuments?.consentJourney }
         return config.dynamicRegistration?.consentJourney
     }
 
