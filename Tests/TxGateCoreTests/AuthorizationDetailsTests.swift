@@ -190,4 +190,19 @@ import Testing
             == ["oauth2.authorizationDetailsTypes.other.display: unknown placeholder '{x}': not a field the schema declares",
                 "oauth2.authorizationDetailsTypes.other.journey: journey 'Nope' is not in journeys"])
     }
+
+    @Test("the code's grant and the refresh record keep the approved details (a refresh's token says them, without txn)")
+    func grantsKeepThem() throws {
+        let details = try json(#"[{"type":"payment_initiation","amount":100,"currency":"EUR","payee":"Bob"}]"#)
+        var g = AuthorizationGrant(clientId: "agent", redirectUri: "https://a/cb", codeChallenge: "c", uid: "demo", realm: "/", scope: ["openid"],
+                                   nonce: nil, acr: "Login", authTime: 1, txn: "8d3f1c2e-0000-4000-8000-000000000001")
+        g.authorizationDetails = details
+        #expect(AuthorizationGrant.decode(g.encoded)?.authorizationDetails == details)
+        var r = RefreshRecord(family: "f", clientId: "agent", uid: "demo", realm: "/", scope: ["openid"], acr: "Login", authTime: 1, expires: 9)
+        r.authorizationDetails = details
+        #expect(RefreshRecord.decode(r.encoded)?.authorizationDetails == details)
+        let claims = TokenClaims.accessToken(issuer: "i", audience: "a", uid: "demo", clientId: "agent", scope: [], acr: "Login", authTime: 1,
+                                             jti: "j", now: 1, ttlS: 60, txn: nil, authorizationDetails: details)
+        #expect(claims["authorization_details"] == details && claims["txn"] == nil)
+    }
 }
