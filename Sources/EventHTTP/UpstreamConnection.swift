@@ -32,11 +32,8 @@ final class UpstreamConnection: ChannelHandler {
         let ep = pool.endpoint
         let channel: Channel
         if let tls = ep.tls {
-            guard let ssl = tls.newClientSSL(host: ep.tlsHost),
-                  let t = TLSChannel(loop: pool.loop, fd: -1, ssl: ssl, state: BUFFEREVENT_SSL_CONNECTING) else {
-                return nil
-            }
-            channel = t
+            guard let ssl = tls.newClientSSL(host: ep.tlsHost) else { return nil }
+            channel = SocketChannel(loop: pool.loop, fd: -1, ssl: ssl)
         } else {
             channel = SocketChannel(loop: pool.loop, fd: -1)
         }
