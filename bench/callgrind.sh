@@ -74,7 +74,8 @@ nginx_conf() {
   local dir="$1" port="$2" location="$3" upstream="${4:-}" ssl="${5:-0}" listen
   mkdir -p "$dir"
   listen="listen 127.0.0.1:$port;"
-  [ "$ssl" = 1 ] && listen="listen 127.0.0.1:$port ssl; ssl_certificate $TMP/cert.pem; ssl_certificate_key $TMP/key.pem;"
+  # TLS 1.3 as txgate: nginx before 1.23.4 (Debian 12 has 1.22) allows only up to TLS 1.2 by default.
+  [ "$ssl" = 1 ] && listen="listen 127.0.0.1:$port ssl; ssl_certificate $TMP/cert.pem; ssl_certificate_key $TMP/key.pem; ssl_protocols TLSv1.2 TLSv1.3;"
   cat >"$dir/nginx.conf" <<EOF
 worker_processes 1;
 master_process off;
