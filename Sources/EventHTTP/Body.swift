@@ -1,3 +1,4 @@
+import Glibc
 import CLibevent
 
 /// A request or response body: bytes in an evbuffer owned by EventHTTP. Moving a body to a
@@ -65,11 +66,32 @@ enum EvBuffer {
         bytes.withUnsafeBytes { _ = evbuffer_add(buffer, $0.baseAddress, $0.count) }
     }
 
-    /// Finds `needle` in the buffer; the offset of its first byte, or nil.
+    /// Finds `needle` in the buffer; the offset of its first byte, or nil. A head or a chunk
+    /// line nearly always lies in the first chain: `memmem` there (about a third of the
+    /// instructions of `evbuffer_search`, which walks the buffer through `evbuffer_ptr`s), and
+    /// `evbuffer_search` only when more chains follow, since the needle may straddle them.
     static func search(_ buffer: OpaquePointer, _ needle: StaticString) -> Int? {
+        var first = iovec()
+        guard evbuffer_peek(buffer, -1, nil, &first, 1) >= 1, let base = first.iov_base else { return nil }
+        if let hit = find(needle, in: UnsafeRawBufferPointer(start: base, count: first.iov_len)) { return hit }
+        if first.iov_len == evbuffer_get_length(buffer) { return nil }
         let p = evbuffer_search(buffer, UnsafeRawPointer(needle.utf8Start).assumingMemoryBound(to: CChar.self),
                                 needle.utf8CodeUnitCount, nil)
         return p.pos < 0 ? nil : p.pos
+    }
+
+    /// The offset of `needle` in `bytes`: `memchr` for its first byte, then the rest compared.
+    static func find(_ needle: StaticString, in bytes: UnsafeRawBufferPointer) -> Int? {
+        let n = needle.utf8CodeUnitCount
+        guard n > 0, let base = bytes.baseAddress, bytes.count >= n else { return nil }
+        let first = Int32(needle.utf8Start[0])
+        var from = 0
+        while from <= bytes.count - n, let hit = memchr(base + from, first, bytes.count - n + 1 - from) {
+            let at = base.distance(to: UnsafeRawPointer(hit))
+            if memcmp(hit, needle.utf8Start, n) == 0 { return at }
+            from = at + 1
+        }
+        return nil
     }
 }
 

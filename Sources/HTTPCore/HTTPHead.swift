@@ -89,18 +89,23 @@ public enum HTTPParser {
         guard var line = lines.next() else { throw HTTPParseError(400, "empty request") }
         // RFC 9112 §2.2: ignore at least one empty line before the request-line.
         while line.isEmpty, let l = lines.next() { line = l }
-        let parts = line.split(separator: 0x20, omittingEmptySubsequences: false)
-        guard parts.count == 3, !parts[0].isEmpty, !parts[1].isEmpty else {
+        // method SP target SP version: exactly two spaces, found in place (a `split` built an
+        // array of three slices for every request).
+        let l = UnsafeRawBufferPointer(rebasing: line)
+        guard let sp1 = l.firstIndex(of: 0x20),
+              let sp2 = l[(sp1 + 1)...].firstIndex(of: 0x20),
+              !l[(sp2 + 1)...].contains(0x20), sp1 > 0, sp2 > sp1 + 1 else {
             throw HTTPParseError(400, "malformed request line")
         }
-        guard parts[0].allSatisfy(isTokenChar) else { throw HTTPParseError(400, "malformed method") }
-        guard parts[1].allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
+        let method = l[..<sp1], target = l[(sp1 + 1)..<sp2]
+        guard method.allSatisfy(isTokenChar) else { throw HTTPParseError(400, "malformed method") }
+        guard target.allSatisfy({ $0 > 0x20 && $0 < 0x7F }) else {
             throw HTTPParseError(400, "malformed request target")
         }
-        let minor = try parseVersion(parts[2])
+        let minor = try parseVersion(l[(sp2 + 1)...])
         let headers = try parseFields(&lines)
-        return RequestHead(method: String(decoding: parts[0], as: UTF8.self),
-                           target: String(decoding: parts[1], as: UTF8.self),
+        return RequestHead(method: String(decoding: method, as: UTF8.self),
+                           target: String(decoding: target, as: UTF8.self),
                            versionMinor: minor, headers: headers)
     }
 

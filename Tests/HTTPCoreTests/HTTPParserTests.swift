@@ -80,6 +80,42 @@ import Testing
         }
     }
 
+    /// Request lines, good and bad: `method target version` parsed, or the status and message
+    /// of the refusal.
+    @Test(arguments: [
+        ("GET / HTTP/1.1", "GET|/|1"),
+        ("POST /a/b?c=d%20e HTTP/1.0", "POST|/a/b?c=d%20e|0"),
+        ("OPTIONS * HTTP/1.1", "OPTIONS|*|1"),
+        ("M-SEARCH http://h:1/x HTTP/1.1", "M-SEARCH|http://h:1/x|1"),
+        ("GET  / HTTP/1.1", "400 malformed request line"),
+        (" GET / HTTP/1.1", "400 malformed request line"),
+        ("GET / HTTP/1.1 ", "400 malformed request line"),
+        ("GET / HTTP/1.1 x", "400 malformed request line"),
+        ("GET /", "400 malformed request line"),
+        ("GET", "400 malformed request line"),
+        ("GET  HTTP/1.1", "400 malformed request line"),
+        ("GET / ", "400 malformed HTTP version"),
+        ("G@T / HTTP/1.1", "400 malformed method"),
+        ("GET /a\u{7F} HTTP/1.1", "400 malformed request target"),
+        ("GET /\u{e9} HTTP/1.1", "400 malformed request target"),
+        ("GET / HTTP/2.0", "505 HTTP version not supported"),
+        ("GET / HTTP/1.10", "400 malformed HTTP version"),
+        ("GET / http/1.1", "400 malformed HTTP version"),
+    ])
+    func requestLines(_ line: String, _ expected: String) {
+        let wire = Array((line + "\r\nHost: a\r\n\r\n").utf8)
+        let got: String
+        do {
+            let h = try wire.withUnsafeBytes { try HTTPParser.parseRequestHead($0) }
+            got = "\(h.method)|\(h.target)|\(h.versionMinor)"
+        } catch let error as HTTPParseError {
+            got = "\(error.status) \(error.message)"
+        } catch {
+            got = "\(error)"
+        }
+        #expect(got == expected)
+    }
+
     @Test func parsesARequestHead() throws {
         let h = try request("\r\nPOST /transfer?x=1 HTTP/1.1\r\nHost: a\r\nX-Pad:   v  \r\nContent-Length: 3\r\n\r\n")
         #expect(h.method == "POST")
