@@ -7,44 +7,63 @@ import CLibevent
 ///
 /// A body belongs to the loop whose connection filled it, like the connection itself.
 public final class Body {
-    let buffer: OpaquePointer
+    /// Made on the first write: most requests (a GET) have no body, and an evbuffer costs an
+    /// allocation and its release.
+    private var storage: OpaquePointer?
+
+    /// The evbuffer, made if there is none yet (for writing into it).
+    var buffer: OpaquePointer {
+        if let storage { return storage }
+        guard let b = evbuffer_new() else { fatalError("evbuffer_new failed: out of memory") }
+        storage = b
+        return b
+    }
 
     /// An empty body.
-    public init() {
-        guard let b = evbuffer_new() else { fatalError("evbuffer_new failed: out of memory") }
-        buffer = b
-    }
+    public init() {}
 
     public convenience init(_ bytes: [UInt8]) {
         self.init()
         append(bytes)
     }
 
-    deinit { evbuffer_free(buffer) }
+    deinit { if let storage { evbuffer_free(storage) } }
 
     /// The number of bytes.
-    public var count: Int { evbuffer_get_length(buffer) }
+    public var count: Int { storage.map { evbuffer_get_length($0) } ?? 0 }
 
     public var isEmpty: Bool { count == 0 }
 
     /// A copy of the whole body.
     public var bytes: [UInt8] {
         let n = count
-        guard n > 0 else { return [] }
+        guard n > 0, let storage else { return [] }
         return [UInt8](unsafeUninitializedCapacity: n) { out, copied in
-            copied = max(0, evbuffer_copyout(buffer, out.baseAddress, n))
+            copied = max(0, evbuffer_copyout(storage, out.baseAddress, n))
         }
     }
 
-    public func append(_ bytes: [UInt8]) { EvBuffer.append(buffer, bytes) }
+    public func append(_ bytes: [UInt8]) {
+        guard !bytes.isEmpty else { return }
+        EvBuffer.append(buffer, bytes)
+    }
 
-    public func append(_ string: String) { EvBuffer.append(buffer, string) }
+    public func append(_ string: String) {
+        guard !string.isEmpty else { return }
+        EvBuffer.append(buffer, string)
+    }
 
     /// Moves everything to the end of `other`, leaving this body empty (no copy).
-    public func moveAll(to other: Body) { evbuffer_add_buffer(other.buffer, buffer) }
+    public func moveAll(to other: Body) {
+        guard let storage, evbuffer_get_length(storage) > 0 else { return }
+        evbuffer_add_buffer(other.buffer, storage)
+    }
 
     /// Moves everything to the end of the evbuffer `output`, leaving this body empty (no copy).
-    func moveAll(to output: OpaquePointer) { evbuffer_add_buffer(output, buffer) }
+    func moveAll(to output: OpaquePointer) {
+        guard let storage else { return }
+        evbuffer_add_buffer(output, storage)
+    }
 
     /// Takes the first `n` bytes of the evbuffer `input` (no copy).
     func take(_ n: Int, from input: OpaquePointer) { evbuffer_remove_buffer(input, buffer, n) }
@@ -52,7 +71,10 @@ public final class Body {
     /// Takes all of the evbuffer `input` (no copy).
     func takeAll(from input: OpaquePointer) { evbuffer_add_buffer(buffer, input) }
 
-    public func removeAll() { evbuffer_drain(buffer, count) }
+    public func removeAll() {
+        guard let storage else { return }
+        evbuffer_drain(storage, evbuffer_get_length(storage))
+    }
 }
 
 /// Small helpers for moving bytes in and out of evbuffers, inside EventHTTP.
@@ -99,9 +121,9 @@ extension Body {
     /// Appends this body to the evbuffer `output` by reference, so that it stays whole for
     /// a retry; copied only when libevent cannot reference it.
     func reference(into output: OpaquePointer) {
-        guard !isEmpty else { return }
-        if evbuffer_add_buffer_reference(output, buffer) != 0 {
-            _ = evbuffer_add(output, evbuffer_pullup(buffer, -1), count)
+        guard !isEmpty, let storage else { return }
+        if evbuffer_add_buffer_reference(output, storage) != 0 {
+            _ = evbuffer_add(output, evbuffer_pullup(storage, -1), count)
         }
     }
 }
