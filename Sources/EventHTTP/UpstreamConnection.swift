@@ -60,7 +60,7 @@ final class UpstreamConnection: ChannelHandler {
         bytesReceived = false
         requestCount += 1
         let out = channel.output
-        EvBuffer.append(out, call.request.serializeHead())
+        call.request.writeHead(into: out)
         call.request.body?.reference(into: out)
         if state == .idle {
             state = .waitingHead
