@@ -6,14 +6,17 @@
 # latency, and the CPU time the server process(es) spent per request (utime + stime from
 # /proc/PID/stat over the measured run). The order of the targets alternates between runs.
 #
-#   bash bench/proxy.sh [--quick] [--runs N] [--nginx-only] [--tls]
+#   bash bench/proxy.sh [--quick] [--runs N] [--nginx-only] [--tls] [--handshakes]
 #
 #   --quick        3 s per measurement (instead of BENCH_DURATION, default 10) and 1 s warm-up
 #   --runs N       repeat the measurement N times and print the median of each column at the end
 #   --nginx-only   measure only the backend and nginx proxy_pass (no txgate build or run)
 #   --tls          the proxies listen with TLS (one self-signed P-256 certificate for both,
 #                  ECDHE, keep-alive: wrk's connections do one handshake each); the backend
-#                  stays plain HTTP
+#                  stays plain HTTP; nginx allows TLS 1.3 as txgate does (ssl_protocols
+#                  TLSv1.2 TLSv1.3: nginx before 1.23.4 stops at TLS 1.2 by default)
+#   --handshakes   with --tls: every request says `Connection: close`, so each is a new
+#                  connection and a full TLS handshake (handshakes per second, CPU per handshake)
 #
 # Environment: BENCH_CONNECTIONS (default 50), BENCH_DURATION (seconds, default 10),
 # BENCH_WARMUP (seconds, default 2), TXGATE_BIN (use this txgate binary instead of building),
@@ -36,8 +39,9 @@ WARMUP="${BENCH_WARMUP:-2}"
 RUNS=1
 WITH_TXGATE=1
 TLS=0
+HANDSHAKES=0
 
-usage() { sed -n '2,19p' "$SELF" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,23p' "$SELF" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -46,6 +50,7 @@ while [ $# -gt 0 ]; do
     --runs=*) RUNS="${1#--runs=}" ;;
     --nginx-only) WITH_TXGATE=0 ;;
     --tls) TLS=1 ;;
+    --handshakes) TLS=1; HANDSHAKES=1 ;;
     -h|--help) usage; exit 0 ;;
     *) echo "proxy.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -275,7 +280,7 @@ $access" "    upstream backend_upstream {
         keepalive_requests 1000000;
     }"
     if [ "$TLS" = 1 ]; then
-      sed -i "s|listen 127.0.0.1:$port;|listen 127.0.0.1:$port ssl;\\n        ssl_certificate $TMP/cert.pem;\\n        ssl_certificate_key $TMP/key.pem;|" "$dir/nginx.conf"
+      sed -i "s|listen 127.0.0.1:$port;|listen 127.0.0.1:$port ssl;\\n        ssl_certificate $TMP/cert.pem;\\n        ssl_certificate_key $TMP/key.pem;\\n        ssl_protocols TLSv1.2 TLSv1.3;|" "$dir/nginx.conf"
     fi
     start_nginx "nginx proxy" "$dir"
     if wait_port "$STARTED_PID" "$port" 10; then
@@ -366,7 +371,9 @@ if [ "$TLS" = 1 ]; then
   openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
     -addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/key.pem" -out "$TMP/cert.pem" >"$TMP/openssl.log" 2>&1 || {
     cat "$TMP/openssl.log" >&2; die "openssl could not make the bench certificate"; }
-  for t in nginx nginx-log txgate txgate-log txgate-allow; do NAME[$t]="${NAME[$t]} (TLS)"; done
+  suffix="(TLS)"; [ "$HANDSHAKES" = 1 ] && suffix="(TLS, new conn.)"
+  for t in nginx nginx-log txgate txgate-log txgate-allow; do NAME[$t]="${NAME[$t]} $suffix"; done
+  [ "$HANDSHAKES" = 1 ] && NAME[direct]="direct (new conn.)"
 fi
 # The backend is plain HTTP; with --tls, the proxies are HTTPS.
 scheme_of() { if [ "$1" = direct ]; then echo http; else echo "$SCHEME"; fi; }
@@ -423,6 +430,7 @@ parse_wrk() {
 run_wrk() {  # run_wrk PORT SECONDS OUTFILE HEADER SCHEME
   local port="$1" secs="$2" out="$3" header="${4:-}" scheme="${5:-http}" args=()
   [ -n "$header" ] && args=(-H "$header")
+  [ "$HANDSHAKES" = 1 ] && args+=(-H "Connection: close")
   run_child "$out" timeout -k 5 $((secs + 30)) wrk -t1 -c"$CONNECTIONS" -d"${secs}s" --latency "${args[@]}" \
     "$scheme://127.0.0.1:$port/"
 }

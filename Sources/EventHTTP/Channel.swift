@@ -15,11 +15,10 @@ class ChannelHandler {
 
 /// A connection's byte stream as the server and upstream connections see it: an input and an
 /// output evbuffer, reading turned on or off, read and write timeouts, and the callbacks of
-/// `ChannelHandler`. Two kinds, so that the connections' logic is written once:
-///
-/// - `SocketChannel`: a plain TCP socket, read and written by EventHTTP itself (recv into the
-///   input, writev from the output), on plain libevent events.
-/// - `TLSChannel`: TLS, through libevent's `bufferevent_openssl`.
+/// `ChannelHandler`. `SocketChannel` is the one kind: a TCP socket, read and written by
+/// EventHTTP itself on plain libevent events, with recv into the input and writev from the
+/// output, or with TLS, `SSL_read` and `SSL_write` on the same events
+/// (SocketChannel+TLS.swift). The connections' logic is written against this interface.
 ///
 /// A timeout fires after that many ms without progress while reading is on (READING) or
 /// while output waits for the socket (WRITING), and turns that direction off; setting the
@@ -34,10 +33,9 @@ class Channel {
     }
 
     /// A channel for an accepted socket: TLS over `ssl` (which it then owns), else plain.
-    /// Nil when libevent cannot allocate it; the caller then closes `fd`.
+    /// Nil when it cannot be allocated; the caller then closes `fd`.
     static func accepted(loop: EventLoop, fd: Int32, ssl: OpaquePointer?) -> Channel? {
-        guard let ssl else { return SocketChannel(loop: loop, fd: fd) }
-        return TLSChannel(loop: loop, fd: fd, ssl: ssl, state: BUFFEREVENT_SSL_ACCEPTING)
+        SocketChannel(loop: loop, fd: fd, ssl: ssl)
     }
 
     /// The socket (-1 before `connect` and after `close`).

@@ -136,7 +136,9 @@ public final class ServerExchange {
         // Answered before the body has all arrived: the connection closes afterwards.
         if c.state == .body { c.keepAlive = false }
         self.status = status
-        var w = HeadWriter(capacity: 192 + headers.wireSize)
+        // A guess, not `headers.wireSize` (a pass over every field, ~300 instructions for a
+        // response head): a larger head grows the writer once or twice.
+        var w = HeadWriter(capacity: 256 + 48 * headers.count)
         w.write("HTTP/1.1 ")
         w.write(status)
         w.write(" ")

@@ -1,9 +1,11 @@
 import Glibc
 import CLibevent
+import COpenSSL
 
-/// A plain TCP socket read and written by EventHTTP itself, on three libevent events: a
+/// A TCP socket read and written by EventHTTP itself, on three libevent events: a
 /// persistent EV_READ, an EV_WRITE armed only while output waits for the socket (or while
-/// connecting), and one timer for both timeouts.
+/// connecting), and one timer for both timeouts. Plain, or TLS over an `SSL` it owns
+/// (SocketChannel+TLS.swift): the same events, timeouts and callbacks either way.
 ///
 /// What a socket bufferevent costs per read and it does not: an `ioctl(FIONREAD)` before
 /// each read (it reads into the input's reserved space until a short read instead), an
@@ -18,16 +20,20 @@ final class SocketChannel: Channel {
     static let readsPerWakeup = 16
 
     private let base: OpaquePointer
-    private var fd: Int32 = -1
+    private(set) var fd: Int32 = -1
     private var handler: Unmanaged<ChannelHandler>?
-    private var readEvent: OpaquePointer?
-    private var writeEvent: OpaquePointer?
+    private(set) var readEvent: OpaquePointer?
+    private(set) var writeEvent: OpaquePointer?
     private var timer: OpaquePointer?
-    private var wantsRead = false
-    private var readArmed = false
-    private var writeArmed = false
+    private(set) var wantsRead = false
+    private(set) var readArmed = false
+    private(set) var writeArmed = false
     private var connecting = false
-    private var closed = false
+    private(set) var closed = false
+    /// TLS (SocketChannel+TLS.swift): the session, nil for a plain socket and once closed.
+    var tls: TLSState?
+    /// The TLS failure's code kept when the session is freed (`tlsError`).
+    var closedTLSError: UInt?
     /// A connect refused at once, told from the write event like any other outcome.
     private var connectError: Int32 = 0
     /// An error a read returned after bytes in the same wake-up: told at the next one.
@@ -35,18 +41,24 @@ final class SocketChannel: Channel {
     /// Timeouts in nanoseconds (0: none) and the last progress in each direction.
     private var readTimeout: UInt64 = 0
     private var writeTimeout: UInt64 = 0
-    private var lastRead: UInt64 = 0
-    private var lastWrite: UInt64 = 0
+    var lastRead: UInt64 = 0
+    var lastWrite: UInt64 = 0
     /// When the timer is due (0: not pending).
     private var timerDue: UInt64 = 0
 
-    /// A channel on an accepted non-blocking socket, or with -1, one to `connect` later.
-    init(loop: EventLoop, fd: Int32) {
+    /// A channel on an accepted non-blocking socket, or with -1, one to `connect` later; with
+    /// `ssl` (which it then owns), TLS: the server's side of a handshake on an accepted socket,
+    /// the client's after `connect`.
+    init(loop: EventLoop, fd: Int32, ssl: OpaquePointer? = nil) {
         guard let i = evbuffer_new(), let o = evbuffer_new() else { fatalError("evbuffer_new failed: out of memory") }
         base = loop.base
         super.init(input: i, output: o)
         timer = event_new(base, -1, 0, { _, _, arg in SocketChannel.run(arg) { $0.timerFired() } }, selfPointer)
-        if fd >= 0 { attach(fd) }
+        if let ssl { tls = TLSState(ssl) }
+        if fd >= 0 {
+            attach(fd)
+            if let ssl { startTLS(ssl, fd: fd, accepting: true) }
+        }
     }
 
     deinit {
@@ -78,17 +90,23 @@ final class SocketChannel: Channel {
     }
 
     /// Tells the handler, which stays alive until it returns.
-    private func deliver(_ body: (ChannelHandler) -> Void) {
+    func deliver(_ body: (ChannelHandler) -> Void) {
         guard let h = handler?.takeUnretainedValue() else { return }
         withExtendedLifetime(h) { body(h) }
     }
 
     override var socket: Int32 { fd }
 
+    override var tlsError: String? {
+        guard let code = tls?.errorCode ?? closedTLSError, code != 0 else { return nil }
+        return TLSError.message(code)
+    }
+
     override func setHandler(_ handler: ChannelHandler) { self.handler = Unmanaged.passUnretained(handler) }
 
     override func close() {
         guard !closed else { return }
+        if tls != nil { shutdownTLS() }
         closed = true
         handler = nil
         if let readEvent { event_del(readEvent) }
@@ -118,22 +136,32 @@ final class SocketChannel: Channel {
             lastRead = now
             armRead()
             scheduleTimer(now)
-        } else if readArmed {
-            readArmed = false
-            event_del(readEvent)
+            // TLS may hold decrypted or buffered bytes the socket will not announce again.
+            if tls != nil { resumeTLSReading() }
+        } else if readArmed && !(tls?.needsReadEvent ?? false) {
+            disarmRead()
         }
     }
 
-    private func armRead() {
-        guard wantsRead, !readArmed, !connecting, !closed, let readEvent else { return }
+    /// Adds the read event if the handler (or, for TLS, the handshake or a write waiting on a
+    /// read) needs it.
+    func armRead() {
+        guard wantsRead || (tls?.needsReadEvent ?? false), !readArmed, !connecting, !closed, let readEvent else { return }
         readArmed = true
         event_add(readEvent, nil)
+    }
+
+    func disarmRead() {
+        guard readArmed else { return }
+        readArmed = false
+        event_del(readEvent)
     }
 
     /// Reads until a short read (the socket is then drained; level-triggered epoll says when
     /// more comes) or `readsPerWakeup`, then tells the handler once.
     private func readReady() {
         guard readArmed else { return }
+        if tls != nil { tlsReadReady(); return }
         if deferredError != 0 { fail(deferredError, Int16(BEV_EVENT_READING)); return }
         var total = 0
         for _ in 0..<Self.readsPerWakeup {
@@ -169,7 +197,7 @@ final class SocketChannel: Channel {
     }
 
     /// Turns `direction` off and tells the handler of error `err` (in errno).
-    private func fail(_ err: Int32, _ direction: Int16) {
+    func fail(_ err: Int32, _ direction: Int16) {
         deferredError = 0
         if direction == Int16(BEV_EVENT_READING) { setReading(false) } else { disarmWrite() }
         errno = err
@@ -180,6 +208,7 @@ final class SocketChannel: Channel {
 
     override func flush() -> Bool {
         guard !closed, !connecting else { return false }
+        if tls != nil { return tlsFlush() }
         if evbuffer_get_length(output) > 0 {
             let n = evbuffer_write(output, fd)
             if evbuffer_get_length(output) > 0 {
@@ -192,7 +221,7 @@ final class SocketChannel: Channel {
     }
 
     /// Waits for the socket to take the rest of the output (an error shows there too).
-    private func armWrite(progress: Bool) {
+    func armWrite(progress: Bool) {
         let now = EventLoop.nowNanos()
         if !writeArmed {
             writeArmed = true
@@ -204,7 +233,7 @@ final class SocketChannel: Channel {
         scheduleTimer(now)
     }
 
-    private func disarmWrite() {
+    func disarmWrite() {
         guard writeArmed else { return }
         writeArmed = false
         event_del(writeEvent)
@@ -213,6 +242,7 @@ final class SocketChannel: Channel {
     private func writeReady() {
         guard writeArmed else { return }
         if connecting { connectFinished(); return }
+        if tls != nil { tlsWriteReady(); return }
         let n = evbuffer_write(output, fd)
         if n < 0 {
             let err = errno
@@ -235,6 +265,7 @@ final class SocketChannel: Channel {
         let s = Glibc.socket(Int32(address.storage.ss_family), type, 0)
         guard s >= 0 else { return false }
         attach(s)
+        if let ssl = tls?.ssl { startTLS(ssl, fd: s, accepting: false) }
         connecting = true
         let rc = address.withSockaddr { sa, len in Glibc.connect(s, sa, socklen_t(len)) }
         let err = rc == 0 ? 0 : errno
@@ -270,12 +301,14 @@ extension SocketChannel {
             return
         }
         if wantsRead { setReading(true) }
+        // TLS: CONNECTED once the handshake is done.
+        if tls != nil { handshake(); return }
         deliver { $0.event(BEV_EVENT_CONNECTED) }
     }
 
     /// Arms the timer for the earliest deadline, unless it is due before that already (it
     /// then finds the deadline moved and re-arms itself).
-    fileprivate func scheduleTimer(_ now: UInt64) {
+    func scheduleTimer(_ now: UInt64) {
         var due = UInt64.max
         if readArmed && readTimeout > 0 { due = lastRead + readTimeout }
         if writeArmed && writeTimeout > 0 { due = min(due, lastWrite + writeTimeout) }

@@ -32,11 +32,8 @@ final class UpstreamConnection: ChannelHandler {
         let ep = pool.endpoint
         let channel: Channel
         if let tls = ep.tls {
-            guard let ssl = tls.newClientSSL(host: ep.tlsHost),
-                  let t = TLSChannel(loop: pool.loop, fd: -1, ssl: ssl, state: BUFFEREVENT_SSL_CONNECTING) else {
-                return nil
-            }
-            channel = t
+            guard let ssl = tls.newClientSSL(host: ep.tlsHost) else { return nil }
+            channel = SocketChannel(loop: pool.loop, fd: -1, ssl: ssl)
         } else {
             channel = SocketChannel(loop: pool.loop, fd: -1)
         }
@@ -63,7 +60,7 @@ final class UpstreamConnection: ChannelHandler {
         bytesReceived = false
         requestCount += 1
         let out = channel.output
-        EvBuffer.append(out, call.request.serializeHead())
+        call.request.writeHead(into: out)
         call.request.body?.reference(into: out)
         if state == .idle {
             state = .waitingHead

@@ -22,6 +22,40 @@ import Testing
         return .success(out)
     }
 
+    /// The same wire in two evbuffer chains, split at every offset: a chunk-size line, a
+    /// chunk's CRLF or the final empty line that straddles the two chains is found as when the
+    /// wire is in one (the line search looks in the first chain first, then across chains).
+    @Test(arguments: ["5;a=b\r\nhello\r\n10\r\n0123456789abcdef\r\n0\r\nX-T: y\r\n\r\n", "0\r\n\r\n"])
+    func linesSplitAcrossChainsAreFound(_ wire: String) {
+        let bytes = Array(wire.utf8)
+        let whole = decode(wire)
+        for k in 1..<bytes.count {
+            let input = evbuffer_new()!, output = evbuffer_new()!
+            defer { evbuffer_free(input); evbuffer_free(output) }
+            for part in [Array(bytes[..<k]), Array(bytes[k...])] {
+                let piece = evbuffer_new()!
+                _ = part.withUnsafeBytes { evbuffer_add(piece, $0.baseAddress, $0.count) }
+                evbuffer_add_buffer(input, piece)
+                evbuffer_free(piece)
+            }
+            #expect(evbuffer_peek(input, -1, nil, nil, 0) == 2, "two chains")
+            var decoder = ChunkedDecoder()
+            let got: Result<[UInt8], HTTPParseError>
+            do {
+                if try decoder.decode(from: input, into: output) {
+                    var out = [UInt8](repeating: 0, count: evbuffer_get_length(output))
+                    _ = evbuffer_remove(output, &out, out.count)
+                    got = .success(out)
+                } else {
+                    got = .failure(HTTPParseError(0, "incomplete"))
+                }
+            } catch {
+                got = .failure(error)
+            }
+            #expect(got == whole, "split at \(k)")
+        }
+    }
+
     @Test func wellFormedExtensionsAndTrailersAreDropped() {
         #expect(decode("5;a=b;c=\"d\te\"\r\nhello\r\n0\r\nX-Trailer: y\r\nZ:\tz\r\n\r\n") == .success(Array("hello".utf8)))
     }

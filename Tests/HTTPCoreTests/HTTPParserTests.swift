@@ -42,6 +42,80 @@ import Testing
         #expect(changed.received == nil)
     }
 
+    /// A header value's bytes, what `value` reads, and whether the bytes are kept (`received`):
+    /// ASCII takes the parser's fast path, anything with a byte ≥ 0x80 the validating one.
+    struct ValueCase: CustomTestStringConvertible, Sendable {
+        let bytes: [UInt8]
+        let value: String
+        let kept: Bool
+        var testDescription: String { bytes.map { String($0, radix: 16) }.joined(separator: " ") }
+    }
+
+    @Test(arguments: [
+        ValueCase(bytes: [], value: "", kept: false),
+        ValueCase(bytes: Array("text/plain; charset=utf-8".utf8), value: "text/plain; charset=utf-8", kept: false),
+        ValueCase(bytes: Array("a\tb ~".utf8), value: "a\tb ~", kept: false),
+        ValueCase(bytes: Array("caf\u{e9} \u{1F600}".utf8), value: "caf\u{e9} \u{1F600}", kept: false),
+        ValueCase(bytes: Array("caf".utf8) + [0xE9], value: "caf\u{FFFD}", kept: true),
+        ValueCase(bytes: [0x80], value: "\u{FFFD}", kept: true),
+        ValueCase(bytes: [0x61, 0xC0, 0xAF, 0x62], value: "a\u{FFFD}\u{FFFD}b", kept: true),
+        ValueCase(bytes: [0xF0, 0x9F, 0x98], value: "\u{FFFD}", kept: true),
+    ])
+    func aHeaderValueReadsAsTextAndKeepsBytesThatAreNotUTF8(_ c: ValueCase) throws {
+        for wire in [Array("GET / HTTP/1.1\r\nHost: a\r\nX-V: ".utf8) + c.bytes + Array("\r\n\r\n".utf8),
+                     Array("HTTP/1.1 200 OK\r\nX-V: ".utf8) + c.bytes + Array("\r\nContent-Length: 0\r\n\r\n".utf8)] {
+            let headers = try wire.withUnsafeBytes { raw in
+                wire.starts(with: Array("GET".utf8)) ? try HTTPParser.parseRequestHead(raw).headers
+                                                     : try HTTPParser.parseResponseHead(raw).headers
+            }
+            let field = try #require(headers.fields.first { $0.name == "X-V" })
+            #expect(field.value == c.value)
+            #expect(field.received == (c.kept ? c.bytes : nil))
+            // Forwarded as received, whichever path read it.
+            var w = HeadWriter()
+            w.writeFields(headers)
+            #expect(w.bytes.count == headers.wireSize)
+            let line = Array("X-V: ".utf8) + c.bytes + Array("\r\n".utf8)
+            #expect(w.bytes.indices.contains { w.bytes[$0...].starts(with: line) }, "\(w.bytes)")
+        }
+    }
+
+    /// Request lines, good and bad: `method target version` parsed, or the status and message
+    /// of the refusal.
+    @Test(arguments: [
+        ("GET / HTTP/1.1", "GET|/|1"),
+        ("POST /a/b?c=d%20e HTTP/1.0", "POST|/a/b?c=d%20e|0"),
+        ("OPTIONS * HTTP/1.1", "OPTIONS|*|1"),
+        ("M-SEARCH http://h:1/x HTTP/1.1", "M-SEARCH|http://h:1/x|1"),
+        ("GET  / HTTP/1.1", "400 malformed request line"),
+        (" GET / HTTP/1.1", "400 malformed request line"),
+        ("GET / HTTP/1.1 ", "400 malformed request line"),
+        ("GET / HTTP/1.1 x", "400 malformed request line"),
+        ("GET /", "400 malformed request line"),
+        ("GET", "400 malformed request line"),
+        ("GET  HTTP/1.1", "400 malformed request line"),
+        ("GET / ", "400 malformed HTTP version"),
+        ("G@T / HTTP/1.1", "400 malformed method"),
+        ("GET /a\u{7F} HTTP/1.1", "400 malformed request target"),
+        ("GET /\u{e9} HTTP/1.1", "400 malformed request target"),
+        ("GET / HTTP/2.0", "505 HTTP version not supported"),
+        ("GET / HTTP/1.10", "400 malformed HTTP version"),
+        ("GET / http/1.1", "400 malformed HTTP version"),
+    ])
+    func requestLines(_ line: String, _ expected: String) {
+        let wire = Array((line + "\r\nHost: a\r\n\r\n").utf8)
+        let got: String
+        do {
+            let h = try wire.withUnsafeBytes { try HTTPParser.parseRequestHead($0) }
+            got = "\(h.method)|\(h.target)|\(h.versionMinor)"
+        } catch let error as HTTPParseError {
+            got = "\(error.status) \(error.message)"
+        } catch {
+            got = "\(error)"
+        }
+        #expect(got == expected)
+    }
+
     @Test func parsesARequestHead() throws {
         let h = try request("\r\nPOST /transfer?x=1 HTTP/1.1\r\nHost: a\r\nX-Pad:   v  \r\nContent-Length: 3\r\n\r\n")
         #expect(h.method == "POST")

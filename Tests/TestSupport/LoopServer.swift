@@ -12,8 +12,9 @@ public final class LoopServer: Sendable {
     /// Client connections open now (told by the server on its loop).
     public let open = Atomic<Int>(0)
 
-    public init(limits: ServerLimits, _ handler: @escaping (ServerExchange) -> Void) throws {
-        let s = try HTTPServer(loop: loop, address: SocketAddress(host: "127.0.0.1", port: 0), tls: nil,
+    /// With `tls`, the server listens with TLS.
+    public init(limits: ServerLimits, tls: TLSContext? = nil, _ handler: @escaping (ServerExchange) -> Void) throws {
+        let s = try HTTPServer(loop: loop, address: SocketAddress(host: "127.0.0.1", port: 0), tls: tls,
                                limits: limits, errorBody: { _, m in ("text/plain", Array(m.utf8)) }, handler: handler)
         port = s.boundPort
         server = LoopBound(s, loop: loop)
