@@ -67,7 +67,7 @@ let package = Package(
         .target(name: "TxGateStore", dependencies: ["TxGateCore", "CSQLite"]),
         // The cluster store: the Store protocol on Redis, through hiredis on each worker's libevent loop.
         .target(name: "TxGateRedis", dependencies: [
-            "CHiredis", "EventHTTP", "TxGateCore", .product(name: "Logging", package: "swift-log"),
+            "CHiredis", "EventHTTP", "TxGateCore", "TxGateCrypto", .product(name: "Logging", package: "swift-log"),
         ]),
         // Email delivery behind one interface: SMTP (libcurl, on its own threads) or an outbox folder.
         .target(name: "TxGateEmail", dependencies: ["CCurl", "TxGateCore"]),

@@ -36,12 +36,32 @@ public enum Crypto {
         return out
     }
 
+    /// SHA-256, fetched from the default provider once. `EVP_sha256()` is a legacy handle that
+    /// OpenSSL 3 fetches again by name at every `EVP_DigestInit_ex` (~2.5k instructions a digest;
+    /// records are sealed several times per step-up). An `EVP_MD` is immutable and may be shared
+    /// by threads once fetched.
+    nonisolated(unsafe) private static let sha256Digest: OpaquePointer? = EVP_MD_fetch(nil, "SHA2-256", nil)
+
+    /// SHA-1 digest (20 bytes): for names that a protocol defines by SHA-1 (Redis's script
+    /// cache), never for security.
+    public static func sha1(_ data: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 20)
+        let rc = withNonNullBytes(data) { d, n in
+            out.withUnsafeMutableBufferPointer { o in
+                EVP_Digest(d, n, o.baseAddress, nil, EVP_sha1(), nil)
+            }
+        }
+        guard rc == 1 else { fatalError("EVP_Digest(SHA-1) failed") }
+        return out
+    }
+
     /// SHA-256 digest (32 bytes).
     public static func sha256(_ data: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 32)
+        let md = sha256Digest ?? EVP_sha256()
         let rc = withNonNullBytes(data) { d, n in
             out.withUnsafeMutableBufferPointer { o in
-                EVP_Digest(d, n, o.baseAddress, nil, EVP_sha256(), nil)
+                EVP_Digest(d, n, o.baseAddress, nil, md, nil)
             }
         }
         guard rc == 1 else { fatalError("EVP_Digest(SHA-256) failed") }

@@ -99,14 +99,14 @@ final class EvictionWatch: Sendable {
     }
 
     /// A write succeeded: ends an out-of-memory episode, if one was running.
-    func wroteSuccessfully(redis: String, logger: Logger) {
+    func wroteSuccessfully(redis: @autoclosure () -> String, logger: Logger) {
         guard episodeOpen.load(ordering: .relaxed) else { return }
         guard let episode = outOfMemory.withLock({ state -> (sinceNanos: UInt64, refused: Int)? in
             defer { state = nil; episodeOpen.store(false, ordering: .relaxed) }
             return state
         }) else { return }
         logger.notice("redis accepts writes again after running out of memory", metadata: [
-            "redis": .string(redis), "refused_writes": .stringConvertible(episode.refused),
+            "redis": .string(redis()), "refused_writes": .stringConvertible(episode.refused),
             "episode_ms": .stringConvertible((EventLoop.nowNanos() &- episode.sinceNanos) / 1_000_000),
         ])
     }

@@ -136,13 +136,16 @@ final class RedisFence: Sendable {
 
         """
 
-    static let get = prelude + "return current(redis.call('GET', KEYS[1]))"
+    static let get = RedisScript(
+        prelude + "return current(redis.call('GET', KEYS[1]))"
+    )
 
     /// ARGV: value, ttl ms ('0': never expires), '1' for a one-time marker, its quarantine ms
     /// (its own time to live, or a high-water mark's fixed time). A marker claimed less than its
     /// quarantine after the epoch moved on is refused: a marker of the same name may have been
     /// lost with the old epoch, and its absence proves nothing until it would have expired.
-    static let create = prelude + """
+    static let create = RedisScript(
+        prelude + """
         if current(redis.call('GET', KEYS[1])) then return 0 end
         if ARGV[3] == '1' then
           local at = tonumber(redis.call('HGET', KEYS[2], 'fenced_at')) or 0
@@ -160,39 +163,51 @@ final class RedisFence: Sendable {
         end
         return 1
         """
+    )
 
     /// ARGV: value, ttl ms.
-    static let put = prelude + "redis.call('SET', KEYS[1], stamped(ARGV[1]), 'PX', ARGV[2]) return 1"
+    static let put = RedisScript(
+        prelude + "redis.call('SET', KEYS[1], stamped(ARGV[1]), 'PX', ARGV[2]) return 1"
+    )
 
     /// ARGV: ttl ms.
-    static let touch = prelude + """
+    static let touch = RedisScript(
+        prelude + """
         if not current(redis.call('GET', KEYS[1])) then return 0 end
         return redis.call('PEXPIRE', KEYS[1], ARGV[1])
         """
+    )
 
-    static let delete = prelude + """
+    static let delete = RedisScript(
+        prelude + """
         local raw = redis.call('GET', KEYS[1])
         if raw then redis.call('DEL', KEYS[1]) end
         if current(raw) then return 1 end
         return 0
         """
+    )
 
     /// A value of an older epoch is deleted too, and reported absent.
-    static let take = prelude + """
+    static let take = RedisScript(
+        prelude + """
         local raw = redis.call('GET', KEYS[1])
         if raw then redis.call('DEL', KEYS[1]) end
         return current(raw)
         """
+    )
 
     /// KEYS[3] the audit stream; ARGV[1..3] the audit entries and retention
     /// (`RedisStore.auditPrelude`), then: expected, 'set'|'del', new value, ttl ms ('' keeps
     /// the expiry). The audit entry is added only in the script that made the change.
-    static let compareAndSwap = prelude + RedisStore.auditPrelude + RedisStore.compareAndSwapBody
+    static let compareAndSwap = RedisScript(
+        prelude + RedisStore.auditPrelude + RedisStore.compareAndSwapBody
+    )
 
     /// As `RedisStore.takeIfScript`, on the value of this epoch; one of an older epoch is
     /// deleted and absent: a transaction from before a restore is never consumed (and its
     /// audit record, if asked for, is a refusal that found nothing).
-    static let takeIf = prelude + RedisStore.auditPrelude + """
+    static let takeIf = RedisScript(
+        prelude + RedisStore.auditPrelude + """
         local raw = redis.call('GET', KEYS[1])
         local v = current(raw)
         if not v then
@@ -201,13 +216,16 @@ final class RedisFence: Sendable {
           return {0}
         end
         """ + "\n" + RedisStore.takeIfPresent
+    )
 
     /// KEYS[3] the audit stream, ARGV[1] the entry, ARGV[2] the retention; the value of
     /// KEYS[1] in this epoch, if any, is recorded with it.
-    static let appendAudit = prelude + RedisStore.auditPrelude + """
+    static let appendAudit = RedisScript(
+        prelude + RedisStore.auditPrelude + """
         audit(ARGV[1], current(redis.call('GET', KEYS[1])))
         return 1
         """
+    )
 }
 
 /// Why a new connection may not serve (it is dropped and retried).

@@ -244,11 +244,13 @@ public final class RedisStore: Store, Sendable {
     // MARK: scripts
 
     /// INCR, and the expiry only when the counter was just created: a window that does not slide.
-    static let incrementScript = """
+    static let incrementScript = RedisScript(
+        """
         local n = redis.call('INCR', KEYS[1])
         if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
         return n
         """
+    )
 
     /// The audit trail inside a script (issue 22 item 7): `audit(entry, found)` adds the entry
     /// to the stream KEYS[#KEYS] in the same script as the change it records, so that the two
@@ -273,10 +275,12 @@ public final class RedisStore: Store, Sendable {
 
     /// Compare and swap (or delete) in one step. ARGV[1..3] the audit (`auditPrelude`), then:
     /// expected, 'set'|'del', new value, ttl in ms ('' keeps the current expiry).
-    static let compareAndSwapScript = auditPrelude + """
+    static let compareAndSwapScript = RedisScript(
+        auditPrelude + """
         local function current(raw) return raw end
         local function stamped(v) return v end
         """ + "\n" + compareAndSwapBody
+    )
 
     /// The body of a compareAndSwap, shared with the fenced one (`RedisFence.compareAndSwap`):
     /// `current(raw)` reads a stored value and `stamped(v)` makes one to store (the identity
@@ -301,13 +305,15 @@ public final class RedisStore: Store, Sendable {
     /// exactly those strings (the same rule as `ConditionalTake.matches`); ARGV[1..3] the
     /// audit (`auditPrelude`), written with the value found.
     /// Returns {0} absent, {1, value} taken, {2, value} kept.
-    static let takeIfScript = auditPrelude + """
+    static let takeIfScript = RedisScript(
+        auditPrelude + """
         local v = redis.call('GET', KEYS[1])
         if not v then
           audit(ARGV[2], nil)
           return {0}
         end
         """ + "\n" + takeIfPresent
+    )
 
     /// The end of a takeIf, shared with the fenced one (`RedisFence.takeIf`), once the value
     /// `v` is known to be there: kept unless it matches, else deleted; audited either way.
@@ -375,21 +381,19 @@ public final class RedisStore: Store, Sendable {
         return c
     }
 
-    /// `EVAL <script> 1 <prefixed key>`, for the script's ARGV to be added; `audited` adds the
+    /// `EVALSHA <script> 1 <prefixed key>`, for the script's ARGV to be added; `audited` adds the
     /// audit stream as the last key.
-    private func eval(_ script: String, _ key: String, audited: Bool = false) -> RedisCommand {
-        var c = RedisCommand("EVAL")
-        c.add(script)
+    private func eval(_ script: RedisScript, _ key: String, audited: Bool = false) -> RedisCommand {
+        var c = RedisCommand(script)
         c.add(audited ? "2" : "1")
         c.add(keyPrefix + key)
         if audited { c.add(auditKey) }
         return c
     }
 
-    /// `EVAL <script> 2 <prefixed key> <fence record>`: a fenced operation reads the epoch itself.
-    private func fencedEval(_ script: String, _ key: String, audited: Bool = false) -> RedisCommand {
-        var c = RedisCommand("EVAL")
-        c.add(script)
+    /// `EVALSHA <script> 2 <prefixed key> <fence record>`: a fenced operation reads the epoch itself.
+    private func fencedEval(_ script: RedisScript, _ key: String, audited: Bool = false) -> RedisCommand {
+        var c = RedisCommand(script)
         c.add(audited ? "3" : "2")
         c.add(keyPrefix + key)
         c.add(fence.key)
@@ -434,6 +438,14 @@ public final class RedisStore: Store, Sendable {
             switch reply {
             case nil:
                 done(.failure(.unavailable(connection.unavailableReason)))
+            case .error(let message)? where message.hasPrefix("NOSCRIPT"):
+                // The server does not have the script (restarted, flushed, another primary):
+                // it ran nothing, so the same operation is sent with the script's text.
+                guard let whole = command.withScriptText() else {
+                    done(.failure(refused(command, message, on: connection)))
+                    return
+                }
+                loop.execute { [self] in run(whole, on: executor, oneShot: false, writes: writes, done, map) }
             case .error(let message)?:
                 done(.failure(refused(command, message, on: connection)))
             case let reply?:

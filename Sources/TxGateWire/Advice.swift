@@ -116,7 +116,8 @@ public enum Challenge {
     public static func adviceBase64(_ advices: Advices) -> String {
         let json = Array(advices.json.utf8)
         let plain = Data(json).base64EncodedString()
-        if !plain.contains("+") && !plain.contains("/") { return plain }
+        // On bytes: `String.contains(_:)` with a string argument is Foundation's locale-aware search.
+        if !plain.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "/") }) { return plain }
         return AdviceRealigner(json).solve().map { Data($0).base64EncodedString() } ?? plain
     }
 

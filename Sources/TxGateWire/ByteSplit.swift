@@ -10,6 +10,31 @@ extension String {
 
 extension Substring {
     public func split(byte separator: UInt8, maxSplits: Int = .max, omittingEmptySubsequences: Bool = true) -> [Substring] {
-        utf8.split(separator: separator, maxSplits: maxSplits, omittingEmptySubsequences: omittingEmptySubsequences).map(Substring.init)
+        // The generic `split` over the UTF-8 view costs ~60 instructions a byte; over the
+        // contiguous bytes of a native string the search is a plain loop, and a UTF-8 index moved
+        // by an offset is O(1).
+        let view = utf8
+        let fast = view.withContiguousStorageIfAvailable { bytes -> [Substring] in
+            var parts: [Substring] = []
+            let base = view.startIndex
+            func add(_ from: Int, _ to: Int) {
+                if omittingEmptySubsequences && from == to { return }
+                parts.append(Substring(view[view.index(base, offsetBy: from)..<view.index(base, offsetBy: to)]))
+            }
+            var start = 0
+            if maxSplits > 0 {
+                for i in 0..<bytes.count where bytes[i] == separator {
+                    if !(omittingEmptySubsequences && start == i) {
+                        add(start, i)
+                        if parts.count == maxSplits { start = i + 1; break }
+                    }
+                    start = i + 1
+                }
+            }
+            add(start, bytes.count)
+            return parts
+        }
+        return fast ?? view.split(separator: separator, maxSplits: maxSplits,
+                                  omittingEmptySubsequences: omittingEmptySubsequences).map(Substring.init)
     }
 }

@@ -19,19 +19,38 @@ public struct Callback: Equatable, Sendable {
     /// AM's field order: type, output, input, _id. Inputs are named `IDToken<n>` after the
     /// callback's position on the page (1-based), as AM does.
     public func json(id: Int) -> String {
-        var s = #"{"type":"\#(JSONText.escape(type))","output":["#
-        s += output.map { #"{"name":"\#(JSONText.escape($0.name))","value":\#($0.value.canonical)}"# }.joined(separator: ",")
-        s += "]"
-        if !input.isEmpty {
-            s += #","input":["#
-            s += input.enumerated().map { i, f in
-                let name = input.count == 1 ? "IDToken\(id + 1)" : "IDToken\(id + 1)\(i == 0 ? "" : "_\(i - 1)")"
-                return #"{"name":"\#(name)","value":\#(f.value.canonical)}"#
-            }.joined(separator: ",")
-            s += "]"
+        // Written into one byte buffer: a step's callbacks are rendered at every step.
+        var out: [UInt8] = []
+        out.reserveCapacity(256)
+        out.append(contentsOf: #"{"type":"#.utf8)
+        JSONText.write(type, into: &out)
+        out.append(contentsOf: #","output":["#.utf8)
+        for (i, field) in output.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(contentsOf: #"{"name":"#.utf8)
+            JSONText.write(field.name, into: &out)
+            out.append(contentsOf: #","value":"#.utf8)
+            field.value.write(&out)
+            out.append(UInt8(ascii: "}"))
         }
-        s += #","_id":\#(id)}"#
-        return s
+        out.append(UInt8(ascii: "]"))
+        if !input.isEmpty {
+            out.append(contentsOf: #","input":["#.utf8)
+            for (i, f) in input.enumerated() {
+                if i > 0 { out.append(UInt8(ascii: ",")) }
+                let name = input.count == 1 ? "IDToken\(id + 1)" : "IDToken\(id + 1)\(i == 0 ? "" : "_\(i - 1)")"
+                out.append(contentsOf: #"{"name":""#.utf8)
+                out.append(contentsOf: name.utf8)
+                out.append(contentsOf: #"","value":"#.utf8)
+                f.value.write(&out)
+                out.append(UInt8(ascii: "}"))
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        out.append(contentsOf: #","_id":"#.utf8)
+        out.append(contentsOf: String(id).utf8)
+        out.append(UInt8(ascii: "}"))
+        return String(decoding: out, as: UTF8.self)
     }
 
     public static func name(_ prompt: String) -> Callback {

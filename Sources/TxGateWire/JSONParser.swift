@@ -95,6 +95,9 @@ struct JSONParser {
         var members: [String: JSONValue] = [:]
         skipWhitespace()
         if i < bytes.count, bytes[i] == UInt8(ascii: "}") { i += 1; return .object(members) }
+        // Room for the members of a typical record up front: growing from one member rehashes
+        // every key at each doubling.
+        members.reserveCapacity(8)
         while true {
             skipWhitespace()
             let keyStart = i

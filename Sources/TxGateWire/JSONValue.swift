@@ -82,7 +82,7 @@ public enum JSONValue: Equatable, Sendable, Codable {
         return out
     }
 
-    private func write(_ out: inout [UInt8]) {
+    func write(_ out: inout [UInt8]) {
         switch self {
         case .null: out.append(contentsOf: "null".utf8)
         case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)

@@ -53,6 +53,42 @@ private let rfc4648: [(String, base64: String, base32: String)] = [
     }
 }
 
+/// The decoder reads four symbols at a time; this one reads a symbol at a time, as RFC 4648 says.
+private func referenceDecode(_ s: String, url: Bool) -> [UInt8]? {
+    let alphabet = Array((url ? "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
+                              : "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/").utf8)
+    var chars = Array(s.utf8)
+    var pad = 0
+    while chars.last == UInt8(ascii: "=") { chars.removeLast(); pad += 1 }
+    if pad > 0, pad > 2 || (chars.count + pad) % 4 != 0 || chars.count % 4 == 0 { return nil }
+    if chars.count % 4 == 1 { return nil }
+    var acc: UInt32 = 0, bits = 0, out: [UInt8] = []
+    for c in chars {
+        guard let v = alphabet.firstIndex(of: c) else { return nil }
+        acc = acc << 6 | UInt32(v)
+        bits += 6
+        if bits >= 8 {
+            bits -= 8
+            out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
+            acc &= (1 << UInt32(bits)) - 1
+        }
+    }
+    return acc == 0 ? out : nil
+}
+
+@Suite struct Base64DecoderAgreementTests {
+    @Test func agreesWithASymbolAtATimeDecoderOnRandomStrings() {
+        var rng = SystemRandomNumberGenerator()
+        let symbols = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/-_=.é".utf8)
+        for _ in 0..<20_000 {
+            let n = Int.random(in: 0...13, using: &rng)
+            let s = String(decoding: (0..<n).map { _ in symbols.randomElement(using: &rng)! }, as: UTF8.self)
+            #expect(Base64URL.decode(s) == referenceDecode(s, url: true), "\(s)")
+            #expect(Base64.decode(s) == referenceDecode(s, url: false), "\(s)")
+        }
+    }
+}
+
 @Suite struct Base32Tests {
     @Test func decodesTheUsualTOTPExample() {
         #expect(Base32.decode("JBSWY3DPEHPK3PXP") == bytes("Hello!") + [0xDE, 0xAD, 0xBE, 0xEF])

@@ -87,6 +87,40 @@ import TestSupport
         #expect(try await call(on: loop) { other.get("shared", on: $0, $1) }.get() == nil)
     }
 
+    /// Scripts run with EVALSHA from the server's cache; a server without them (a restart, a
+    /// failover, SCRIPT FLUSH) answers NOSCRIPT, having run nothing, and the operation is sent
+    /// again with the script's text: the same result, exactly once.
+    @Test func scriptsRunFromTheServersCacheAndAreSentWholeWhenItLacksThem() async throws {
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
+        try await call(on: loop) { store.ping(on: $0, $1) }.get()   // connected, fenced
+        func calls(_ command: String) throws -> Int {
+            guard case .bulk(let text) = try redis.command(["INFO", "commandstats"]) else { return -1 }
+            let line = String(decoding: text, as: UTF8.self).split(whereSeparator: \.isNewline)
+                .first { $0.hasPrefix("cmdstat_\(command):") }
+            return line.flatMap { $0.split(separator: "=").dropFirst().first?.split(separator: ",").first }.flatMap { Int($0) } ?? 0
+        }
+        _ = try redis.command(["CONFIG", "RESETSTAT"])
+        let tx = TransactionRecord.key("script-test")   // a fenced record: the fenced scripts
+        #expect(try await call(on: loop) { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() == 1)
+        #expect(try await call(on: loop) { store.create(tx, value: bytes("a"), ttlMs: 60_000, on: $0, $1) }.get() == true)
+        #expect(try calls("evalsha") == 2)
+        #expect(try calls("eval") == 2, "the first use of each script: NOSCRIPT, then its text")
+
+        _ = try redis.command(["SCRIPT", "FLUSH"])
+        #expect(try await call(on: loop) { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() == 2, "ran once, not twice")
+        #expect(try await call(on: loop) { store.compareAndSwap(tx, expected: bytes("a"), new: bytes("b"), ttlMs: nil, on: $0, $1) }.get() == true)
+        #expect(try await call(on: loop) { store.take(tx, on: $0, $1) }.get() == bytes("b"))
+        #expect(try calls("eval") == 5)
+
+        // Cached again: no more script text on the wire.
+        #expect(try await call(on: loop) { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() == 3)
+        #expect(try await call(on: loop) { store.take(tx, on: $0, $1) }.get() == nil)
+        #expect(try calls("eval") == 5)
+        #expect(try calls("evalsha") == 7)
+    }
+
     @Test func keysExpireOnTheServer() async throws {
         let fixture = try RedisFixture()
         defer { fixture.close() }

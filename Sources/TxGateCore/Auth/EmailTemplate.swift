@@ -25,6 +25,7 @@ public enum EmailTemplate {
     /// One pass over `template`: each `{name}` becomes `lookup(name)`, or stays as written when
     /// that is nil.
     private static func expand(_ template: String, _ lookup: (Substring) -> String?) -> String {
+        if template.utf8.allSatisfy({ $0 < 0x80 }) { return expandASCII(template, lookup) }
         var out = ""
         var rest = template[...]
         while let open = rest.firstIndex(of: "{") {
@@ -42,5 +43,43 @@ public enum EmailTemplate {
         }
         out += rest
         return out
+    }
+
+    /// `expand` for an ASCII template (a transaction's display text is rendered at every
+    /// step-up), on bytes: in ASCII every byte is a Character (CR LF aside, which is neither a
+    /// brace nor in a name), so the result is the same as walking Characters, at a fraction of
+    /// the cost.
+    private static func expandASCII(_ template: String, _ lookup: (Substring) -> String?) -> String {
+        let u = template.utf8
+        var out = ""
+        out.reserveCapacity(u.count + 32)
+        var copied = u.startIndex
+        var i = u.startIndex
+        while let open = u[i...].firstIndex(of: UInt8(ascii: "{")) {
+            let afterOpen = u.index(after: open)
+            var close = afterOpen
+            while close < u.endIndex, isNameByte(u[close]) { close = u.index(after: close) }
+            if close > afterOpen, close < u.endIndex, u[close] == UInt8(ascii: "}"),
+               let value = lookup(Substring(u[afterOpen..<close])) {
+                out += Substring(u[copied..<open])
+                out += value
+                i = u.index(after: close)
+                copied = i
+            } else {
+                i = afterOpen
+            }
+        }
+        out += Substring(u[copied...])
+        return out
+    }
+
+    private static func isNameByte(_ b: UInt8) -> Bool {
+        switch b {
+        case UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+             UInt8(ascii: "_"), UInt8(ascii: "-"), UInt8(ascii: "."), UInt8(ascii: "/"):
+            return true
+        default:
+            return false
+        }
     }
 }

@@ -18,11 +18,12 @@ public enum JWT {
     /// `{"typ":"JWT","alg":"HS256"}`
     public static let header: [UInt8] = Array(#"{"typ":"JWT","alg":"HS256"}"#.utf8)
     private static let encodedHeader = Base64URL.encode(header)
+    private static let encodedHeaderBytes = Array(encodedHeader.utf8)
 
     /// Signs `claimsJSON` (the bytes are used as given: they should be a JSON object with a numeric `exp`).
     public static func sign(claimsJSON: [UInt8], key: [UInt8]) -> String {
-        let signingInput = encodedHeader + "." + Base64URL.encode(claimsJSON)
-        let signature = Crypto.hmacSHA256(key: key, data: Array(signingInput.utf8))
+        var signingInput = encodedHeader + "." + Base64URL.encode(claimsJSON)
+        let signature = Crypto.hmacSHA256(key: key, data: signingInput.withUTF8 { Array($0) })
         return signingInput + "." + Base64URL.encode(signature)
     }
 
@@ -30,25 +31,49 @@ public enum JWT {
     /// the claims' `exp` (seconds since the epoch) is greater than `now`; returns the claims JSON bytes.
     /// The signature is checked before the claims are parsed.
     public static func verify(_ token: String, key: [UInt8], now: Int) throws(JWTError) -> [UInt8] {
-        let parts = token.split(byte: UInt8(ascii: "."), omittingEmptySubsequences: false)
-        // JWS uses base64url without padding (RFC 7515 §2); refusing '=' keeps one spelling per token.
-        guard parts.count == 3, !token.utf8.contains(UInt8(ascii: "=")), !parts[0].isEmpty, !parts[1].isEmpty, !parts[2].isEmpty,
-              let headerBytes = Base64URL.decode(String(parts[0])),
-              case .object(let header)? = JSONValue.parse(headerBytes),
-              header["alg"] == .string("HS256"), header["crit"] == nil,
-              let signature = Base64URL.decode(String(parts[2]))
-        else { throw .malformed }
+        try verifiedClaims(token, key: key, now: now).json
+    }
 
-        let signingInput = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
-        let expected = Crypto.hmacSHA256(key: key, data: signingInput)
-        guard Crypto.constantTimeEquals(signature, expected) else { throw .badSignature }
-
-        guard let claims = Base64URL.decode(String(parts[1])),
-              case .object(let members)? = JSONValue.parse(claims),
+    /// `verify(_:key:now:)`, returning the claims parsed as well as their bytes (a journey step's
+    /// authId is verified at every step: parsing its claims once is enough).
+    public static func verifiedClaims(_ token: String, key: [UInt8], now: Int) throws(JWTError) -> (json: [UInt8], members: [String: JSONValue]) {
+        // On the token's bytes in place: an authId is kilobytes long and verified at every step.
+        var token = token
+        let checked = token.withUTF8 { b -> Result<[UInt8], JWTError> in
+            // Three non-empty parts; JWS uses base64url without padding (RFC 7515 §2): refusing
+            // '=' keeps one spelling per token.
+            var dots: [Int] = []
+            for i in 0..<b.count {
+                if b[i] == UInt8(ascii: ".") {
+                    dots.append(i)
+                    if dots.count > 2 { return .failure(.malformed) }
+                } else if b[i] == UInt8(ascii: "=") {
+                    return .failure(.malformed)
+                }
+            }
+            guard dots.count == 2, dots[0] > 0, dots[1] > dots[0] + 1, dots[1] < b.count - 1 else { return .failure(.malformed) }
+            let header = UnsafeBufferPointer(rebasing: b[..<dots[0]])
+            guard header.elementsEqual(encodedHeaderBytes) || acceptableHeader(header),
+                  let signature = Base64URL.decode(UnsafeBufferPointer(rebasing: b[(dots[1] + 1)...]))
+            else { return .failure(.malformed) }
+            let expected = Crypto.hmacSHA256(key: key, data: Array(b[..<dots[1]]))
+            guard Crypto.constantTimeEquals(signature, expected) else { return .failure(.badSignature) }
+            guard let claims = Base64URL.decode(UnsafeBufferPointer(rebasing: b[(dots[0] + 1)..<dots[1]])) else { return .failure(.malformed) }
+            return .success(claims)
+        }
+        let claims = try checked.get()
+        guard case .object(let members)? = JSONValue.parse(claims),
               case .number(let exp)? = members["exp"]
         else { throw .malformed }
         guard exp.doubleValue > Double(now) else { throw .expired }
-        return claims
+        return (claims, members)
+    }
+
+    /// A header other than the one `sign` writes: a JSON object with `"alg":"HS256"` and no `crit`.
+    private static func acceptableHeader(_ encoded: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let headerBytes = Base64URL.decode(encoded),
+              case .object(let header)? = JSONValue.parse(headerBytes) else { return false }
+        return header["alg"] == .string("HS256") && header["crit"] == nil
     }
 
     /// Encodes `claims` with JSONEncoder (sorted keys) and signs them. Throws only if the encoding fails

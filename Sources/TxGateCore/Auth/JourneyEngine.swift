@@ -60,13 +60,13 @@ public final class JourneyEngine: Sendable {
 
     /// Reads and checks an authId: signature, expiry, and that its journey still exists.
     public func decode(authId: String, now: Int) -> Result<JourneyState, JourneyResult> {
-        let claimsJSON: [UInt8]
+        let claims: [String: JSONValue]
         do {
-            claimsJSON = try JWT.verify(authId, key: signingKey, now: now)
+            claims = try JWT.verifiedClaims(authId, key: signingKey, now: now).members
         } catch {
             return .failure(error == .expired ? .timedOut : .rejected("invalid authId"))
         }
-        guard case .object(let claims)? = JSONValue.parse(claimsJSON), claims["iss"] == .string("txgate"),
+        guard claims["iss"] == .string("txgate"),
               let st = claims["st"].flatMap(JourneyState.init(json:)),
               let journey = journeys[st.journey], journey.nodes.indices.contains(st.node) else {
             return .failure(.rejected("invalid authId"))
