@@ -169,7 +169,9 @@ def run_slice(args, tokens, users, nthreads, ready, go, deadline, out):
             now = time.time()
             now_step = int(now) // 30
             # The previous step's code only while it stays accepted until the gateway checks it.
-            candidates = (now_step, now_step + 1) + ((now_step - 1,) if now % 30 < 25 else ())
+            # Oldest first: the gateway refuses a user's code older than the last one it took
+            # (replay protection), so a user's codes must be spent in ascending order.
+            candidates = ((now_step - 1,) if now % 30 < 25 else ()) + (now_step, now_step + 1)
             picked = None
             for k in range(len(mine)):
                 u = mine[(i + k) % len(mine)]

@@ -10,7 +10,7 @@
 #
 # Environment: BENCH_DURATION (seconds, default 5), BENCH_CONCURRENCY (client threads, default 8),
 # BENCH_PROCS (client processes the threads are spread over, default 2), BENCH_USERS (users per
-# round and store, default 500 per second of BENCH_DURATION and at least 1000; each has three TOTP
+# round and store, default 1000 per second of BENCH_DURATION and at least 2000; each has three TOTP
 # codes at a time), BENCH_KEEP_TMP=1 (keep the temp dir with configs and logs), TXGATE_BIN (this
 # txgate binary instead of building one).
 #
@@ -35,9 +35,9 @@ while [ $# -gt 0 ]; do
   esac
   shift
 done
-# A user can pass at most three codes per run (steps -1, 0, +1), and a client thread does about 100
-# cycles/s on this kind of machine: 500 users per second leaves a wide margin.
-USERS="${BENCH_USERS:-$((DURATION * 500 > 1000 ? DURATION * 500 : 1000))}"
+# A user can pass at most three codes per run (steps -1, 0, +1), and one gateway worker does about
+# 1,100 cycles/s on this kind of machine: 1000 users per second leaves a margin.
+USERS="${BENCH_USERS:-$((DURATION * 1000 > 2000 ? DURATION * 1000 : 2000))}"
 for v in DURATION CONCURRENCY PROCS USERS ROUNDS; do
   [[ "${!v}" =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || { echo "stepup.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
 done

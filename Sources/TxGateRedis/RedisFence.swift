@@ -148,13 +148,7 @@ final class RedisFence: Sendable {
         prelude + """
         if current(redis.call('GET', KEYS[1])) then return 0 end
         if ARGV[3] == '1' then
-          local at = tonumber(redis.call('HGET', KEYS[2], 'fenced_at')) or 0
-          local t = redis.call('TIME')
-          local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-          local untilMs = at + tonumber(ARGV[4])
-          if at > 0 and now < untilMs then
-            return redis.error_reply('TXGATEQUARANTINE ' .. string.format('%d', untilMs - now))
-          end
+        """ + "\n" + quarantine("ARGV[4]") + "\n" + """
         end
         if ARGV[2] == '0' then
           redis.call('SET', KEYS[1], stamped(ARGV[1]))
@@ -163,6 +157,25 @@ final class RedisFence: Sendable {
         end
         return 1
         """
+    )
+
+    /// Refuses a marker claimed less than `ms` (a Lua expression) after the epoch moved on.
+    private static func quarantine(_ ms: String) -> String {
+        """
+          local at = tonumber(redis.call('HGET', KEYS[2], 'fenced_at')) or 0
+          local t = redis.call('TIME')
+          local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+          local untilMs = at + tonumber(\(ms))
+          if at > 0 and now < untilMs then
+            return redis.error_reply('TXGATEQUARANTINE ' .. string.format('%d', untilMs - now))
+          end
+        """
+    }
+
+    /// `RedisStore.raiseBody` on the value of this epoch; the first value of a marker (ARGV[2]
+    /// '1') is refused in its quarantine (ARGV[3] ms), as `create` refuses it.
+    static let raise = RedisScript(
+        prelude + RedisStore.raiseBody(quarantine: "if ARGV[2] == '1' then\n" + quarantine("ARGV[3]") + "\nend")
     )
 
     /// ARGV: value, ttl ms.

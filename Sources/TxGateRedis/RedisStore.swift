@@ -162,6 +162,36 @@ public final class RedisStore: Store, Sendable {
         }
     }
 
+    /// One script instead of a read and a compare-and-swap; a fenced key (which holds records,
+    /// not counters) takes the generic way.
+    public func decrement(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        guard fenced.kind(of: key) == nil else {
+            decrementByCompareAndSwap(key, on: executor, attempts: 5, done)
+            return
+        }
+        run(eval(Self.decrementScript, key), on: executor, writes: true, done, Self.flag)
+    }
+
+    /// One script instead of a read and a create or compare-and-swap (a user's last TOTP step,
+    /// at every one-time code).
+    public func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        let kind = fenced.kind(of: key)
+        var c = kind != nil ? fencedEval(RedisFence.raise, key) : eval(Self.raiseScript, key)
+        c.add(String(value))
+        c.add(kind == .marker ? "1" : "0")
+        c.add(String(fenced.quarantine(of: key, ttlMs: StoreExpiry.never)))
+        run(c, on: executor, oneShot: true, writes: true, { (r: StoreResult<Int>) in
+            switch r {
+            case .success(-1): done(.failure(.failed("raise '\(key)': the value kept there is not a number")))
+            case .success(let n): done(.success(n == 1))
+            case .failure(let e): done(.failure(e))
+            }
+        }) { reply in
+            if case .integer(let n) = reply, (-1...1).contains(n) { return n }
+            return nil
+        }
+    }
+
     public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
                                on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
         var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.compareAndSwap, key, audited: true)
@@ -251,6 +281,46 @@ public final class RedisStore: Store, Sendable {
         return n
         """
     )
+
+    /// Lowers a counter by one in one step (`Store.decrement`): not below 0, keeping its expiry.
+    static let decrementScript = RedisScript(
+        """
+        local v = redis.call('GET', KEYS[1])
+        if not v or not string.match(v, '^%d+$') then return 0 end
+        local n = tonumber(v)
+        if n <= 0 then return 0 end
+        redis.call('SET', KEYS[1], string.format('%d', n - 1), 'KEEPTTL')
+        return 1
+        """
+    )
+
+    /// `Store.raise` in one step. ARGV[1] the value (decimal digits, no leading zero). Returns
+    /// 1 raised, 0 already as high, -1 the value kept is not a number (left as it is).
+    static let raiseScript = RedisScript(
+        """
+        local function current(raw) return raw end
+        local function stamped(v) return v end
+        """ + "\n" + raiseBody(quarantine: "")
+    )
+
+    /// The body of a raise, shared with the fenced one (`RedisFence.raise`); `quarantine` runs
+    /// before a first value is written. Numbers are compared as digit strings (a Lua number
+    /// has 53 bits; these have 64).
+    static func raiseBody(quarantine: String) -> String {
+        """
+        local v = current(redis.call('GET', KEYS[1]))
+        if v then
+          if not string.match(v, '^%d+$') then return -1 end
+          v = string.gsub(v, '^0+(%d)', '%1')
+          if #ARGV[1] < #v or (#ARGV[1] == #v and ARGV[1] <= v) then return 0 end
+          redis.call('SET', KEYS[1], stamped(ARGV[1]), 'KEEPTTL')
+          return 1
+        end
+        """ + "\n" + quarantine + "\n" + """
+        redis.call('SET', KEYS[1], stamped(ARGV[1]))
+        return 1
+        """
+    }
 
     /// The audit trail inside a script (issue 22 item 7): `audit(entry, found)` adds the entry
     /// to the stream KEYS[#KEYS] in the same script as the change it records, so that the two

@@ -197,7 +197,7 @@ import TestSupport
 
         for step in UInt64(1)...10 {
             let raised = await concurrently(40, loops: loops.loops) { _, loop, done in
-                store(loop).raise("totp-step:demo", to: step * 10, on: loop, attempts: 100, done)
+                store(loop).raise("totp-step:demo", to: step * 10, on: loop, done)
             }
             #expect(try raised.filter { try $0.get() }.count == 1, "step \(step)")
         }
@@ -206,6 +206,19 @@ import TestSupport
         #expect(try await call(on: loops.loops[0]) { a.raise("totp-step:demo", to: 99, on: $0, $1) }.get() == false)
         #expect(try await call(on: loops.loops[0]) { a.raise("totp-step:demo", to: 101, on: $0, $1) }.get() == true)
         #expect(try redis.pttl("t:totp-step:demo") == -1, "still no expiry after a swap")
+
+        // Not fenced, and not a number: refused, and left as it is.
+        try await call(on: loops.loops[0]) { a.put("high", value: bytes("12x"), ttlMs: 60_000, on: $0, $1) }.get()
+        let notANumber = await call(on: loops.loops[0]) { a.raise("high", to: 5, on: $0, $1) }
+        #expect("\(notANumber)".contains("not a number"), "\(notANumber)")
+        #expect(try await call(on: loops.loops[0]) { a.get("high", on: $0, $1) }.get() == bytes("12x"))
+        // Compared as numbers, not as text; a 64-bit value is exact.
+        #expect(try await call(on: loops.loops[0]) { a.raise("wide", to: 9, on: $0, $1) }.get() == true)
+        #expect(try await call(on: loops.loops[0]) { a.raise("wide", to: 10, on: $0, $1) }.get() == true)
+        #expect(try await call(on: loops.loops[0]) { a.raise("wide", to: UInt64.max - 1, on: $0, $1) }.get() == true)
+        #expect(try await call(on: loops.loops[0]) { a.raise("wide", to: UInt64.max - 2, on: $0, $1) }.get() == false)
+        #expect(try await call(on: loops.loops[0]) { a.raise("wide", to: UInt64.max, on: $0, $1) }.get() == true)
+        #expect(try await call(on: loops.loops[0]) { a.get("wide", on: $0, $1) }.get() == bytes(String(UInt64.max)))
     }
 
     @Test func aStoppedRedisFailsFastAndIsReconnected() async throws {

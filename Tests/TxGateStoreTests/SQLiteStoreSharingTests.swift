@@ -41,7 +41,7 @@ import TestSupport
             #expect(try await call { store.decrement("n", on: $0, $1) }.get() == false, "absent stays absent")
             #expect(try await call { store.get("n", on: $0, $1) }.get() == nil)
             for _ in 0..<30 { _ = try await call { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() }
-            let lowered = await concurrently(40, executors: executors) { _, executor, done in store.decrement("n", on: executor, attempts: 100, done) }
+            let lowered = await concurrently(40, executors: executors) { _, executor, done in store.decrementByCompareAndSwap("n", on: executor, attempts: 100, done) }
             #expect(try lowered.filter { try $0.get() }.count == 30)
             #expect(try await call { store.get("n", on: $0, $1) }.get() == bytes("0"))
             #expect(try await call { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() == 1)
@@ -107,12 +107,12 @@ import TestSupport
         let stores = [first, second]
         for step in UInt64(1)...10 {
             let raised = await concurrently(20, executors: executors) { i, executor, done in
-                stores[i % 2].raise("totp-step:demo", to: step * 10, on: executor, attempts: 100, done)
+                stores[i % 2].raiseByCompareAndSwap("totp-step:demo", to: step * 10, on: executor, attempts: 100, done)
             }
             #expect(try raised.filter { try $0.get() }.count == 1, "step \(step)")
         }
         let mixed = await concurrently(50, executors: executors) { i, executor, done in
-            stores[i % 2].raise("totp-step:other", to: UInt64(i + 1), on: executor, attempts: 100, done)
+            stores[i % 2].raiseByCompareAndSwap("totp-step:other", to: UInt64(i + 1), on: executor, attempts: 100, done)
         }
         #expect(try mixed.allSatisfy { _ = try $0.get(); return true })
         #expect(try await call { first.get("totp-step:other", on: $0, $1) }.get() == bytes("50"))

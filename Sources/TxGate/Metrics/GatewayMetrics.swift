@@ -184,7 +184,7 @@ final class GatewayMetrics: @unchecked Sendable {
 }
 
 enum StoreOperation: String, CaseIterable, Sendable {
-    case create, put, get, touch, delete, take, increment, compareAndSwap = "compare_and_swap", takeIf = "take_if", appendAudit = "append_audit", ping
+    case create, put, get, touch, delete, take, increment, compareAndSwap = "compare_and_swap", takeIf = "take_if", appendAudit = "append_audit", ping, decrement, raise
 }
 
 extension GatewayMetrics {

@@ -72,4 +72,12 @@ final class MeasuredStore: Store {
     func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {
         inner.ping(on: executor, measured(.ping, done))
     }
+
+    func decrement(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        inner.decrement(key, on: executor, measured(.decrement, done))
+    }
+
+    func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        inner.raise(key, to: value, on: executor, measured(.raise, done))
+    }
 }

@@ -20,11 +20,21 @@ public enum StoreError: Error, Equatable, CustomStringConvertible, Sendable {
 public typealias StoreResult<T> = Result<T, StoreError>
 
 extension Store {
-    /// Lowers a counter made by `increment` by one, never below 0 and keeping its expiry; an
-    /// absent counter stays absent. A compare-and-swap over what was read, retried if another
-    /// caller changed the counter in between. `done` gets false if nothing was lowered.
-    public func decrement(_ key: String, on executor: CallbackExecutor, attempts: Int = 5,
-                          _ done: @escaping (StoreResult<Bool>) -> Void) {
+    /// `decrement` for a store without a step of its own for it: a compare-and-swap over what
+    /// was read, retried if another caller changed the counter in between.
+    public func decrement(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        decrementByCompareAndSwap(key, on: executor, attempts: 5, done)
+    }
+
+    /// `raise` for a store without a step of its own for it (see `raiseByCompareAndSwap`).
+    public func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor,
+                      _ done: @escaping (StoreResult<Bool>) -> Void) {
+        raiseByCompareAndSwap(key, to: value, on: executor, attempts: 5, done)
+    }
+
+    /// `decrement` built from `get` and `compareAndSwap`.
+    public func decrementByCompareAndSwap(_ key: String, on executor: CallbackExecutor, attempts: Int,
+                                          _ done: @escaping (StoreResult<Bool>) -> Void) {
         get(key, on: executor) { [self] r in
             switch r {
             case .failure(let e): done(.failure(e))
@@ -33,7 +43,7 @@ extension Store {
                 guard let n = Int(String(decoding: bytes, as: UTF8.self)), n > 0 else { done(.success(false)); return }
                 compareAndSwap(key, expected: bytes, new: Array(String(n - 1).utf8), ttlMs: nil, on: executor) { [self] r in
                     switch r {
-                    case .success(false) where attempts > 1: decrement(key, on: executor, attempts: attempts - 1, done)
+                    case .success(false) where attempts > 1: decrementByCompareAndSwap(key, on: executor, attempts: attempts - 1, done)
                     default: done(r)
                     }
                 }
@@ -51,18 +61,15 @@ public enum StoreExpiry {
 }
 
 extension Store {
-    /// Raises the number kept at `key` (decimal ASCII, never expiring) to `value`, if the key is
-    /// absent or holds a smaller number. `done` gets true if raised, false if the number kept is
-    /// already `value` or more. Built from `create` and `compareAndSwap` over what was read, so
-    /// that of concurrent callers raising to the same value exactly one sees true (the loser's
-    /// swap fails, it reads again and finds the winner's value); retried while other callers
-    /// keep changing the key. A value that is not a number fails rather than being overwritten.
-    public func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor, attempts: Int = 5,
-                      _ done: @escaping (StoreResult<Bool>) -> Void) {
+    /// `raise` built from `create` and `compareAndSwap` over what was read, so that of concurrent
+    /// callers raising to the same value exactly one sees true (the loser's swap fails, it reads
+    /// again and finds the winner's value); retried while other callers keep changing the key.
+    public func raiseByCompareAndSwap(_ key: String, to value: UInt64, on executor: CallbackExecutor, attempts: Int,
+                                      _ done: @escaping (StoreResult<Bool>) -> Void) {
         let new = Array(String(value).utf8)
         let retry: (StoreResult<Bool>) -> Void = { [self] r in
             switch r {
-            case .success(false) where attempts > 1: raise(key, to: value, on: executor, attempts: attempts - 1, done)
+            case .success(false) where attempts > 1: raiseByCompareAndSwap(key, to: value, on: executor, attempts: attempts - 1, done)
             case .success(false): done(.failure(.failed("raise '\(key)': other callers kept changing the value; nothing was raised")))
             default: done(r)
             }
@@ -157,4 +164,14 @@ public protocol Store: AnyObject, Sendable {
                      _ done: @escaping (StoreResult<Void>) -> Void)
     /// Whether the store answers (for the health endpoint).
     func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void)
+    /// Lowers a counter made by `increment` by one, never below 0 and keeping its expiry; an
+    /// absent counter stays absent. `done` gets false if nothing was lowered. (A default built
+    /// from `get` and `compareAndSwap` is provided; a store may do it in one step.)
+    func decrement(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// Raises the number kept at `key` (decimal ASCII, never expiring) to `value`, if the key is
+    /// absent or holds a smaller number. `done` gets true if raised, false if the number kept is
+    /// already `value` or more; of concurrent callers raising to the same value, exactly one sees
+    /// true. A value that is not a number fails rather than being overwritten. (A default built
+    /// from `get`, `create` and `compareAndSwap` is provided; a store may do it in one step.)
+    func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void)
 }
