@@ -119,6 +119,33 @@ final class KeyValueTable {
         }
     }
 
+    /// `Store.decrement` in one transaction: the counter lowered by one, keeping its expiry.
+    func decrement(_ key: String, now: Int64) throws -> Bool {
+        try transaction {
+            guard let row = try live(key, now: now), let n = Int(String(decoding: row.value, as: UTF8.self)), n > 0 else {
+                return false
+            }
+            try put(key, value: Array(String(n - 1).utf8), expiresAt: row.expiresAt)
+            return true
+        }
+    }
+
+    /// `Store.raise` in one transaction: a first value never expires; a raised one keeps its expiry.
+    func raise(_ key: String, to value: UInt64, now: Int64) throws -> Bool {
+        try transaction {
+            var expiresAt = Int64.max
+            if let row = try live(key, now: now) {
+                guard let kept = UInt64(String(decoding: row.value, as: UTF8.self)) else {
+                    throw StoreError.failed("raise '\(key)': the value kept there is not a number")
+                }
+                guard kept < value else { return false }
+                expiresAt = row.expiresAt
+            }
+            try put(key, value: Array(String(value).utf8), expiresAt: expiresAt)
+            return true
+        }
+    }
+
     /// `expiresAt` nil keeps the row's expiry. The value compares byte for byte (both are blobs).
     /// With an audit entry for the outcome, the swap and the entry are one transaction.
     func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, expiresAt: Int64?, now: Int64,

@@ -192,6 +192,16 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         run("ping", executor, done) { table, _ in try table.checkAlive() }
     }
 
+    /// One transaction on the store's queue instead of a read and a compare-and-swap.
+    public func decrement(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        run("decrement", executor, done) { table, now in try table.decrement(key, now: now) }
+    }
+
+    /// One transaction on the store's queue instead of a read and a create or compare-and-swap.
+    public func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        run("raise", executor, done) { table, now in try table.raise(key, to: value, now: now) }
+    }
+
     // MARK: Running operations
 
     /// Runs `body` on the store queue, then `done` on `executor`. The queued block holds the

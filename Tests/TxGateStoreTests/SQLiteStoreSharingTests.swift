@@ -41,10 +41,19 @@ import TestSupport
             #expect(try await call { store.decrement("n", on: $0, $1) }.get() == false, "absent stays absent")
             #expect(try await call { store.get("n", on: $0, $1) }.get() == nil)
             for _ in 0..<30 { _ = try await call { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() }
-            let lowered = await concurrently(40, executors: executors) { _, executor, done in store.decrementByCompareAndSwap("n", on: executor, attempts: 100, done) }
+            // The store's own step, and the compare-and-swap loop other stores default to.
+            let lowered = await concurrently(40, executors: executors) { i, executor, done in
+                if i % 2 == 0 {
+                    store.decrement("n", on: executor, done)
+                } else {
+                    store.decrementByCompareAndSwap("n", on: executor, attempts: 100, done)
+                }
+            }
             #expect(try lowered.filter { try $0.get() }.count == 30)
             #expect(try await call { store.get("n", on: $0, $1) }.get() == bytes("0"))
             #expect(try await call { store.increment("n", ttlMs: 60_000, on: $0, $1) }.get() == 1)
+            try await call { store.put("text", value: bytes("x1"), ttlMs: 60_000, on: $0, $1) }.get()
+            #expect(try await call { store.decrement("text", on: $0, $1) }.get() == false, "not a counter: left alone")
         }
     }
 
@@ -106,13 +115,22 @@ import TestSupport
         defer { first.close(); second.close() }
         let stores = [first, second]
         for step in UInt64(1)...10 {
+            // The store's own step, and the compare-and-swap loop other stores default to.
             let raised = await concurrently(20, executors: executors) { i, executor, done in
-                stores[i % 2].raiseByCompareAndSwap("totp-step:demo", to: step * 10, on: executor, attempts: 100, done)
+                if i % 4 < 2 {
+                    stores[i % 2].raise("totp-step:demo", to: step * 10, on: executor, done)
+                } else {
+                    stores[i % 2].raiseByCompareAndSwap("totp-step:demo", to: step * 10, on: executor, attempts: 100, done)
+                }
             }
             #expect(try raised.filter { try $0.get() }.count == 1, "step \(step)")
         }
         let mixed = await concurrently(50, executors: executors) { i, executor, done in
-            stores[i % 2].raiseByCompareAndSwap("totp-step:other", to: UInt64(i + 1), on: executor, attempts: 100, done)
+            if i % 4 < 2 {
+                stores[i % 2].raise("totp-step:other", to: UInt64(i + 1), on: executor, done)
+            } else {
+                stores[i % 2].raiseByCompareAndSwap("totp-step:other", to: UInt64(i + 1), on: executor, attempts: 100, done)
+            }
         }
         #expect(try mixed.allSatisfy { _ = try $0.get(); return true })
         #expect(try await call { first.get("totp-step:other", on: $0, $1) }.get() == bytes("50"))
