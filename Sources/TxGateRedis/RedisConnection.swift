@@ -88,8 +88,9 @@ struct RedisCommand {
         var out: [UInt8] = []
         out.reserveCapacity(body.count + 8)
         out.append(UInt8(ascii: "*"))
-        out.append(contentsOf: String(count).utf8)
-        out.append(contentsOf: [13, 10])
+        Self.appendDecimal(count, to: &out)
+        out.append(13)
+        out.append(10)
         out.append(contentsOf: body)
         return out
     }
@@ -105,11 +106,18 @@ struct RedisCommand {
 
     private mutating func add(_ b: UnsafeBufferPointer<UInt8>) {
         body.append(UInt8(ascii: "$"))
-        body.append(contentsOf: String(b.count).utf8)
-        body.append(contentsOf: [13, 10])
+        Self.appendDecimal(b.count, to: &body)
+        body.append(13)
+        body.append(10)
         body.append(contentsOf: b)
-        body.append(contentsOf: [13, 10])
+        body.append(13)
+        body.append(10)
         count += 1
+    }
+
+    private static func appendDecimal(_ n: Int, to out: inout [UInt8]) {
+        if n >= 10 { appendDecimal(n / 10, to: &out) }
+        out.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: n % 10))
     }
 }
 

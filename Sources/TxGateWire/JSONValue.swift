@@ -107,6 +107,9 @@ public enum JSONValue: Equatable, Sendable, Codable {
         }
     }
 
+    /// `canonicalBytes` appended to `out`.
+    public func writeCanonical(into out: inout [UInt8]) { write(&out) }
+
     /// The value at a JSON Pointer (RFC 6901), e.g. `/amount`.
     public func at(pointer: String) -> JSONValue? {
         // Unicode scalars, not Characters: found by fuzzing (Fuzz/README.md), a `/` or `~0` followed
@@ -172,5 +175,44 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
     public init(arrayLiteral elements: JSONValue...) { self = .array(elements) }
     public init(dictionaryLiteral elements: (String, JSONValue)...) {
         self = .object(Dictionary(elements, uniquingKeysWith: { _, b in b }))
+    }
+}
+
+/// A canonical JSON object written member by member, without building a dictionary first: for
+/// records encoded at every step. The caller adds the members in the order of their names
+/// (`String`'s `<`, which `canonicalBytes` sorts by); a debug build checks it.
+public struct CanonicalObjectWriter {
+    private var out: [UInt8] = []
+    private var last: String?
+
+    public init(capacity: Int = 256) {
+        out.reserveCapacity(capacity)
+        out.append(UInt8(ascii: "{"))
+    }
+
+    public mutating func member(_ name: String, _ value: String) {
+        key(name)
+        JSONText.write(value, into: &out)
+    }
+
+    public mutating func member(_ name: String, _ value: JSONValue) {
+        key(name)
+        value.write(&out)
+    }
+
+    private mutating func key(_ name: String) {
+        if let last {
+            assert(last < name, "canonical members out of order: '\(last)' before '\(name)'")
+            out.append(UInt8(ascii: ","))
+        }
+        last = name
+        JSONText.write(name, into: &out)
+        out.append(UInt8(ascii: ":"))
+    }
+
+    /// The object's bytes.
+    public consuming func finish() -> [UInt8] {
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 }

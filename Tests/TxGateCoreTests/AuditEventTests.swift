@@ -20,6 +20,34 @@ import Testing
 
     func json(_ line: String) -> [String: JSONValue] { JSONValue.parse(Array(line.utf8))?.objectValue ?? [:] }
 
+    /// `entry` writes its members in order instead of sorting a dictionary: the bytes must be
+    /// the canonical form of the same members.
+    @Test func entriesAreTheCanonicalFormOfTheirMembers() {
+        func reference(_ e: AuditEvent) -> [UInt8] {
+            var o: [String: JSONValue] = ["event": .string(e.kind.rawValue), "txid": .string(e.txid), "subject": .string(e.subject),
+                                          "requestId": .string(e.requestId)]
+            if let v = e.realm { o["realm"] = .string(v) }
+            if let v = e.method { o["method"] = .string(v) }
+            if let v = e.resource { o["resource"] = .string(v) }
+            if let v = e.journey { o["journey"] = .string(v) }
+            if let v = e.display { o["display"] = .string(v) }
+            if !e.bound.isEmpty { o["bound"] = .object(e.bound) }
+            if let v = e.reason { o["reason"] = .string(v) }
+            if let v = e.bodyDigest { o["bodyDigest"] = .string(v) }
+            if let v = e.passkey { o["passkey"] = v }
+            return JSONValue.object(o).canonicalBytes
+        }
+        let bare = AuditEvent(kind: .refused, txid: "t", subject: "é\"", requestId: "r")
+        let full = AuditEvent(kind: .approved, txid: "tx-1", subject: "alice", requestId: "req-7", realm: "/", method: "POST",
+                              resource: "https://gw/transfer", journey: "Confirm", display: "Pay 100 → Bob?",
+                              bound: ["/amount": .number(100), "/payee": "Bob"], reason: "why\n", bodyDigest: "ab",
+                              passkey: ["credentialId": "c"])
+        for e in [bare, full] {
+            #expect(e.entry == reference(e), "\(String(decoding: e.entry, as: UTF8.self))")
+            #expect(AuditEvent(entry: e.entry)?.entry == e.entry)
+        }
+    }
+
     @Test func anApprovalCarriesWhatWasShownAndTheJourney() throws {
         var created = Self.approvedRecord()
         created.state = .created

@@ -82,20 +82,24 @@ public struct AuditEvent: Equatable, Sendable {
     }
 
     /// The bytes a store keeps: canonical JSON, without the store's time and id.
+    /// Written member by member in the order of their names (`AuditEventTests` checks the
+    /// bytes against the canonical form of the same members in a dictionary).
     public var entry: [UInt8] {
-        var o: [String: JSONValue] = [
-            "event": .string(kind.rawValue), "txid": .string(txid), "subject": .string(subject), "requestId": .string(requestId),
-        ]
-        if let realm { o["realm"] = .string(realm) }
-        if let method { o["method"] = .string(method) }
-        if let resource { o["resource"] = .string(resource) }
-        if let journey { o["journey"] = .string(journey) }
-        if let display { o["display"] = .string(display) }
-        if !bound.isEmpty { o["bound"] = .object(bound) }
-        if let reason { o["reason"] = .string(reason) }
-        if let bodyDigest { o["bodyDigest"] = .string(bodyDigest) }
-        if let passkey { o["passkey"] = passkey }
-        return JSONValue.object(o).canonicalBytes
+        var w = CanonicalObjectWriter(capacity: 384)
+        if let bodyDigest { w.member("bodyDigest", bodyDigest) }
+        if !bound.isEmpty { w.member("bound", .object(bound)) }
+        if let display { w.member("display", display) }
+        w.member("event", kind.rawValue)
+        if let journey { w.member("journey", journey) }
+        if let method { w.member("method", method) }
+        if let passkey { w.member("passkey", passkey) }
+        if let realm { w.member("realm", realm) }
+        if let reason { w.member("reason", reason) }
+        w.member("requestId", requestId)
+        if let resource { w.member("resource", resource) }
+        w.member("subject", subject)
+        w.member("txid", txid)
+        return w.finish()
     }
 
     /// Reads `entry` bytes back; nil if they are not an event.

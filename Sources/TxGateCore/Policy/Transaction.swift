@@ -71,18 +71,26 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         "txpending:" + Crypto.hex(Crypto.sha256(JSONValue.array([.string(subject), .string(seal)]).canonicalBytes))
     }
 
-    /// Canonical JSON (sorted keys): the same record always encodes to the same bytes.
+    /// Canonical JSON (sorted keys): the same record always encodes to the same bytes. Written
+    /// member by member in the order of their names (`TransactionRecordTests` checks the bytes
+    /// against the canonical form of the same members in a dictionary).
     public var encoded: [UInt8] {
-        var o: [String: JSONValue] = [
-            "txid": .string(txid), "state": .string(state.rawValue), "realm": .string(realm), "resource": .string(resource),
-            "method": .string(method), "subject": .string(subject), "journey": .string(journey), "bound": .object(bound),
-            "expires": .number(expires), "seal": .string(seal),
-        ]
-        if let bodyDigest { o["bodyDigest"] = .string(bodyDigest) }
-        if let display { o["display"] = .string(display) }
-        if let passkey { o["passkey"] = passkey }
-        if let authorizationDetails { o["authorizationDetails"] = authorizationDetails }
-        return JSONValue.object(o).canonicalBytes
+        var w = CanonicalObjectWriter(capacity: 640)
+        if let authorizationDetails { w.member("authorizationDetails", authorizationDetails) }
+        if let bodyDigest { w.member("bodyDigest", bodyDigest) }
+        w.member("bound", .object(bound))
+        if let display { w.member("display", display) }
+        w.member("expires", .number(expires))
+        w.member("journey", journey)
+        w.member("method", method)
+        if let passkey { w.member("passkey", passkey) }
+        w.member("realm", realm)
+        w.member("resource", resource)
+        w.member("seal", seal)
+        w.member("state", state.rawValue)
+        w.member("subject", subject)
+        w.member("txid", txid)
+        return w.finish()
     }
 
     /// The record in `encoded` form (or as JSONEncoder wrote it); nil if anything is missing.
