@@ -42,6 +42,28 @@ public enum Crypto {
     /// by threads once fetched.
     nonisolated(unsafe) private static let sha256Digest: OpaquePointer? = EVP_MD_fetch(nil, "SHA2-256", nil)
 
+    /// A random (version 4) UUID in lower case, from OpenSSL's CSPRNG: TxIds and the like.
+    /// Foundation's `UUID()` opens, reads and closes /dev/urandom for each one on Linux.
+    public static func uuidV4() -> String {
+        var b = randomBytes(16)
+        b[6] = b[6] & 0x0F | 0x40
+        b[8] = b[8] & 0x3F | 0x80
+        let digits = Array("0123456789abcdef".utf8)
+        return String(unsafeUninitializedCapacity: 36) { out in
+            var j = 0
+            for i in 0..<16 {
+                if i == 4 || i == 6 || i == 8 || i == 10 {
+                    out[j] = UInt8(ascii: "-")
+                    j += 1
+                }
+                out[j] = digits[Int(b[i] >> 4)]
+                out[j + 1] = digits[Int(b[i] & 0xF)]
+                j += 2
+            }
+            return 36
+        }
+    }
+
     /// SHA-1 digest (20 bytes): for names that a protocol defines by SHA-1 (Redis's script
     /// cache), never for security.
     public static func sha1(_ data: [UInt8]) -> [UInt8] {

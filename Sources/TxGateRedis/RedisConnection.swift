@@ -270,8 +270,12 @@ final class RedisConnection {
             drop(why, free: false)
             return
         }
+        guard txgate_redis_attach(ac, loop.base) == REDIS_OK else {
+            redisAsyncFree(ac)
+            drop("could not attach the redis connection to the event loop (out of memory)", free: false)
+            return
+        }
         ac.pointee.data = Unmanaged.passUnretained(self).toOpaque()
-        _ = redisLibeventAttach(ac, loop.base)
         _ = redisAsyncSetConnectCallback(ac) { ac, status in
             guard let ac, let c = RedisConnection.owner(of: ac) else { return }
             c.connected(status == REDIS_OK ? nil : RedisConnection.errorString(ac))

@@ -1,3 +1,4 @@
+import Foundation
 import Dispatch
 import Synchronization
 import Testing
@@ -96,5 +97,23 @@ private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
         #expect(Crypto.fromHex("000FA5ff") == [0x00, 0x0f, 0xa5, 0xff])
         #expect(Crypto.fromHex("abc") == nil)
         #expect(Crypto.fromHex("zz") == nil)
+    }
+}
+
+@Suite struct UUIDTests {
+    @Test func version4UUIDsAreWellFormedAndDistinct() {
+        var seen = Set<String>()
+        for _ in 0..<2000 {
+            let u = Crypto.uuidV4()
+            #expect(u.utf8.count == 36)
+            let parsed = UUID(uuidString: u)
+            #expect(parsed != nil, "\(u)")
+            #expect(parsed?.uuidString.lowercased() == u, "lower case, canonical")
+            let b = Array(u.utf8)
+            #expect(b[14] == UInt8(ascii: "4"), "version 4: \(u)")
+            #expect([UInt8(ascii: "8"), UInt8(ascii: "9"), UInt8(ascii: "a"), UInt8(ascii: "b")].contains(b[19]), "RFC 4122 variant: \(u)")
+            seen.insert(u)
+        }
+        #expect(seen.count == 2000)
     }
 }

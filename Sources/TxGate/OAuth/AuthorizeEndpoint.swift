@@ -181,7 +181,7 @@ struct AuthorizeEndpoint {
     /// Writes a consent record and sends the person to the login page to give it, back here with it.
     private func ask(_ ctx: EndpointCall, _ r: AuthorizationRequest, uid: String, realm: String, journey: String, query: Query) {
         guard let client = provider.client(r.clientId) else { ctx.fail(.internalError("the client vanished")); return }
-        let txid = UUID().uuidString.lowercased()
+        let txid = Crypto.uuidV4()
         let record = ClientConsent.record(txid: txid, client: client, name: provider.clientName(r.clientId), scope: r.scope, uid: uid,
                                           realm: realm, journey: journey, expires: auth.now + 600)
         auth.store.create(TransactionRecord.key(txid), value: record.encoded, ttlMs: 600_000, on: loop) { res in

@@ -88,7 +88,7 @@ final class OAuthProvider: Sendable {
             return
         }
         let record = TransactionRecord.fromDetails(
-            txid: UUID().uuidString.lowercased(), entries: entries, type: opening?.type, bound: opening?.bound ?? [:], realm: realm,
+            txid: Crypto.uuidV4(), entries: entries, type: opening?.type, bound: opening?.bound ?? [:], realm: realm,
             subject: uid, journey: type.journey, display: AuthorizationDetails.display(entries, types: types),
             expires: auth.now + type.ttlS)
         auth.store.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: type.ttlS * 1000, on: loop) { [auth] r in

@@ -1,4 +1,5 @@
 import Foundation
+import TxGateCrypto
 
 /// The embedded policy decision, as a value: given the policies, a query, the clock and what
 /// the store returned, it says what to do next. It never touches the store or reads the
@@ -13,7 +14,7 @@ public struct PolicyDecider: Sendable {
     public let newTxId: @Sendable () -> String
 
     public init(policies: PolicySet, loginJourney: String, maxPending: Int,
-                newTxId: @escaping @Sendable () -> String = { UUID().uuidString.lowercased() }) {
+                newTxId: @escaping @Sendable () -> String = { Crypto.uuidV4() }) {
         self.policies = policies
         self.loginJourney = loginJourney
         self.maxPending = maxPending
