@@ -10,6 +10,15 @@ let buildCommit: String = {
     return kept.isEmpty ? "unknown" : kept
 }()
 
+// EventHTTP and HTTPCore, the per-request layers, are built for release without the run-time
+// exclusivity checks (bench/RESULTS.md: ~1.9k instructions per proxied request). The
+// compile-time checks stay; debug builds (the test suite) and the fuzz targets
+// (scripts/fuzz.sh sets TXGATE_EXCLUSIVITY_CHECKS=1) keep the run-time ones. SwiftPM accepts
+// unsafe flags in a root, local or branch/revision dependency (docs/CLIENT.md's form), not in
+// one pinned to a version; the TxGateClient product depends on neither target.
+let hotPathSettings: [SwiftSetting] = Context.environment["TXGATE_EXCLUSIVITY_CHECKS"] == "1"
+    ? [] : [.unsafeFlags(["-enforce-exclusivity=unchecked"], .when(configuration: .release))]
+
 let package = Package(
     name: "TxGate",
     platforms: [.macOS(.v13)],
@@ -48,8 +57,8 @@ let package = Package(
 
         // The one thin layer over libevent: loops, HTTP/1.1 server and upstream client, TLS.
         // HTTP/1.1 message model and parsing, pure Swift (no sockets), shared by every layer.
-        .target(name: "HTTPCore"),
-        .target(name: "EventHTTP", dependencies: ["CLibevent", "COpenSSL", "HTTPCore"]),
+        .target(name: "HTTPCore", swiftSettings: hotPathSettings),
+        .target(name: "EventHTTP", dependencies: ["CLibevent", "COpenSSL", "HTTPCore"], swiftSettings: hotPathSettings),
         // Cryptographic building blocks over OpenSSL (hashes, HMAC, scrypt, CSPRNG, base64/base32).
         .target(name: "TxGateCrypto", dependencies: ["COpenSSL"]),
         // The git commit of the build, as a C string (C macros carry values; Swift defines do not).

@@ -14,6 +14,9 @@ targets=("$@"); [ ${#targets[@]} -eq 0 ] && targets=("${all[@]}")
 parallel="${FUZZ_PARALLEL:-2}"
 config="${FUZZ_CONFIG:-release}"
 flags=(-c "$config" -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library)
+# The run-time exclusivity checks stay on in what is fuzzed (Package.swift turns them off for
+# the release build of EventHTTP and HTTPCore).
+export TXGATE_EXCLUSIVITY_CHECKS=1
 
 start=$(date +%s)
 # ld.gold warns once per exported ASan symbol; those lines say nothing.
