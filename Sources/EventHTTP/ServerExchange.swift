@@ -145,7 +145,7 @@ public final class ServerExchange {
         w.write(reason ?? HTTPStatus.reason(status))
         w.writeCRLF()
         w.writeFields(headers)
-        if c.isTLS, let sts = c.server.strictTransportSecurity, headers.first("Strict-Transport-Security") == nil {
+        if c.isTLS, let sts = c.server.strictTransportSecurity, !headers.contains("Strict-Transport-Security") {
             w.writeField("Strict-Transport-Security", sts)
         }
         switch framing {

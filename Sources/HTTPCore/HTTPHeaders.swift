@@ -1,5 +1,11 @@
 /// An ordered list of header fields. Names compare ASCII case-insensitively; order and
 /// duplicates are kept, because a proxy must forward what it received.
+///
+/// The fields are kept as bytes: one buffer holds every name and value (a parsed head's header
+/// block copied once), and each field is a pair of ranges into it. A field becomes `String`s
+/// only when it is read as a `Field` (`first`, iteration); forwarding, framing and the proxy's
+/// header rules work on the bytes (`forEachRaw`, `append(_: RawField)`), so a proxied request
+/// builds no String per header on either side.
 public struct HTTPHeaders: Sequence, Sendable, Equatable {
     public struct Field: Sendable, Equatable {
         public var name: String
@@ -13,33 +19,149 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
         public init(name: String, value: String) { self.name = name; self.value = value }
 
         /// A field read off the wire: `value` decoded, the bytes kept when they are not UTF-8.
-        /// Valid UTF-8 (the usual case) costs the one validating pass that decoding costs anyway.
         public init(name: String, bytes: UnsafeBufferPointer<UInt8>) {
-            self.name = name
-            if let text = String(validating: bytes, as: UTF8.self) {
-                value = text
-            } else {
-                value = String(decoding: bytes, as: UTF8.self)
-                received = Array(bytes)
-            }
+            self.init(name: name, bytes: bytes, isUTF8: String(validating: bytes, as: UTF8.self) != nil)
         }
 
-        /// The value's size on the wire.
-        var wireCount: Int { received?.count ?? value.utf8.count }
+        init(name: String, bytes: UnsafeBufferPointer<UInt8>, isUTF8: Bool) {
+            self.name = name
+            value = String(decoding: bytes, as: UTF8.self)
+            if !isUTF8 { received = Array(bytes) }
+        }
     }
 
-    public private(set) var fields: [Field]
+    /// One field as bytes, valid only inside the `forEachRaw` call that hands it out.
+    public struct RawField {
+        public let name: UnsafeBufferPointer<UInt8>
+        public let value: UnsafeBufferPointer<UInt8>
+        /// Whether `value` is valid UTF-8 (false: obs-text, forwarded as it is).
+        public let isUTF8: Bool
 
-    public init(_ pairs: [(String, String)] = []) {
-        fields = pairs.map { Field(name: $0.0, value: $0.1) }
-        fields.reserveCapacity(16)
+        @usableFromInline
+        init(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, isUTF8: Bool) {
+            self.name = name
+            self.value = value
+            self.isUTF8 = isUTF8
+        }
+
+        /// The field as text.
+        public var field: Field {
+            Field(name: String(decoding: name, as: UTF8.self), bytes: value, isUTF8: isUTF8)
+        }
     }
 
-    public var count: Int { fields.count }
-    public func makeIterator() -> IndexingIterator<[Field]> { fields.makeIterator() }
+    /// Where one field's name and value lie in `storage`.
+    @usableFromInline
+    struct Entry: Sendable {
+        @usableFromInline var nameStart: Int32
+        @usableFromInline var nameCount: Int32
+        @usableFromInline var valueStart: Int32
+        @usableFromInline var valueCount: Int32
+        @usableFromInline var isUTF8: Bool
+    }
+
+    @usableFromInline var storage: [UInt8]
+    @usableFromInline var entries: [Entry]
+
+    public init() {
+        storage = []
+        entries = []
+    }
+
+    public init(_ pairs: [(String, String)]) {
+        storage = []
+        entries = []
+        for (name, value) in pairs { add(name, value) }
+    }
+
+    /// Headers whose bytes are `block` (a parser's header block), fields added with `appendParsed`.
+    init(block: UnsafeBufferPointer<UInt8>) {
+        storage = Array(block)
+        entries = []
+        entries.reserveCapacity(16)
+    }
+
+    /// A field of the block given to `init(block:)`, by its offsets in it.
+    @inline(__always)
+    mutating func appendParsed(name: Range<Int>, value: Range<Int>, isUTF8: Bool) {
+        entries.append(Entry(nameStart: Int32(name.lowerBound), nameCount: Int32(name.count),
+                             valueStart: Int32(value.lowerBound), valueCount: Int32(value.count), isUTF8: isUTF8))
+    }
+
+    public var count: Int { entries.count }
+
+    public func makeIterator() -> Iterator { Iterator(headers: self) }
+
+    public struct Iterator: IteratorProtocol {
+        let headers: HTTPHeaders
+        var index = 0
+        public mutating func next() -> Field? {
+            guard index < headers.entries.count else { return nil }
+            defer { index += 1 }
+            return headers.field(at: index)
+        }
+    }
+
+    /// Every field as text (a copy; `forEachRaw` reads them without one).
+    public var fields: [Field] { (0..<entries.count).map(field(at:)) }
+
+    public func field(at i: Int) -> Field {
+        storage.withUnsafeBufferPointer { raw(entries[i], $0).field }
+    }
+
+    @inlinable @inline(__always)
+    func raw(_ e: Entry, _ b: UnsafeBufferPointer<UInt8>) -> RawField {
+        let base = b.baseAddress ?? UnsafePointer(bitPattern: 1)!
+        return RawField(name: UnsafeBufferPointer(start: base + Int(e.nameStart), count: Int(e.nameCount)),
+                        value: UnsafeBufferPointer(start: base + Int(e.valueStart), count: Int(e.valueCount)),
+                        isUTF8: e.isUTF8)
+    }
+
+    /// Calls `body` with each field's bytes, in order, without making a String.
+    @inlinable
+    public func forEachRaw(_ body: (RawField) throws -> Void) rethrows {
+        try storage.withUnsafeBufferPointer { b in
+            for e in entries { try body(raw(e, b)) }
+        }
+    }
+
+    /// The first field for which `body` returns a value, and that value.
+    @inlinable
+    func firstRaw<R>(_ body: (RawField) -> R?) -> R? {
+        storage.withUnsafeBufferPointer { b in
+            for e in entries { if let r = body(raw(e, b)) { return r } }
+            return nil
+        }
+    }
 
     public mutating func add(_ name: String, _ value: String) {
-        fields.append(Field(name: name, value: value))
+        var name = name, value = value
+        name.withUTF8 { n in value.withUTF8 { v in append(name: n, value: v, isUTF8: true) } }
+    }
+
+    /// Appends a field given as bytes (another `HTTPHeaders`' `RawField`: forwarded as it is).
+    public mutating func append(_ raw: RawField) {
+        append(name: raw.name, value: raw.value, isUTF8: raw.isUTF8)
+    }
+
+    public mutating func append(_ field: Field) {
+        var name = field.name
+        name.withUTF8 { n in
+            if let received = field.received {
+                received.withUnsafeBufferPointer { append(name: n, value: $0, isUTF8: false) }
+            } else {
+                var value = field.value
+                value.withUTF8 { append(name: n, value: $0, isUTF8: true) }
+            }
+        }
+    }
+
+    mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, isUTF8: Bool) {
+        let start = storage.count
+        storage.append(contentsOf: name)
+        storage.append(contentsOf: value)
+        entries.append(Entry(nameStart: Int32(start), nameCount: Int32(name.count),
+                             valueStart: Int32(start + name.count), valueCount: Int32(value.count), isUTF8: isUTF8))
     }
 
     /// Replaces every field called `name` with one field.
@@ -49,38 +171,49 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     }
 
     public mutating func remove(_ name: String) {
-        removeAll { asciiCaseInsensitiveEquals($0.name, name) }
+        var name = name
+        name.withUTF8 { n in removeAll(whereName: { asciiCaseInsensitiveEquals($0, n) }) }
     }
 
-    /// Removes the fields `shouldRemove` picks, keeping the others' order. Nothing is
-    /// written when none is picked (the usual case).
+    /// Removes the fields `shouldRemove` picks, keeping the others' order.
     public mutating func removeAll(where shouldRemove: (Field) -> Bool) {
-        guard let first = fields.firstIndex(where: shouldRemove) else { return }
-        var kept = first
-        for i in (first + 1)..<fields.count where !shouldRemove(fields[i]) {
-            fields.swapAt(kept, i)
-            kept += 1
-        }
-        fields.removeLast(fields.count - kept)
+        let drop = (0..<entries.count).map { shouldRemove(field(at: $0)) }
+        guard drop.contains(true) else { return }
+        entries = entries.indices.filter { !drop[$0] }.map { entries[$0] }
+    }
+
+    /// Removes the fields whose name `shouldRemove` picks, keeping the others' order (their
+    /// bytes stay in the buffer until the headers are copied).
+    public mutating func removeAll(whereName shouldRemove: (UnsafeBufferPointer<UInt8>) -> Bool) {
+        let kept = storage.withUnsafeBufferPointer { b in entries.filter { !shouldRemove(raw($0, b).name) } }
+        if kept.count != entries.count { entries = kept }
     }
 
     public func first(_ name: String) -> String? {
-        for f in fields where asciiCaseInsensitiveEquals(f.name, name) { return f.value }
-        return nil
+        var name = name
+        return name.withUTF8 { n in
+            firstRaw { f in asciiCaseInsensitiveEquals(f.name, n) ? f.field.value : nil }
+        }
     }
 
     public func values(_ name: String) -> [String] {
-        fields.filter { asciiCaseInsensitiveEquals($0.name, name) }.map(\.value)
+        var out: [String] = []
+        var name = name
+        name.withUTF8 { n in forEachRaw { f in if asciiCaseInsensitiveEquals(f.name, n) { out.append(f.field.value) } } }
+        return out
     }
 
-    public func contains(_ name: String) -> Bool { first(name) != nil }
+    public func contains(_ name: String) -> Bool {
+        var name = name
+        return name.withUTF8 { n in firstRaw { asciiCaseInsensitiveEquals($0.name, n) ? true : nil } } ?? false
+    }
 
     /// The comma-separated tokens of every field called `name`, lowercased and trimmed
     /// (as in `Connection: close, Upgrade`).
     public func tokens(_ name: String) -> [String] {
         var out: [String] = []
-        for f in fields where asciiCaseInsensitiveEquals(f.name, name) {
-            for part in f.value.split(separator: ",") {
+        for value in values(name) {
+            for part in value.split(separator: ",") {
                 let t = part.trimmingOWS()
                 if !t.isEmpty { out.append(t.lowercasedASCII()) }
             }
@@ -91,37 +224,81 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     /// Whether any field called `name` lists `token` (case-insensitively) among its
     /// comma-separated values. No allocation: it runs for every message.
     public func hasToken(_ name: String, _ token: String) -> Bool {
-        for f in fields where asciiCaseInsensitiveEquals(f.name, name) {
-            if listContains(f.value, token) { return true }
+        var name = name, token = token
+        return name.withUTF8 { n in
+            token.withUTF8 { t in
+                firstRaw { f in
+                    asciiCaseInsensitiveEquals(f.name, n) && scanTokens(f.value) { s, e in
+                        asciiCaseInsensitiveEquals(UnsafeBufferPointer(rebasing: f.value[s..<e]), t)
+                    } ? true : nil
+                } ?? false
+            }
         }
-        return false
     }
 
     /// The header names that `Connection` declares hop-by-hop (its tokens other than `close`
     /// and `keep-alive`). Empty, without allocating, in the common case.
     public func connectionNamedHeaders() -> [String] {
         var out: [String] = []
-        for f in fields where asciiCaseInsensitiveEquals(f.name, "Connection") {
-            if onlyConnectionKeywords(f.value) { continue }
-            forEachToken(f.value) { t in
-                if !asciiCaseInsensitiveEquals(t, "close") && !asciiCaseInsensitiveEquals(t, "keep-alive") {
-                    out.append(t)
+        forEachRaw { f in
+            guard f.name.count == 10, equalsLowercased(f.name, "connection") else { return }
+            _ = scanTokens(f.value) { s, e in
+                if !bytesEqualFolded(f.value, s, e, "close") && !bytesEqualFolded(f.value, s, e, "keep-alive") {
+                    out.append(String(decoding: UnsafeBufferPointer(rebasing: f.value[s..<e]), as: UTF8.self))
                 }
+                return false
             }
         }
         return out
     }
 
-    public mutating func reserveCapacity(_ n: Int) { fields.reserveCapacity(n) }
+    /// Room for `n` fields and `bytes` bytes of names and values.
+    public mutating func reserveCapacity(_ n: Int, bytes: Int = 0) {
+        entries.reserveCapacity(n)
+        if bytes > 0 { storage.reserveCapacity(bytes) }
+    }
 
-    public mutating func append(_ field: Field) { fields.append(field) }
+    /// The bytes of names and values the fields hold (a size hint for a copy).
+    public var byteCount: Int { storage.count }
 
     /// Sum of the wire size of the fields ("Name: value\r\n").
-    public var wireSize: Int { fields.reduce(0) { $0 + $1.name.utf8.count + $1.wireCount + 4 } }
+    public var wireSize: Int { entries.reduce(0) { $0 + Int($1.nameCount) + Int($1.valueCount) + 4 } }
+
+    /// Equal when the same names and values (as bytes) come in the same order.
+    public static func == (a: HTTPHeaders, b: HTTPHeaders) -> Bool {
+        guard a.entries.count == b.entries.count else { return false }
+        return a.storage.withUnsafeBufferPointer { pa in
+            b.storage.withUnsafeBufferPointer { pb in
+                for (x, y) in zip(a.entries, b.entries) {
+                    let fa = a.raw(x, pa), fb = b.raw(y, pb)
+                    guard fa.name.elementsEqual(fb.name), fa.value.elementsEqual(fb.value) else { return false }
+                }
+                return true
+            }
+        }
+    }
 }
 
 @inline(__always) @usableFromInline
 func lowerASCII(_ b: UInt8) -> UInt8 { (b >= 65 && b <= 90) ? b | 0x20 : b }
+
+/// Whether two header names, as bytes, are equal ASCII case-insensitively.
+@inlinable
+public func asciiCaseInsensitiveEquals(_ a: UnsafeBufferPointer<UInt8>, _ b: UnsafeBufferPointer<UInt8>) -> Bool {
+    guard a.count == b.count else { return false }
+    guard let pa = a.baseAddress, let pb = b.baseAddress else { return true }
+    for i in 0..<a.count where pa[i] != pb[i] && lowerASCII(pa[i]) != lowerASCII(pb[i]) { return false }
+    return true
+}
+
+/// Whether `a` is `lower` (given in lowercase), ASCII case-insensitively.
+@inlinable
+public func equalsLowercased(_ a: UnsafeBufferPointer<UInt8>, _ lower: StaticString) -> Bool {
+    guard a.count == lower.utf8CodeUnitCount, let pa = a.baseAddress else { return a.count == lower.utf8CodeUnitCount }
+    let p = lower.utf8Start
+    for i in 0..<a.count where lowerASCII(pa[i]) != p[i] { return false }
+    return true
+}
 
 /// Whether two header names are equal, ASCII case-insensitively. Inlined where it is called
 /// (each request compares names many times): most comparisons end at the lengths.
@@ -148,16 +325,8 @@ func sameLengthCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
     }
 }
 
-/// Calls `body` with each comma-separated, OWS-trimmed, non-empty token of a header value.
-func forEachToken(_ value: String, _ body: (String) -> Void) {
-    for part in value.split(separator: ",") {
-        let t = part.trimmingOWS()
-        if !t.isEmpty { body(t) }
-    }
-}
-
-/// Calls `body` with the byte range of each trimmed token of a comma-separated value; stops
-/// when it returns true. Nil when the string is not contiguous.
+/// Calls `body` with the byte range of each trimmed, non-empty token of a comma-separated
+/// value; stops when it returns true, and says whether it did.
 @inline(__always)
 func scanTokens(_ v: UnsafeBufferPointer<UInt8>, _ body: (Int, Int) -> Bool) -> Bool {
     var i = 0
@@ -179,31 +348,6 @@ func bytesEqualFolded(_ v: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int,
     let p = lower.utf8Start
     for k in 0..<(end - start) where lowerASCII(v[start + k]) != p[k] { return false }
     return true
-}
-
-/// True when every token is `close` or `keep-alive` (what nearly every message says).
-func onlyConnectionKeywords(_ value: String) -> Bool {
-    value.utf8.withContiguousStorageIfAvailable { v in
-        !scanTokens(v) { s, e in !bytesEqualFolded(v, s, e, "close") && !bytesEqualFolded(v, s, e, "keep-alive") }
-    } ?? false
-}
-
-/// Whether a comma-separated header value lists `token`, compared case-insensitively, on
-/// the raw bytes.
-func listContains(_ value: String, _ token: String) -> Bool {
-    let result = value.utf8.withContiguousStorageIfAvailable { v -> Bool in
-        token.utf8.withContiguousStorageIfAvailable { t -> Bool in
-            scanTokens(v) { start, end in
-                guard end - start == t.count else { return false }
-                for k in 0..<t.count where lowerASCII(v[start + k]) != lowerASCII(t[k]) { return false }
-                return true
-            }
-        } ?? false
-    }
-    if let r = result { return r }
-    var found = false
-    forEachToken(value) { if asciiCaseInsensitiveEquals($0, token) { found = true } }
-    return found
 }
 
 extension StringProtocol {

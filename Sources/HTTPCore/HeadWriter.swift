@@ -28,13 +28,13 @@ public struct HeadWriter: ~Copyable {
 
     public mutating func writeCRLF() { out.append(0x0D, 0x0A) }
 
-    /// Each field as received: a value that was not UTF-8 goes out as its original bytes.
+    /// Each field as received, from the headers' bytes (a value that was not UTF-8 goes out
+    /// as its original bytes).
     public mutating func writeFields(_ headers: HTTPHeaders) {
-        for f in headers.fields {
-            guard let received = f.received else { writeField(f.name, f.value); continue }
+        headers.forEachRaw { f in
             out.append(f.name)
             out.append(0x3A, 0x20)
-            received.withUnsafeBufferPointer { out.append($0) }
+            out.append(f.value)
             out.append(0x0D, 0x0A)
         }
     }

@@ -158,10 +158,12 @@ final class RequestContext {
                     outcome = .fail(.internalError("no phase answered the request"))
                     continue
                 }
-                let phase = pipeline.phases[phaseIndex]
                 phaseIndex += 1
                 flow = .inPhase
-                let status = phase.handle(self)
+                // Called on the array's element in place: a copy of the existential (the
+                // phase's fields retained and released) for every phase of every request
+                // cost more than the call.
+                let status = pipeline.phases[phaseIndex - 1].handle(self)
                 switch (status, flow) {
                 case (.suspended, .resumedInPhase(let o)):
                     outcome = o
@@ -176,7 +178,7 @@ final class RequestContext {
                     outcome = .fail(f)
                 default:
                     // A phase took a resume token and then returned another status.
-                    outcome = .fail(.internalError("phase \(type(of: phase)) answered twice"))
+                    outcome = .fail(.internalError("phase \(type(of: pipeline.phases[phaseIndex - 1])) answered twice"))
                 }
             case .reply(let r):
                 flow = .over

@@ -21,24 +21,30 @@ public enum ProxyHeaders {
 
     /// Classifies a field name by its length first, so most names cost one comparison.
     static func kind(_ name: String) -> Kind {
-        @inline(__always) func eq(_ known: String) -> Bool { asciiCaseInsensitiveEquals(name, known) }
-        switch name.utf8.count {
-        case 2: return eq("TE") ? .hopByHop : .other
-        case 4: return eq("Host") ? .host : .other
-        case 7: return eq("Upgrade") || eq("Trailer") ? .hopByHop : .other
-        case 9: return eq("Forwarded") || eq("X-Real-IP") ? .override : .other
-        case 13: return eq("X-HTTP-Method") || eq("X-TxGate-User") || eq("X-Rewrite-URL") ? .override : .other
-        case 10: return eq("Connection") || eq("Keep-Alive") ? .hopByHop : .other
-        case 11: return eq("X-Client-IP") ? .override : .other
-        case 12: return eq("X-Request-Id") ? .requestId : .other
-        case 14: return eq("Content-Length") ? .contentLength : eq("X-Original-URL") || eq("True-Client-IP") ? .override : .other
-        case 15: return eq("X-Forwarded-For") ? .forwardedFor : .other
-        case 16: return eq("Proxy-Connection") ? .hopByHop : eq("X-Forwarded-Host") ? .forwardedHost : .other
-        case 17: return eq("Transfer-Encoding") ? .hopByHop : eq("X-Forwarded-Proto") ? .forwardedProto
-            : eq("X-Method-Override") ? .override : .other
-        case 18: return eq("Proxy-Authenticate") ? .hopByHop : .other
-        case 19: return eq("Proxy-Authorization") ? .hopByHop : .other
-        case 22: return eq("X-HTTP-Method-Override") ? .override : .other
+        var name = name
+        return name.withUTF8 { kind($0) }
+    }
+
+    /// `kind` on a name's bytes (what the per-request passes read).
+    static func kind(_ name: UnsafeBufferPointer<UInt8>) -> Kind {
+        @inline(__always) func eq(_ known: StaticString) -> Bool { equalsLowercased(name, known) }
+        switch name.count {
+        case 2: return eq("te") ? .hopByHop : .other
+        case 4: return eq("host") ? .host : .other
+        case 7: return eq("upgrade") || eq("trailer") ? .hopByHop : .other
+        case 9: return eq("forwarded") || eq("x-real-ip") ? .override : .other
+        case 13: return eq("x-http-method") || eq("x-txgate-user") || eq("x-rewrite-url") ? .override : .other
+        case 10: return eq("connection") || eq("keep-alive") ? .hopByHop : .other
+        case 11: return eq("x-client-ip") ? .override : .other
+        case 12: return eq("x-request-id") ? .requestId : .other
+        case 14: return eq("content-length") ? .contentLength : eq("x-original-url") || eq("true-client-ip") ? .override : .other
+        case 15: return eq("x-forwarded-for") ? .forwardedFor : .other
+        case 16: return eq("proxy-connection") ? .hopByHop : eq("x-forwarded-host") ? .forwardedHost : .other
+        case 17: return eq("transfer-encoding") ? .hopByHop : eq("x-forwarded-proto") ? .forwardedProto
+            : eq("x-method-override") ? .override : .other
+        case 18: return eq("proxy-authenticate") ? .hopByHop : .other
+        case 19: return eq("proxy-authorization") ? .hopByHop : .other
+        case 22: return eq("x-http-method-override") ? .override : .other
         default: return .other
         }
     }
@@ -48,12 +54,15 @@ public enum ProxyHeaders {
     /// Removes the hop-by-hop fields and every field the `Connection` header names.
     public static func removeHopByHop(_ headers: inout HTTPHeaders) {
         let named = headers.connectionNamedHeaders()
-        headers.removeAll { f in kind(f.name) == .hopByHop || isNamed(f.name, named) }
+        headers.removeAll(whereName: { kind($0) == .hopByHop || isNamed($0, named) })
     }
 
     @inline(__always)
-    static func isNamed(_ name: String, _ named: [String]) -> Bool {
-        !named.isEmpty && named.contains { asciiCaseInsensitiveEquals($0, name) }
+    static func isNamed(_ name: UnsafeBufferPointer<UInt8>, _ named: [String]) -> Bool {
+        !named.isEmpty && named.contains { n in
+            var n = n
+            return n.withUTF8 { asciiCaseInsensitiveEquals($0, name) }
+        }
     }
 
     /// The headers sent upstream for a client request. Besides the hop-by-hop fields, the
@@ -70,21 +79,24 @@ public enum ProxyHeaders {
                                        credentials: GatewayCredentials? = nil) -> HTTPHeaders {
         let named = client.connectionNamedHeaders()
         var h = HTTPHeaders()
-        h.reserveCapacity(client.count + 5)
+        h.reserveCapacity(client.count + 5, bytes: client.byteCount + 160)
         var originalHost: String?
         var forwardedFor: String?
-        for f in client {
+        client.forEachRaw { f in
             switch kind(f.name) {
             case .hopByHop, .contentLength, .forwardedProto, .forwardedHost, .requestId, .override:
-                continue
+                return
             case .host:
-                originalHost = f.value
+                originalHost = f.field.value
             case .forwardedFor:
-                if forwardedChain { forwardedFor = forwardedFor.map { $0 + ", " + f.value } ?? f.value }
+                if forwardedChain {
+                    let v = f.field.value
+                    forwardedFor = forwardedFor.map { $0 + ", " + v } ?? v
+                }
             case .other:
-                guard !isNamed(f.name, named) && !f.name.utf8.contains(0x5F) else { continue }
-                if let credentials {
-                    if let kept = credentials.withoutCredentials(f) { h.append(kept) }
+                guard !isNamed(f.name, named) && !f.name.contains(0x5F) else { return }
+                if let credentials, credentials.mayConcern(f.name) {
+                    if let kept = credentials.withoutCredentials(f.field) { h.append(kept) }
                 } else {
                     h.append(f)
                 }
@@ -104,11 +116,11 @@ public enum ProxyHeaders {
     public static func clientResponse(_ upstream: HTTPHeaders, requestId: String, keepContentLength: Bool) -> HTTPHeaders {
         let named = upstream.connectionNamedHeaders()
         var h = HTTPHeaders()
-        h.reserveCapacity(upstream.count + 1)
-        for f in upstream {
+        h.reserveCapacity(upstream.count + 1, bytes: upstream.byteCount + 44)
+        upstream.forEachRaw { f in
             switch kind(f.name) {
             case .hopByHop, .requestId:
-                continue
+                return
             case .contentLength:
                 if keepContentLength { h.append(f) }
             default:
@@ -138,6 +150,15 @@ public struct GatewayCredentials: Sendable {
     public init(cookieName: String, bearerToken: String?) {
         self.cookieName = cookieName
         self.bearerToken = bearerToken
+    }
+
+    /// Whether a field with this name may carry the gateway's credentials (`withoutCredentials`
+    /// decides); every other field goes upstream as its bytes.
+    public func mayConcern(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
+        if equalsLowercased(name, "cookie") || equalsLowercased(name, "x-txid") { return true }
+        if bearerToken != nil && equalsLowercased(name, "authorization") { return true }
+        var cookieName = cookieName
+        return cookieName.withUTF8 { asciiCaseInsensitiveEquals($0, name) }
     }
 
     /// `f` as it may go upstream: nil when it is a credential, a `Cookie` without the session
