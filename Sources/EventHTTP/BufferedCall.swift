@@ -17,7 +17,7 @@ public final class BufferedCall: UpstreamResponseHandler {
     private var done: ((Result<BufferedResponse, UpstreamFailure>) -> Void)?
     private var call: UpstreamCall?
     private var timer: LoopTimer?
-    /// Keeps itself alive while the call is in flight (the pool holds its handler weakly).
+    /// Keeps itself alive until it has answered, whether or not the call is still in flight.
     private var selfRef: BufferedCall?
 
     private init(maxBytes: Int, done: @escaping (Result<BufferedResponse, UpstreamFailure>) -> Void) {

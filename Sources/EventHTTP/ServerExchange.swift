@@ -129,8 +129,27 @@ public final class ServerExchange {
         startResponse(status: status, reason: reason, headers: headers, framing: framing, suppressBody: false)
     }
 
+    /// `startResponse` with the fields written by `writeFields` into the head (a proxy writes
+    /// the upstream's fields from its bytes, without building `HTTPHeaders` for them).
+    /// `fieldCount` sizes the head; `hasStrictTransportSecurity` (asked only on a TLS listener
+    /// that sends one) says whether the fields carry their own.
+    public func startResponse(status: Int, reason: String? = nil, framing: ResponseFraming, fieldCount: Int,
+                              hasStrictTransportSecurity: @autoclosure () -> Bool,
+                              writeFields: (inout HeadWriter) -> Void) {
+        loop.preconditionInEventLoop()
+        startResponse(status: status, reason: reason, framing: framing, suppressBody: false, fieldCount: fieldCount,
+                      hasStrictTransportSecurity: hasStrictTransportSecurity(), writeFields: writeFields)
+    }
+
     private func startResponse(status: Int, reason: String? = nil, headers: HTTPHeaders, framing: ResponseFraming,
                                suppressBody: Bool) {
+        startResponse(status: status, reason: reason, framing: framing, suppressBody: suppressBody, fieldCount: headers.count,
+                      hasStrictTransportSecurity: headers.contains("Strict-Transport-Security")) { $0.writeFields(headers) }
+    }
+
+    private func startResponse(status: Int, reason: String?, framing: ResponseFraming, suppressBody: Bool, fieldCount: Int,
+                               hasStrictTransportSecurity: @autoclosure () -> Bool,
+                               writeFields: (inout HeadWriter) -> Void) {
         guard let c = connection, !responseStarted else { return }
         responseStarted = true
         // Answered before the body has all arrived: the connection closes afterwards.
@@ -138,14 +157,14 @@ public final class ServerExchange {
         self.status = status
         // A guess, not `headers.wireSize` (a pass over every field, ~300 instructions for a
         // response head): a larger head grows the writer once or twice.
-        var w = HeadWriter(capacity: 256 + 48 * headers.count)
+        var w = HeadWriter(capacity: 256 + 48 * fieldCount)
         w.write("HTTP/1.1 ")
         w.write(status)
         w.write(" ")
         w.write(reason ?? HTTPStatus.reason(status))
         w.writeCRLF()
-        w.writeFields(headers)
-        if c.isTLS, let sts = c.server.strictTransportSecurity, !headers.contains("Strict-Transport-Security") {
+        writeFields(&w)
+        if c.isTLS, let sts = c.server.strictTransportSecurity, !hasStrictTransportSecurity() {
             w.writeField("Strict-Transport-Security", sts)
         }
         switch framing {

@@ -4,7 +4,9 @@ import HTTPCore
 public final class UpstreamCall {
     let loop: EventLoop
     let request: UpstreamRequest
-    weak var handler: UpstreamResponseHandler?
+    /// Held until the call finishes or is cancelled (both let it go). It was weak: that cost a
+    /// side table per proxied request (allocated, assigned, read at every callback).
+    var handler: UpstreamResponseHandler?
     var connection: UpstreamConnection?
     var retried = false
     public private(set) var headReceived = false

@@ -31,11 +31,14 @@ public struct HeadWriter: ~Copyable {
     /// Each field as received, from the headers' bytes (a value that was not UTF-8 goes out
     /// as its original bytes).
     public mutating func writeFields(_ headers: HTTPHeaders) {
-        headers.forEachRaw { f in
-            out.append(f.name)
-            out.append(0x3A, 0x20)
-            out.append(f.value)
-            out.append(0x0D, 0x0A)
-        }
+        headers.forEachRaw { writeField($0) }
+    }
+
+    /// One field as its bytes.
+    public mutating func writeField(_ f: HTTPHeaders.RawField) {
+        out.append(f.name)
+        out.append(0x3A, 0x20)
+        out.append(f.value)
+        out.append(0x0D, 0x0A)
     }
 }

@@ -60,6 +60,28 @@ import Testing
         #expect(ProxyHeaders.clientResponse(up, requestId: "r", keepContentLength: true).first("Content-Length") == "10")
     }
 
+    /// The gateway's own fields (its CORS answer) come last and replace the upstream's fields of
+    /// the same `Access-Control-*` name; the head the proxy writes holds exactly these fields.
+    @Test func theGatewaysOwnFieldsFollowAndReplaceTheUpstreamsCORSFields() {
+        let up = HTTPHeaders([("Access-Control-Allow-Origin", "*"), ("access-control-max-age", "5"), ("Vary", "Accept"),
+                              ("Access-Control-Expose-Headers", "X-Up"), ("X-Request-Id", "upstream's"), ("Content-Length", "3")])
+        let own = HTTPHeaders([("Access-Control-Allow-Origin", "https://app.example"), ("Access-Control-Max-Age", "600"),
+                               ("Vary", "Origin")])
+        let h = ProxyHeaders.clientResponse(up, requestId: "r", keepContentLength: false, own: own)
+        #expect(h.fields.map { "\($0.name): \($0.value)" } == [
+            "Vary: Accept", "Access-Control-Expose-Headers: X-Up", "X-Request-Id: r",
+            "Access-Control-Allow-Origin: https://app.example", "Access-Control-Max-Age: 600", "Vary: Origin",
+        ])
+        for keep in [false, true] {
+            var w = HeadWriter()
+            ProxyHeaders.writeClientResponse(up, requestId: "r", keepContentLength: keep, own: own, into: &w)
+            var expected = HeadWriter()
+            expected.writeFields(ProxyHeaders.clientResponse(up, requestId: "r", keepContentLength: keep, own: own))
+            #expect(w.bytes == expected.bytes)
+            #expect(String(decoding: w.bytes, as: UTF8.self).contains("Content-Length: 3\r\n") == keep)
+        }
+    }
+
     @Test func requestIdsFromClientsAreCheckedAndGeneratedOnesAreUnique() {
         #expect(ProxyHeaders.acceptableRequestId("abc-123") == "abc-123")
         #expect(ProxyHeaders.acceptableRequestId("has space") == nil)

@@ -53,20 +53,20 @@ final class ProxiedRequest: UpstreamResponseHandler {
 
     func upstreamResponseHead(_ head: ResponseHead, framing: BodyFraming) {
         ctx.upstreamNanos = EventLoop.nowNanos() - sentAt
-        var headers = ProxyHeaders.clientResponse(head.headers, requestId: ctx.requestId, keepContentLength: framing == .none)
-        for f in ctx.responseHeaders {
-            // The gateway's CORS answer replaces the upstream's own.
-            if f.name.hasPrefix("Access-Control-") { headers.remove(f.name) }
-            headers.add(f.name, f.value)
-        }
         let out: ResponseFraming
         switch framing {
         case .none: out = .none
         case .contentLength(let n): out = .contentLength(n)
         case .chunked, .untilClose: out = .stream
         }
-        ctx.exchange.startResponse(status: head.status, reason: head.reason.isEmpty ? nil : head.reason,
-                                   headers: headers, framing: out)
+        let own = ctx.responseHeaders
+        ctx.exchange.startResponse(status: head.status, reason: head.reason.isEmpty ? nil : head.reason, framing: out,
+                                   fieldCount: head.headers.count + own.count + 1,
+                                   hasStrictTransportSecurity: head.headers.contains("Strict-Transport-Security")
+                                       || own.contains("Strict-Transport-Security")) { w in
+            ProxyHeaders.writeClientResponse(head.headers, requestId: ctx.requestId, keepContentLength: framing == .none,
+                                             own: own, into: &w)
+        }
     }
 
     func upstreamResponseBody(_ body: Body) {

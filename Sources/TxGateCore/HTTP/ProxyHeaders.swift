@@ -110,25 +110,46 @@ public enum ProxyHeaders {
         return h
     }
 
-    /// The headers sent to the client for an upstream response. Framing headers go too: the
-    /// gateway frames the body itself, except for a HEAD response, whose Content-Length
-    /// describes the body the client did not ask for.
-    public static func clientResponse(_ upstream: HTTPHeaders, requestId: String, keepContentLength: Bool) -> HTTPHeaders {
-        let named = upstream.connectionNamedHeaders()
+    /// The headers sent to the client for an upstream response: the upstream's own fields that
+    /// may cross (`forwardedResponseFields`), `X-Request-Id`, then the gateway's (`own`, e.g. its
+    /// CORS answer). Built as `HTTPHeaders`; the proxy writes the same fields straight into the
+    /// response head (`writeClientResponse`).
+    public static func clientResponse(_ upstream: HTTPHeaders, requestId: String, keepContentLength: Bool,
+                                      own: HTTPHeaders = HTTPHeaders()) -> HTTPHeaders {
         var h = HTTPHeaders()
-        h.reserveCapacity(upstream.count + 1, bytes: upstream.byteCount + 44)
+        h.reserveCapacity(upstream.count + own.count + 1, bytes: upstream.byteCount + own.byteCount + 44)
+        forwardedResponseFields(upstream, keepContentLength: keepContentLength, own: own) { h.append($0) }
+        h.add("X-Request-Id", requestId)
+        own.forEachRaw { h.append($0) }
+        return h
+    }
+
+    /// `clientResponse`'s fields, written into a response head without building them first.
+    public static func writeClientResponse(_ upstream: HTTPHeaders, requestId: String, keepContentLength: Bool,
+                                           own: HTTPHeaders, into w: inout HeadWriter) {
+        forwardedResponseFields(upstream, keepContentLength: keepContentLength, own: own) { w.writeField($0) }
+        w.writeField("X-Request-Id", requestId)
+        w.writeFields(own)
+    }
+
+    /// The upstream response fields that go to the client. Framing fields do not (the gateway
+    /// frames the body itself), except a HEAD response's Content-Length, which describes the
+    /// body the client did not ask for; nor does an `Access-Control-*` field the gateway sets
+    /// itself in `own` (its CORS answer replaces the upstream's).
+    static func forwardedResponseFields(_ upstream: HTTPHeaders, keepContentLength: Bool, own: HTTPHeaders,
+                                        _ body: (HTTPHeaders.RawField) -> Void) {
+        let named = upstream.connectionNamedHeaders()
+        let replaced = own.count == 0 ? [] : own.fields.map(\.name).filter { $0.hasPrefix("Access-Control-") }
         upstream.forEachRaw { f in
             switch kind(f.name) {
             case .hopByHop, .requestId:
                 return
             case .contentLength:
-                if keepContentLength { h.append(f) }
+                if keepContentLength { body(f) }
             default:
-                if !isNamed(f.name, named) { h.append(f) }
+                if !isNamed(f.name, named) && !isNamed(f.name, replaced) { body(f) }
             }
         }
-        h.add("X-Request-Id", requestId)
-        return h
     }
 
     /// A client-supplied request id, if it is safe to pass on (printable, bounded).
