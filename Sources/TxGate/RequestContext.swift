@@ -18,6 +18,9 @@ final class RequestContext {
     private let pipeline: Pipeline
     private var phaseIndex = 0
     private var flow = Flow.ready
+    /// What a token delivered while its phase was still running (`Flow.resumedInPhase`). Kept
+    /// apart so that `Flow` has no payload: setting it, twice per phase, stays a byte store.
+    private var resumedOutcome: Outcome?
 
     /// The normalized path (no query) every phase after `CanonicalRequestPhase` works on.
     var path: String {
@@ -126,8 +129,9 @@ final class RequestContext {
         case ready
         /// A phase is running (`handle` has not returned).
         case inPhase
-        /// The running phase's token was used before its `handle` returned: the loop goes on with this.
-        case resumedInPhase(Outcome)
+        /// The running phase's token was used before its `handle` returned: the loop goes on
+        /// with `resumedOutcome`.
+        case resumedInPhase
         /// A phase returned `.suspended`; its token continues the loop.
         case suspended
         /// Answered, proxied, or the client left: logged.
@@ -160,21 +164,21 @@ final class RequestContext {
                 }
                 phaseIndex += 1
                 flow = .inPhase
-                // Called on the array's element in place: a copy of the existential (the
-                // phase's fields retained and released) for every phase of every request
-                // cost more than the call.
+                // Called on the array's element in place, without copying the existential.
                 let status = pipeline.phases[phaseIndex - 1].handle(self)
-                switch (status, flow) {
-                case (.suspended, .resumedInPhase(let o)):
+                switch status {
+                case .suspended:
+                    guard flow == .resumedInPhase, let o = resumedOutcome else {
+                        flow = .suspended
+                        return
+                    }
+                    resumedOutcome = nil
                     outcome = o
-                case (.suspended, _):
-                    flow = .suspended
-                    return
-                case (.next, .inPhase):
+                case .next where flow == .inPhase:
                     outcome = .next
-                case (.reply(let r), .inPhase):
+                case .reply(let r) where flow == .inPhase:
                     outcome = .reply(r)
-                case (.fail(let f), .inPhase):
+                case .fail(let f) where flow == .inPhase:
                     outcome = .fail(f)
                 default:
                     // A phase took a resume token and then returned another status.
@@ -217,7 +221,8 @@ final class RequestContext {
     fileprivate func resumed(_ outcome: Outcome) {
         switch flow {
         case .inPhase:
-            flow = .resumedInPhase(outcome)
+            resumedOutcome = outcome
+            flow = .resumedInPhase
         case .suspended:
             drive(outcome)
         case .ready, .resumedInPhase, .over:

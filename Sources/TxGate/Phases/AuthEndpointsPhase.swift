@@ -32,8 +32,8 @@ struct AuthEndpointsPhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) -> PhaseStatus {
         let path = ctx.path
-        if path.hasPrefix("/.well-known/"), let oauth, let answer = oauth.wellKnown(path, method: ctx.head.method) { return .reply(answer) }
-        guard path == "/am" || path.hasPrefix("/am/") else { return .next }
+        if path.hasASCIIPrefix("/.well-known/"), let oauth, let answer = oauth.wellKnown(path, method: ctx.head.method) { return .reply(answer) }
+        guard path == "/am" || path.hasASCIIPrefix("/am/") else { return .next }
         guard let endpoints else {
             return .fail(.notFound("the authentication service is not configured (no journeys in the configuration)"))
         }

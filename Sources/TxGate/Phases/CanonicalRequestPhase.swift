@@ -13,7 +13,7 @@ struct CanonicalRequestPhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) -> PhaseStatus {
         var hosts = 0
-        for f in ctx.head.headers where asciiCaseInsensitiveEquals(f.name, "Host") { hosts += 1 }
+        ctx.head.headers.forEachRaw { if equalsLowercased($0.name, "host") { hosts += 1 } }
         if hosts > 1 {
             return .fail(.badRequest("the request has \(hosts) Host headers; send exactly one"))
         } else if hosts == 0 && ctx.head.versionMinor >= 1 {
@@ -40,7 +40,7 @@ struct CanonicalRequestPhase: RequestPhase {
 
     /// The path and query of a request target (origin-form or absolute-form).
     static func originForm(_ target: String) -> Substring? {
-        if target.hasPrefix("/") { return target[...] }
+        if target.utf8.first == UInt8(ascii: "/") { return target[...] }
         guard let schemeEnd = target.range(of: "://") else { return nil }
         let rest = target[schemeEnd.upperBound...]
         guard let slash = rest.firstIndex(where: { $0 == "/" || $0 == "?" }) else { return "/" }

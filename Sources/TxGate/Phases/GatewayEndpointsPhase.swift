@@ -23,7 +23,7 @@ struct GatewayEndpointsPhase: RequestPhase {
 
     func handle(_ ctx: RequestContext) -> PhaseStatus {
         let path = ctx.path
-        guard path.hasPrefix("/-/") else { return .next }
+        guard path.hasASCIIPrefix("/-/") else { return .next }
         guard path == "/-/health" || path == "/-/ready" else {
             return .fail(.notFound("no gateway endpoint at \(path)"))
         }
