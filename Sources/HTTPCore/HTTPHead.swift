@@ -28,7 +28,7 @@ public struct RequestHead: Sendable {
 
     /// Whether the client asked to keep the connection open after this exchange.
     public var wantsKeepAlive: Bool {
-        versionMinor >= 1 ? !headers.hasToken("Connection", "close") : headers.hasToken("Connection", "keep-alive")
+        versionMinor >= 1 ? !headers.connectionClose : headers.connectionKeepAlive
     }
 }
 
@@ -47,7 +47,7 @@ public struct ResponseHead: Sendable {
     }
 
     public var allowsKeepAlive: Bool {
-        versionMinor >= 1 ? !headers.hasToken("Connection", "close") : headers.hasToken("Connection", "keep-alive")
+        versionMinor >= 1 ? !headers.connectionClose : headers.connectionKeepAlive
     }
 }
 
@@ -104,7 +104,7 @@ public enum HTTPParser {
         }
         let minor = try parseVersion(l[(sp2 + 1)...])
         let headers = try parseFields(&lines)
-        return RequestHead(method: String(decoding: method, as: UTF8.self),
+        return RequestHead(method: methodString(UnsafeRawBufferPointer(rebasing: method)),
                            target: String(decoding: target, as: UTF8.self),
                            versionMinor: minor, headers: headers)
     }
@@ -127,7 +127,9 @@ public enum HTTPParser {
         guard reasonBytes.allSatisfy({ ($0 >= 0x20 || $0 == 0x09) && $0 != 0x7F }) else {
             throw HTTPParseError(502, "invalid character in reason phrase")
         }
-        let reason = String(decoding: reasonBytes, as: UTF8.self)
+        // "OK" (nearly every response) without making a String.
+        let reason = status == 200 && reasonBytes.count == 2 && reasonBytes.first == 0x4F && reasonBytes.last == 0x4B
+            ? "OK" : String(decoding: reasonBytes, as: UTF8.self)
         let headers = try parseFields(&lines)
         return ResponseHead(status: status, reason: reason, versionMinor: minor, headers: headers)
     }
@@ -135,7 +137,7 @@ public enum HTTPParser {
     /// The framing of a request body (RFC 9112 §6.3). Messages that are ambiguous, the
     /// raw material of request smuggling, are refused rather than guessed.
     public static func requestFraming(_ head: RequestHead) throws(HTTPParseError) -> BodyFraming {
-        let (te, cl) = framingFields(head.headers)
+        let (te, cl) = head.headers.framingFields()
         if let te {
             guard cl == nil else { throw HTTPParseError(400, "both Transfer-Encoding and Content-Length") }
             guard head.versionMinor >= 1 else { throw HTTPParseError(400, "Transfer-Encoding in an HTTP/1.0 request") }
@@ -148,31 +150,12 @@ public enum HTTPParser {
         return n == 0 ? .none : .contentLength(n)
     }
 
-    /// Transfer-Encoding and Content-Length, each joined with ", " when repeated: one pass
-    /// over the names' bytes; a String only for the fields found.
-    static func framingFields(_ h: HTTPHeaders) -> (te: String?, cl: String?) {
-        var te: String?, cl: String?
-        h.forEachRaw { f in
-            switch f.name.count {
-            case 17 where equalsLowercased(f.name, "transfer-encoding"):
-                let v = f.field.value
-                te = te.map { $0 + ", " + v } ?? v
-            case 14 where equalsLowercased(f.name, "content-length"):
-                let v = f.field.value
-                cl = cl.map { $0 + ", " + v } ?? v
-            default:
-                break
-            }
-        }
-        return (te, cl)
-    }
-
     /// The framing of a response body, given the request method (RFC 9112 §6.3).
     public static func responseFraming(_ head: ResponseHead, requestMethod: String) throws(HTTPParseError) -> BodyFraming {
         if requestMethod == "HEAD" || head.status / 100 == 1 || head.status == 204 || head.status == 304 {
             return .none
         }
-        let (te, cl) = framingFields(head.headers)
+        let (te, cl) = head.headers.framingFields()
         if let te {
             let last = te.split(separator: ",").last.map { $0.trimmingOWS().lowercasedASCII() }
             return last == "chunked" ? .chunked : .untilClose
@@ -197,6 +180,20 @@ public enum HTTPParser {
             result = n
         }
         return result ?? 0
+    }
+
+    /// The common methods as the literals they are (no String made per request).
+    static func methodString(_ m: UnsafeRawBufferPointer) -> String {
+        switch m.count {
+        case 3 where startsWith(m, "GET"): return "GET"
+        case 3 where startsWith(m, "PUT"): return "PUT"
+        case 4 where startsWith(m, "POST"): return "POST"
+        case 4 where startsWith(m, "HEAD"): return "HEAD"
+        case 5 where startsWith(m, "PATCH"): return "PATCH"
+        case 6 where startsWith(m, "DELETE"): return "DELETE"
+        case 7 where startsWith(m, "OPTIONS"): return "OPTIONS"
+        default: return String(decoding: m, as: UTF8.self)
+        }
     }
 
     static func parseVersion(_ v: Slice<UnsafeRawBufferPointer>) throws(HTTPParseError) -> Int {
@@ -260,7 +257,9 @@ public enum HTTPParser {
             let isUTF8 = high < 0x80
                 || String(validating: UnsafeBufferPointer(start: base + vs, count: ve - vs), as: UTF8.self) != nil
             headers.appendParsed(name: (start - blockStart)..<(colon - blockStart),
-                                 value: (vs - blockStart)..<(ve - blockStart), isUTF8: isUTF8)
+                                 value: (vs - blockStart)..<(ve - blockStart), isUTF8: isUTF8,
+                                 UnsafeBufferPointer(start: base + start, count: colon - start),
+                                 UnsafeBufferPointer(start: base + vs, count: ve - vs))
         }
         throw HTTPParseError(400, "header block not terminated")
     }

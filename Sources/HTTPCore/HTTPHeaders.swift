@@ -66,8 +66,36 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
         @usableFromInline var isUTF8: Bool
     }
 
+    /// What the parser saw of the fields that frame a message and scope its connection, so
+    /// that the questions asked of every message (`framingFields`, keep-alive, the names
+    /// `Connection` lists) need no second pass over the fields. Nil once the fields change.
+    @usableFromInline
+    struct Noted: Sendable {
+        /// The index of the one Content-Length field; -1 when there is none, -2 when several.
+        var contentLength = -1
+        var transferEncoding = false
+        var connectionClose = false
+        var connectionKeepAlive = false
+        /// `Connection` lists another token than `close` and `keep-alive`.
+        var connectionOther = false
+
+        mutating func noteConnection(_ value: UnsafeBufferPointer<UInt8>) {
+            _ = scanTokens(value) { s, e in
+                if bytesEqualFolded(value, s, e, "close") {
+                    connectionClose = true
+                } else if bytesEqualFolded(value, s, e, "keep-alive") {
+                    connectionKeepAlive = true
+                } else {
+                    connectionOther = true
+                }
+                return false
+            }
+        }
+    }
+
     @usableFromInline var storage: [UInt8]
     @usableFromInline var entries: [Entry]
+    @usableFromInline var noted: Noted?
 
     public init() {
         storage = []
@@ -85,14 +113,57 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
         storage = Array(block)
         entries = []
         entries.reserveCapacity(16)
+        noted = Noted()
     }
 
-    /// A field of the block given to `init(block:)`, by its offsets in it.
+    /// A field of the block given to `init(block:)`, by its offsets in it (`name` and `value`
+    /// are its bytes there), noted when it frames the message or scopes the connection.
     @inline(__always)
-    mutating func appendParsed(name: Range<Int>, value: Range<Int>, isUTF8: Bool) {
+    mutating func appendParsed(name: Range<Int>, value: Range<Int>, isUTF8: Bool,
+                               _ nameBytes: UnsafeBufferPointer<UInt8>, _ valueBytes: UnsafeBufferPointer<UInt8>) {
+        switch name.count {
+        case 10 where equalsLowercased(nameBytes, "connection"):
+            noted?.noteConnection(valueBytes)
+        case 14 where equalsLowercased(nameBytes, "content-length"):
+            let first = noted?.contentLength == -1
+            noted?.contentLength = first ? entries.count : -2
+        case 17 where equalsLowercased(nameBytes, "transfer-encoding"):
+            noted?.transferEncoding = true
+        default:
+            break
+        }
         entries.append(Entry(nameStart: Int32(name.lowerBound), nameCount: Int32(name.count),
                              valueStart: Int32(value.lowerBound), valueCount: Int32(value.count), isUTF8: isUTF8))
     }
+
+    /// Transfer-Encoding and Content-Length, each joined with ", " when repeated: from what
+    /// the parser noted when it can say, else one pass over the names' bytes; a String only
+    /// for the fields found.
+    func framingFields() -> (te: String?, cl: String?) {
+        if let noted, !noted.transferEncoding, noted.contentLength != -2 {
+            return (nil, noted.contentLength >= 0 ? field(at: noted.contentLength).value : nil)
+        }
+        var te: String?, cl: String?
+        forEachRaw { f in
+            switch f.name.count {
+            case 17 where equalsLowercased(f.name, "transfer-encoding"):
+                let v = f.field.value
+                te = te.map { $0 + ", " + v } ?? v
+            case 14 where equalsLowercased(f.name, "content-length"):
+                let v = f.field.value
+                cl = cl.map { $0 + ", " + v } ?? v
+            default:
+                break
+            }
+        }
+        return (te, cl)
+    }
+
+    /// Whether `Connection` lists `close` (HTTP/1.1: the connection ends after this message).
+    public var connectionClose: Bool { noted?.connectionClose ?? hasToken("Connection", "close") }
+
+    /// Whether `Connection` lists `keep-alive` (HTTP/1.0: the connection stays open).
+    public var connectionKeepAlive: Bool { noted?.connectionKeepAlive ?? hasToken("Connection", "keep-alive") }
 
     public var count: Int { entries.count }
 
@@ -163,6 +234,7 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     }
 
     mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, isUTF8: Bool) {
+        noted = nil
         let start = storage.count
         storage.append(contentsOf: name)
         storage.append(contentsOf: value)
@@ -186,13 +258,17 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
         let drop = (0..<entries.count).map { shouldRemove(field(at: $0)) }
         guard drop.contains(true) else { return }
         entries = entries.indices.filter { !drop[$0] }.map { entries[$0] }
+        noted = nil
     }
 
     /// Removes the fields whose name `shouldRemove` picks, keeping the others' order (their
     /// bytes stay in the buffer until the headers are copied).
     public mutating func removeAll(whereName shouldRemove: (UnsafeBufferPointer<UInt8>) -> Bool) {
         let kept = storage.withUnsafeBufferPointer { b in entries.filter { !shouldRemove(raw($0, b).name) } }
-        if kept.count != entries.count { entries = kept }
+        if kept.count != entries.count {
+            entries = kept
+            noted = nil
+        }
     }
 
     public func first(_ name: String) -> String? {
@@ -245,6 +321,7 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     /// The header names that `Connection` declares hop-by-hop (its tokens other than `close`
     /// and `keep-alive`). Empty, without allocating, in the common case.
     public func connectionNamedHeaders() -> [String] {
+        if let noted, !noted.connectionOther { return [] }
         var out: [String] = []
         forEachRaw { f in
             guard f.name.count == 10, equalsLowercased(f.name, "connection") else { return }

@@ -122,4 +122,34 @@ import Testing
             }
         }
     }
+
+    /// The parser notes the framing and `Connection` fields as it reads them; what it noted
+    /// answers as a pass over the same fields does, and stops answering once they change.
+    @Test(arguments: [
+        "", "Connection: close\r\n", "Connection: Keep-Alive\r\n", "connection: upgrade, CLOSE\r\nUpgrade: x\r\n",
+        "Connection: keep-alive\r\nConnection: X-A\r\nX-A: 1\r\n", "Connection:\r\n", "Connection: ,close,\r\n",
+        "Content-Length: 5\r\n", "Content-Length: 5\r\ncontent-length: 5\r\n", "Transfer-Encoding: chunked\r\n",
+        "Transfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\nContent-Length: 1\r\n",
+    ])
+    func whatTheParserNotedAgreesWithAPassOverTheFields(_ fields: String) throws {
+        let parsed = try parsed(Array(fields.utf8))
+        let rebuilt = HTTPHeaders(parsed.fields.map { ($0.name, $0.value) })
+        #expect(parsed.noted != nil && rebuilt.noted == nil)
+        #expect(parsed.connectionClose == rebuilt.connectionClose)
+        #expect(parsed.connectionKeepAlive == rebuilt.connectionKeepAlive)
+        #expect(parsed.connectionNamedHeaders() == rebuilt.connectionNamedHeaders())
+        #expect(parsed.framingFields().te == rebuilt.framingFields().te)
+        #expect(parsed.framingFields().cl == rebuilt.framingFields().cl)
+    }
+
+    @Test func changedFieldsAreAskedAgain() throws {
+        var h = try parsed(Array("Connection: close\r\nContent-Length: 5\r\n".utf8))
+        #expect(h.connectionClose && h.framingFields().cl == "5")
+        h.remove("connection")
+        #expect(!h.connectionClose)
+        h.add("Connection", "keep-alive, X-B")
+        #expect(h.connectionKeepAlive && h.connectionNamedHeaders() == ["X-B"])
+        h.removeAll(whereName: { $0.count == 14 })
+        #expect(h.framingFields().cl == nil)
+    }
 }
