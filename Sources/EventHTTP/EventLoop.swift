@@ -1,4 +1,5 @@
 import CLibevent
+import HTTPCore
 import Foundation
 
 /// One libevent `event_base`, driven by one thread. Every handle created on a loop (listener,
@@ -17,6 +18,8 @@ public final class EventLoop: @unchecked Sendable {
     private var owner: pthread_t
     /// Objects bound to this loop (one per owner, e.g. a store's connection for this loop).
     private var locals: [ObjectIdentifier: AnyObject] = [:]
+    /// The writer of every message head this loop sends (`HeadScratch`).
+    let heads = HeadScratch()
 
     public init() {
         EventLoop.processSetup
@@ -113,5 +116,31 @@ public final class EventLoop: @unchecked Sendable {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}
+
+/// One head writer per loop, reused for every head the loop sends (a response to a client, a
+/// request to an upstream): a head is written and copied into its output before the next one
+/// starts, so one buffer serves them all instead of a new one per message.
+final class HeadScratch {
+    private var writer = HeadWriter(capacity: 4096)
+    private var inUse = false
+
+    /// Calls `body` with the writer, emptied, then appends what it wrote to `output`; returns
+    /// the head's size.
+    @discardableResult
+    func write(into output: OpaquePointer, _ body: (inout HeadWriter) -> Void) -> Int {
+        precondition(!inUse, "HeadScratch: a head written while another is being written")
+        inUse = true
+        defer { inUse = false }
+        writer.removeAll()
+        body(&writer)
+        let n = writer.withBytes { b in
+            _ = evbuffer_add(output, b.baseAddress, b.count)
+            return b.count
+        }
+        // A rare huge head does not keep its memory.
+        if n > 64 << 10 { writer = HeadWriter(capacity: 4096) }
+        return n
     }
 }

@@ -131,23 +131,23 @@ public final class ServerExchange {
 
     /// `startResponse` with the fields written by `writeFields` into the head (a proxy writes
     /// the upstream's fields from its bytes, without building `HTTPHeaders` for them).
-    /// `fieldCount` sizes the head; `hasStrictTransportSecurity` (asked only on a TLS listener
-    /// that sends one) says whether the fields carry their own.
-    public func startResponse(status: Int, reason: String? = nil, framing: ResponseFraming, fieldCount: Int,
+    /// `hasStrictTransportSecurity` (asked only on a TLS listener that sends one) says whether
+    /// the fields carry their own.
+    public func startResponse(status: Int, reason: String? = nil, framing: ResponseFraming,
                               hasStrictTransportSecurity: @autoclosure () -> Bool,
                               writeFields: (inout HeadWriter) -> Void) {
         loop.preconditionInEventLoop()
-        startResponse(status: status, reason: reason, framing: framing, suppressBody: false, fieldCount: fieldCount,
+        startResponse(status: status, reason: reason, framing: framing, suppressBody: false,
                       hasStrictTransportSecurity: hasStrictTransportSecurity(), writeFields: writeFields)
     }
 
     private func startResponse(status: Int, reason: String? = nil, headers: HTTPHeaders, framing: ResponseFraming,
                                suppressBody: Bool) {
-        startResponse(status: status, reason: reason, framing: framing, suppressBody: suppressBody, fieldCount: headers.count,
+        startResponse(status: status, reason: reason, framing: framing, suppressBody: suppressBody,
                       hasStrictTransportSecurity: headers.contains("Strict-Transport-Security")) { $0.writeFields(headers) }
     }
 
-    private func startResponse(status: Int, reason: String?, framing: ResponseFraming, suppressBody: Bool, fieldCount: Int,
+    private func startResponse(status: Int, reason: String?, framing: ResponseFraming, suppressBody: Bool,
                                hasStrictTransportSecurity: @autoclosure () -> Bool,
                                writeFields: (inout HeadWriter) -> Void) {
         guard let c = connection, !responseStarted else { return }
@@ -155,45 +155,44 @@ public final class ServerExchange {
         // Answered before the body has all arrived: the connection closes afterwards.
         if c.state == .body { c.keepAlive = false }
         self.status = status
-        // A guess, not `headers.wireSize` (a pass over every field, ~300 instructions for a
-        // response head): a larger head grows the writer once or twice.
-        var w = HeadWriter(capacity: 256 + 48 * fieldCount)
-        w.write("HTTP/1.1 ")
-        w.write(status)
-        w.write(" ")
-        w.write(reason ?? HTTPStatus.reason(status))
-        w.writeCRLF()
-        writeFields(&w)
-        if c.isTLS, let sts = c.server.strictTransportSecurity, !hasStrictTransportSecurity() {
-            w.writeField("Strict-Transport-Security", sts)
-        }
-        switch framing {
-        case .none:
-            break
-        case .contentLength(let n):
-            if status != 204 && status != 304 {
-                w.write("Content-Length: ")
-                w.write(n)
-                w.writeCRLF()
+        let wasEmpty = evbuffer_get_length(c.output) == 0
+        let n = loop.heads.write(into: c.output) { w in
+            w.write("HTTP/1.1 ")
+            w.write(status)
+            w.write(" ")
+            w.write(reason ?? HTTPStatus.reason(status))
+            w.writeCRLF()
+            writeFields(&w)
+            if c.isTLS, let sts = c.server.strictTransportSecurity, !hasStrictTransportSecurity() {
+                w.writeField("Strict-Transport-Security", sts)
             }
-        case .stream:
-            if suppressBody { break }
-            if head.versionMinor >= 1 {
-                w.write("Transfer-Encoding: chunked\r\n")
-                chunkedOut = true
-            } else {
+            switch framing {
+            case .none:
+                break
+            case .contentLength(let n):
+                if status != 204 && status != 304 {
+                    w.write("Content-Length: ")
+                    w.write(n)
+                    w.writeCRLF()
+                }
+            case .stream:
+                if suppressBody { break }
+                if head.versionMinor >= 1 {
+                    w.write("Transfer-Encoding: chunked\r\n")
+                    chunkedOut = true
+                } else {
+                    c.keepAlive = false
+                }
+            }
+            if !c.keepAlive || c.server.draining {
                 c.keepAlive = false
+                w.write("Connection: close\r\n")
+            } else if head.versionMinor == 0 {
+                w.write("Connection: keep-alive\r\n")
             }
+            w.writeCRLF()
         }
-        if !c.keepAlive || c.server.draining {
-            c.keepAlive = false
-            w.write("Connection: close\r\n")
-        } else if head.versionMinor == 0 {
-            w.write("Connection: keep-alive\r\n")
-        }
-        w.writeCRLF()
-        unsentHeadBytes = evbuffer_get_length(c.output) == 0 ? w.count : 0
-        w.withBytes { _ = evbuffer_add(c.output, $0.baseAddress, $0.count) }
+        unsentHeadBytes = wasEmpty ? n : 0
     }
 
     /// Moves all of `body` toward the client (no copy), leaving it empty.

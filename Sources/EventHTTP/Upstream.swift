@@ -108,17 +108,13 @@ public struct UpstreamRequest {
         }
     }
 
-    /// Appends the head to the evbuffer `output` in one `evbuffer_add`, from the writer's own
-    /// memory (no intermediate Array).
-    func writeHead(into output: OpaquePointer) {
-        let w = head()
-        w.withBytes { _ = evbuffer_add(output, $0.baseAddress, $0.count) }
+    /// Appends the head to the evbuffer `output` in one `evbuffer_add`, written with the
+    /// loop's reused writer (`HeadScratch`).
+    func writeHead(into output: OpaquePointer, with heads: HeadScratch) {
+        heads.write(into: output) { w in writeHead(&w) }
     }
 
-    private func head() -> HeadWriter {
-        // A guess, not `headers.wireSize` (a pass over every field, ~300 instructions for a
-        // response head): a larger head grows the writer once or twice.
-        var w = HeadWriter(capacity: 256 + 48 * headers.count)
+    private func writeHead(_ w: inout HeadWriter) {
         w.write(method)
         w.write(" ")
         w.write(target)
@@ -131,7 +127,6 @@ public struct UpstreamRequest {
             w.writeCRLF()
         }
         w.writeCRLF()
-        return w
     }
 }
 

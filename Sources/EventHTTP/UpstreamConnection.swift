@@ -60,7 +60,7 @@ final class UpstreamConnection: ChannelHandler {
         bytesReceived = false
         requestCount += 1
         let out = channel.output
-        call.request.writeHead(into: out)
+        call.request.writeHead(into: out, with: pool.loop.heads)
         call.request.body?.reference(into: out)
         if state == .idle {
             state = .waitingHead

@@ -12,6 +12,9 @@ public struct HeadWriter: ~Copyable {
     /// Calls `body` with the bytes written (valid only during the call).
     public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try out.withBytes(body) }
 
+    /// Forgets what was written, keeping the memory (a writer reused for many heads).
+    public mutating func removeAll() { out.removeAll() }
+
     public mutating func write(_ s: String) { out.append(s) }
 
     /// `n` in decimal, its digits written in place.

@@ -61,7 +61,6 @@ final class ProxiedRequest: UpstreamResponseHandler {
         }
         let own = ctx.responseHeaders
         ctx.exchange.startResponse(status: head.status, reason: head.reason.isEmpty ? nil : head.reason, framing: out,
-                                   fieldCount: head.headers.count + own.count + 1,
                                    hasStrictTransportSecurity: head.headers.contains("Strict-Transport-Security")
                                        || own.contains("Strict-Transport-Security")) { w in
             ProxyHeaders.writeClientResponse(head.headers, requestId: ctx.requestId, keepContentLength: framing == .none,
