@@ -152,4 +152,37 @@ import Testing
         h.removeAll(whereName: { $0.count == 14 })
         #expect(h.framingFields().cl == nil)
     }
+
+    /// Past the room a parsed head leaves (16 fields) and past every growth of the buffer,
+    /// each field reads back as written, in order.
+    @Test func manyFieldsGrowTheBufferAndReadBackInOrder() throws {
+        let wire = (0..<40).map { "X-Parsed-\($0): \(String(repeating: "v", count: $0 * 7))\r\n" }.joined()
+        var h = try parsed(Array(wire.utf8))
+        for i in 40..<300 { h.add("X-Added-\(i)", String(repeating: "w", count: i % 50)) }
+        #expect(h.count == 300)
+        for i in 0..<300 {
+            let f = h.field(at: i)
+            #expect(f.name == (i < 40 ? "X-Parsed-\(i)" : "X-Added-\(i)"))
+            #expect(f.value == (i < 40 ? String(repeating: "v", count: i * 7) : String(repeating: "w", count: i % 50)))
+        }
+        h.removeAll(whereName: { $0.last.map { ($0 - 0x30) % 2 == 1 } ?? false })
+        #expect(h.count == 150)
+        #expect(h.fields.map(\.name).allSatisfy { Int(String($0.last!))! % 2 == 0 })
+        #expect(h.wireSize == h.fields.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 })
+    }
+
+    /// A copy is a value: changing one leaves the other as it was.
+    @Test func copiesAreIndependent() throws {
+        let a = try parsed(Array("A: 1\r\nB: 2\r\n".utf8))
+        var b = a
+        b.add("C", "3")
+        var c = a
+        c.remove("A")
+        var d = a
+        d.reserveCapacity(64, bytes: 4096)
+        #expect(a.fields.map(\.name) == ["A", "B"])
+        #expect(b.fields.map(\.name) == ["A", "B", "C"])
+        #expect(c.fields.map(\.name) == ["B"])
+        #expect(d == a && a.noted != nil)
+    }
 }
