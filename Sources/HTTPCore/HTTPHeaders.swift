@@ -374,13 +374,34 @@ public func asciiCaseInsensitiveEquals(_ a: UnsafeBufferPointer<UInt8>, _ b: Uns
     return true
 }
 
-/// Whether `a` is `lower` (given in lowercase), ASCII case-insensitively.
+/// Whether `a` is `lower`, ASCII case-insensitively; `lower` is a header name in lowercase
+/// (letters, digits and '-' only). Names of eight bytes or more are compared a word at a time:
+/// a byte ORed with 0x20 equals a lowercase letter only when it is that letter in either case,
+/// and equals '-' or a digit only when it is that byte or the control character 0x20 below it,
+/// which the test of bits 0x60 (none set: a control character) rules out.
 @inlinable
 public func equalsLowercased(_ a: UnsafeBufferPointer<UInt8>, _ lower: StaticString) -> Bool {
-    guard a.count == lower.utf8CodeUnitCount, let pa = a.baseAddress else { return a.count == lower.utf8CodeUnitCount }
+    let n = lower.utf8CodeUnitCount
+    guard a.count == n else { return false }
+    guard n > 0, let pa = a.baseAddress else { return true }
     let p = lower.utf8Start
-    for i in 0..<a.count where lowerASCII(pa[i]) != p[i] { return false }
-    return true
+    guard n >= 8 else {
+        for i in 0..<n where lowerASCII(pa[i]) != p[i] { return false }
+        return true
+    }
+    @inline(__always) func wordEqual(_ at: Int) -> Bool {
+        let w = UnsafeRawPointer(pa + at).loadUnaligned(as: UInt64.self)
+        let t = w & 0x6060_6060_6060_6060
+        return w | 0x2020_2020_2020_2020 == UnsafeRawPointer(p + at).loadUnaligned(as: UInt64.self)
+            && (t | t >> 1) & 0x2020_2020_2020_2020 == 0x2020_2020_2020_2020
+    }
+    var i = 0
+    while i + 8 <= n {
+        guard wordEqual(i) else { return false }
+        i += 8
+    }
+    // The last bytes as the word that ends the name (it overlaps the one before).
+    return i == n || wordEqual(n - 8)
 }
 
 /// Whether two header names are equal, ASCII case-insensitively. Inlined where it is called

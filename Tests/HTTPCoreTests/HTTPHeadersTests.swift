@@ -185,4 +185,29 @@ import Testing
         #expect(c.fields.map(\.name) == ["B"])
         #expect(d == a && a.noted != nil)
     }
+
+    /// `equalsLowercased` compares long names a word at a time: for every name the gateway
+    /// asks about, every byte at every position answers as the byte-by-byte definition does.
+    @Test func wordAtATimeNameComparisonIsExact() {
+        func check(_ lower: StaticString) {
+            let reference = Array(lower.withUTF8Buffer { Array($0) })
+            for position in reference.indices {
+                for b in 0...255 {
+                    var name = reference
+                    name[position] = UInt8(b)
+                    let expected = zip(name, reference).allSatisfy { lowerASCII($0) == $1 }
+                    let got = name.withUnsafeBufferPointer { equalsLowercased($0, lower) }
+                    #expect(got == expected, "\(lower) with byte \(b) at \(position)")
+                }
+            }
+            let upper = reference.map { $0 >= 0x61 && $0 <= 0x7A ? $0 - 0x20 : $0 }
+            #expect(upper.withUnsafeBufferPointer { equalsLowercased($0, lower) })
+            #expect(!Array(reference.dropLast()).withUnsafeBufferPointer { equalsLowercased($0, lower) })
+        }
+        for name: StaticString in ["te", "host", "x-txid", "upgrade", "connection", "keep-alive", "x-request-id",
+                                   "content-length", "x-forwarded-for", "proxy-connection", "transfer-encoding",
+                                   "x-forwarded-proto", "proxy-authorization", "x-http-method-override"] {
+            check(name)
+        }
+    }
 }
