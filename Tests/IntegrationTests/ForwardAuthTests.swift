@@ -34,6 +34,31 @@ import TestSupport
         return Setup(nginxPort: nginxPort, gateway: gateway)
     }
 
+    /// The test nginx is a master and a worker; a testbed's cleanup stops both (a SIGKILL of
+    /// the master alone left a worker running after every run of this suite).
+    @Test func cleanupStopsNginxAndItsWorkers() throws {
+        let bed = try Testbed()
+        let port = try Ports.free()
+        let nginx = try Nginx.start(bed, port: port, config: Nginx.authRequestConfig(dir: bed.dir.url, port: port,
+                                                                                  gateway: try Ports.free(), backend: try Ports.free()))
+        func children(of parent: Int32) -> [Int32] {
+            let all = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+            return all.compactMap(Int32.init).filter { pid in
+                // /proc/PID/stat: "pid (comm) state ppid ..."; comm may hold spaces, so split after ')'.
+                guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
+                      let close = stat.lastIndex(of: ")") else { return false }
+                let fields = stat[stat.index(after: close)...].split(separator: " ")
+                return fields.count > 1 && Int32(fields[1]) == parent
+            }
+        }
+        var workers: [Int32] = []
+        #expect(Timing.poll(timeout: 10) { workers = children(of: nginx.pid); return !workers.isEmpty }, "nginx started no worker")
+        bed.cleanup()
+        for w in workers {
+            #expect(Timing.poll(timeout: 10) { kill(w, 0) != 0 }, "nginx worker \(w) still runs after cleanup")
+        }
+    }
+
     @Test func nginxAuthRequestAllowsRedirectsDeniesAndChallenges() throws {
         let bed = try Testbed.current
         let s = try Self.start(bed)

@@ -5,7 +5,8 @@ import Glibc
 
 /// A child process whose stdout and stderr go to files (so tests can read the logs), and
 /// which is never leaked: it is killed with SIGKILL and reaped by `kill()`, which `deinit` and
-/// `Testbed.cleanup()` both call.
+/// `Testbed.cleanup()` both call. A child that has children of its own (nginx's master and its
+/// workers) is given `stopSignal` first, so that it stops them: SIGKILL would leave them running.
 public final class SpawnedProcess: @unchecked Sendable {
     // @unchecked: every stored property is immutable; Foundation's Process is thread-safe for
     // the calls made here (isRunning, terminationStatus, processIdentifier).
@@ -14,11 +15,14 @@ public final class SpawnedProcess: @unchecked Sendable {
     public let arguments: [String]
     public let stdoutURL: URL
     public let stderrURL: URL
+    /// Sent by `kill()` before SIGKILL, which follows only if the process has not exited 5 s later.
+    public let stopSignal: Int32?
     private let process = Process()
 
     public init(_ executable: URL, _ arguments: [String], name: String? = nil, directory: URL,
-         environment: [String: String]? = nil) throws {
+         environment: [String: String]? = nil, stopSignal: Int32? = nil) throws {
         self.executable = executable
+        self.stopSignal = stopSignal
         self.arguments = arguments
         let label = name ?? executable.lastPathComponent
         self.name = label
@@ -121,9 +125,13 @@ public final class SpawnedProcess: @unchecked Sendable {
         }
     }
 
-    /// SIGKILL and reap. Safe to call more than once.
+    /// `stopSignal` if there is one, then SIGKILL, and reap. Safe to call more than once.
     public func kill() {
         guard process.isRunning else { return }
+        if let stopSignal {
+            _ = Glibc.kill(pid, stopSignal)
+            if waitForExit(timeout: 5) != nil { return }
+        }
         _ = Glibc.kill(pid, SIGKILL)
         _ = waitForExit(timeout: 10)
     }

@@ -79,8 +79,9 @@ public final class Testbed: @unchecked Sendable {
 
     /// Starts a process that `cleanup()` will kill.
     public func spawn(_ executable: URL, _ arguments: [String], name: String? = nil, directory: URL? = nil,
-               environment: [String: String]? = nil) throws -> SpawnedProcess {
-        let p = try SpawnedProcess(executable, arguments, name: name, directory: directory ?? dir.url, environment: environment)
+               environment: [String: String]? = nil, stopSignal: Int32? = nil) throws -> SpawnedProcess {
+        let p = try SpawnedProcess(executable, arguments, name: name, directory: directory ?? dir.url, environment: environment,
+                                   stopSignal: stopSignal)
         lock.lock()
         processes.append(p)
         lock.unlock()

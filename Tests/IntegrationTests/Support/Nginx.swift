@@ -66,11 +66,12 @@ enum Nginx {
         """
     }
 
-    /// Starts nginx with `config` from the testbed and waits for its port.
+    /// Starts nginx with `config` from the testbed and waits for its port. It is stopped with
+    /// SIGTERM (the master stops its workers, which a SIGKILL of the master would orphan).
     static func start(_ bed: Testbed, port: Int, config: String) throws -> SpawnedProcess {
         let url = try bed.dir.write("nginx.conf", config)
         let p = try bed.spawn(try binary, ["-c", url.path, "-e", bed.dir.url.appendingPathComponent("nginx-start.log").path],
-                              name: "nginx")
+                              name: "nginx", stopSignal: SIGTERM)
         try p.waitForPort(port)
         return p
     }
