@@ -12,9 +12,9 @@ let buildCommit: String = {
 
 // EventHTTP, HTTPCore and TxGate (the request phases), the per-request layers, are built for
 // release without the run-time exclusivity checks (bench/RESULTS.md: ~1.6k and ~0.8k
-// instructions per proxied request). The
-// compile-time checks stay; debug builds (the test suite) and the fuzz targets
-// (scripts/fuzz.sh sets TXGATE_EXCLUSIVITY_CHECKS=1) keep the run-time ones. SwiftPM accepts
+// instructions per proxied request). The compile-time checks stay; debug builds (the test
+// suite) and the fuzz targets (scripts/fuzz.sh sets TXGATE_EXCLUSIVITY_CHECKS=1) keep the
+// run-time ones. SwiftPM accepts
 // unsafe flags in a root, local or branch/revision dependency (docs/CLIENT.md's form), not in
 // one pinned to a version; the TxGateClient product depends on none of these targets.
 let hotPathSettings: [SwiftSetting] = Context.environment["TXGATE_EXCLUSIVITY_CHECKS"] == "1"

@@ -15,7 +15,7 @@ parallel="${FUZZ_PARALLEL:-2}"
 config="${FUZZ_CONFIG:-release}"
 flags=(-c "$config" -Xswiftc -sanitize=fuzzer,address -Xswiftc -parse-as-library)
 # The run-time exclusivity checks stay on in what is fuzzed (Package.swift turns them off for
-# the release build of EventHTTP and HTTPCore).
+# the release build of the per-request layers).
 export TXGATE_EXCLUSIVITY_CHECKS=1
 
 start=$(date +%s)

@@ -81,9 +81,10 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
 
         mutating func noteConnection(_ value: UnsafeBufferPointer<UInt8>) {
             _ = scanTokens(value) { s, e in
-                if bytesEqualFolded(value, s, e, "close") {
+                let token = UnsafeBufferPointer(rebasing: value[s..<e])
+                if equalsLowercased(token, "close") {
                     connectionClose = true
-                } else if bytesEqualFolded(value, s, e, "keep-alive") {
+                } else if equalsLowercased(token, "keep-alive") {
                     connectionKeepAlive = true
                 } else {
                     connectionOther = true
@@ -326,8 +327,9 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
         forEachRaw { f in
             guard f.name.count == 10, equalsLowercased(f.name, "connection") else { return }
             _ = scanTokens(f.value) { s, e in
-                if !bytesEqualFolded(f.value, s, e, "close") && !bytesEqualFolded(f.value, s, e, "keep-alive") {
-                    out.append(String(decoding: UnsafeBufferPointer(rebasing: f.value[s..<e]), as: UTF8.self))
+                let token = UnsafeBufferPointer(rebasing: f.value[s..<e])
+                if !equalsLowercased(token, "close") && !equalsLowercased(token, "keep-alive") {
+                    out.append(String(decoding: token, as: UTF8.self))
                 }
                 return false
             }
@@ -421,12 +423,7 @@ func sameLengthCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
     // or between parsed tokens, which are ASCII.
     if a == b { return true }
     var a = a, b = b
-    return a.withUTF8 { pa in
-        b.withUTF8 { pb in
-            for i in 0..<pa.count where lowerASCII(pa[i]) != lowerASCII(pb[i]) { return false }
-            return true
-        }
-    }
+    return a.withUTF8 { pa in b.withUTF8 { pb in asciiCaseInsensitiveEquals(pa, pb) } }
 }
 
 /// Calls `body` with the byte range of each trimmed, non-empty token of a comma-separated
@@ -444,14 +441,6 @@ func scanTokens(_ v: UnsafeBufferPointer<UInt8>, _ body: (Int, Int) -> Bool) -> 
         if end > start && body(start, end) { return true }
     }
     return false
-}
-
-@inline(__always)
-func bytesEqualFolded(_ v: UnsafeBufferPointer<UInt8>, _ start: Int, _ end: Int, _ lower: StaticString) -> Bool {
-    guard end - start == lower.utf8CodeUnitCount else { return false }
-    let p = lower.utf8Start
-    for k in 0..<(end - start) where lowerASCII(v[start + k]) != p[k] { return false }
-    return true
 }
 
 extension StringProtocol {

@@ -173,22 +173,39 @@ public struct GatewayCredentials: Sendable {
         self.bearerToken = bearerToken
     }
 
+    /// What a field of this name may carry of the gateway's credentials. The one list of
+    /// those names: `mayConcern` (the proxy's pass over the bytes) and `withoutCredentials`
+    /// both ask it.
+    enum Concern { case credential, authorization, cookie }
+
+    func concern(_ name: UnsafeBufferPointer<UInt8>) -> Concern? {
+        var cookieName = cookieName
+        if equalsLowercased(name, "x-txid") || cookieName.withUTF8({ asciiCaseInsensitiveEquals($0, name) }) {
+            return .credential
+        }
+        if bearerToken != nil && equalsLowercased(name, "authorization") { return .authorization }
+        return equalsLowercased(name, "cookie") ? .cookie : nil
+    }
+
     /// Whether a field with this name may carry the gateway's credentials (`withoutCredentials`
     /// decides); every other field goes upstream as its bytes.
-    public func mayConcern(_ name: UnsafeBufferPointer<UInt8>) -> Bool {
-        if equalsLowercased(name, "cookie") || equalsLowercased(name, "x-txid") { return true }
-        if bearerToken != nil && equalsLowercased(name, "authorization") { return true }
-        var cookieName = cookieName
-        return cookieName.withUTF8 { asciiCaseInsensitiveEquals($0, name) }
-    }
+    public func mayConcern(_ name: UnsafeBufferPointer<UInt8>) -> Bool { concern(name) != nil }
 
     /// `f` as it may go upstream: nil when it is a credential, a `Cookie` without the session
     /// cookie (nil when nothing else is left), any other field as it is.
     public func withoutCredentials(_ f: HTTPHeaders.Field) -> HTTPHeaders.Field? {
-        if asciiCaseInsensitiveEquals(f.name, cookieName) || asciiCaseInsensitiveEquals(f.name, "X-TxID") { return nil }
-        if let bearerToken, asciiCaseInsensitiveEquals(f.name, "Authorization"),
-           f.value.utf8.count == bearerToken.utf8.count + 7, f.value.hasSuffix(bearerToken) { return nil }
-        guard asciiCaseInsensitiveEquals(f.name, "Cookie") else { return f }
+        var name = f.name
+        switch name.withUTF8({ concern($0) }) {
+        case nil:
+            return f
+        case .credential:
+            return nil
+        case .authorization:
+            guard let bearerToken, f.value.utf8.count == bearerToken.utf8.count + 7, f.value.hasSuffix(bearerToken) else { return f }
+            return nil
+        case .cookie:
+            break
+        }
         let kept = f.value.split(byte: UInt8(ascii: ";")).filter { pair in
             pair.split(byte: UInt8(ascii: "="), maxSplits: 1).first.map { $0.trimmingOWS() != cookieName } ?? true
         }.map { $0.trimmingOWS() }
