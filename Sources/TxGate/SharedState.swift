@@ -20,7 +20,7 @@ final class ProcessResources: Sendable {
     let limits: ServerLimits
     /// Connections per client address, counted across every worker (nil: no cap).
     let clientConnections: ClientConnectionTable?
-    /// The counters, kept across reloads; policy labels are fixed at start-up.
+    /// The counters, kept across reloads (each pipeline counts requests under its own policy names).
     let metrics: GatewayMetrics
     /// Sessions, transactions, journeys: opened when the configuration at start has journeys.
     let store: Store?

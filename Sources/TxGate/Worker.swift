@@ -32,25 +32,26 @@ final class Worker: @unchecked Sendable {
         shared.redis?.attach(to: loop, worker: index)
         readiness = Readiness(loop: loop, upstream: shared.upstream, store: shared.store,
                               intervalMs: shared.config.readiness.intervalMs, worker: index, logger: shared.logger)
-        pipeline = Self.pipeline(shared, loop: loop, pool: pool, readiness: readiness, accessLogBuffer: accessLogBuffer)
-        pool.onDispatch = { [m = shared.metrics] reused in (reused ? m.upstreamReused : m.upstreamNew).increment() }
+        pipeline = Self.pipeline(shared, worker: index, loop: loop, pool: pool, readiness: readiness, accessLogBuffer: accessLogBuffer)
+        let stats = shared.metrics.workers[index]
+        pool.onDispatch = { reused in stats.dispatched(reused: reused) }
         server = try HTTPServer(loop: loop, address: shared.listenAddress, tls: shared.listenerTLS, limits: shared.limits,
                                 clients: shared.clientConnections,
                                 errorBody: { status, message in (ErrorBody.contentType, ErrorBody.json(status: status, message: message)) },
                                 handler: { [unowned self] exchange in self.handle(exchange) })
         server.onAcceptError = { [shared] message in shared.logger.error("\(message)") }
-        server.onConnectionCountChange = { [m = shared.metrics] change in m.clientConnections.increment(by: Double(change)) }
+        server.onConnectionCountChange = { change in stats.connectionsChanged(by: change) }
         server.strictTransportSecurity = shared.strictTransportSecurity
     }
 
-    static func pipeline(_ shared: SharedState, loop: EventLoop, pool: UpstreamPool, readiness: Readiness,
+    static func pipeline(_ shared: SharedState, worker: Int, loop: EventLoop, pool: UpstreamPool, readiness: Readiness,
                          accessLogBuffer: AccessLogBuffer) -> Pipeline {
         let pipeline = Pipeline(phases(shared, loop: loop, pool: pool, readiness: readiness), logger: shared.logger,
                                 accessLog: shared.accessLog, accessLogBuffer: accessLogBuffer,
                                 upstreamDescription: shared.upstreamDescription,
                                 trustedProxies: shared.config.trustedProxies)
         pipeline.policies = shared.policies
-        pipeline.metrics = RequestMetrics(shared.metrics)
+        pipeline.metrics = RequestMetrics(shared.metrics, worker: worker, policyNames: shared.policies.policies.map(\.name))
         return pipeline
     }
 
@@ -58,7 +59,7 @@ final class Worker: @unchecked Sendable {
     /// TLS certificate; the listener, the upstream pool and the connections stay.
     func switchTo(_ next: SharedState) {
         loop.execute { [self] in
-            pipeline = Self.pipeline(next, loop: loop, pool: pool, readiness: readiness, accessLogBuffer: accessLogBuffer)
+            pipeline = Self.pipeline(next, worker: index, loop: loop, pool: pool, readiness: readiness, accessLogBuffer: accessLogBuffer)
             if next.listenerTLS != nil { server.tls = next.listenerTLS }
             server.strictTransportSecurity = next.strictTransportSecurity
         }

@@ -83,6 +83,37 @@ struct ReloadTests {
         #expect(g.process.isRunning)
     }
 
+    /// Policies added by a reload are counted under their own names (the metrics' policy
+    /// labels used to be fixed at start-up: a policy beyond the start-up list indexed past
+    /// the worker's counters and stopped the gateway).
+    @Test("policies added by a reload are counted under their names")
+    func reloadedPoliciesAreCountedByName() throws {
+        let bed = try Testbed.current
+        let (g, _) = try bed.startGatewayWithBank(config: Self.config())
+        #expect(try g.fetch("GET", "/health").status == 200)
+        try Self.rewrite(g) { c in
+            var policies = c["policies"] as? [[String: Any]] ?? []
+            policies.insert(["name": "first", "resources": ["/first"], "actions": ["GET"], "subjects": "anyone"], at: 0)
+            policies.append(["name": "extra1", "resources": ["/extra1"], "actions": ["GET"], "subjects": "anyone"])
+            policies.append(["name": "extra2", "resources": ["/extra2"], "actions": ["GET"], "subjects": "anyone"])
+            c["policies"] = policies
+        }
+        _ = try Self.reload(g, until: "config reloaded")
+        for path in ["/extra2", "/extra2", "/extra1", "/health"] {
+            #expect(try g.fetch("GET", path).status != 403, "\(path)")
+        }
+        #expect(g.process.isRunning, "stderr:\n\(g.process.stderrTail(20))")
+        let r = try g.fetch("GET", "/-/metrics")
+        let s = MetricsTests.samples(r.bodyText)
+        func v(_ policy: String, _ status: String) -> Double? {
+            MetricsTests.value(s, "txgate_requests_total", ["policy": policy, "method": "GET", "status": status])
+        }
+        #expect(v("extra2", "4xx") == 2, "\(r.bodyText)")
+        #expect(v("extra1", "4xx") == 1, "\(r.bodyText)")
+        #expect(v("health", "2xx") == 2, "before and after the reload, under one series: \(r.bodyText)")
+        #expect(s.filter { $0.name == "txgate_requests_total" }.reduce(0) { $0 + $1.value } == 5, "\(r.bodyText)")
+    }
+
     @Test("an invalid file changes nothing: every error logged, the old configuration serves")
     func invalidChangeIsRefused() throws {
         let bed = try Testbed.current

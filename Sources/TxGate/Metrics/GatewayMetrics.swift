@@ -1,5 +1,6 @@
 import CoreMetrics
 import EventHTTP
+import Synchronization
 import class Prometheus.PrometheusCollectorRegistry
 import struct Prometheus.PrometheusMetricsFactory
 import TxGateCore
@@ -8,22 +9,28 @@ import TxGateCore
 /// `/-/metrics`. Every handle whose labels are known at start-up is made here, once; label
 /// values come only from fixed sets or from the configuration (policy and journey names),
 /// never from a request (no users, tokens or TxIds), so the series stay bounded.
-// @unchecked Sendable: every stored property is immutable, and swift-metrics' handles over
-// the Prometheus backend are thread-safe (atomics and locks inside).
+///
+/// The families every request touches are kept per worker and summed when scraped
+/// (`WorkerStats`, `RequestCounts`); the rest are swift-metrics handles over the registry.
+// @unchecked Sendable: every stored property is immutable or a mutex; swift-metrics' handles over the Prometheus backend are thread-safe (atomics
+// and locks inside), and `WorkerStats` is read through atomics.
 final class GatewayMetrics: @unchecked Sendable {
     let registry: PrometheusCollectorRegistry
     let factory: PrometheusMetricsFactory
     let allowFrom: [CIDR]
 
-    /// Label values for `policy`: the configured names, then "none" (no policy applied).
-    let policyNames: [String]
-    static let methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "other"]
-    static let statusClasses = ["1xx", "2xx", "3xx", "4xx", "5xx"]
+    /// Latencies from a fraction of a millisecond (SQLite, a local upstream) to seconds.
+    static let latencyBuckets: [Duration] = [
+        .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
+        .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
+        .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
+    ]
 
-    let decisionAllow: Counter
-    let decisionDeny: Counter
-    /// By advice type; an advice not in the list counts as "other".
-    private let decisionChallenge: [String: Counter]
+    /// Each worker's share of the per-request families, by worker index.
+    let workers: [WorkerStats]
+    /// `txgate_requests_total`: the counts of each worker's current pipelines, and the totals
+    /// of those a reload replaced.
+    private let requestCounts = Mutex<(live: [RequestCounts], retired: [String: UInt64], retiredOrder: [String])>(([], [:], []))
 
     let transactionsCreated: Counter
     /// The same request challenged again while its transaction waits: its TxId handed out again.
@@ -50,40 +57,23 @@ final class GatewayMetrics: @unchecked Sendable {
     /// 0 once a Redis connection found another policy (allowed only by `store.allowEviction`).
     let storeEvictionPolicyOK: Gauge
 
-    let upstreamLatency: Timer
     let upstreamConnectFailures: Counter
-    let upstreamReused: Counter
-    let upstreamNew: Counter
     /// Requests sent a second time after a kept-alive connection failed before any response byte.
     let upstreamResends: Counter
     /// Upstream failures after the request may have been processed (the client is told `"outcome":"unknown"`).
     let upstreamOutcomeUnknown: Counter
-    let clientConnections: Meter
 
     init(config: GatewayConfig) {
         registry = PrometheusCollectorRegistry()
         var f = PrometheusMetricsFactory(registry: registry)
-        // Latencies from a fraction of a millisecond (SQLite, a local upstream) to seconds.
-        f.defaultDurationHistogramBuckets = [
-            .microseconds(250), .microseconds(500), .milliseconds(1), .milliseconds(2), .milliseconds(5), .milliseconds(10),
-            .milliseconds(25), .milliseconds(50), .milliseconds(100), .milliseconds(250), .milliseconds(500),
-            .seconds(1), .milliseconds(2500), .seconds(5), .seconds(10),
-        ]
+        f.defaultDurationHistogramBuckets = Self.latencyBuckets
         factory = f
         allowFrom = config.metrics.allowFrom
-        policyNames = (config.policies ?? []).map(\.name) + ["none"]
+        workers = (0..<config.workers).map { _ in WorkerStats(latencyBuckets: Self.latencyBuckets) }
 
         func counter(_ name: String, _ dims: [(String, String)] = []) -> Counter {
             Counter(label: name, dimensions: dims, factory: f)
         }
-        decisionAllow = counter("txgate_decisions_total", [("outcome", "allow"), ("advice", "none")])
-        decisionDeny = counter("txgate_decisions_total", [("outcome", "deny"), ("advice", "none")])
-        let adviceTypes = [Advices.transaction, Advices.authenticateToService, Advices.authLevel, Advices.authenticateToRealm,
-                           Advices.authScheme, "other"]
-        decisionChallenge = Dictionary(uniqueKeysWithValues: adviceTypes.map {
-            ($0, counter("txgate_decisions_total", [("outcome", "challenge"), ("advice", $0)]))
-        })
-
         transactionsCreated = counter("txgate_transactions_created_total")
         transactionsReused = counter("txgate_transactions_reused_total")
         transactionsCompleted = counter("txgate_transactions_completed_total")
@@ -121,30 +111,24 @@ final class GatewayMetrics: @unchecked Sendable {
         storeEvictionPolicyOK = Gauge(label: "txgate_store_eviction_policy_ok", dimensions: [], factory: f)
         storeEvictionPolicyOK.record(1)
 
-        upstreamLatency = Timer(label: "txgate_upstream_response_duration_seconds", dimensions: [], factory: f)
         upstreamConnectFailures = counter("txgate_upstream_connect_failures_total")
-        upstreamReused = counter("txgate_upstream_requests_total", [("connection", "reused")])
-        upstreamNew = counter("txgate_upstream_requests_total", [("connection", "new")])
         upstreamResends = counter("txgate_upstream_resends_total")
         upstreamOutcomeUnknown = counter("txgate_upstream_outcome_unknown_total")
-        clientConnections = Meter(label: "txgate_client_connections", dimensions: [], factory: f)
     }
 
-    /// A request counter for one label combination (`RequestMetrics` caches them per worker).
-    func requestCounter(policy: Int, method: Int, statusClass: Int) -> Counter {
-        Counter(label: "txgate_requests_total",
-                dimensions: [("policy", policyNames[policy]), ("method", Self.methods[method]),
-                             ("status", Self.statusClasses[statusClass])],
-                factory: factory)
+    /// A worker's new pipeline counts its requests here from now on.
+    func register(_ counts: RequestCounts) {
+        requestCounts.withLock { $0.live.append(counts) }
     }
 
-    func decided(_ d: Decision, method: String) {
-        if let advice = d.advices.entries.first {
-            (decisionChallenge[advice.name] ?? decisionChallenge["other"]!).increment()
-        } else if d.allows(method) {
-            decisionAllow.increment()
-        } else {
-            decisionDeny.increment()
+    /// A pipeline is gone: its counts move to the retired totals, by series.
+    func retire(_ counts: RequestCounts) {
+        requestCounts.withLock { r in
+            r.live.removeAll { $0 === counts }
+            counts.forEachSeries { series, n in
+                if r.retired[series] == nil { r.retiredOrder.append(series) }
+                r.retired[series, default: 0] += n
+            }
         }
     }
 
@@ -179,6 +163,17 @@ final class GatewayMetrics: @unchecked Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(16 * 1024)
         registry.emit(into: &out)
+        WorkerStats.emit(workers, latencyBuckets: Self.latencyBuckets, into: &out)
+        // One snapshot: a pipeline retired after it is still read as live, never twice.
+        var (totals, order, live) = requestCounts.withLock { ($0.retired, $0.retiredOrder, $0.live) }
+        for counts in live {
+            counts.forEachSeries { series, n in
+                if totals[series] == nil { order.append(series) }
+                totals[series, default: 0] += n
+            }
+        }
+        out.typeLine("txgate_requests_total", "counter")
+        for series in order { out.sample("txgate_requests_total", labels: series, totals[series]!) }
         return out
     }
 }

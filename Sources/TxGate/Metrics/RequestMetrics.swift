@@ -1,45 +1,34 @@
-import CoreMetrics
 import EventHTTP
 import TxGateCore
 
-/// One worker's request counters: `txgate_requests_total` by policy, method and status
-/// class, plus the upstream's latency. Confined to the worker's loop, so the handle cache
-/// needs no lock: each label combination is resolved once, then a request costs an array
-/// index and an atomic add (the plain proxy's budget is a few percent of its CPU).
+/// One worker's request metrics for one configuration: `txgate_requests_total` by policy,
+/// method and status class (labelled with this configuration's policy names, so that a reload
+/// that adds, removes or reorders policies counts each under its own name), and the worker's
+/// share of the other per-request families (`WorkerStats`). Confined to the worker's loop; a
+/// request costs an index and two plain stores, and touches nothing another worker writes.
 final class RequestMetrics {
     let metrics: GatewayMetrics
-    private var counters: [Counter?]
-    private let methodCount = GatewayMetrics.methods.count
-    private let classCount = GatewayMetrics.statusClasses.count
+    let stats: WorkerStats
+    let counts: RequestCounts
 
-    init(_ metrics: GatewayMetrics) {
+    init(_ metrics: GatewayMetrics, worker: Int, policyNames: [String]) {
         self.metrics = metrics
-        counters = Array(repeating: nil, count: metrics.policyNames.count * methodCount * classCount)
+        stats = metrics.workers[worker]
+        counts = RequestCounts(policyNames: policyNames)
+        metrics.register(counts)
     }
+
+    /// The pipeline is gone (a reload replaced it and its last request ended): its counts stay
+    /// in the totals.
+    deinit { metrics.retire(counts) }
 
     /// The request is over: count it (called once, from `Pipeline.log`).
     func finished(_ r: RequestSummary) {
-        let method = Self.methodIndex(r.method)
         let statusClass = min(4, max(0, r.status / 100 - 1))
-        let policy = policyIndex(r)
-        let i = (policy * methodCount + method) * classCount + statusClass
-        if let c = counters[i] {
-            c.increment()
-        } else {
-            let c = metrics.requestCounter(policy: policy, method: method, statusClass: statusClass)
-            counters[i] = c
-            c.increment()
-        }
+        counts.count(policy: r.policyIndex, method: Self.methodIndex(r.method), statusClass: statusClass)
         // Every decision a request got (from the cache or the PDP), by what it said.
-        if let d = r.decision { metrics.decided(d, method: r.decidedMethod) }
-        if let u = r.upstreamNanos { metrics.upstreamLatency.recordNanoseconds(Int64(truncatingIfNeeded: u)) }
-    }
-
-    /// The policy that applied (the last index, "none", when none did or there are no policies).
-    private func policyIndex(_ r: RequestSummary) -> Int {
-        let none = metrics.policyNames.count - 1
-        guard none > 0 else { return none }
-        return r.policyIndex ?? none
+        if let d = r.decision { stats.decided(d, method: r.decidedMethod) }
+        if let u = r.upstreamNanos { stats.upstreamResponded(nanos: u) }
     }
 
     static func methodIndex(_ m: String) -> Int {
@@ -52,6 +41,41 @@ final class RequestMetrics {
         case "PATCH": return 5
         case "OPTIONS": return 6
         default: return 7
+        }
+    }
+}
+
+/// `txgate_requests_total` for one configuration's policies, on one worker.
+final class RequestCounts: Sendable {
+    static let methods = ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS", "other"]
+    static let statusClasses = ["1xx", "2xx", "3xx", "4xx", "5xx"]
+
+    /// The configuration's policy names, then "none" (no policy applied).
+    let policyNames: [String]
+    private let slots: CounterSlots
+
+    init(policyNames: [String]) {
+        self.policyNames = policyNames + ["none"]
+        slots = CounterSlots(count: self.policyNames.count * Self.methods.count * Self.statusClasses.count)
+    }
+
+    /// `policy`: the index of the policy that applied in the configuration's list (nil: none).
+    func count(policy: Int?, method: Int, statusClass: Int) {
+        let p = policy.map { min($0, policyNames.count - 1) } ?? policyNames.count - 1
+        slots.add((p * Self.methods.count + method) * Self.statusClasses.count + statusClass)
+    }
+
+    /// Each series counted at least once: its labels in the text format, and its count.
+    func forEachSeries(_ body: (String, UInt64) -> Void) {
+        for (p, policy) in policyNames.enumerated() {
+            var prefix: [UInt8] = Array(#"policy=""#.utf8)
+            prefix.labelValue(policy)
+            for (m, method) in Self.methods.enumerated() {
+                for (c, status) in Self.statusClasses.enumerated() {
+                    let n = slots.value((p * Self.methods.count + m) * Self.statusClasses.count + c)
+                    if n > 0 { body(String(decoding: prefix, as: UTF8.self) + #"",method="\#(method)",status="\#(status)""#, n) }
+                }
+            }
         }
     }
 }
