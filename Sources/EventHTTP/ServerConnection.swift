@@ -8,7 +8,10 @@ import HTTPCore
 /// An exchange is handed to the application as soon as its head is parsed; its body may still
 /// be arriving (state `.body` with an exchange), and is read on while the application decides.
 final class ServerConnection: ChannelHandler {
-    unowned let server: HTTPServer
+    /// Strong: the server holds its open connections and each lets go when it closes
+    /// (`HTTPServer.connectionClosed`). An `unowned` reference cost a checked retain and a
+    /// release on every use, several per request (bench/RESULTS.md, the many-core profile).
+    let server: HTTPServer
     let id: Int
     let channel: Channel
     let remoteIP: String

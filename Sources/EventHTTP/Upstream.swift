@@ -108,13 +108,8 @@ public struct UpstreamRequest {
         }
     }
 
-    /// Appends the head to the evbuffer `output` in one `evbuffer_add`, written with the
-    /// loop's reused writer (`HeadScratch`).
-    func writeHead(into output: OpaquePointer, with heads: HeadScratch) {
-        heads.write(into: output) { w in writeHead(&w) }
-    }
-
-    private func writeHead(_ w: inout HeadWriter) {
+    /// The head, into `w` (`UpstreamCall.writeHead`).
+    func writeHead(_ w: inout HeadWriter) {
         w.write(method)
         w.write(" ")
         w.write(target)

@@ -12,10 +12,18 @@ public final class UpstreamCall {
     public private(set) var headReceived = false
     public private(set) var done = false
 
-    init(loop: EventLoop, request: UpstreamRequest, handler: UpstreamResponseHandler) {
+    /// `request` is moved in, not copied: a copy retains and releases each of its fields.
+    init(loop: EventLoop, request: consuming UpstreamRequest, handler: UpstreamResponseHandler) {
         self.loop = loop
         self.request = request
         self.handler = handler
+    }
+
+    /// Appends the request's head to the evbuffer `output` in one `evbuffer_add`, written with
+    /// the loop's reused writer (`HeadScratch`). The closure reads the request through the call:
+    /// capturing the struct copied it.
+    func writeHead(into output: OpaquePointer, with heads: HeadScratch) {
+        heads.write(into: output) { w in self.request.writeHead(&w) }
     }
 
     public func pauseReading() {

@@ -5,7 +5,9 @@ import HTTPCore
 /// One connection to the upstream: sends a call's request, reads its response (see
 /// UpstreamConnection+Response.swift), then goes back to its pool or closes.
 final class UpstreamConnection: ChannelHandler {
-    unowned let pool: UpstreamPool
+    /// Strong: the pool holds its idle connections, and a busy or idle one stays until it
+    /// closes. An `unowned` reference cost a checked retain and a release on every use.
+    let pool: UpstreamPool
     /// Nil once closed.
     var channel: Channel?
     enum State { case connecting, waitingHead, body, idle, closed }
@@ -47,7 +49,14 @@ final class UpstreamConnection: ChannelHandler {
             close()
             return nil
         }
-        let timer = LoopTimer(loop: pool.loop) { [weak self] in self?.connectTimedOut() }
+        // Not `weak`: a weak reference gives the connection a side table, and every retain of
+        // it, for every request it carries, then takes the slow path. The timer is pending only
+        // while the connection is open (connected and close() cancel it), which keeps it alive;
+        // the closure holds it for the call, since timing out closes it.
+        let timer = LoopTimer(loop: pool.loop) { [unowned(unsafe) self] in
+            let connection = self
+            withExtendedLifetime(connection) { connection.connectTimedOut() }
+        }
         timer.schedule(afterMs: ep.connectTimeoutMs)
         connectTimer = timer
     }
@@ -60,7 +69,7 @@ final class UpstreamConnection: ChannelHandler {
         bytesReceived = false
         requestCount += 1
         let out = channel.output
-        call.request.writeHead(into: out, with: pool.loop.heads)
+        call.writeHead(into: out, with: pool.loop.heads)
         call.request.body?.reference(into: out)
         if state == .idle {
             state = .waitingHead

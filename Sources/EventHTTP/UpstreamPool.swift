@@ -22,7 +22,7 @@ public final class UpstreamPool {
     public var idleCount: Int { idle.count }
 
     @discardableResult
-    public func send(_ request: UpstreamRequest, handler: UpstreamResponseHandler) -> UpstreamCall {
+    public func send(_ request: consuming UpstreamRequest, handler: UpstreamResponseHandler) -> UpstreamCall {
         loop.preconditionInEventLoop()
         let call = UpstreamCall(loop: loop, request: request, handler: handler)
         dispatch(call, fresh: false)
@@ -31,7 +31,7 @@ public final class UpstreamPool {
 
     func dispatch(_ call: UpstreamCall, fresh: Bool) {
         let now = EventLoop.nowNanos()
-        if !fresh, let c = takeIdle(for: call.request, now: now) {
+        if !fresh, let c = takeIdle(resendable: call.request.resendable, now: now) {
             onDispatch?(true)
             noteBusy(now)
             c.start(call)
@@ -63,14 +63,14 @@ public final class UpstreamPool {
     func opened() { open += 1 }
     func closed() { open -= 1 }
 
-    /// The most recently released idle connection that `request` may go on, closing those it
+    /// The most recently released idle connection a request may go on (`resendable`: its own), closing those it
     /// may not. One idle for longer than `idleTimeoutMs` is closed, with every one below it
     /// (released earlier, so older still): the upstream may be closing it right now. For a
     /// request that may not be re-sent, a connection whose socket already shows the upstream's
     /// close (or stray bytes) is closed too: a read the loop has not delivered yet would
     /// otherwise turn into a lost request. That check is one `recv(MSG_PEEK)`, paid only by
     /// such requests; a resendable one goes out and is re-sent if the connection was stale.
-    private func takeIdle(for request: UpstreamRequest, now: UInt64) -> UpstreamConnection? {
+    private func takeIdle(resendable: Bool, now: UInt64) -> UpstreamConnection? {
         guard !idle.isEmpty else { return nil }
         let limit = UInt64(endpoint.idleTimeoutMs) * 1_000_000
         while let c = idle.popLast() {
@@ -81,7 +81,7 @@ public final class UpstreamPool {
                 for o in older { o.close() }
                 return nil
             }
-            if request.resendable || c.isQuiet() { return c }
+            if resendable || c.isQuiet() { return c }
             c.close()
         }
         return nil

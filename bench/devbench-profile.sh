@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Where the CPU goes with several workers, on a many-core machine: perf (cpu-clock, call graphs)
+# over the proxy's cores while wrk drives txgate, then nginx proxy_pass, each with N workers
+# pinned to cores 0..N-1 in front of an nginx backend on cores 12-15, wrk on 8-11 (the layout of
+# ../shared/tools/devbench/devbench.py, from its bundle). Writes perf's reports as text.
+#
+#   bash bench/devbench-profile.sh BUNDLE PERF_DIR OUT_DIR [WORKERS]
+#
+# BUNDLE: an unpacked devbench bundle (bin/, lib/); its bin/txgate should keep its symbols.
+# PERF_DIR: a perf binary and the shared libraries it needs (perf, lib/). Needs 16 cores and
+# root (perf -a), unless BACKEND_CORES and WRK_CORES (taskset lists) say where else to run.
+# Everything listens on 127.0.0.1; what it starts is stopped on exit.
+set -eu
+B="$1"; PERF="$2"; OUT="$3"; N="${4:-8}"
+BACKEND_CORES="${BACKEND_CORES:-12-15}"; WRK_CORES="${WRK_CORES:-8-11}"
+[ "$(nproc)" -ge 16 ] || [ "$BACKEND_CORES" != 12-15 ] || { echo "devbench-profile.sh: needs 16 cores" >&2; exit 2; }
+export LD_LIBRARY_PATH="$B/lib"
+T="$(mktemp -d)"; chmod 755 "$T"
+PIDS=()
+cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$T"; }
+trap cleanup EXIT
+cores="0-$((N - 1))"
+perf() { LD_LIBRARY_PATH="$PERF/lib" "$PERF/perf" "$@"; }
+wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "nothing on $1" >&2; exit 1; }
+common="events { worker_connections 8192; }
+http { access_log off; client_body_temp_path $T/cb; proxy_temp_path $T/pt; fastcgi_temp_path $T/ft; uwsgi_temp_path $T/ut; scgi_temp_path $T/st;
+  keepalive_requests 100000;"
+
+cat > "$T/backend.conf" <<EOF
+user root root; worker_processes 4; daemon off; pid $T/backend.pid; error_log $T/backend.err;
+$common
+  server { listen 127.0.0.1:19080 backlog=4096 reuseport; location / { default_type application/json; return 200 '{"accounts":[{"id":"A1","balance":"100.00"}]}\n'; } } }
+EOF
+cat > "$T/proxy.conf" <<EOF
+user root root; worker_processes $N; daemon off; pid $T/proxy.pid; error_log $T/proxy.err;
+$common
+  upstream be { server 127.0.0.1:19080; keepalive 64; keepalive_requests 100000; }
+  server { listen 127.0.0.1:19081 backlog=4096 reuseport; location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
+EOF
+cat > "$T/txgate.json" <<EOF
+{"listen": "127.0.0.1:19082", "publicUrl": "http://127.0.0.1:19082", "workers": $N,
+ "upstream": {"url": "http://127.0.0.1:19080", "keepAlive": 64}, "limits": {"maxConnectionsPerClient": 0},
+ "log": {"level": "warning", "access": false}}
+EOF
+
+taskset -c "$BACKEND_CORES" "$B/bin/nginx" -c "$T/backend.conf" -p "$T" -e "$T/backend.err0" & PIDS+=($!)
+wait_port 19080
+
+profile() {  # name port
+  taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d1s "http://127.0.0.1:$2/accounts" >/dev/null
+  taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d7s "http://127.0.0.1:$2/accounts" > "$OUT/$1-wrk.txt" &
+  local w=$!
+  sleep 2
+  perf record -a -g -C "$cores" -F 1999 -o "$T/$1.data" -- sleep 3 2> "$T/$1.perf.err" >/dev/null
+  wait "$w"
+  perf report -i "$T/$1.data" --no-children --sort comm,dso --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25 > "$OUT/$1-dso.txt"
+  perf report -i "$T/$1.data" --no-children --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -150 > "$OUT/$1-sym.txt"
+  perf report -i "$T/$1.data" --children --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -150 > "$OUT/$1-children.txt"
+}
+
+TXGATE_SIGNING_KEY="devbench-$(printf 'k%.0s' $(seq 40))" taskset -c "$cores" "$B/bin/txgate" serve --config "$T/txgate.json" > "$T/txgate.log" 2>&1 & PIDS+=($!)
+wait_port 19082
+profile txgate 19082
+kill "${PIDS[1]}"; wait "${PIDS[1]}" 2>/dev/null || true
+
+taskset -c "$cores" "$B/bin/nginx" -c "$T/proxy.conf" -p "$T" -e "$T/proxy.err0" & PIDS+=($!)
+wait_port 19081
+sleep 0.3
+profile nginx 19081
+for f in "$OUT"/*-wrk.txt; do echo "$f: $(grep Requests/sec "$f")"; done
