@@ -132,7 +132,7 @@ extension ServerConnection {
     /// A head is incomplete: it must be whole by its deadline (counted from its first byte
     /// on a kept-alive connection), however slowly its bytes come.
     private func armHeadDeadline() {
-        let now = EventLoop.nowNanos()
+        let now = EventLoop.coarseNanos()
         if headDeadline == 0 { headDeadline = now + UInt64(limits.headerTimeoutMs) * 1_000_000 }
         guard now < headDeadline else {
             fail(408, "the request head did not arrive within \(limits.headerTimeoutMs) ms")
@@ -168,7 +168,7 @@ extension ServerConnection {
 
     /// Starts measuring the body's rate (`minBodyRate`), unless a 100 Continue is still due.
     private func startBodyClock() {
-        if bodyStartNanos == 0 && !continueExpected { bodyStartNanos = EventLoop.nowNanos() }
+        if bodyStartNanos == 0 && !continueExpected { bodyStartNanos = EventLoop.coarseNanos() }
     }
 
     /// Moves what has arrived of the body into it. True once it is complete; false while
@@ -204,7 +204,7 @@ extension ServerConnection {
     /// since its start is answered 408 (true).
     private func tooSlow(_ body: Body) -> Bool {
         guard limits.minBodyRate > 0, bodyStartNanos != 0 else { return false }
-        let elapsedMs = Int((EventLoop.nowNanos() - bodyStartNanos) / 1_000_000)
+        let elapsedMs = Int((EventLoop.coarseNanos() - bodyStartNanos) / 1_000_000)
         guard elapsedMs > limits.bodyTimeoutMs, body.count * 1000 < limits.minBodyRate * elapsedMs else { return false }
         fail(408, "the request body arrived slower than \(limits.minBodyRate) bytes/s")
         return true

@@ -59,7 +59,7 @@ final class ServerConnection: ChannelHandler {
     func start() {
         channel.setHandler(self)
         // The first request's head is due within the header timeout of the accept (nginx).
-        headDeadline = EventLoop.nowNanos() + UInt64(limits.headerTimeoutMs) * 1_000_000
+        headDeadline = EventLoop.coarseNanos() + UInt64(limits.headerTimeoutMs) * 1_000_000
         setReadTimeout(limits.headerTimeoutMs)
         channel.setReading(true)
     }
@@ -78,7 +78,7 @@ final class ServerConnection: ChannelHandler {
         switch state {
         case .lingering:
             evbuffer_drain(input, evbuffer_get_length(input))
-            if EventLoop.nowNanos() >= lingerDeadline { close() }
+            if EventLoop.coarseNanos() >= lingerDeadline { close() }
         case .handling:
             // A pipelined request waits its turn; stop reading if a client piles up too much.
             if evbuffer_get_length(input) > limits.maxHeaderBytes + 65_536 {
@@ -139,7 +139,7 @@ final class ServerConnection: ChannelHandler {
         state = .lingering
         dropBody()
         head = nil
-        lingerDeadline = EventLoop.nowNanos() + 2_000_000_000
+        lingerDeadline = EventLoop.coarseNanos() + 2_000_000_000
         shutdown(channel.socket, Int32(SHUT_WR))
         setReadTimeout(2_000)
         channel.setReading(true)

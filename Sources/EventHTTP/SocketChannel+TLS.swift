@@ -178,7 +178,7 @@ extension SocketChannel {
         // to wake the loop with.
         if !drained && SSL_has_pending(t.ssl) == 1 { event_active(readEvent, EV_READ, 0) }
         guard total > 0 else { return }
-        lastRead = EventLoop.nowNanos()
+        lastRead = EventLoop.coarseNanos()
         deliver { $0.readable() }
     }
 
@@ -270,7 +270,7 @@ extension SocketChannel {
             return
         }
         if hasOutput(t) {
-            if n > 0 { lastWrite = EventLoop.nowNanos() }
+            if n > 0 { lastWrite = EventLoop.coarseNanos() }
             if t.writeWantsRead { disarmWrite() }
             return
         }

@@ -121,7 +121,7 @@ final class SocketChannel: Channel {
     override func setTimeouts(readMs: Int?, writeMs: Int) {
         readTimeout = UInt64(max(readMs ?? 0, 0)) * 1_000_000
         writeTimeout = UInt64(max(writeMs, 0)) * 1_000_000
-        let now = EventLoop.nowNanos()
+        let now = EventLoop.coarseNanos()
         lastRead = now
         lastWrite = now
         scheduleTimer(now)
@@ -132,7 +132,7 @@ final class SocketChannel: Channel {
     override func setReading(_ on: Bool) {
         wantsRead = on
         if on {
-            let now = EventLoop.nowNanos()
+            let now = EventLoop.coarseNanos()
             lastRead = now
             armRead()
             scheduleTimer(now)
@@ -192,7 +192,7 @@ final class SocketChannel: Channel {
             return
         }
         guard total > 0 else { return }
-        lastRead = EventLoop.nowNanos()
+        lastRead = EventLoop.coarseNanos()
         deliver { $0.readable() }
     }
 
@@ -222,7 +222,7 @@ final class SocketChannel: Channel {
 
     /// Waits for the socket to take the rest of the output (an error shows there too).
     func armWrite(progress: Bool) {
-        let now = EventLoop.nowNanos()
+        let now = EventLoop.coarseNanos()
         if !writeArmed {
             writeArmed = true
             event_add(writeEvent, nil)
@@ -250,7 +250,7 @@ final class SocketChannel: Channel {
             return
         }
         if evbuffer_get_length(output) > 0 {
-            if n > 0 { lastWrite = EventLoop.nowNanos() }
+            if n > 0 { lastWrite = EventLoop.coarseNanos() }
             return
         }
         disarmWrite()
@@ -322,7 +322,7 @@ extension SocketChannel {
     fileprivate func timerFired() {
         timerDue = 0
         guard !closed else { return }
-        let now = EventLoop.nowNanos()
+        let now = EventLoop.coarseNanos()
         if readArmed && readTimeout > 0 && now >= lastRead + readTimeout {
             setReading(false)
             deliver { $0.event(BEV_EVENT_TIMEOUT | BEV_EVENT_READING) }
@@ -333,6 +333,6 @@ extension SocketChannel {
             deliver { $0.event(BEV_EVENT_TIMEOUT | BEV_EVENT_WRITING) }
             if closed { return }
         }
-        scheduleTimer(EventLoop.nowNanos())
+        scheduleTimer(EventLoop.coarseNanos())
     }
 }

@@ -107,7 +107,7 @@ final class UpstreamConnection: ChannelHandler {
 
     func becomeIdle() {
         state = .idle
-        idleSince = EventLoop.nowNanos()
+        idleSince = EventLoop.coarseNanos()
         channel?.setReading(true)
     }
 

@@ -30,7 +30,7 @@ public final class UpstreamPool {
     }
 
     func dispatch(_ call: UpstreamCall, fresh: Bool) {
-        let now = EventLoop.nowNanos()
+        let now = EventLoop.coarseNanos()
         if !fresh, let c = takeIdle(resendable: call.request.resendable, now: now) {
             onDispatch?(true)
             noteBusy(now)
