@@ -80,8 +80,7 @@ public final class Body {
 /// Small helpers for moving bytes in and out of evbuffers, inside EventHTTP.
 enum EvBuffer {
     static func append(_ buffer: OpaquePointer, _ string: String) {
-        var s = string
-        s.withUTF8 { _ = evbuffer_add(buffer, $0.baseAddress, $0.count) }
+        string.withUTF8Bytes { _ = evbuffer_add(buffer, $0.baseAddress, $0.count) }
     }
 
     static func append(_ buffer: OpaquePointer, _ bytes: [UInt8]) {

@@ -211,8 +211,9 @@ extension ServerConnection {
     }
 
     private func dispatch() {
-        guard let head, let body else { return }
-        self.head = nil
+        guard head != nil, let body else { return }
+        // Moved out, not copied (a copy retains each of the head's fields, then releases them).
+        let head = self.head.take()!
         let complete = state == .handling
         if complete {
             self.body = nil

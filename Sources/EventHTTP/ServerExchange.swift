@@ -42,7 +42,7 @@ public final class ServerExchange {
     private var unsentHeadBytes = 0
     var isLayerError = false
 
-    init(connection: ServerConnection, head: RequestHead, body: Body, bodyComplete: Bool = true) {
+    init(connection: ServerConnection, head: consuming RequestHead, body: Body, bodyComplete: Bool = true) {
         self.connection = connection
         self.bodyComplete = bodyComplete
         self.loop = connection.server.loop

@@ -52,8 +52,7 @@ public struct ByteWriter: ~Copyable {
 
     @inline(__always)
     public mutating func append(_ s: String) {
-        var s = s
-        s.withUTF8 { append($0) }
+        s.withUTF8Bytes { append($0) }
     }
 
     @inline(__always)
@@ -84,5 +83,18 @@ public struct ByteWriter: ~Copyable {
         base.deallocate()
         base = newBase
         capacity = newCapacity
+    }
+}
+
+extension String {
+    /// Calls `body` with the string's UTF-8 bytes, read in place when the string is stored as
+    /// UTF-8 (native strings, small or not: always, on Linux). `withUTF8` is mutating, so
+    /// calling it on a `let` copied the string first: a retain and a release, atomic, for every
+    /// header name and value written or looked up.
+    @inlinable
+    public func withUTF8Bytes<R>(_ body: (UnsafeBufferPointer<UInt8>) throws -> R) rethrows -> R {
+        if let r = try utf8.withContiguousStorageIfAvailable(body) { return r }
+        var s = self
+        return try s.withUTF8(body)
     }
 }

@@ -213,8 +213,7 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     }
 
     public mutating func add(_ name: String, _ value: String) {
-        var name = name, value = value
-        name.withUTF8 { n in value.withUTF8 { v in append(name: n, value: v, isUTF8: true) } }
+        name.withUTF8Bytes { n in value.withUTF8Bytes { v in append(name: n, value: v, isUTF8: true) } }
     }
 
     /// Appends a field given as bytes (another `HTTPHeaders`' `RawField`: forwarded as it is).
@@ -223,13 +222,11 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     }
 
     public mutating func append(_ field: Field) {
-        var name = field.name
-        name.withUTF8 { n in
+        field.name.withUTF8Bytes { n in
             if let received = field.received {
                 received.withUnsafeBufferPointer { append(name: n, value: $0, isUTF8: false) }
             } else {
-                var value = field.value
-                value.withUTF8 { append(name: n, value: $0, isUTF8: true) }
+                field.value.withUTF8Bytes { append(name: n, value: $0, isUTF8: true) }
             }
         }
     }
@@ -250,8 +247,7 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     }
 
     public mutating func remove(_ name: String) {
-        var name = name
-        name.withUTF8 { n in removeAll(whereName: { asciiCaseInsensitiveEquals($0, n) }) }
+        name.withUTF8Bytes { n in removeAll(whereName: { asciiCaseInsensitiveEquals($0, n) }) }
     }
 
     /// Removes the fields `shouldRemove` picks, keeping the others' order.
@@ -273,22 +269,19 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     }
 
     public func first(_ name: String) -> String? {
-        var name = name
-        return name.withUTF8 { n in
+        name.withUTF8Bytes { n in
             firstRaw { f in asciiCaseInsensitiveEquals(f.name, n) ? f.field.value : nil }
         }
     }
 
     public func values(_ name: String) -> [String] {
         var out: [String] = []
-        var name = name
-        name.withUTF8 { n in forEachRaw { f in if asciiCaseInsensitiveEquals(f.name, n) { out.append(f.field.value) } } }
+        name.withUTF8Bytes { n in forEachRaw { f in if asciiCaseInsensitiveEquals(f.name, n) { out.append(f.field.value) } } }
         return out
     }
 
     public func contains(_ name: String) -> Bool {
-        var name = name
-        return name.withUTF8 { n in firstRaw { asciiCaseInsensitiveEquals($0.name, n) ? true : nil } } ?? false
+        name.withUTF8Bytes { n in firstRaw { asciiCaseInsensitiveEquals($0.name, n) ? true : nil } } ?? false
     }
 
     /// The comma-separated tokens of every field called `name`, lowercased and trimmed
@@ -307,9 +300,8 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     /// Whether any field called `name` lists `token` (case-insensitively) among its
     /// comma-separated values. No allocation: it runs for every message.
     public func hasToken(_ name: String, _ token: String) -> Bool {
-        var name = name, token = token
-        return name.withUTF8 { n in
-            token.withUTF8 { t in
+        name.withUTF8Bytes { n in
+            token.withUTF8Bytes { t in
                 firstRaw { f in
                     asciiCaseInsensitiveEquals(f.name, n) && scanTokens(f.value) { s, e in
                         asciiCaseInsensitiveEquals(UnsafeBufferPointer(rebasing: f.value[s..<e]), t)
@@ -422,8 +414,7 @@ func sameLengthCaseInsensitiveEquals(_ a: String, _ b: String) -> Bool {
     // equality only when both are non-ASCII; the gateway always compares against an ASCII name
     // or between parsed tokens, which are ASCII.
     if a == b { return true }
-    var a = a, b = b
-    return a.withUTF8 { pa in b.withUTF8 { pb in asciiCaseInsensitiveEquals(pa, pb) } }
+    return a.withUTF8Bytes { pa in b.withUTF8Bytes { pb in asciiCaseInsensitiveEquals(pa, pb) } }
 }
 
 /// Calls `body` with the byte range of each trimmed, non-empty token of a comma-separated
@@ -466,7 +457,6 @@ extension String {
     public func hasASCIIPrefix(_ prefix: StaticString) -> Bool {
         let n = prefix.utf8CodeUnitCount
         guard utf8.count >= n else { return false }
-        var s = self
-        return s.withUTF8 { memcmp($0.baseAddress!, prefix.utf8Start, n) == 0 }
+        return withUTF8Bytes { memcmp($0.baseAddress!, prefix.utf8Start, n) == 0 }
     }
 }

@@ -35,7 +35,8 @@ final class ProxiedRequest: UpstreamResponseHandler {
 
     func start(on pool: UpstreamPool) {
         let ex = ctx.exchange
-        let headers = ctx.upstreamHeaders ?? ex.head.headers
+        // Taken, not copied: nothing reads them after this (a resend uses the call's request).
+        let headers = ctx.upstreamHeaders.take() ?? ex.head.headers
         ex.onAbort = { self.clientGone() }
         ex.onWritable = { self.clientDrained() }
         sentAt = EventLoop.nowNanos()
@@ -44,7 +45,7 @@ final class ProxiedRequest: UpstreamResponseHandler {
         // A request that spends an approval goes upstream once, whatever its method.
         let request = UpstreamRequest(method: ctx.method, target: target, headers: headers, body: body,
                                       resendable: ctx.consumedTxid == nil ? nil : false)
-        call = pool.send(request, handler: self)
+        call = pool.send(consume request, handler: self)
     }
 
     func upstreamWillResend(after failure: UpstreamFailure) {

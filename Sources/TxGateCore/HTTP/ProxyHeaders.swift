@@ -21,8 +21,7 @@ public enum ProxyHeaders {
 
     /// Classifies a field name by its length first, so most names cost one comparison.
     static func kind(_ name: String) -> Kind {
-        var name = name
-        return name.withUTF8 { kind($0) }
+        name.withUTF8Bytes { kind($0) }
     }
 
     /// `kind` on a name's bytes (what the per-request passes read).
@@ -60,8 +59,7 @@ public enum ProxyHeaders {
     @inline(__always)
     static func isNamed(_ name: UnsafeBufferPointer<UInt8>, _ named: [String]) -> Bool {
         !named.isEmpty && named.contains { n in
-            var n = n
-            return n.withUTF8 { asciiCaseInsensitiveEquals($0, name) }
+            n.withUTF8Bytes { asciiCaseInsensitiveEquals($0, name) }
         }
     }
 
@@ -179,8 +177,7 @@ public struct GatewayCredentials: Sendable {
     enum Concern { case credential, authorization, cookie }
 
     func concern(_ name: UnsafeBufferPointer<UInt8>) -> Concern? {
-        var cookieName = cookieName
-        if equalsLowercased(name, "x-txid") || cookieName.withUTF8({ asciiCaseInsensitiveEquals($0, name) }) {
+        if equalsLowercased(name, "x-txid") || cookieName.withUTF8Bytes({ asciiCaseInsensitiveEquals($0, name) }) {
             return .credential
         }
         if bearerToken != nil && equalsLowercased(name, "authorization") { return .authorization }
@@ -194,8 +191,7 @@ public struct GatewayCredentials: Sendable {
     /// `f` as it may go upstream: nil when it is a credential, a `Cookie` without the session
     /// cookie (nil when nothing else is left), any other field as it is.
     public func withoutCredentials(_ f: HTTPHeaders.Field) -> HTTPHeaders.Field? {
-        var name = f.name
-        switch name.withUTF8({ concern($0) }) {
+        switch f.name.withUTF8Bytes({ concern($0) }) {
         case nil:
             return f
         case .credential:
