@@ -108,14 +108,13 @@ public struct UpstreamRequest {
         }
     }
 
-    /// The head, into `w` (`UpstreamCall.writeHead`).
-    func writeHead(_ w: inout HeadWriter) {
+    /// A request's head, into `w` (`UpstreamCall.writeHead`).
+    static func writeHead(_ w: inout HeadWriter, method: String, target: String, headers: HTTPHeaders, bodyCount n: Int) {
         w.write(method)
         w.write(" ")
         w.write(target)
         w.write(" HTTP/1.1\r\n")
         w.writeFields(headers)
-        let n = body?.count ?? 0
         if n > 0 || method == "POST" || method == "PUT" || method == "PATCH" {
             w.write("Content-Length: ")
             w.write(n)

@@ -3,7 +3,13 @@ import HTTPCore
 /// A request in flight; lets the caller apply back-pressure or give up.
 public final class UpstreamCall {
     let loop: EventLoop
-    let request: UpstreamRequest
+    // The request's parts, held apart: a whole `UpstreamRequest` stored here was copied and the
+    // original destroyed (each field retained and released once more per request).
+    let method: String
+    let target: String
+    let headers: HTTPHeaders
+    let body: Body?
+    let resendable: Bool
     /// Held until the call finishes or is cancelled (both let it go). It was weak: that cost a
     /// side table per proxied request (allocated, assigned, read at every callback).
     var handler: UpstreamResponseHandler?
@@ -12,18 +18,23 @@ public final class UpstreamCall {
     public private(set) var headReceived = false
     public private(set) var done = false
 
-    /// `request` is moved in, not copied: a copy retains and releases each of its fields.
-    init(loop: EventLoop, request: consuming UpstreamRequest, handler: UpstreamResponseHandler) {
+    init(loop: EventLoop, method: String, target: String, headers: HTTPHeaders, body: Body?, resendable: Bool,
+         handler: UpstreamResponseHandler) {
         self.loop = loop
-        self.request = request
+        self.method = method
+        self.target = target
+        self.headers = headers
+        self.body = body
+        self.resendable = resendable
         self.handler = handler
     }
 
     /// Appends the request's head to the evbuffer `output` in one `evbuffer_add`, written with
-    /// the loop's reused writer (`HeadScratch`). The closure reads the request through the call:
-    /// capturing the struct copied it.
+    /// the loop's reused writer (`HeadScratch`).
     func writeHead(into output: OpaquePointer, with heads: HeadScratch) {
-        heads.write(into: output) { w in self.request.writeHead(&w) }
+        heads.write(into: output) { w in
+            UpstreamRequest.writeHead(&w, method: method, target: target, headers: headers, bodyCount: body?.count ?? 0)
+        }
     }
 
     public func pauseReading() {

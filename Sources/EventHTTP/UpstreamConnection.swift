@@ -65,12 +65,12 @@ final class UpstreamConnection: ChannelHandler {
         guard let channel else { call.finish(.connectFailed("connection closed")); return }
         self.call = call
         call.connection = self
-        method = call.request.method
+        method = call.method
         bytesReceived = false
         requestCount += 1
         let out = channel.output
         call.writeHead(into: out, with: pool.loop.heads)
-        call.request.body?.reference(into: out)
+        call.body?.reference(into: out)
         if state == .idle {
             state = .waitingHead
             armResponseTimeout()
@@ -193,7 +193,7 @@ final class UpstreamConnection: ChannelHandler {
         let stale = requestCount > 1 && !bytesReceived && (state == .waitingHead)
         close()
         guard let call else { return }
-        if stale && call.request.resendable && !call.retried && !call.headReceived {
+        if stale && call.resendable && !call.retried && !call.headReceived {
             if case .responseTimeout = failure {} else {
                 call.retried = true
                 call.handler?.upstreamWillResend(after: failure)

@@ -1,3 +1,5 @@
+import HTTPCore
+
 /// The keep-alive connections from one loop to one upstream. Confined to that loop, like
 /// its calls and connections (checked in debug builds).
 public final class UpstreamPool {
@@ -21,17 +23,27 @@ public final class UpstreamPool {
 
     public var idleCount: Int { idle.count }
 
-    @discardableResult
-    public func send(_ request: consuming UpstreamRequest, handler: UpstreamResponseHandler) -> UpstreamCall {
+    /// `send` with the request's parts (the proxy's hot path): a request built by the caller and
+    /// passed whole was copied and the original destroyed, across the module boundary, each of
+    /// its fields retained and released once more.
+    public func send(method: consuming String, target: consuming String, headers: consuming HTTPHeaders, body: consuming Body?,
+                     resendable: Bool?, handler: UpstreamResponseHandler) -> UpstreamCall {
         loop.preconditionInEventLoop()
-        let call = UpstreamCall(loop: loop, request: request, handler: handler)
+        let call = UpstreamCall(loop: loop, method: method, target: target, headers: headers, body: body,
+                                resendable: resendable ?? UpstreamRequest.isIdempotent(method), handler: handler)
         dispatch(call, fresh: false)
         return call
     }
 
+    @discardableResult
+    public func send(_ request: consuming UpstreamRequest, handler: UpstreamResponseHandler) -> UpstreamCall {
+        send(method: request.method, target: request.target, headers: request.headers, body: request.body,
+             resendable: request.resendable, handler: handler)
+    }
+
     func dispatch(_ call: UpstreamCall, fresh: Bool) {
         let now = EventLoop.coarseNanos()
-        if !fresh, let c = takeIdle(resendable: call.request.resendable, now: now) {
+        if !fresh, let c = takeIdle(resendable: call.resendable, now: now) {
             onDispatch?(true)
             noteBusy(now)
             c.start(call)

@@ -43,9 +43,8 @@ final class ProxiedRequest: UpstreamResponseHandler {
         // A replayed parked request goes with its own method and body.
         let body = ctx.replay.map { Body($0.body) } ?? ex.body
         // A request that spends an approval goes upstream once, whatever its method.
-        let request = UpstreamRequest(method: ctx.method, target: target, headers: headers, body: body,
-                                      resendable: ctx.consumedTxid == nil ? nil : false)
-        call = pool.send(consume request, handler: self)
+        call = pool.send(method: ctx.method, target: target, headers: headers, body: body,
+                         resendable: ctx.consumedTxid == nil ? nil : false, handler: self)
     }
 
     func upstreamWillResend(after failure: UpstreamFailure) {
