@@ -2,7 +2,8 @@
 # Where the CPU goes with several workers, on a many-core machine: perf (cpu-clock, call graphs)
 # over the proxy's cores while wrk drives txgate, then nginx proxy_pass, each with N workers
 # pinned to cores 0..N-1 in front of an nginx backend on cores 12-15, wrk on 8-11 (the layout of
-# ../shared/tools/devbench/devbench.py, from its bundle). Writes perf's reports as text.
+# the side-by-side many-core benchmark, devbench, whose bundle holds the binaries). Writes perf's
+# reports as text.
 #
 #   bash bench/devbench-profile.sh BUNDLE PERF_DIR OUT_DIR [WORKERS]
 #
