@@ -75,8 +75,8 @@ public final class UpstreamPool {
     func opened() { open += 1 }
     func closed() { open -= 1 }
 
-    /// The most recently released idle connection a request may go on (`resendable`: its own), closing those it
-    /// may not. One idle for longer than `idleTimeoutMs` is closed, with every one below it
+    /// The most recently released idle connection a request may go on (`resendable`: whether
+    /// it may be re-sent), closing those it may not. One idle for longer than `idleTimeoutMs` is closed, with every one below it
     /// (released earlier, so older still): the upstream may be closing it right now. For a
     /// request that may not be re-sent, a connection whose socket already shows the upstream's
     /// close (or stray bytes) is closed too: a read the loop has not delivered yet would

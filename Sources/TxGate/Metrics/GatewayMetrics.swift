@@ -12,11 +12,11 @@ import TxGateCore
 ///
 /// The families every request touches are kept per worker and summed when scraped
 /// (`WorkerStats`, `RequestCounts`); the rest are swift-metrics handles over the registry.
-// @unchecked Sendable: every stored property is immutable or a mutex; swift-metrics' handles over the Prometheus backend are thread-safe (atomics
-// and locks inside), and `WorkerStats` is read through atomics.
+// @unchecked Sendable: every stored property is immutable or a mutex; swift-metrics' handles
+// over the Prometheus backend are thread-safe (atomics and locks inside), and `WorkerStats` is
+// read through atomics.
 final class GatewayMetrics: @unchecked Sendable {
     let registry: PrometheusCollectorRegistry
-    let factory: PrometheusMetricsFactory
     let allowFrom: [CIDR]
 
     /// Latencies from a fraction of a millisecond (SQLite, a local upstream) to seconds.
@@ -67,7 +67,6 @@ final class GatewayMetrics: @unchecked Sendable {
         registry = PrometheusCollectorRegistry()
         var f = PrometheusMetricsFactory(registry: registry)
         f.defaultDurationHistogramBuckets = Self.latencyBuckets
-        factory = f
         allowFrom = config.metrics.allowFrom
         workers = (0..<config.workers).map { _ in WorkerStats(latencyBuckets: Self.latencyBuckets) }
 
