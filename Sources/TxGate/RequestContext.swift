@@ -164,11 +164,8 @@ final class RequestContext {
                 }
                 phaseIndex += 1
                 flow = .inPhase
-                // The existential is copied for the call (callgrind and uprobes show it): a phase
-                // small enough to be stored inline has its references retained and released per
-                // request, so none of them may be an object every worker shares (a cache line
-                // written from every core); such a phase is a class (`MetricsEndpointPhase`).
-                let status = pipeline.phases[phaseIndex - 1].handle(self)
+                // Through the phase's cell, unretained (`Pipeline.callers`): no copy of the phase.
+                let status = pipeline.callers[phaseIndex - 1]._withUnsafeGuaranteedRef { $0.handle(self) }
                 switch status {
                 case .suspended:
                     guard flow == .resumedInPhase, let o = resumedOutcome else {
@@ -239,6 +236,27 @@ final class RequestContext {
 /// `ctx.suspend { resume in ... }` and answers through `resume` when its lookup completes.
 protocol RequestPhase {
     func handle(_ ctx: RequestContext) -> PhaseStatus
+}
+
+/// Calls one phase (`Pipeline.callers`).
+class PhaseCaller {
+    func handle(_ ctx: RequestContext) -> PhaseStatus { preconditionFailure("PhaseCaller is abstract") }
+
+    /// The cell for an existential phase, of its dynamic type.
+    static func cell(for phase: any RequestPhase) -> PhaseCaller {
+        func make<P: RequestPhase>(_ p: P) -> PhaseCaller { PhaseCell<P>(p) }
+        return make(phase)
+    }
+}
+
+/// A phase of concrete type `P`, held by a class so that the loop calls it through a plain
+/// virtual call on a reference it does not retain, and the phase is read in place.
+final class PhaseCell<P: RequestPhase>: PhaseCaller {
+    let phase: P
+
+    init(_ phase: P) { self.phase = phase }
+
+    override func handle(_ ctx: RequestContext) -> PhaseStatus { phase.handle(ctx) }
 }
 
 /// What a phase decided (Pingora's and Envoy's filter statuses).
