@@ -6,16 +6,10 @@ import TxGateCore
 /// loopback). The client is the one a trusted proxy relays for (`RequestContext.client`), not
 /// the connection's peer: with nginx on loopback in front, the peer is always allowed.
 /// Everything else goes on to the other gateway endpoints and the proxy.
-///
-/// A class, one per worker: the phase loop copies each phase's existential for every request,
-/// and a struct holding the metrics would retain and release the one object every worker
-/// shares, from every core.
-final class MetricsEndpointPhase: RequestPhase {
+struct MetricsEndpointPhase: RequestPhase {
     static let path = "/-/metrics"
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
     let metrics: GatewayMetrics
-
-    init(metrics: GatewayMetrics) { self.metrics = metrics }
 
     func handle(_ ctx: RequestContext) -> PhaseStatus {
         guard ctx.path == Self.path else { return .next }
