@@ -107,20 +107,5 @@ public struct UpstreamRequest {
         default: return false
         }
     }
-
-    /// A request's head, into `w` (`UpstreamCall.writeHead`).
-    static func writeHead(_ w: inout HeadWriter, method: String, target: String, headers: HTTPHeaders, bodyCount n: Int) {
-        w.write(method)
-        w.write(" ")
-        w.write(target)
-        w.write(" HTTP/1.1\r\n")
-        w.writeFields(headers)
-        if n > 0 || method == "POST" || method == "PUT" || method == "PATCH" {
-            w.write("Content-Length: ")
-            w.write(n)
-            w.writeCRLF()
-        }
-        w.writeCRLF()
-    }
 }
 

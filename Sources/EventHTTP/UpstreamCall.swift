@@ -33,7 +33,18 @@ public final class UpstreamCall {
     /// the loop's reused writer (`HeadScratch`).
     func writeHead(into output: OpaquePointer, with heads: HeadScratch) {
         heads.write(into: output) { w in
-            UpstreamRequest.writeHead(&w, method: method, target: target, headers: headers, bodyCount: body?.count ?? 0)
+            w.write(method)
+            w.write(" ")
+            w.write(target)
+            w.write(" HTTP/1.1\r\n")
+            w.writeFields(headers)
+            let n = body?.count ?? 0
+            if n > 0 || method == "POST" || method == "PUT" || method == "PATCH" {
+                w.write("Content-Length: ")
+                w.write(n)
+                w.writeCRLF()
+            }
+            w.writeCRLF()
         }
     }
 

@@ -76,12 +76,13 @@ public final class UpstreamPool {
     func closed() { open -= 1 }
 
     /// The most recently released idle connection a request may go on (`resendable`: whether
-    /// it may be re-sent), closing those it may not. One idle for longer than `idleTimeoutMs` is closed, with every one below it
-    /// (released earlier, so older still): the upstream may be closing it right now. For a
-    /// request that may not be re-sent, a connection whose socket already shows the upstream's
-    /// close (or stray bytes) is closed too: a read the loop has not delivered yet would
-    /// otherwise turn into a lost request. That check is one `recv(MSG_PEEK)`, paid only by
-    /// such requests; a resendable one goes out and is re-sent if the connection was stale.
+    /// it may be re-sent), closing those it may not. One idle for longer than `idleTimeoutMs`
+    /// is closed, with every one below it (released earlier, so older still): the upstream may
+    /// be closing it right now. For a request that may not be re-sent, a connection whose
+    /// socket already shows the upstream's close (or stray bytes) is closed too: a read the loop
+    /// has not delivered yet would otherwise turn into a lost request. That check is one
+    /// `recv(MSG_PEEK)`, paid only by such requests; a resendable one goes out and is re-sent
+    /// if the connection was stale.
     private func takeIdle(resendable: Bool, now: UInt64) -> UpstreamConnection? {
         guard !idle.isEmpty else { return nil }
         let limit = UInt64(endpoint.idleTimeoutMs) * 1_000_000

@@ -118,13 +118,12 @@ extension UpstreamFailure {
 /// The fixed list of phases a worker runs for each request, and the one exit for failures
 /// and for the access log.
 final class Pipeline {
-    let phases: [RequestPhase]
     /// Each phase in a class of its own concrete type (`PhaseCell`), and those cells unretained,
-    /// for the phase loop: calling a phase through `phases[i]` copied its existential for every
+    /// for the phase loop: calling a phase through an array of existentials copied it for every
     /// call, retaining and releasing its box or each of its references (about 16 atomic
     /// operations per proxied request); a cell is called at +0 and calls its phase in place.
     /// `cells` keeps them alive, and a request holds its pipeline.
-    private let cells: [PhaseCaller]
+    let cells: [PhaseCaller]
     let callers: [Unmanaged<PhaseCaller>]
     private let logger: Logger
     private let accessLog: AccessLog?
@@ -141,7 +140,6 @@ final class Pipeline {
     init(_ phases: [RequestPhase], logger: Logger, accessLog: AccessLog?, accessLogBuffer: AccessLogBuffer,
          upstreamDescription: String, trustedProxies: TrustedProxies = TrustedProxies()) {
         self.accessLogBuffer = accessLogBuffer
-        self.phases = phases
         cells = phases.map { PhaseCaller.cell(for: $0) }
         callers = cells.map { Unmanaged.passUnretained($0) }
         self.trustedProxies = trustedProxies

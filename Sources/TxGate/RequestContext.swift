@@ -158,7 +158,7 @@ final class RequestContext {
         while true {
             switch outcome {
             case .next:
-                guard phaseIndex < pipeline.phases.count else {
+                guard phaseIndex < pipeline.callers.count else {
                     outcome = .fail(.internalError("no phase answered the request"))
                     continue
                 }
@@ -182,7 +182,7 @@ final class RequestContext {
                     outcome = .fail(f)
                 default:
                     // A phase took a resume token and then returned another status.
-                    outcome = .fail(.internalError("phase \(type(of: pipeline.phases[phaseIndex - 1])) answered twice"))
+                    outcome = .fail(.internalError("phase \(pipeline.cells[phaseIndex - 1].phaseType) answered twice"))
                 }
             case .reply(let r):
                 flow = .over
@@ -242,6 +242,9 @@ protocol RequestPhase {
 class PhaseCaller {
     func handle(_ ctx: RequestContext) -> PhaseStatus { preconditionFailure("PhaseCaller is abstract") }
 
+    /// The phase's type, for a message about it.
+    var phaseType: Any.Type { preconditionFailure("PhaseCaller is abstract") }
+
     /// The cell for an existential phase, of its dynamic type.
     static func cell(for phase: any RequestPhase) -> PhaseCaller {
         func make<P: RequestPhase>(_ p: P) -> PhaseCaller { PhaseCell<P>(p) }
@@ -257,6 +260,8 @@ final class PhaseCell<P: RequestPhase>: PhaseCaller {
     init(_ phase: P) { self.phase = phase }
 
     override func handle(_ ctx: RequestContext) -> PhaseStatus { phase.handle(ctx) }
+
+    override var phaseType: Any.Type { P.self }
 }
 
 /// What a phase decided (Pingora's and Envoy's filter statuses).

@@ -162,7 +162,7 @@ final class GatewayMetrics: @unchecked Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(16 * 1024)
         registry.emit(into: &out)
-        WorkerStats.emit(workers, latencyBuckets: Self.latencyBuckets, into: &out)
+        WorkerStats.emit(workers, into: &out)
         // One snapshot: a pipeline retired after it is still read as live, never twice.
         var (totals, order, live) = requestCounts.withLock { ($0.retired, $0.retiredOrder, $0.live) }
         for counts in live {

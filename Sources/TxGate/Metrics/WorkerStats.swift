@@ -44,7 +44,9 @@ final class CounterSlots: @unchecked Sendable {
 /// workers' shares when scraped. (`txgate_requests_total`, whose `policy` labels follow the
 /// configuration, is counted per pipeline: `RequestMetrics`.)
 final class WorkerStats: Sendable {
-    /// The upstream latency's bucket bounds, in nanoseconds (`GatewayMetrics.latencyBuckets`).
+    /// The upstream latency's buckets (`GatewayMetrics.latencyBuckets`), and their bounds in
+    /// nanoseconds.
+    private let buckets: [Duration]
     private let bounds: [UInt64]
     private let slots: CounterSlots
 
@@ -63,6 +65,7 @@ final class WorkerStats: Sendable {
                                    Advices.authenticateToRealm, Advices.authScheme, "other"]
 
     init(latencyBuckets: [Duration]) {
+        buckets = latencyBuckets
         bounds = latencyBuckets.map { UInt64($0.components.seconds) * 1_000_000_000 + UInt64($0.components.attoseconds / 1_000_000_000) }
         slots = CounterSlots(count: Self.latency + latencyBuckets.count + 2 + Self.decisionLabels.count + 1)
     }
@@ -96,7 +99,7 @@ final class WorkerStats: Sendable {
     // MARK: Read by a scrape, on any thread
 
     /// The workers' shares summed, in the Prometheus text format.
-    static func emit(_ all: [WorkerStats], latencyBuckets: [Duration], into out: inout [UInt8]) {
+    static func emit(_ all: [WorkerStats], into out: inout [UInt8]) {
         guard let first = all.first else { return }
         func sum(_ i: Int) -> UInt64 { all.reduce(0) { $0 &+ $1.slots.value(i) } }
 
@@ -107,11 +110,11 @@ final class WorkerStats: Sendable {
         let name = "txgate_upstream_response_duration_seconds"
         out.typeLine(name, "histogram")
         var cumulative: UInt64 = 0
-        for (i, bound) in latencyBuckets.enumerated() {
+        for (i, bound) in first.buckets.enumerated() {
             cumulative &+= sum(latency + i)
             out.sample(name + "_bucket", labels: #"le=""# + bound.bucketRepresentation + #"""#, cumulative)
         }
-        cumulative &+= sum(latency + latencyBuckets.count)
+        cumulative &+= sum(latency + first.buckets.count)
         out.sample(name + "_bucket", labels: #"le="+Inf""#, cumulative)
         out.sample(name + "_sum", Duration.nanoseconds(Int64(truncatingIfNeeded: sum(first.latencySum))).bucketRepresentation)
         out.sample(name + "_count", cumulative)
