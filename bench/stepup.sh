@@ -2,11 +2,14 @@
 # The full step-up cycle per second, on the SQLite store and on the Redis store, side by side in
 # one run on loopback: challenge -> composite_advice start -> TOTP submit -> retry consumed.
 #
-#   bash bench/stepup.sh [--quick] [--rounds N]
+#   bash bench/stepup.sh [--quick] [--rounds N] [--callgrind]
 #
 #   --quick       2 s per measurement (instead of BENCH_DURATION, default 5)
 #   --rounds N    measure each store N times (default 3), alternating which goes first, and
 #                 report the median of each
+#   --callgrind   run both gateways under valgrind's callgrind, instrumented only while cycles
+#                 are measured, and report user-space instructions per cycle (the figure to
+#                 compare two builds by on a shared machine; times and CPU are then meaningless)
 #
 # Environment: BENCH_DURATION (seconds, default 5), BENCH_CONCURRENCY (client threads, default 8),
 # BENCH_PROCS (client processes the threads are spread over, default 2), BENCH_USERS (users per
@@ -26,11 +29,13 @@ DURATION="${BENCH_DURATION:-5}"
 CONCURRENCY="${BENCH_CONCURRENCY:-8}"
 PROCS="${BENCH_PROCS:-2}"
 ROUNDS=3
+CALLGRIND=0
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) DURATION=2 ;;
+    --callgrind) CALLGRIND=1 ;;
     --rounds) [ $# -ge 2 ] || { echo "stepup.sh: --rounds needs a number" >&2; exit 2; }; ROUNDS="$2"; shift ;;
-    -h|--help) sed -n '2,18p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "stepup.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -42,6 +47,11 @@ for v in DURATION CONCURRENCY PROCS USERS ROUNDS; do
   [[ "${!v}" =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || { echo "stepup.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
 done
 command -v redis-server >/dev/null || { echo "stepup.sh: redis-server not found; run: bash scripts/install-deps.sh" >&2; exit 1; }
+if [ "$CALLGRIND" = 1 ]; then
+  for tool in valgrind callgrind_control objcopy; do
+    command -v "$tool" >/dev/null || { echo "stepup.sh: --callgrind needs '$tool' (apt-get install valgrind binutils)" >&2; exit 2; }
+  done
+fi
 
 log() { printf '[stepup] %s\n' "$*" >&2; }
 die() { printf '\n[stepup] FAIL: %s\n\n' "$*" >&2; exit 1; }
@@ -68,6 +78,13 @@ log "building (release)"
 swift build -c release --product demo-bank >/dev/null
 BIN="$(swift build -c release --show-bin-path)"
 TXGATE="${TXGATE_BIN:-$BIN/txgate}"
+GATEWAY=("$TXGATE")
+if [ "$CALLGRIND" = 1 ]; then
+  # Valgrind 3.19 cannot read the DWARF 5 of Swift's release builds: a copy without debug
+  # information (function names are kept).
+  objcopy --strip-debug "$TXGATE" "$TMP/txgate"
+  GATEWAY=(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/callgrind.out.%p" "$TMP/txgate")
+fi
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_port() {
@@ -119,8 +136,8 @@ redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --d
 "$BIN/demo-bank" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & BANK_PID=$!; PIDS+=($!)
 wait_port "$REDIS_PORT" redis-server
 wait_port "$BANK_PORT" demo-bank
-"$TXGATE" serve --config "$TMP/sqlite.json" >"$TMP/sqlite.log" 2>&1 & SQLITE_PID=$!; PIDS+=($!)
-"$TXGATE" serve --config "$TMP/redis.json" >"$TMP/redis-gw.log" 2>&1 & REDIS_GW_PID=$!; PIDS+=($!)
+"${GATEWAY[@]}" serve --config "$TMP/sqlite.json" >"$TMP/sqlite.log" 2>&1 & SQLITE_PID=$!; PIDS+=($!)
+"${GATEWAY[@]}" serve --config "$TMP/redis.json" >"$TMP/redis-gw.log" 2>&1 & REDIS_GW_PID=$!; PIDS+=($!)
 REDIS_PID=${PIDS[0]}
 wait_port "$SQLITE_PORT" "txgate (sqlite)"
 wait_port "$RPORT" "txgate (redis)"
@@ -135,27 +152,44 @@ done
 
 # CPU time (utime + stime, in clock ticks) a process has used so far.
 cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+# Of that, user time only.
+user_ticks() { awk '{print $14}' "/proc/$1/stat"; }
 
 measure() {  # store round
   local port=$SQLITE_PORT gw=$SQLITE_PID
   [ "$1" = redis ] && port=$RPORT && gw=$REDIS_GW_PID
-  local gw0 rd0 bk0 t0
-  gw0=$(cpu_ticks "$gw"); rd0=$(cpu_ticks "$REDIS_PID"); bk0=$(cpu_ticks "$BANK_PID"); t0=$(date +%s.%N)
+  local gw0 gu0 rd0 bk0 t0
+  if [ "$CALLGRIND" = 1 ]; then
+    callgrind_control -z "$gw" >/dev/null 2>&1
+    callgrind_control -i on "$gw" >/dev/null 2>&1
+  fi
+  gw0=$(cpu_ticks "$gw"); gu0=$(user_ticks "$gw"); rd0=$(cpu_ticks "$REDIS_PID"); bk0=$(cpu_ticks "$BANK_PID"); t0=$(date +%s.%N)
   python3 "$DRIVER" run --port "$port" --tokens "$TMP/tokens-$1-$2.json" --secret "$SECRET" \
     --seconds "$DURATION" --concurrency "$CONCURRENCY" --procs "$PROCS" >"$TMP/result-$1-$2.json" \
     || die "$1 round $(($2 + 1)): $(cat "$TMP/result-$1-$2.json")"
+  local ir=0
+  if [ "$CALLGRIND" = 1 ]; then
+    callgrind_control -i off "$gw" >/dev/null 2>&1
+    callgrind_control -d "$1-$2" "$gw" >/dev/null 2>&1
+    sleep 1
+    # The newest dump is this measurement's (each dump holds what was counted since the last).
+    ir="$(awk '/^totals:/ { s += $2 } END { print s + 0 }' "$(ls -t "$TMP/callgrind.out.$gw".* | head -1)")"
+  fi
   # The gateway's (and redis-server's, demo-bank's) share of a core during the run. The window
   # includes the client's start-up (a few ms), so these are slight underestimates.
   python3 - "$TMP/result-$1-$2.json" "$gw0" "$(cpu_ticks "$gw")" "$rd0" "$(cpu_ticks "$REDIS_PID")" \
-    "$bk0" "$(cpu_ticks "$BANK_PID")" "$t0" "$(date +%s.%N)" "$(getconf CLK_TCK)" <<'PY'
+    "$bk0" "$(cpu_ticks "$BANK_PID")" "$t0" "$(date +%s.%N)" "$(getconf CLK_TCK)" "$ir" "$gu0" "$(user_ticks "$gw")" <<'PY'
 import json, sys
-path, g0, g1, r0, r1, b0, b1, t0, t1, hz = sys.argv[1:]
+path, g0, g1, r0, r1, b0, b1, t0, t1, hz, ir, u0, u1 = sys.argv[1:]
 d = json.load(open(path))
+if int(ir):
+    d["instructions_per_cycle"] = int(ir) // max(1, d["cycles"])
 wall = float(t1) - float(t0)
 d["gateway_cpu"] = round((int(g1) - int(g0)) / int(hz) / wall, 2)
 d["redis_cpu"] = round((int(r1) - int(r0)) / int(hz) / wall, 2)
 d["bank_cpu"] = round((int(b1) - int(b0)) / int(hz) / wall, 2)
 d["gateway_cpu_ms_per_cycle"] = round((int(g1) - int(g0)) / int(hz) * 1000 / max(1, d["cycles"]), 3)
+d["gateway_user_ms_per_cycle"] = round((int(u1) - int(u0)) / int(hz) * 1000 / max(1, d["cycles"]), 3)
 json.dump(d, open(path, "w"))
 PY
   log "$1 round $(($2 + 1)): $(cat "$TMP/result-$1-$2.json")"
@@ -175,12 +209,12 @@ print()
 print("step-up cycles (challenge, composite_advice start, TOTP submit, retry consumed); median of %d rounds of %s s, "
       "%s client threads in %s processes" % (rounds, duration, conc, procs))
 print()
-print("| store | cycles/s | p50 ms | p90 ms | p99 ms | gateway CPU | ms CPU/cycle | redis-server CPU | demo-bank CPU | client CPU | per round (cycles/s) |")
+print("| store | cycles/s | p50 ms | p90 ms | p99 ms | gateway CPU | ms CPU/cycle (user) | redis-server CPU | demo-bank CPU | client CPU | per round (cycles/s) |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 for s in ("sqlite", "redis"):
-    print("| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.3f | %.2f | %.2f | %.2f | %s |" % (
+    print("| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.3f (%.3f) | %.2f | %.2f | %.2f | %s |" % (
         s, med(s, "cycles_per_s"), med(s, "p50_ms"), med(s, "p90_ms"), med(s, "p99_ms"), med(s, "gateway_cpu"),
-        med(s, "gateway_cpu_ms_per_cycle"), med(s, "redis_cpu"), med(s, "bank_cpu"), med(s, "client_cpu"),
+        med(s, "gateway_cpu_ms_per_cycle"), med(s, "gateway_user_ms_per_cycle"), med(s, "redis_cpu"), med(s, "bank_cpu"), med(s, "client_cpu"),
         ", ".join(str(x["cycles_per_s"]) for x in res[s])))
 print("(CPU: cores busy on average during the run, medians; ms CPU/cycle: the gateway's; the machine has %d cores)" % os.cpu_count())
 print()
@@ -188,6 +222,10 @@ print("redis/sqlite: throughput %.2fx, p50 %.2fx, p99 %.2fx, gateway CPU per cyc
     med("redis", "cycles_per_s") / med("sqlite", "cycles_per_s"), med("redis", "p50_ms") / med("sqlite", "p50_ms"),
     med("redis", "p99_ms") / med("sqlite", "p99_ms"),
     med("redis", "gateway_cpu_ms_per_cycle") / med("sqlite", "gateway_cpu_ms_per_cycle")))
+if all("instructions_per_cycle" in x for s in res for x in res[s]):
+    print()
+    print("callgrind, user-space instructions per cycle (median): sqlite %d, redis %d" % (
+        med("sqlite", "instructions_per_cycle"), med("redis", "instructions_per_cycle")))
 short = [s for s in res for x in res[s] if x["threads_out_of_codes"]]
 if short:
     print("NOTE: some client threads ran out of TOTP codes (%s), so fewer threads ran to the end: raise BENCH_USERS"

@@ -31,6 +31,37 @@ struct JSONParser {
         return .failure(JSONSyntaxError(bytes: bytes, offset: offset, path: p.failurePath.reversed(), message: message))
     }
 
+    /// Reads a document that must be one object, handing each member to `member` in the order
+    /// written instead of collecting them in a dictionary; false if the document is not valid
+    /// JSON, not an object, or `member` returned false. Repeated keys are the caller's to refuse.
+    static func forEachMember(_ bytes: [UInt8], _ member: (String, JSONValue) -> Bool) -> Bool {
+        var p = JSONParser(bytes: bytes)
+        p.skipWhitespace()
+        guard p.i < bytes.count, bytes[p.i] == UInt8(ascii: "{") else { return false }
+        p.i += 1
+        p.skipWhitespace()
+        if p.i < bytes.count, bytes[p.i] == UInt8(ascii: "}") {
+            p.i += 1
+        } else {
+            while true {
+                p.skipWhitespace()
+                guard p.i < bytes.count, bytes[p.i] == UInt8(ascii: "\""), let key = p.string() else { return false }
+                p.skipWhitespace()
+                guard p.i < bytes.count, bytes[p.i] == UInt8(ascii: ":") else { return false }
+                p.i += 1
+                guard let v = p.value(depth: 1), member(key, v) else { return false }
+                p.skipWhitespace()
+                guard p.i < bytes.count else { return false }
+                p.i += 1
+                if bytes[p.i - 1] == UInt8(ascii: ",") { continue }
+                if bytes[p.i - 1] == UInt8(ascii: "}") { break }
+                return false
+            }
+        }
+        p.skipWhitespace()
+        return p.i == bytes.count
+    }
+
     private init(bytes: [UInt8]) { self.bytes = bytes }
 
     private mutating func document() -> JSONValue? {

@@ -48,6 +48,14 @@ public enum JSONValue: Equatable, Sendable, Codable {
         JSONParser.parse(bytes)
     }
 
+    /// Reads JSON text that must be one object member by member, in the order written, without
+    /// building a dictionary of it (for records read on every request, whose members the caller
+    /// knows by name); false if it is not valid JSON, not an object, or `member` returned false.
+    /// The caller refuses repeated keys: `parse` does.
+    public static func forEachMember(of bytes: [UInt8], _ member: (String, JSONValue) -> Bool) -> Bool {
+        JSONParser.forEachMember(bytes, member)
+    }
+
     /// Parses JSON text, or says where (line, column, the path of the value) and why it is not
     /// valid JSON: for configuration files.
     public static func parseReportingErrors(_ bytes: [UInt8]) -> Result<JSONValue, JSONSyntaxError> {

@@ -122,6 +122,11 @@ import Testing
         #expect(RetryParameters.strip("/a?x=1&_txid=abc&_idtoken=zz&y=2") == ("/a?x=1&y=2", "abc"))
         #expect(RetryParameters.strip("/a?x=1").target == "/a?x=1")
         #expect(RetryParameters.strip("/a").txid == nil)
+        // The TxId is percent-decoded, `+` is not a space, and a malformed escape is kept as sent.
+        #expect(RetryParameters.strip("/a?_txid=a%2Db+c").txid == "a-b+c")
+        #expect(RetryParameters.strip("/a?_txid=a%2").txid == "a%2")
+        #expect(RetryParameters.strip("/a?_txid=%FF").txid == "%FF")
+        #expect(RetryParameters.strip("/a?_txid=").txid == "")
     }
 
     /// Regression (Fuzz/README.md, fuzz-advice): names and values that start with a combining mark

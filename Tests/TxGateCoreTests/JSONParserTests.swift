@@ -47,6 +47,30 @@ import TxGateCore
         #expect(JSONValue.parse(Array((String(repeating: "[", count: 100) + String(repeating: "]", count: 100)).utf8)) != nil)
     }
 
+    /// `forEachMember` reads exactly the objects `parse` reads, to the same members in the order
+    /// written, and nothing else; repeated keys are left to its caller.
+    @Test func membersOfAnObjectAreReadAsParseReadsThem() {
+        for text in Self.valid + Self.invalid {
+            let bytes = Array(text.utf8)
+            var members: [(String, JSONValue)] = []
+            let read = JSONValue.forEachMember(of: bytes) { members.append(($0, $1)); return true }
+            guard case .object(let o)? = JSONValue.parse(bytes) else {
+                let repeated = text.hasPrefix("{\"amount\":1,")
+                #expect(read == repeated, "read: \(text.debugDescription)")
+                continue
+            }
+            #expect(read, "not read: \(text.debugDescription)")
+            #expect(Dictionary(members, uniquingKeysWith: { a, _ in a }) == o && members.count == o.count, "\(text)")
+        }
+        var keys: [String] = []
+        #expect(JSONValue.forEachMember(of: Array(#" {"b":1, "a":{"c":[2]}, "\u00e9":null} "#.utf8)) { k, _ in keys.append(k); return true })
+        #expect(keys == ["b", "a", "é"])
+        #expect(!JSONValue.forEachMember(of: Array(#"{"a":1,"b":2}"#.utf8)) { k, _ in k != "b" }, "stopped by its caller")
+        #expect(!JSONValue.forEachMember(of: Array(#"{"a":1} {}"#.utf8)) { _, _ in true })
+        #expect(!JSONValue.forEachMember(of: Array(#"{"a":1"#.utf8)) { _, _ in true })
+        #expect(!JSONValue.forEachMember(of: Array(#"{"a":1;"b":2}"#.utf8)) { _, _ in true })
+    }
+
     /// Random documents, written by Foundation's encoder and by `canonical`, parse back to the
     /// same value both ways.
     @Test func randomDocumentsRoundTrip() throws {

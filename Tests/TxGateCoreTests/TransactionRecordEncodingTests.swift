@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import TxGateCore
 
@@ -38,5 +39,49 @@ import Testing
             #expect(r.encoded == Self.reference(r), "\(String(decoding: r.encoded, as: UTF8.self))")
             #expect(TransactionRecord.decode(r.encoded).map { $0.encoded } == r.encoded, "round trip")
         }
+    }
+
+    static func record() -> TransactionRecord {
+        TransactionRecord(txid: "0b9f7c3e-1a2b-4c3d-8e9f-0a1b2c3d4e5f", realm: "/", resource: "/transfer", method: "POST",
+                          subject: "alice", journey: "ConfirmTransaction", bodyDigest: "ab12", bound: ["/amount": .number(5)],
+                          display: nil, expires: 1_790_000_000)
+    }
+
+    /// The seal is digested once: given when the record is made, read back with it, and
+    /// digested again only when a member it covers changes.
+    @Test func theSealIsKeptUntilAMemberItCoversChanges() throws {
+        let r = Self.record()
+        let digested = TransactionBinding.seal(realm: "/", resource: "/transfer", method: "POST", subject: "alice", bodyDigest: "ab12")
+        #expect(r.seal == digested)
+        let given = TransactionRecord(txid: r.txid, realm: r.realm, resource: r.resource, method: r.method, subject: r.subject,
+                                      journey: r.journey, bodyDigest: r.bodyDigest, bound: r.bound, display: nil,
+                                      expires: r.expires, seal: digested)
+        #expect(given == r && given.encoded == r.encoded)
+        // The stored seal is the one read (the store's own check compares it, not a fresh digest).
+        var text = String(decoding: r.encoded, as: UTF8.self)
+        text = text.replacingOccurrences(of: digested, with: String(repeating: "0", count: 64))
+        var read = try #require(TransactionRecord.decode(Array(text.utf8)))
+        #expect(read.seal == String(repeating: "0", count: 64))
+        read.state = .completed
+        #expect(read.seal == String(repeating: "0", count: 64), "the state is not sealed")
+        for change: (inout TransactionRecord) -> Void in [{ $0.subject = "bob" }, { $0.realm = "/x" }, { $0.resource = "/y" },
+                                                          { $0.method = "PUT" }, { $0.bodyDigest = nil }] {
+            var changed = read
+            change(&changed)
+            #expect(changed.seal == TransactionBinding.seal(realm: changed.realm, resource: changed.resource, method: changed.method,
+                                                            subject: changed.subject, bodyDigest: changed.bodyDigest))
+        }
+    }
+
+    @Test func aRecordWithARepeatedOrMissingMemberIsNotRead() {
+        let text = String(decoding: Self.record().encoded, as: UTF8.self)
+        #expect(TransactionRecord.decode(Array(text.utf8)) == Self.record())
+        #expect(TransactionRecord.decode(Array(text.replacingOccurrences(of: #""subject":"alice""#,
+                                                                         with: #""subject":"alice","subject":"bob""#).utf8)) == nil)
+        #expect(TransactionRecord.decode(Array(text.replacingOccurrences(of: #""subject":"alice","#, with: "").utf8)) == nil)
+        #expect(TransactionRecord.decode(Array(text.replacingOccurrences(of: #""expires":1790000000"#, with: #""expires":"x""#).utf8)) == nil)
+        #expect(TransactionRecord.decode(Array(text.replacingOccurrences(of: #""state":"CREATED""#, with: #""state":"DONE""#).utf8)) == nil)
+        #expect(TransactionRecord.decode(Array((text + " x").utf8)) == nil)
+        #expect(TransactionRecord.decode(Array("[]".utf8)) == nil)
     }
 }

@@ -24,28 +24,32 @@ public struct PolicyDecider: Sendable {
     /// A request that needs its own transaction: the rule and what the request binds.
     public struct Intent: Equatable, Sendable {
         public var rule: TransactionRule
-        public var binding: TransactionBinding
+        public let binding: TransactionBinding
         /// Which approval the retry's TxId must be: one of this very request (its seal), or one
         /// asked for ahead of it (RFC 9396, the TxId of an access token with
         /// `authorization_details`): of the rule's mapped type with these values.
         public var approvedAhead = false
+        /// `binding.seal`, digested once: a challenge needs it for the index and the record, a
+        /// retry for the record it consumes.
+        public let ownSeal: String
 
         public init(rule: TransactionRule, binding: TransactionBinding) {
             self.rule = rule
             self.binding = binding
-        }
-
-        /// The seal the consumed record must have.
-        public var seal: String {
-            guard approvedAhead, let m = rule.authorizationDetails else { return binding.seal }
-            return binding.detailsSeal(type: m.type)
+            ownSeal = binding.seal
         }
 
         /// The index of the transaction last created for this very request: a digest of the
         /// subject and the seal (which digests the subject too), so that one user's request never
         /// finds another user's TxId. It names a TxId, never a record: whoever reads it still
         /// checks the record itself (`reusable`).
-        public var pendingKey: String { TransactionRecord.pendingIndexKey(subject: binding.subject, seal: binding.seal) }
+        public var pendingKey: String { TransactionRecord.pendingIndexKey(subject: binding.subject, seal: ownSeal) }
+
+        /// The seal the consumed record must have.
+        public var seal: String {
+            guard approvedAhead, let m = rule.authorizationDetails else { return ownSeal }
+            return binding.detailsSeal(type: m.type)
+        }
     }
 
     /// What to do next.
@@ -166,7 +170,7 @@ public struct PolicyDecider: Sendable {
     /// a user handed a TxId again has time to approve it.
     public func reusable(_ record: TransactionRecord, for intent: Intent, nowMs: Int64) -> Bool {
         let now = Int(nowMs / 1000)
-        return record.state == .created && record.subject == intent.binding.subject && record.seal == intent.binding.seal
+        return record.state == .created && record.subject == intent.binding.subject && record.seal == intent.ownSeal
             && record.journey == intent.rule.journey && record.expires - now >= (intent.rule.ttlS + 1) / 2
     }
 
@@ -180,7 +184,8 @@ public struct PolicyDecider: Sendable {
         let record = TransactionRecord(
             txid: newTxId(), realm: b.realm, resource: b.resource, method: b.method, subject: b.subject,
             journey: rule.journey, bodyDigest: b.bodyDigest, bound: b.bound,
-            display: TransactionBinding.display(rule.display, bound: b.bound), expires: Int(nowMs / 1000) + rule.ttlS)
+            display: TransactionBinding.display(rule.display, bound: b.bound), expires: Int(nowMs / 1000) + rule.ttlS,
+            seal: intent.ownSeal)
         return .create(record, intent, ttlMs: rule.ttlS * 1000, replacing: replacing, attempts: attempts)
     }
 

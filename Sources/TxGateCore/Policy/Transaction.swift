@@ -8,14 +8,14 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
 
     public var txid: String
     public var state: State
-    public var realm: String
+    public var realm: String { didSet { knownSeal = Unequated() } }
     /// The path the transaction opens (without `_txid`/`_idtoken`).
-    public var resource: String
-    public var method: String
-    public var subject: String
+    public var resource: String { didSet { knownSeal = Unequated() } }
+    public var method: String { didSet { knownSeal = Unequated() } }
+    public var subject: String { didSet { knownSeal = Unequated() } }
     public var journey: String
     /// SHA-256 (hex) of the canonical JSON of the bound fields, or of the whole body.
-    public var bodyDigest: String?
+    public var bodyDigest: String? { didSet { knownSeal = Unequated() } }
     /// The bound values, to show the user what they approve.
     public var bound: [String: JSONValue]
     public var display: String?
@@ -30,12 +30,20 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
     /// `TransactionBinding.seal` of the request that created it, stored with the record: a
     /// retry consumes the record in one store step, by matching this and the state (`Store.takeIf`).
     public var seal: String {
-        TransactionBinding.seal(realm: realm, resource: resource, method: method, subject: subject, bodyDigest: bodyDigest)
+        knownSeal.value ?? TransactionBinding.seal(realm: realm, resource: resource, method: method, subject: subject, bodyDigest: bodyDigest)
+    }
+    /// `seal` when it is known already (digested by the request that created the record, or read
+    /// with it), so that it is not digested again; forgotten when a member it digests changes.
+    private var knownSeal = Unequated()
+
+    private enum CodingKeys: String, CodingKey {
+        case txid, state, realm, resource, method, subject, journey, bodyDigest, bound, display, expires, passkey, authorizationDetails
     }
 
+    /// `seal`: the seal of these members, when the caller has it already (`PolicyDecider.Intent.ownSeal`).
     public init(txid: String, state: State = .created, realm: String, resource: String, method: String, subject: String,
                 journey: String, bodyDigest: String?, bound: [String: JSONValue], display: String?, expires: Int,
-                passkey: JSONValue? = nil) {
+                passkey: JSONValue? = nil, seal: String? = nil) {
         self.txid = txid
         self.state = state
         self.realm = realm
@@ -48,6 +56,7 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         self.display = display
         self.expires = expires
         self.passkey = passkey
+        knownSeal = Unequated(seal)
     }
 
     /// What the store checks, in the same step as it deletes the record, before a retry may pass:
@@ -93,18 +102,44 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         return w.finish()
     }
 
-    /// The record in `encoded` form (or as JSONEncoder wrote it); nil if anything is missing.
+    /// The record in `encoded` form (or as JSONEncoder wrote it); nil if anything is missing or
+    /// a member is repeated. Read member by member (a record is read up to three times per
+    /// approval): no dictionary of the members is built, and the stored seal is kept.
     public static func decode(_ bytes: [UInt8]) -> TransactionRecord? {
-        guard case .object(let o)? = JSONValue.parse(bytes),
-              let txid = o["txid"]?.stringValue, let state = o["state"]?.stringValue.flatMap(State.init(rawValue:)),
-              let realm = o["realm"]?.stringValue, let resource = o["resource"]?.stringValue,
-              let method = o["method"]?.stringValue, let subject = o["subject"]?.stringValue,
-              let journey = o["journey"]?.stringValue, let bound = o["bound"]?.objectValue,
-              let expires = o["expires"]?.intValue else { return nil }
+        var txid, state, realm, resource, method, subject, journey, bodyDigest, display, seal: String?
+        var bound: [String: JSONValue]?
+        var expires: Int?
+        var passkey, details: JSONValue?
+        var seen: UInt16 = 0
+        let read = JSONValue.forEachMember(of: bytes) { key, value in
+            let bit: UInt16
+            switch key {
+            case "txid": bit = 1 << 0; txid = value.stringValue
+            case "state": bit = 1 << 1; state = value.stringValue
+            case "realm": bit = 1 << 2; realm = value.stringValue
+            case "resource": bit = 1 << 3; resource = value.stringValue
+            case "method": bit = 1 << 4; method = value.stringValue
+            case "subject": bit = 1 << 5; subject = value.stringValue
+            case "journey": bit = 1 << 6; journey = value.stringValue
+            case "bound": bit = 1 << 7; bound = value.objectValue
+            case "expires": bit = 1 << 8; expires = value.intValue
+            case "bodyDigest": bit = 1 << 9; bodyDigest = value.stringValue
+            case "display": bit = 1 << 10; display = value.stringValue
+            case "passkey": bit = 1 << 11; passkey = value
+            case "authorizationDetails": bit = 1 << 12; details = value
+            case "seal": bit = 1 << 13; seal = value.stringValue
+            default: return true
+            }
+            guard seen & bit == 0 else { return false }
+            seen |= bit
+            return true
+        }
+        guard read, let txid, let state = state.flatMap(State.init(rawValue:)), let realm, let resource, let method, let subject,
+              let journey, let bound, let expires else { return nil }
         var r = TransactionRecord(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
-                                  journey: journey, bodyDigest: o["bodyDigest"]?.stringValue, bound: bound,
-                                  display: o["display"]?.stringValue, expires: expires, passkey: o["passkey"])
-        r.authorizationDetails = o["authorizationDetails"]
+                                  journey: journey, bodyDigest: bodyDigest, bound: bound, display: display, expires: expires,
+                                  passkey: passkey, seal: seal)
+        r.authorizationDetails = details
         return r
     }
 
@@ -122,6 +157,13 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         if bodyDigest != request.bodyDigest { return .bodyDiffers }
         return nil
     }
+}
+
+/// A value that takes no part in its owner's equality: what is cached beside a value's members.
+private struct Unequated: Equatable, Sendable {
+    var value: String?
+    init(_ value: String? = nil) { self.value = value }
+    static func == (_: Unequated, _: Unequated) -> Bool { true }
 }
 
 /// Why a retry (`_txid`) did not consume its transaction: `message` for the log line and the
@@ -420,8 +462,9 @@ public enum RetryParameters {
         for part in target[target.index(after: q)...].split(byte: UInt8(ascii: "&"), omittingEmptySubsequences: false) {
             let name = part.split(byte: UInt8(ascii: "="), maxSplits: 1, omittingEmptySubsequences: false)[0]
             if name == "_txid" {
-                let v = Substring(part.utf8.dropFirst(name.utf8.count + 1))
-                txid = String(v).removingPercentEncoding ?? String(v)
+                let v = part.utf8.dropFirst(name.utf8.count + 1)
+                // A malformed escape leaves the value as sent (it then names no transaction).
+                txid = PercentEncoding.decode(utf8: v, plusIsSpace: false) ?? String(Substring(v))
             } else if name != "_idtoken" {
                 kept.append(part)
             }
