@@ -179,20 +179,18 @@ struct JSONParser {
         i += 1
         let start = i
         // Fast path: no escapes.
-        var ascii = true
-        while i < bytes.count {
+        let (end, nonASCII) = bytes.withUnsafeBufferPointer { JSONStringScan.plainRun($0, from: start) }
+        i = end
+        if i < bytes.count {
             let b = bytes[i]
             if b == UInt8(ascii: "\"") {
-                guard let s = Self.string(bytes, start..<i, ascii: ascii) else {
+                guard let s = Self.string(bytes, start..<i, ascii: !nonASCII) else {
                     return failString("the string is not valid UTF-8", at: quote)
                 }
                 i += 1
                 return s
             }
-            if b == UInt8(ascii: "\\") { break }
             if b < 0x20 { return failString(controlCharacter(b)) }
-            if b >= 0x80 { ascii = false }
-            i += 1
         }
         var out = Array(bytes[start..<i])
         while i < bytes.count {

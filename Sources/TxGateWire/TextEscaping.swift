@@ -5,23 +5,22 @@ public enum JSONText {
     /// `\t`, others as lowercase `\u00XX`). The one table of JSON string escaping: `escape`,
     /// `write` and the access log's lines all go through it.
     public static func escape(_ s: String, _ emit: (UnsafeBufferPointer<UInt8>) -> Void) {
-        var s = s
-        s.withUTF8 { bytes in
+        withBytes(s) { bytes in
             var start = 0
-            for i in 0..<bytes.count where needsEscape(bytes[i]) {
-                emit(UnsafeBufferPointer(rebasing: bytes[start..<i]))
-                start = i + 1
-                escapeSequence(bytes[i]).withUnsafeBufferPointer(emit)
+            while true {
+                let end = JSONStringScan.plainRun(bytes, from: start).end
+                emit(UnsafeBufferPointer(rebasing: bytes[start..<end]))
+                guard end < bytes.count else { return }
+                escapeSequence(bytes[end]).withUnsafeBufferPointer(emit)
+                start = end + 1
             }
-            emit(UnsafeBufferPointer(rebasing: bytes[start...]))
         }
     }
 
     /// Escapes a string for use inside JSON double quotes (a string with nothing to escape is
     /// returned as it is, after one pass over its bytes).
     public static func escape(_ s: String) -> String {
-        var probe = s
-        if probe.withUTF8({ !$0.contains(where: needsEscape) }) { return s }
+        if withBytes(s, { JSONStringScan.plainRun($0, from: 0).end == $0.count }) { return s }
         var out: [UInt8] = []
         out.reserveCapacity(s.utf8.count + 16)
         escape(s) { out.append(contentsOf: $0) }
@@ -35,8 +34,14 @@ public enum JSONText {
         out.append(UInt8(ascii: "\""))
     }
 
+    /// The string's UTF-8 in place (`withUTF8` is mutating: called on a copy, it costs a retain
+    /// and a release of the storage per string written).
     @inline(__always)
-    private static func needsEscape(_ b: UInt8) -> Bool { b < 0x20 || b == 0x22 || b == 0x5C }
+    private static func withBytes<R>(_ s: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        if let r = s.utf8.withContiguousStorageIfAvailable(body) { return r }
+        var copy = s
+        return copy.withUTF8(body)
+    }
 
     private static let quote = Array(#"\""#.utf8), backslash = Array(#"\\"#.utf8)
     private static let newline = Array(#"\n"#.utf8), carriageReturn = Array(#"\r"#.utf8), tab = Array(#"\t"#.utf8)

@@ -71,6 +71,48 @@ import TxGateCore
         #expect(!JSONValue.forEachMember(of: Array(#"{"a":1;"b":2}"#.utf8)) { _, _ in true })
     }
 
+    /// Strings are scanned eight bytes at a time: every byte that matters (a quote, a backslash,
+    /// a control character, a byte that is not ASCII), next to its neighbours on both sides of
+    /// the word test (0x1F/0x20, 0x21/0x22/0x23, 0x5B/0x5C/0x5D, 0x7F/0x80, 0xFF), at every
+    /// position of strings up to three words long, is found where a byte-by-byte scan finds it.
+    @Test func stringsAreScannedAsByteByByteWouldScanThem() {
+        func reference(_ bytes: [UInt8]) -> [UInt8] {
+            var out: [UInt8] = []
+            for b in bytes {
+                switch b {
+                case 0x22: out += Array(#"\""#.utf8)
+                case 0x5C: out += Array(#"\\"#.utf8)
+                case 0x0A: out += Array(#"\n"#.utf8)
+                case 0x0D: out += Array(#"\r"#.utf8)
+                case 0x09: out += Array(#"\t"#.utf8)
+                case ..<0x20: out += Array(String(format: "\\u%04x", b).utf8)
+                default: out.append(b)
+                }
+            }
+            return out
+        }
+        let probes: [UInt8] = [0x00, 0x01, 0x09, 0x0A, 0x1F, 0x20, 0x21, 0x22, 0x23, 0x5B, 0x5C, 0x5D, 0x7F, 0x80, 0xC3, 0xFF]
+        for length in 1...24 {
+            for position in 0..<length {
+                for probe in probes {
+                    var bytes = [UInt8](repeating: UInt8(ascii: "a"), count: length)
+                    bytes[position] = probe
+                    if probe == 0xC3, position + 1 < length { bytes[position + 1] = 0xA9 }  // é: valid UTF-8
+                    let valid = String(validating: bytes, as: UTF8.self)
+                    if let text = valid {
+                        #expect(Array(JSONText.escape(text).utf8) == reference(bytes), "\(bytes)")
+                        #expect(JSONValue.parse(Array("\"".utf8) + reference(bytes) + Array("\"".utf8)) == .string(text), "\(bytes)")
+                    }
+                    // Raw, unescaped: a control byte or a quote ends or breaks the document, and
+                    // bytes that are not UTF-8 are refused, as byte by byte.
+                    let raw = JSONValue.parse(Array("\"".utf8) + bytes + Array("\"".utf8))
+                    let accepted = valid != nil && !bytes.contains(where: { $0 < 0x20 || $0 == 0x22 || $0 == 0x5C })
+                    #expect((raw != nil) == accepted, "\(bytes)")
+                }
+            }
+        }
+    }
+
     /// Random documents, written by Foundation's encoder and by `canonical`, parse back to the
     /// same value both ways.
     @Test func randomDocumentsRoundTrip() throws {
