@@ -172,4 +172,25 @@ import TxGateCrypto
         let parsed = try #require(JWSKey.parseSet(Array(set.utf8)))
         #expect(Array(parsed.keys) == ["r"] && parsed["r"]?.algorithm == "RS256")
     }
+
+    /// A client's P-256 key whose coordinate starts with a zero byte, written without it (as
+    /// authlib does for one key in 128), is the same key; a coordinate too long is not.
+    @Test func aJWKWithAShortECCoordinateIsTheSameKey() throws {
+        var found: ECSigningKey?
+        for _ in 0..<5000 {
+            guard let k = ECSigningKey.generate() else { continue }
+            if k.publicKey.x[0] == 0 { found = k; break }
+        }
+        let key = try #require(found, "a key with a leading zero byte in x, one in 256")
+        let x = key.publicKey.x, y = key.publicKey.y
+        func set(_ x: [UInt8]) -> String {
+            #"{"keys":[{"kty":"EC","crv":"P-256","kid":"k","x":"\#(Base64URL.encode(x))","y":"\#(Base64URL.encode(y))"}]}"#
+        }
+        for written in [x, Array(x.dropFirst())] {
+            let parsed = try #require(JWSKey.parseSet(Array(set(written).utf8)))
+            guard case .es256(let k)? = parsed["k"] else { Issue.record("no key read from \(written.count) bytes"); continue }
+            #expect(k.x == x && k.y == y)
+        }
+        #expect(JWSKey.parseSet(Array(set([0] + x).utf8))?["k"] == nil, "33 bytes")
+    }
 }

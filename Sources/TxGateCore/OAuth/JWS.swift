@@ -151,6 +151,14 @@ public enum JWSKey: Sendable {
         }
     }
 
+    /// A P-256 coordinate as its 32 bytes. RFC 7518 §6.2.1.2 asks for the full length, but
+    /// some writers drop leading zero bytes (authlib 1.x does, for one key in 128): the value
+    /// is the same, so it is padded back rather than the client's key refused.
+    static func coordinate(_ bytes: [UInt8]) -> [UInt8]? {
+        guard (1...32).contains(bytes.count) else { return nil }
+        return [UInt8](repeating: 0, count: 32 - bytes.count) + bytes
+    }
+
     /// The signing keys of a JWK Set (EC P-256 and RSA, by `kid`); nil if it is not a JWK Set.
     public static func parseSet(_ bytes: [UInt8]) -> [String: JWSKey]? {
         guard case .array(let keys)? = JSONValue.parse(bytes)?["keys"] else { return nil }
@@ -160,7 +168,8 @@ public enum JWSKey: Sendable {
             func part(_ name: String) -> [UInt8]? { k[name]?.stringValue.flatMap(Base64URL.decode) }
             switch k["kty"]?.stringValue {
             case "EC" where k["crv"]?.stringValue == "P-256":
-                if let x = part("x"), let y = part("y"), let key = ECPublicKey(x: x, y: y) { out[kid] = .es256(key) }
+                if let x = part("x").flatMap(Self.coordinate), let y = part("y").flatMap(Self.coordinate),
+                   let key = ECPublicKey(x: x, y: y) { out[kid] = .es256(key) }
             case "RSA":
                 if let n = part("n"), let e = part("e"), let key = RSAPublicKey(n: n, e: e) { out[kid] = .rs256(key) }
             default:
