@@ -120,6 +120,12 @@ public enum JSONValue: Equatable, Sendable, Codable {
 
     /// The value at a JSON Pointer (RFC 6901), e.g. `/amount`.
     public func at(pointer: String) -> JSONValue? {
+        // A member of this object named by one token with nothing to unescape (`/amount`): the
+        // binding's usual pointer, looked up without splitting it.
+        if case .object(let o) = self, pointer.utf8.first == UInt8(ascii: "/"),
+           !pointer.utf8.dropFirst().contains(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "~") }) {
+            return o[String(Substring(pointer.utf8.dropFirst()))]
+        }
         // Unicode scalars, not Characters: found by fuzzing (Fuzz/README.md), a `/` or `~0` followed
         // by a combining mark is one Character, and the key it names was missed.
         guard pointer.unicodeScalars.first == "/" else { return pointer.isEmpty ? self : nil }
@@ -191,7 +197,10 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
 /// (`String`'s `<`, which `canonicalBytes` sorts by); a debug build checks it.
 public struct CanonicalObjectWriter {
     private var out: [UInt8] = []
+    private var empty = true
+    #if DEBUG
     private var last: String?
+    #endif
 
     public init(capacity: Int = 256) {
         out.reserveCapacity(capacity)
@@ -208,12 +217,37 @@ public struct CanonicalObjectWriter {
         value.write(&out)
     }
 
-    private mutating func key(_ name: String) {
-        if let last {
-            assert(last < name, "canonical members out of order: '\(last)' before '\(name)'")
-            out.append(UInt8(ascii: ","))
+    public mutating func member(_ name: String, _ value: Int) {
+        key(name)
+        out.append(contentsOf: String(value).utf8)
+    }
+
+    /// A member whose value is an object written already (another writer's `finish()`).
+    public mutating func member(_ name: String, object: [UInt8]) {
+        key(name)
+        out.append(contentsOf: object)
+    }
+
+    /// A member whose value is an object of strings, its members in canonical order.
+    public mutating func member(_ name: String, strings: [String: String]) {
+        key(name)
+        out.append(UInt8(ascii: "{"))
+        for (i, (k, v)) in strings.sorted(by: { $0.key < $1.key }).enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.write(k, into: &out)
+            out.append(UInt8(ascii: ":"))
+            JSONText.write(v, into: &out)
         }
+        out.append(UInt8(ascii: "}"))
+    }
+
+    private mutating func key(_ name: String) {
+        if !empty { out.append(UInt8(ascii: ",")) }
+        empty = false
+        #if DEBUG
+        if let last { assert(last < name, "canonical members out of order: '\(last)' before '\(name)'") }
         last = name
+        #endif
         JSONText.write(name, into: &out)
         out.append(UInt8(ascii: ":"))
     }

@@ -153,6 +153,12 @@ import TxGateCore
         #expect(w.at(pointer: "/~1")?.intValue == 5)
         #expect(w.at(pointer: "") == w)
         #expect(w.at(pointer: "x") == nil)
+        // One token (the short path), on an object and on an array.
+        #expect(w.at(pointer: "/\u{301}a") == JSONValue.parse(Array(#"{"\u0301": [1, 2]}"#.utf8)))
+        #expect(w.at(pointer: "/\u{301}") == nil && w.at(pointer: "/") == nil)
+        #expect(JSONValue.parse(Array(#"{"": 7}"#.utf8))?.at(pointer: "/")?.intValue == 7)
+        #expect(JSONValue.parse(Array("[4, 5]".utf8))?.at(pointer: "/1")?.intValue == 5)
+        #expect(JSONValue.parse(Array("[4, 5]".utf8))?.at(pointer: "/2") == nil)
     }
 
     /// `canonical` is what signatures and digests are computed over: its exact bytes. Keys in

@@ -123,8 +123,11 @@ final class FakeServices: JourneyServices {
             JourneyState(realm: "/", journey: "Login"),
             JourneyState(realm: "/x", journey: "J", node: 2, username: "dé\"mo", shared: ["k": "v", "retry": "1"], txid: "t-1"),
         ]
-        for s in states {
+        for s in states + [JourneyState(realm: "/", journey: "J", node: -3, username: "u", shared: ["b\n": "\u{1}", "a": "", "B": "é"]),
+                           JourneyState(realm: "", journey: "", txid: "only-txid")] {
             #expect(JourneyState(json: s.json) == s)
+            // Written member by member: the canonical bytes of the same value.
+            #expect(s.canonicalBytes == s.json.canonicalBytes, "\(String(decoding: s.canonicalBytes, as: UTF8.self))")
             let legacy = try #require(JSONValue.parse(Array(try JSONEncoder().encode(s))))
             #expect(JourneyState(json: legacy) == s)
         }

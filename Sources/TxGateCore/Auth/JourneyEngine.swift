@@ -143,10 +143,12 @@ public final class JourneyEngine: Sendable {
 
     private func sign(_ state: JourneyState, _ context: JourneyContext) -> String {
         let now = context.services.now
-        let claims: JSONValue = .object([
-            "iss": "txgate", "iat": .number(now), "exp": .number(now + authIdTtlS), "st": state.json,
-        ])
-        return JWT.sign(claimsJSON: claims.canonicalBytes, key: signingKey)
+        var claims = CanonicalObjectWriter(capacity: 512)
+        claims.member("exp", now + authIdTtlS)
+        claims.member("iat", now)
+        claims.member("iss", "txgate")
+        claims.member("st", object: state.canonicalBytes)
+        return JWT.sign(claimsJSON: claims.finish(), key: signingKey)
     }
 
     /// `{"authId":"...","callbacks":[...]}` exactly as AM shapes it.

@@ -36,6 +36,18 @@ public struct JourneyState: Codable, Equatable, Sendable {
         return .object(o)
     }
 
+    /// `json`'s canonical bytes, written member by member (an authId is signed at every step).
+    public var canonicalBytes: [UInt8] {
+        var w = CanonicalObjectWriter(capacity: 256)
+        w.member("journey", journey)
+        w.member("node", node)
+        w.member("realm", realm)
+        w.member("shared", strings: shared)
+        if let txid { w.member("txid", txid) }
+        if let username { w.member("username", username) }
+        return w.finish()
+    }
+
     public init?(json: JSONValue) {
         guard case .object(let o) = json, let realm = o["realm"]?.stringValue, let journey = o["journey"]?.stringValue,
               case .number(let n)? = o["node"], let node = n.intValue, let sharedJSON = o["shared"]?.objectValue
