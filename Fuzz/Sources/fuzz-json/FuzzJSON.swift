@@ -1,5 +1,7 @@
 // JSON parser (JSONValue.parse). Invariants: a parsed value's canonical text parses back to an
-// equal value, canonical text is a fixed point, and every JSON Pointer the value has resolves.
+// equal value, canonical text is a fixed point, every JSON Pointer the value has resolves, and
+// `forEachMember` reads exactly the objects `parse` reads (or one with a repeated key), to the
+// same members.
 import TxGateCore
 import FuzzSupport
 
@@ -33,7 +35,18 @@ extension String {
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzJSON(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let bytes = Array(UnsafeBufferPointer(start: data, count: size))
-    guard let value = JSONValue.parse(bytes) else { return 0 }
+    var members: [String: JSONValue] = [:]
+    var repeated = false
+    let read = JSONValue.forEachMember(of: bytes) { k, v in
+        repeated = repeated || members.updateValue(v, forKey: k) != nil
+        return true
+    }
+    guard let value = JSONValue.parse(bytes) else {
+        require(!read || repeated, "forEachMember read what parse refuses")
+        return 0
+    }
+    if case .object(let o) = value { require(read && members == o, "forEachMember read other members than parse") }
+    else { require(!read, "forEachMember read a value that is not an object") }
     let canonical = value.canonical
     guard let again = JSONValue.parse(Array(canonical.utf8)) else {
         fatalError("invariant: canonical text does not parse: \(canonical.debugDescription)")
