@@ -166,14 +166,16 @@ public enum Crypto {
 
     /// Lower-case hexadecimal.
     public static func hex(_ bytes: [UInt8]) -> String {
-        let digits = Array("0123456789abcdef".utf8)
-        var s = [UInt8]()
-        s.reserveCapacity(bytes.count * 2)
-        for b in bytes {
-            s.append(digits[Int(b >> 4)])
-            s.append(digits[Int(b & 0xF)])
+        // Written straight into the string's storage: no digit table or byte array allocated
+        // first (digests are written as hex several times per request on the step-up path).
+        String(unsafeUninitializedCapacity: bytes.count * 2) { out in
+            @inline(__always) func digit(_ v: UInt8) -> UInt8 { v < 10 ? 0x30 + v : 0x57 + v }
+            for (i, b) in bytes.enumerated() {
+                out[2 * i] = digit(b >> 4)
+                out[2 * i + 1] = digit(b & 0xF)
+            }
+            return bytes.count * 2
         }
-        return String(decoding: s, as: UTF8.self)
     }
 
     /// Parses hexadecimal (either case, even length); nil otherwise.

@@ -4,6 +4,17 @@ import TxGateCore
 /// The key classes a Redis store fences must match the keys the gateway really writes: a
 /// transaction key that slipped out of `records` would be consumable again after a restore.
 @Suite struct FencedKeysTests {
+    /// Prefixes are compared byte by byte, as the store compares keys: a key is fenced by the
+    /// bytes it starts with, whatever Unicode text follows.
+    @Test func prefixesAreComparedByBytes() {
+        let f = FencedKeys.oneShot
+        #expect(f.kind(of: "tx:") == .record && f.kind(of: "tx:\u{301}x") == .record)
+        #expect(f.kind(of: "tx") == nil && f.kind(of: "") == nil && f.kind(of: "TX:a") == nil && f.kind(of: "é") == nil)
+        #expect(f.kind(of: "totp-step:u") == .marker && f.kind(of: "totp-step") == nil)
+        #expect(f.quarantine(of: "totp-step:u", ttlMs: 5) == TOTPStepRecord.replayWindowMs && f.quarantine(of: "x", ttlMs: 5) == 5)
+        #expect(FencedKeys(records: [""], markers: []).kind(of: "") == .record)
+    }
+
     @Test func theGatewaysOneShotKeysAreFencedAndNothingElse() {
         let f = FencedKeys.oneShot
         #expect(f.kind(of: TransactionRecord.key("abc")) == .record)

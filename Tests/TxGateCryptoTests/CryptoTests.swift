@@ -7,6 +7,13 @@ import TxGateCrypto
 private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
 
 @Suite struct CryptoTests {
+    @Test func hexWritesEveryByteAsTwoLowercaseDigits() {
+        let all = (0...255).map { UInt8($0) }
+        #expect(Crypto.hex(all) == all.map { String(format: "%02x", $0) }.joined())
+        #expect(Crypto.hex([]) == "")
+        #expect(Crypto.fromHex(Crypto.hex(all)) == all)
+    }
+
     @Test func sha256KnownAnswers() {
         #expect(Crypto.hex(Crypto.sha256([])) == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
         #expect(Crypto.hex(Crypto.sha256(bytes("abc")))
