@@ -5,6 +5,25 @@ import TxGateCore
 /// Issue 11 items 2, 3 and the missing-field half of 5: what is bound from a body is what the
 /// backend will read, in the media type it will read it as, with exact numbers.
 @Suite struct BodyBindingTests {
+    /// What a user is shown must read as it is: control, format and separator characters are
+    /// refused, and so is text over 256 characters; printable ASCII (checked without looking up
+    /// each character's category) and other text are shown.
+    @Test func undisplayableTextIsRefusedAndPrintableTextShown() {
+        for b in 0..<0x80 {
+            let text = String(UnicodeScalar(UInt8(b)))
+            let refused = TransactionBinding.undisplayable("ab" + text) != nil
+            #expect(refused == !(0x20...0x7E).contains(b), "byte \(b)")
+        }
+        #expect(TransactionBinding.undisplayable(String(repeating: "a", count: 256)) == nil)
+        #expect(TransactionBinding.undisplayable(String(repeating: "a", count: 257)) == "is longer than 256 characters")
+        #expect(TransactionBinding.undisplayable(String(repeating: "é", count: 256)) == nil)
+        #expect(TransactionBinding.undisplayable(String(repeating: "é", count: 257)) == "is longer than 256 characters")
+        #expect(TransactionBinding.undisplayable("Bob\u{202E}") == "contains the invisible formatting character U+202E")
+        #expect(TransactionBinding.undisplayable("a\u{2028}b") == "contains the line separator U+2028")
+        #expect(TransactionBinding.undisplayable("a\u{85}") == "contains the control character U+0085")
+        #expect(TransactionBinding.undisplayable("Zoë 😀") == nil)
+    }
+
     static let json = "application/json"
     static let form = "application/x-www-form-urlencoded"
     let rule = TransactionRule(journey: "J", bindFields: ["/amount", "/payee"], display: "Pay {amount} to {payee}?")

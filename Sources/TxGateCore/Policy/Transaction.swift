@@ -411,6 +411,8 @@ public struct TransactionBinding: Equatable, Sendable {
     /// overrides make `boB` read as `Bob`; zero-width characters hide), line and paragraph
     /// separators, and values too long to read.
     public static func undisplayable(_ text: String) -> String? {
+        // Printable ASCII (an amount, a currency, most names) has nothing to refuse but length.
+        if text.utf8.count <= maxDisplayedLength, text.utf8.allSatisfy({ $0 >= 0x20 && $0 < 0x7F }) { return nil }
         var count = 0
         for scalar in text.unicodeScalars {
             count += 1
