@@ -1,14 +1,14 @@
 import COpenSSL
 import Synchronization
 
-/// Keyed HMAC contexts, each set up once and copied for every message.
+/// Keyed HMAC states, each set up once and copied for every message.
 ///
 /// OpenSSL 3's one-shot `HMAC()` looks the MAC and the digest up by name (two provider fetches)
 /// and schedules the key on every call: about 23,000 instructions for a few dozen bytes, five
-/// times per step-up cycle, always with one of the same few server keys. A context keyed once
-/// and duplicated (`EVP_MAC_CTX_dup`) skips both. The table keeps the last `capacity` keys seen
-/// (the server's own keys, in practice); when it is full it starts over, so keys seen once (a
-/// user's TOTP secret) cost what they cost before and nothing grows.
+/// times per step-up cycle, always with one of the same few server keys. A key's state is set
+/// up once (`KeyedContext`) and copied per message. The table keeps the last `capacity` keys
+/// seen (the server's own keys, in practice); when it is full it starts over, so keys seen once
+/// (a user's TOTP secret) cost what they cost before and nothing grows.
 final class HMACKeys: Sendable {
     static let shared = HMACKeys()
     static let capacity = 32
@@ -34,47 +34,44 @@ final class HMACKeys: Sendable {
     }
 }
 
-/// One `EVP_MAC_CTX` keyed for HMAC with one digest; never updated itself, only duplicated.
+/// One key's HMAC state: the hash states after its ipad and opad blocks (`txg_hmac_key`, in
+/// the COpenSSL shim), copied for every message. OpenSSL 3's `EVP_MAC` (duplicate a keyed
+/// context, update, final, free) spent about 9,000 instructions per message beyond the hashing,
+/// more than hashing a 400-byte authId; this copies two small structs. Never changed after init,
+/// so several threads may use it at once.
 private final class KeyedContext: @unchecked Sendable {
-    // @unchecked Sendable: `ctx` is only read (duplicated) after init, which OpenSSL allows from
-    // several threads at once.
-    private let ctx: OpaquePointer
+    // @unchecked Sendable: `key` is written once, in init, and only read after.
+    private let key: UnsafeMutablePointer<txg_hmac_key>
     private let length: Int
 
-    init?(_ algorithm: Crypto.HashAlgorithm, key: [UInt8]) {
-        guard let mac = EVP_MAC_fetch(nil, "HMAC", nil) else { return nil }
-        defer { EVP_MAC_free(mac) }
-        guard let ctx = EVP_MAC_CTX_new(mac) else { return nil }
-        let ok = algorithm.name.withCString { name -> Bool in
-            var params = [OSSL_PARAM_construct_utf8_string("digest", UnsafeMutablePointer(mutating: name), 0),
-                          OSSL_PARAM_construct_end()]
-            return Crypto.withNonNullBytes(key) { k, n in EVP_MAC_init(ctx, k.assumingMemoryBound(to: UInt8.self), n, &params) } == 1
-        }
-        guard ok else { EVP_MAC_CTX_free(ctx); return nil }
-        self.ctx = ctx
+    init?(_ algorithm: Crypto.HashAlgorithm, key bytes: [UInt8]) {
+        let state = UnsafeMutablePointer<txg_hmac_key>.allocate(capacity: 1)
+        let ok = bytes.withUnsafeBufferPointer { txg_hmac_key_init(state, algorithm.hmacCode, $0.baseAddress, $0.count) }
+        guard ok == 1 else { state.deallocate(); return nil }
+        key = state
         length = algorithm.digestLength
     }
 
-    deinit { EVP_MAC_CTX_free(ctx) }
+    deinit {
+        OPENSSL_cleanse(key, MemoryLayout<txg_hmac_key>.size)
+        key.deallocate()
+    }
 
     func mac(_ data: [UInt8]) -> [UInt8]? {
-        guard let c = EVP_MAC_CTX_dup(ctx) else { return nil }
-        defer { EVP_MAC_CTX_free(c) }
-        var out = [UInt8](repeating: 0, count: length)
-        var written = 0
-        let ok = Crypto.withNonNullBytes(data) { d, n in EVP_MAC_update(c, d.assumingMemoryBound(to: UInt8.self), n) } == 1
-            && out.withUnsafeMutableBufferPointer { EVP_MAC_final(c, $0.baseAddress, &written, length) } == 1
-        return ok && written == length ? out : nil
+        [UInt8](unsafeUninitializedCapacity: length) { out, count in
+            data.withUnsafeBufferPointer { txg_hmac(key, $0.baseAddress, $0.count, out.baseAddress) }
+            count = length
+        }
     }
 }
 
 extension Crypto.HashAlgorithm {
-    /// The digest's name for OpenSSL's providers.
-    var name: String {
+    /// The algorithm's number for `txg_hmac_key_init`.
+    var hmacCode: Int32 {
         switch self {
-        case .sha1: return "SHA1"
-        case .sha256: return "SHA256"
-        case .sha512: return "SHA512"
+        case .sha1: return 1
+        case .sha256: return 256
+        case .sha512: return 512
         }
     }
 }

@@ -31,6 +31,36 @@ private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
         #expect(Crypto.hex(Crypto.hmacSHA1(key: key, data: data)) == "effcdf6ae5eb2fa2d27416d5f184df9c259a7c79")
     }
 
+    /// Keys longer than a block are hashed first (RFC 4231 test case 6, RFC 2202 test case 6),
+    /// and keys at and around each block size (64 bytes; 128 for SHA-512) give what Python's
+    /// `hmac` gives: the precomputed ipad/opad states are the same HMAC.
+    @Test func hmacKeysAtAndAroundTheBlockSize() {
+        let text = bytes("Test Using Larger Than Block-Size Key - Hash Key First")
+        #expect(Crypto.hex(Crypto.hmacSHA256(key: [UInt8](repeating: 0xaa, count: 131), data: text))
+                == "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54")
+        #expect(Crypto.hex(Crypto.hmacSHA512(key: [UInt8](repeating: 0xaa, count: 131), data: text))
+                == "80b24263c7c1a3ebb71493c1dd7be8b49b46d1f41b4aeec1121b013783f8f352"
+                + "6b56d037e05f2598bd0fd2215d6a1e5295e64f73f63f0aec8b915a985d786598")
+        #expect(Crypto.hex(Crypto.hmacSHA1(key: [UInt8](repeating: 0xaa, count: 80), data: text)) == "aa4ae5e15272d00e95705637ce8a3b55ed402112")
+        let message = (0..<400).map { UInt8($0 % 251) }
+        let expected: [Int: (String, String, String)] = [
+            64: ("ee51cc61a27ca1a41deeaedf3f50ae96959be190", "b6dd5210c142589afc70733bec6f14a7a73baea3477296c67e397ddc52ad5c75",
+                 "480ac118c9d470c5d96b7f87c7e2b18fe51eaad867edc68942420e16d7d298fc42c35aab05b6fd831a169df1b72772a00cd23c7d5ed4dcb56adc046ab19b8c74"),
+            65: ("38f0e0d61063f73f6600b79ece7668535298ef31", "5688c35fd674f0485d9446c15bf384617af96f316f59a0a05dd49cacfa1327b6",
+                 "5eb33025b065e57eb3980c8441dc228c448d7afe9f44089272b816972bc09ee39d38d7b587aeaaa6fc04e4b4718548c30f31237f7a47672de698f59e1b4d0d5b"),
+            128: ("51a1375867d3c128b34db9c3ff9841cd04999221", "347c35f64d9599a0ee38bd17ed5d0262cb004a2ec1224ee800e0884d347dd454",
+                  "5d24e1913243b4e2d9abcf9ed2c3ad08e96a2f934c881f73c447c7e6b536bee774970c79a567befef4291cd613f335140bdc4cb0abeab0e9173dae7a9011599e"),
+            129: ("9a4a05b8a9483439f3f8ce70d6023cc3956adc05", "1384a8268381050be49604cd733eda0334ce7407b5575e4d80adde2e0c950db9",
+                  "71e7ba829a04f049daebd3bda052281f2a11c97c8d3e5eb5ca08995653719a5e07ca48acee7f760e30547cf7b391cce24f63630ba187a129bacc85e6b9726924"),
+        ]
+        for (length, (sha1, sha256, sha512)) in expected {
+            let key = (0..<length).map { UInt8(($0 * 7 + 3) % 256) }
+            #expect(Crypto.hex(Crypto.hmacSHA1(key: key, data: message)) == sha1, "\(length)")
+            #expect(Crypto.hex(Crypto.hmacSHA256(key: key, data: message)) == sha256, "\(length)")
+            #expect(Crypto.hex(Crypto.hmacSHA512(key: key, data: message)) == sha512, "\(length)")
+        }
+    }
+
     /// RFC 4231 test case 1 (binary key) and an empty key / empty message (known answers from OpenSSL's CLI).
     @Test func hmacEdgeCases() {
         let key = [UInt8](repeating: 0x0b, count: 20)
