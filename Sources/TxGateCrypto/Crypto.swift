@@ -15,14 +15,6 @@ public enum Crypto {
             case .sha512: return 64
             }
         }
-
-        var evp: OpaquePointer? {
-            switch self {
-            case .sha1: return EVP_sha1()
-            case .sha256: return EVP_sha256()
-            case .sha512: return EVP_sha512()
-            }
-        }
     }
 
     /// `count` bytes from OpenSSL's CSPRNG. Terminates the process if the CSPRNG fails: continuing with
@@ -93,20 +85,7 @@ public enum Crypto {
     /// HMAC with the given hash function.
     public static func hmac(_ algorithm: HashAlgorithm, key: [UInt8], data: [UInt8]) -> [UInt8] {
         precondition(key.count <= Int(Int32.max), "hmac: key too long")
-        if let mac = HMACKeys.shared.mac(algorithm, key: key, data: data) { return mac }
-        var out = [UInt8](repeating: 0, count: algorithm.digestLength)
-        var outLength: UInt32 = 0
-        // OpenSSL 3's one-shot HMAC() refuses a NULL key, hence the non-null pointer even for an empty key.
-        let result = withNonNullBytes(key) { k, kn in
-            withNonNullBytes(data) { d, dn in
-                out.withUnsafeMutableBufferPointer { o in
-                    HMAC(algorithm.evp, k, Int32(kn), d.assumingMemoryBound(to: UInt8.self), dn,
-                         o.baseAddress, &outLength)
-                }
-            }
-        }
-        guard result != nil, Int(outLength) == algorithm.digestLength else { fatalError("HMAC failed") }
-        return out
+        return HMACKeys.shared.mac(algorithm, key: key, data: data)
     }
 
     public static func hmacSHA256(key: [UInt8], data: [UInt8]) -> [UInt8] {

@@ -20,17 +20,17 @@ final class HMACKeys: Sendable {
 
     private let table = Mutex<[Key: KeyedContext]>([:])
 
-    /// The MAC of `data` under `key`; nil if OpenSSL refuses (the caller falls back on `HMAC()`).
-    func mac(_ algorithm: Crypto.HashAlgorithm, key: [UInt8], data: [UInt8]) -> [UInt8]? {
+    /// The MAC of `data` under `key`.
+    func mac(_ algorithm: Crypto.HashAlgorithm, key: [UInt8], data: [UInt8]) -> [UInt8] {
         let k = Key(algorithm: algorithm, bytes: key)
-        let context = table.withLock { t -> KeyedContext? in
+        let context = table.withLock { t -> KeyedContext in
             if let c = t[k] { return c }
-            guard let c = KeyedContext(algorithm, key: key) else { return nil }
+            let c = KeyedContext(algorithm, key: key)
             if t.count >= Self.capacity { t.removeAll() }
             t[k] = c
             return c
         }
-        return context?.mac(data)
+        return context.mac(data)
     }
 }
 
@@ -44,10 +44,11 @@ private final class KeyedContext: @unchecked Sendable {
     private let key: UnsafeMutablePointer<txg_hmac_key>
     private let length: Int
 
-    init?(_ algorithm: Crypto.HashAlgorithm, key bytes: [UInt8]) {
+    init(_ algorithm: Crypto.HashAlgorithm, key bytes: [UInt8]) {
         let state = UnsafeMutablePointer<txg_hmac_key>.allocate(capacity: 1)
+        // Fails only for an algorithm code the shim does not know; `hmacCode` gives none such.
         let ok = bytes.withUnsafeBufferPointer { txg_hmac_key_init(state, algorithm.hmacCode, $0.baseAddress, $0.count) }
-        guard ok == 1 else { state.deallocate(); return nil }
+        precondition(ok == 1, "txg_hmac_key_init refused \(algorithm)")
         key = state
         length = algorithm.digestLength
     }
@@ -57,7 +58,7 @@ private final class KeyedContext: @unchecked Sendable {
         key.deallocate()
     }
 
-    func mac(_ data: [UInt8]) -> [UInt8]? {
+    func mac(_ data: [UInt8]) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: length) { out, count in
             data.withUnsafeBufferPointer { txg_hmac(key, $0.baseAddress, $0.count, out.baseAddress) }
             count = length

@@ -230,15 +230,9 @@ public struct CanonicalObjectWriter {
 
     /// A member whose value is an object of strings, its members in canonical order.
     public mutating func member(_ name: String, strings: [String: String]) {
-        key(name)
-        out.append(UInt8(ascii: "{"))
-        for (i, (k, v)) in strings.sorted(by: { $0.key < $1.key }).enumerated() {
-            if i > 0 { out.append(UInt8(ascii: ",")) }
-            JSONText.write(k, into: &out)
-            out.append(UInt8(ascii: ":"))
-            JSONText.write(v, into: &out)
-        }
-        out.append(UInt8(ascii: "}"))
+        var nested = CanonicalObjectWriter(capacity: 128)
+        for (k, v) in strings.sorted(by: { $0.key < $1.key }) { nested.member(k, v) }
+        member(name, object: nested.finish())
     }
 
     private mutating func key(_ name: String) {

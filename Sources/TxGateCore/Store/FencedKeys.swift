@@ -1,4 +1,5 @@
 import Foundation
+import HTTPCore
 
 /// The records whose presence or absence enforces "exactly once", named by key prefix, for a
 /// store that can lose or roll back writes (Redis restarted from a snapshot, a lagging replica
@@ -70,12 +71,8 @@ public struct FencedKeys: Sendable, Equatable {
     /// Whether `key`'s bytes start with `prefix`'s, as the store compares keys (asked for every
     /// store operation; `hasPrefix` compares Unicode text, at about a hundred instructions a call).
     static func starts(_ key: String, with prefix: String) -> Bool {
-        let k = key.utf8, p = prefix.utf8
-        guard k.count >= p.count else { return false }
-        return k.withContiguousStorageIfAvailable { kb in
-            p.withContiguousStorageIfAvailable { pb in
-                pb.isEmpty || memcmp(kb.baseAddress!, pb.baseAddress!, pb.count) == 0
-            }
-        }.flatMap { $0 } ?? k.starts(with: p)
+        key.withUTF8Bytes { k in
+            prefix.withUTF8Bytes { p in k.count >= p.count && (p.isEmpty || memcmp(k.baseAddress!, p.baseAddress!, p.count) == 0) }
+        }
     }
 }
