@@ -280,6 +280,13 @@ public enum DecisionOutcome: String, Sendable {
     case allow, challenge, deny
 }
 
+/// A transaction record behind a reference (`Decision.consumed`), compared by value.
+private final class ConsumedRecord: Equatable, Sendable {
+    let record: TransactionRecord
+    init(_ record: TransactionRecord) { self.record = record }
+    static func == (a: ConsumedRecord, b: ConsumedRecord) -> Bool { a.record == b.record }
+}
+
 /// AM's decision for one resource (WIRE.md §1).
 public struct Decision: Equatable, Sendable {
     public var resource: String
@@ -290,7 +297,13 @@ public struct Decision: Equatable, Sendable {
     public var ttl: Int64?
     /// The transaction this one-shot allow consumed (what the user approved, for the
     /// Transaction Token); not part of AM's format.
-    public var consumed: TransactionRecord?
+    public var consumed: TransactionRecord? {
+        get { consumedRecord?.record }
+        set { consumedRecord = newValue.map(ConsumedRecord.init) }
+    }
+    /// `consumed`, boxed: a record held inline made every decision (and every optional one, set
+    /// or not) as large as a transaction record, and every request copies its decision a few times.
+    private var consumedRecord: ConsumedRecord?
 
     public init(resource: String, actions: [String: Bool] = [:], attributes: [String: [String]] = [:],
                 advices: Advices = Advices([]), ttl: Int64? = nil, consumed: TransactionRecord? = nil) {
