@@ -10,8 +10,9 @@ import TxGateCore
 /// instead (a writing statement takes the write lock before it reads, so it is as atomic,
 /// without the BEGIN and COMMIT round and the separate read).
 final class KeyValueTable {
-    private let db: SQLiteConnection
-    private let begin, commit, rollback: SQLiteStatement
+    /// Internal for tests, which make it fail as a disk would.
+    let db: SQLiteConnection
+    private let begin, commit, rollback, savepoint, release, rollbackToSavepoint: SQLiteStatement
     private let selectLive, upsert, touchLive, deleteLive, deleteKey, purgeExpired, ping: SQLiteStatement
     private let insertUnlessLive, swapIfEqual, deleteIfEqual: SQLiteStatement
     private let audit: AuditTable
@@ -29,6 +30,9 @@ final class KeyValueTable {
         begin = try db.prepare("BEGIN IMMEDIATE")
         commit = try db.prepare("COMMIT")
         rollback = try db.prepare("ROLLBACK")
+        savepoint = try db.prepare("SAVEPOINT operation")
+        release = try db.prepare("RELEASE operation")
+        rollbackToSavepoint = try db.prepare("ROLLBACK TO operation")
         selectLive = try db.prepare("SELECT value, expires_at FROM kv WHERE key = ?1 AND expires_at > ?2")
         upsert = try db.prepare("INSERT OR REPLACE INTO kv (key, value, expires_at) VALUES (?1, ?2, ?3)")
         touchLive = try db.prepare("UPDATE kv SET expires_at = ?2 WHERE key = ?1 AND expires_at > ?3")
@@ -221,6 +225,46 @@ final class KeyValueTable {
         }
     }
 
+    /// Several operations in one transaction, each inside a savepoint of its own, so that one
+    /// that fails is undone alone: `SQLiteStore` commits what the operations queued together
+    /// wrote with one commit (one write of the log, not one per operation).
+    struct Batch {
+        fileprivate let table: KeyValueTable
+
+        /// Runs one operation in the batch; `body` says whether it failed, and then what it
+        /// wrote is undone. Throws when the batch itself failed: SQLite rolls the whole
+        /// transaction back after some errors (I/O, a full disk), and what the operations before
+        /// this one wrote is then lost with it.
+        func run(_ body: () -> Bool) throws {
+            try table.step(table.savepoint)
+            if body() {
+                guard table.db.inTransaction else { throw Lost() }
+                try table.step(table.rollbackToSavepoint)
+            }
+            try table.step(table.release)
+        }
+    }
+
+    /// SQLite rolled back the batch's transaction by itself.
+    struct Lost: Error {}
+
+    /// Runs `body` as one transaction (`Batch`) and commits it; on any error rolls it back and
+    /// rethrows, and nothing the batch's operations wrote is kept.
+    func batch(_ body: (Batch) throws -> Void) throws {
+        try step(begin)
+        do {
+            try body(Batch(table: self))
+            try step(commit)
+        } catch {
+            if db.inTransaction { _ = try? rollback.use { s in try s.step() } }
+            throw error
+        }
+    }
+
+    private func step(_ statement: SQLiteStatement) throws {
+        _ = try statement.use { s in try s.step() }
+    }
+
     func checkAlive() throws {
         try ping.use { s in _ = try s.step() }
     }
@@ -255,7 +299,10 @@ final class KeyValueTable {
 
     /// BEGIN IMMEDIATE takes the write lock before the read, so that no other connection can
     /// change the row between our read and our write (and WAL never has to refuse our commit).
+    /// Inside a batch (`Batch`) the batch's transaction already holds the lock, and the
+    /// operation's savepoint undoes it if it fails.
     private func transaction<T>(_ body: () throws -> T) throws -> T {
+        if db.inTransaction { return try body() }
         _ = try begin.use { s in try s.step() }
         do {
             let result = try body()

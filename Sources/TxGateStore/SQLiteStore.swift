@@ -1,6 +1,7 @@
 import CSQLite
 import Dispatch
 import Foundation
+import Synchronization
 import TxGateCore
 
 /// The embedded default store: one SQLite file, durable across restarts.
@@ -9,6 +10,13 @@ import TxGateCore
 /// completion is handed to the caller's executor. One connection used serially makes every
 /// operation atomic with respect to the others in this process; the transactions keep them
 /// atomic when another process shares the file.
+///
+/// Operations that queue up while the store is busy are committed together (group commit):
+/// one transaction, each operation in a savepoint of its own, one commit, and only then their
+/// replies. A commit writes the log once however many operations it carries, so under load
+/// (several gateway workers sharing the file) the store's thread does less per operation
+/// instead of more. An operation that fails in a batch is undone alone; if the batch's commit
+/// fails, every operation in it fails, and none is answered as done before it is committed.
 public final class SQLiteStore: Store, @unchecked Sendable {
     /// How often expired rows are deleted. Expiry itself is checked on every read.
     static let purgeInterval: DispatchTimeInterval = .seconds(60)
@@ -20,6 +28,12 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     /// The time, in epoch milliseconds, every operation and purge compares expiries against.
     private let clock: @Sendable () -> Int64
     private let queue = DispatchQueue(label: "txgate.store.sqlite")
+    /// The most operations one commit carries by default: a bound on how long the first waits
+    /// for the last.
+    public static let defaultMaxBatch = 64
+    private let maxBatch: Int
+    /// Operations waiting for the queue, and whether a drain is queued to run them.
+    private let waiting = Mutex<(jobs: [Job], draining: Bool)>(([], false))
     private let onQueueKey = DispatchSpecificKey<Void>()
     // @unchecked Sendable: `table` and `purgeTimer` are only touched on `queue` (or in deinit,
     // when nothing else can hold the store).
@@ -32,9 +46,14 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     /// Throws a `ConfigError` for `store.path` that names the file and says what is wrong.
     /// `clock` gives the current time in epoch milliseconds; it is read on the store's queue,
     /// once per operation and once per purge. Tests pass a clock they advance by hand.
-    public init(path: String, clock: @escaping @Sendable () -> Int64 = SQLiteStore.wallClockMs) throws {
+    /// `maxBatch` bounds the operations one commit carries; 1 commits each alone (for
+    /// benchmarks: `bench/store.sh` compares the two).
+    public init(path: String, clock: @escaping @Sendable () -> Int64 = SQLiteStore.wallClockMs,
+                maxBatch: Int = SQLiteStore.defaultMaxBatch) throws {
+        precondition(maxBatch >= 1, "SQLiteStore: maxBatch must be at least 1")
         self.path = path
         self.clock = clock
+        self.maxBatch = maxBatch
         queue.setSpecific(key: onQueueKey, value: ())
         guard !path.isEmpty else { throw ConfigError(path: "store.path", message: "must not be empty") }
         try Self.createFolder(of: path)
@@ -84,6 +103,8 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     /// Finalizes the statements and closes the file. Later operations fail as unavailable.
     public func close() {
         onQueue {
+            // Operations asked for before the close are done, not refused.
+            while runWaiting() {}
             purgeTimer?.cancel()
             purgeTimer = nil
             table?.close()
@@ -204,12 +225,120 @@ public final class SQLiteStore: Store, @unchecked Sendable {
 
     // MARK: Running operations
 
-    /// Runs `body` on the store queue, then `done` on `executor`. The queued block holds the
-    /// store, so an operation finishes even if its caller lets go of the store.
-    private func run<T: Sendable>(_ operation: String, _ executor: CallbackExecutor, _ done: @escaping (StoreResult<T>) -> Void,
+    /// Runs `body` on the store queue, then `done` on `executor` once what it wrote is
+    /// committed. The queued job holds the store, so an operation finishes even if its caller
+    /// lets go of the store. Internal for tests, which run operations of their own.
+    func run<T: Sendable>(_ operation: String, _ executor: CallbackExecutor, _ done: @escaping (StoreResult<T>) -> Void,
                                   _ body: @escaping @Sendable (KeyValueTable, Int64) throws -> T) {
         let reply = Completion(on: executor, done)
-        queue.async { reply(self.perform(operation, body)) }
+        enqueue(Job { [self] in
+            let result = perform(operation, body)
+            if case .failure = result { return Ran(failed: true) { _ in reply(result) } }
+            return Ran(failed: false) { lost in reply(lost.map { .failure($0) } ?? result) }
+        })
+    }
+
+    // MARK: Group commit
+
+    /// An operation waiting for the queue. Run (on the queue), it says whether it failed, and
+    /// how to answer once its batch is committed or lost.
+    private struct Job: @unchecked Sendable {
+        // @unchecked Sendable: made on any thread, then only run once, on the queue.
+        let run: () -> Ran
+    }
+
+    private struct Ran {
+        let failed: Bool
+        /// Answers the caller: with the operation's own result, or with why the batch that
+        /// carried it was not committed.
+        let reply: (StoreError?) -> Void
+    }
+
+    /// Holds the queue until the returned closure is called (for tests: operations queued
+    /// meanwhile run as one batch).
+    func hold() -> @Sendable () -> Void {
+        let held = DispatchSemaphore(value: 0)
+        queue.async { held.wait() }
+        return { held.signal() }
+    }
+
+    private func enqueue(_ job: Job) {
+        let start = waiting.withLock { w in
+            w.jobs.append(job)
+            if w.draining { return false }
+            w.draining = true
+            return true
+        }
+        if start { queue.async { self.drain() } }
+    }
+
+    /// On the queue: runs what is waiting, up to `maxBatch` operations in one commit, and
+    /// queues itself again while more waits (after any other block queued meanwhile: a purge,
+    /// a checkpoint's last step).
+    private func drain() {
+        runWaiting()
+        let more = waiting.withLock { w in
+            if w.jobs.isEmpty { w.draining = false }
+            return w.draining
+        }
+        if more { queue.async { self.drain() } }
+    }
+
+    /// On the queue: runs up to `maxBatch` of the operations waiting; says whether there were any.
+    @discardableResult
+    private func runWaiting() -> Bool {
+        var jobs: [Job] = []
+        waiting.withLock { w in
+            swap(&jobs, &w.jobs)
+            if jobs.count > maxBatch {
+                w.jobs = Array(jobs[maxBatch...])
+                jobs.removeLast(jobs.count - maxBatch)
+            }
+        }
+        run(jobs)
+        return !jobs.isEmpty
+    }
+
+    private func run(_ jobs: [Job]) {
+        guard jobs.count > 1, let table else {
+            // One operation is its own transaction (or a statement that commits itself).
+            for job in jobs { job.run().reply(nil) }
+            return
+        }
+        var committed: [Ran] = []
+        committed.reserveCapacity(jobs.count)
+        var failed: [Ran] = []
+        do {
+            try table.batch { batch in
+                for job in jobs {
+                    try batch.run {
+                        let ran = job.run()
+                        if ran.failed { failed.append(ran) } else { committed.append(ran) }
+                        return ran.failed
+                    }
+                }
+            }
+        } catch {
+            // Nothing the batch wrote was kept: what had succeeded in it fails now, with why;
+            // what had not run yet runs one by one.
+            let lost = batchError(error, jobs: jobs.count)
+            for ran in committed { ran.reply(lost) }
+            for ran in failed { ran.reply(nil) }
+            for job in jobs.dropFirst(committed.count + failed.count) { job.run().reply(nil) }
+            return
+        }
+        for ran in failed { ran.reply(nil) }
+        for ran in committed { ran.reply(nil) }
+    }
+
+    private func batchError(_ error: Error, jobs: Int) -> StoreError {
+        let operation = "commit of \(jobs) operations"
+        switch error {
+        case let error as SQLiteError: return Self.storeError(error, operation: operation, path: path)
+        case is KeyValueTable.Lost:
+            return .unavailable("sqlite '\(path)': \(operation): SQLite rolled the transaction back after an error")
+        default: return .failed("sqlite '\(path)': \(operation): \(error)")
+        }
     }
 
     /// As `run`, for operations that set an expiry: `ttlMs` must be positive.

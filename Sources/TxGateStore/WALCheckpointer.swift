@@ -33,6 +33,8 @@ final class WALCheckpointer: @unchecked Sendable {
     let completed = Atomic<Int>(0)
     /// Logs truncated (for tests).
     let truncated = Atomic<Int>(0)
+    /// Commits on the store's connection (for tests: operations queued together share one).
+    let commits = Atomic<Int>(0)
 
     init(path: String, finish: @escaping @Sendable (@escaping @Sendable () -> Void) -> Void) throws {
         self.finish = finish
@@ -54,6 +56,7 @@ final class WALCheckpointer: @unchecked Sendable {
 
     /// After a commit on the store's connection (on the store's queue): the log has `pages` pages.
     func committed(pages: Int32) {
+        commits.add(1, ordering: .relaxed)
         guard pages >= Self.thresholdPages,
               pending.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         queue.async { [self] in

@@ -1,0 +1,150 @@
+// The SQLite store alone under the step-up cycle's operations, as fast as it will go:
+// `bench/store.sh` runs it. One SQLite file, `--workers` serial executors standing for the
+// gateway's event loops, `--concurrency` cycles in flight at once spread over them; each cycle
+// makes the store calls a step-up cycle makes on SQLite (the challenge: the pending index read,
+// the record and the index created, the subject's count raised; the journey start: the record
+// and the lockout marker read; the code: the TOTP step raised, the record read and swapped to
+// COMPLETED with its audit entry, the count lowered; the retry: the record taken with its
+// audit entry). Prints one JSON object: cycles per second and the process's CPU per cycle.
+//
+//   store-bench --path FILE --seconds S --workers W --concurrency C --max-batch N
+import Dispatch
+import Foundation
+import Glibc
+import Synchronization
+import TxGateCore
+import TxGateStore
+
+struct Options {
+    var path = ""
+    var seconds = 3.0
+    var workers = 1
+    var concurrency = 8
+    var maxBatch = SQLiteStore.defaultMaxBatch
+
+    init(_ args: [String]) {
+        var i = 0
+        func value() -> String {
+            i += 1
+            guard i < args.count else { fail("\(args[i - 1]) needs a value") }
+            return args[i]
+        }
+        while i < args.count {
+            switch args[i] {
+            case "--path": path = value()
+            case "--seconds": seconds = Double(value()) ?? { fail("--seconds: not a number") }()
+            case "--workers": workers = Int(value()) ?? { fail("--workers: not a number") }()
+            case "--concurrency": concurrency = Int(value()) ?? { fail("--concurrency: not a number") }()
+            case "--max-batch": maxBatch = Int(value()) ?? { fail("--max-batch: not a number") }()
+            default: fail("unknown argument '\(args[i])'")
+            }
+            i += 1
+        }
+        guard !path.isEmpty else { fail("--path is required") }
+        guard seconds > 0, workers >= 1, concurrency >= 1, maxBatch >= 1 else {
+            fail("--seconds, --workers, --concurrency and --max-batch must be positive")
+        }
+    }
+}
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("store-bench: \(message)\n".utf8))
+    exit(2)
+}
+
+/// A serial queue standing for one gateway worker's event loop.
+final class Worker: CallbackExecutor, Sendable {
+    private let queue: DispatchQueue
+    init(_ id: Int) { queue = DispatchQueue(label: "store-bench.worker.\(id)") }
+    func execute(_ work: @escaping () -> Void) {
+        nonisolated(unsafe) let work = work
+        queue.async { work() }
+    }
+}
+
+/// The cycles done, the ones that went wrong, and when to stop.
+final class Run: Sendable {
+    let done = Atomic<Int>(0)
+    let errors = Atomic<Int>(0)
+    let inFlight = Atomic<Int>(0)
+    let next = Atomic<Int>(0)
+    let stopping = Atomic<Bool>(false)
+    let finished = DispatchSemaphore(value: 0)
+}
+
+func cpuSeconds() -> Double {
+    var usage = rusage()
+    getrusage(__rusage_who_t(RUSAGE_SELF.rawValue), &usage)
+    return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
+}
+
+let options = Options(Array(CommandLine.arguments.dropFirst()))
+let store: SQLiteStore
+do {
+    store = try SQLiteStore(path: options.path, maxBatch: options.maxBatch)
+} catch {
+    fail("\(error)")
+}
+let workers = (0..<options.workers).map(Worker.init)
+let run = Run()
+let ttl = 180_000
+let audit = AuditAppend(ifChanged: Array(String(repeating: "a", count: 300).utf8), retentionMs: 86_400_000)
+
+/// A record of about the size of a stored transaction record.
+func record(_ n: Int, state: String) -> [UInt8] {
+    let padding = String(repeating: "x", count: 480)
+    return Array(#"{"txid":"tx\#(n)","state":"\#(state)","seal":"seal\#(n)","subject":"user\#(n % 1000)","padding":"\#(padding)"}"#.utf8)
+}
+
+/// One cycle's store calls, one after another on `executor`, then the next cycle.
+func cycle(on executor: Worker) {
+    if run.stopping.load(ordering: .relaxed) {
+        if run.inFlight.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { run.finished.signal() }
+        return
+    }
+    let n = run.next.add(1, ordering: .relaxed).newValue
+    let user = "user\(n % 1000)"
+    let created = record(n, state: "CREATED"), completed = record(n, state: "COMPLETED")
+    func check<T>(_ r: StoreResult<T>, _ ok: (T) -> Bool, _ then: @escaping () -> Void) {
+        guard case .success(let v) = r, ok(v) else {
+            run.errors.add(1, ordering: .relaxed)
+            cycle(on: executor)
+            return
+        }
+        then()
+    }
+    store.get("pending:\(n)", on: executor) { r in check(r, { $0 == nil }) {
+    store.create("tx:\(n)", value: created, ttlMs: ttl, on: executor) { r in check(r, { $0 }) {
+    store.create("pending:\(n)", value: Array("tx\(n)".utf8), ttlMs: ttl, on: executor) { r in check(r, { $0 }) {
+    store.increment("count:\(user)", ttlMs: ttl, on: executor) { r in check(r, { $0 > 0 }) {
+    store.get("tx:\(n)", on: executor) { r in check(r, { $0 == created }) {
+    store.get("lock:\(user)", on: executor) { r in check(r, { $0 == nil }) {
+    store.raise("totp:\(user)", to: UInt64(n), on: executor) { r in check(r, { _ in true }) {
+    store.get("tx:\(n)", on: executor) { r in check(r, { $0 == created }) {
+    store.compareAndSwap("tx:\(n)", expected: created, new: completed, ttlMs: nil, audit: audit, on: executor) { r in check(r, { $0 }) {
+    store.decrement("count:\(user)", on: executor) { r in check(r, { _ in true }) {
+    store.takeIf("tx:\(n)", fields: ["state": "COMPLETED", "seal": "seal\(n)"], audit: audit, on: executor) { r in
+        check(r, { $0 == .taken(completed) }) {
+            run.done.add(1, ordering: .relaxed)
+            cycle(on: executor)
+        }
+    }}}}}}}}}}}}}}}}}}}}}
+}
+
+let cpu0 = cpuSeconds()
+let start = DispatchTime.now()
+run.inFlight.store(options.concurrency, ordering: .relaxed)
+for i in 0..<options.concurrency {
+    let worker = workers[i % workers.count]
+    worker.execute { cycle(on: worker) }
+}
+Thread.sleep(forTimeInterval: options.seconds)
+let counted = run.done.load(ordering: .relaxed)
+let cpu1 = cpuSeconds()
+let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
+run.stopping.store(true, ordering: .relaxed)
+run.finished.wait()
+store.close()
+let errors = run.errors.load(ordering: .relaxed)
+print(#"{"max_batch":\#(options.maxBatch),"workers":\#(options.workers),"concurrency":\#(options.concurrency),"cycles":\#(counted),"seconds":\#(String(format: "%.3f", elapsed)),"cycles_per_s":\#(String(format: "%.1f", Double(counted) / elapsed)),"cpu_ms_per_cycle":\#(String(format: "%.4f", (cpu1 - cpu0) * 1000 / Double(max(1, counted)))),"cpu_cores":\#(String(format: "%.2f", (cpu1 - cpu0) / elapsed)),"errors":\#(errors)}"#)
+if errors > 0 { exit(1) }

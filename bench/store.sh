@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The SQLite store's ceiling: how many step-up cycles a second one SQLite file takes, and its CPU
+# per cycle, with group commit (operations queued together share one commit, the default) and
+# without (`--max-batch 1`: one commit per operation), in alternating rounds of one run.
+#
+#   bash bench/store.sh [--rounds N] [--seconds S] [--workers W] [--concurrency "1 8 64"]
+#
+# `bench/store-bench` (built here, release) makes the store calls of a step-up cycle on SQLite
+# (11 calls, 8 of them writes) as fast as the store answers, with `--workers` serial executors
+# standing for the gateway's event loops and each `--concurrency` value of cycles in flight.
+# The store runs every SQLite call on one thread, so the cycles a second it takes are the most
+# any number of gateway workers sharing it can do (bench/stepup.sh measures the whole gateway).
+# Each round uses a fresh file in a temp dir, removed on exit. Figures: medians of the rounds.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+
+ROUNDS=3 SECONDS_PER=3 WORKERS=4 LEVELS="1 8 64"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --rounds) ROUNDS="${2:?--rounds needs a number}"; shift ;;
+    --seconds) SECONDS_PER="${2:?--seconds needs a number}"; shift ;;
+    --workers) WORKERS="${2:?--workers needs a number}"; shift ;;
+    --concurrency) LEVELS="${2:?--concurrency needs a list}"; shift ;;
+    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    *) echo "store.sh: unknown argument '$1'" >&2; exit 2 ;;
+  esac
+  shift
+done
+for v in $ROUNDS $WORKERS $LEVELS; do
+  [[ "$v" =~ ^[0-9]+$ ]] && [ "$v" -ge 1 ] || { echo "store.sh: '$v' is not a positive integer" >&2; exit 2; }
+done
+[[ "$SECONDS_PER" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "store.sh: --seconds '$SECONDS_PER' is not a number" >&2; exit 2; }
+
+echo "[store] building (release)" >&2
+swift build -c release --product store-bench >/dev/null
+BENCH="$(swift build -c release --show-bin-path)/store-bench"
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-store.XXXXXX")"
+trap 'rm -rf "$TMP"' EXIT
+
+for r in $(seq 1 "$ROUNDS"); do
+  # Alternate which goes first, so that neither always runs on a warmer (or busier) machine.
+  order="64 1"; [ $((r % 2)) = 0 ] && order="1 64"
+  for c in $LEVELS; do
+    for b in $order; do
+      rm -f "$TMP"/s.db*
+      "$BENCH" --path "$TMP/s.db" --seconds "$SECONDS_PER" --workers "$WORKERS" --concurrency "$c" --max-batch "$b" \
+        | tee -a "$TMP/results.jsonl" | sed 's/^/[store] /' >&2
+    done
+  done
+done
+
+python3 - "$TMP/results.jsonl" "$ROUNDS" "$SECONDS_PER" "$WORKERS" <<'PY'
+import json, statistics, sys
+path, rounds, seconds, workers = sys.argv[1:]
+rows = [json.loads(line) for line in open(path)]
+def med(c, b, k): return statistics.median(float(x[k]) for x in rows if x["concurrency"] == c and x["max_batch"] == b)
+levels = sorted({x["concurrency"] for x in rows})
+batched = max(x["max_batch"] for x in rows)
+print()
+print("SQLite store, step-up cycle's calls; %s workers, median of %s rounds of %s s" % (workers, rounds, seconds))
+print()
+print("| cycles in flight | cycles/s, one commit per call | cycles/s, group commit | ratio | CPU ms/cycle, one commit per call | CPU ms/cycle, group commit | ratio |")
+print("| ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+for c in levels:
+    a, b = med(c, 1, "cycles_per_s"), med(c, batched, "cycles_per_s")
+    ca, cb = med(c, 1, "cpu_ms_per_cycle"), med(c, batched, "cpu_ms_per_cycle")
+    print("| %d | %.0f | %.0f | %.2f | %.3f | %.3f | %.2f |" % (c, a, b, b / a, ca, cb, cb / ca))
+PY
