@@ -96,8 +96,10 @@ let package = Package(
             "EventHTTP", "TxGateCore", "TxGateCrypto", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
-        // The SQLite store alone under the step-up cycle's operations (`bench/store.sh`).
-        .executableTarget(name: "store-bench", dependencies: ["TxGateStore", "TxGateCore"], path: "bench/store-bench"),
+        // A store alone under the step-up cycle's calls (`bench/store.sh`).
+        .executableTarget(name: "store-bench", dependencies: [
+            "TxGateStore", "TxGateRedis", "TxGateCore", "EventHTTP", .product(name: "Logging", package: "swift-log"),
+        ], path: "bench/store-bench"),
 
         // Helpers every test target shares: ports, temp folders, spawned processes, a raw HTTP
         // client, redis-server and SMTP sinks, a test executor, polling, a manual clock; the

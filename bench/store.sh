@@ -1,22 +1,26 @@
 #!/usr/bin/env bash
-# The SQLite store's ceiling: how many step-up cycles a second one SQLite file takes, and its CPU
-# per cycle, with group commit (operations queued together share one commit, the default) and
-# without (`--max-batch 1`: one commit per operation), in alternating rounds of one run.
+# The stores' ceilings: how many step-up cycles a second one SQLite file and one redis-server
+# take, and their CPU per cycle. SQLite with group commit (operations queued together share one
+# commit, the default) and without (`--max-batch 1`: one commit per operation), in alternating
+# rounds of one run; then Redis (a redis-server started here, no persistence), with
+# redis-server's own CPU per cycle.
 #
 #   bash bench/store.sh [--rounds N] [--seconds S] [--workers W] [--concurrency "1 8 64"]
 #
-# `bench/store-bench` (built here, release) makes the store calls of a step-up cycle on SQLite
-# (11 calls, 8 of them writes) as fast as the store answers, with `--workers` serial executors
-# standing for the gateway's event loops and each `--concurrency` value of cycles in flight.
-# The store runs every SQLite call on one thread, so the cycles a second it takes are the most
-# any number of gateway workers sharing it can do (bench/stepup.sh measures the whole gateway).
-# Each round uses a fresh file in a temp dir, removed on exit. Figures: medians of the rounds.
+# `bench/store-bench` (built here, release) makes the store calls of a step-up cycle (11 calls,
+# 8 of them writes) as fast as the store answers, with `--workers` executors standing for the
+# gateway's event loops and each `--concurrency` value of cycles in flight. The SQLite store
+# runs every SQLite call on one thread and redis-server runs on one: the cycles a second each
+# takes are the most any number of gateway workers sharing it can do (bench/stepup.sh measures
+# the whole gateway). Each round uses a fresh file or key prefix; the temp dir and redis-server
+# are removed on exit. Figures: medians of the rounds.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
 ROUNDS=3 SECONDS_PER=3 WORKERS=4 LEVELS="1 8 64"
+command -v redis-server >/dev/null || { echo "store.sh: redis-server not found; run: bash scripts/install-deps.sh --bench" >&2; exit 1; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --rounds) ROUNDS="${2:?--rounds needs a number}"; shift ;;
@@ -37,7 +41,12 @@ echo "[store] building (release)" >&2
 swift build -c release --product store-bench >/dev/null
 BENCH="$(swift build -c release --show-bin-path)/store-bench"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-store.XXXXXX")"
-trap 'rm -rf "$TMP"' EXIT
+REDIS_PID=""
+trap '[ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
+REDIS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & REDIS_PID=$!
+for _ in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
+ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate which goes first, so that neither always runs on a warmer (or busier) machine.
@@ -48,14 +57,26 @@ for r in $(seq 1 "$ROUNDS"); do
       "$BENCH" --path "$TMP/s.db" --seconds "$SECONDS_PER" --workers "$WORKERS" --concurrency "$c" --max-batch "$b" \
         | tee -a "$TMP/results.jsonl" | sed 's/^/[store] /' >&2
     done
+    # Redis: redis-server's CPU over the whole run (its start-up and the connections' fencing
+    # included, a few ms), per cycle.
+    r0=$(ticks "$REDIS_PID"); t0=$(date +%s.%N)
+    out=$("$BENCH" --redis "127.0.0.1:$REDIS_PORT" --seconds "$SECONDS_PER" --workers "$WORKERS" --concurrency "$c" 2>/dev/null)
+    r1=$(ticks "$REDIS_PID"); t1=$(date +%s.%N)
+    python3 -c 'import json, sys; d = json.loads(sys.argv[1]); hz = int(sys.argv[4]); t = (int(sys.argv[3]) - int(sys.argv[2])) / hz
+d["redis_ms_per_cycle"] = round(t * 1000 / max(1, d["cycles"]), 4); d["redis_cores"] = round(t / (float(sys.argv[6]) - float(sys.argv[5])), 2)
+print(json.dumps(d))' "$out" "$r0" "$r1" "$(getconf CLK_TCK)" "$t0" "$t1" | tee -a "$TMP/results.jsonl" | sed 's/^/[store] /' >&2
+    redis-cli -p "$REDIS_PORT" flushall >/dev/null
   done
 done
 
 python3 - "$TMP/results.jsonl" "$ROUNDS" "$SECONDS_PER" "$WORKERS" <<'PY'
 import json, statistics, sys
 path, rounds, seconds, workers = sys.argv[1:]
-rows = [json.loads(line) for line in open(path)]
+every = [json.loads(line) for line in open(path)]
+rows = [x for x in every if x["store"] == "sqlite"]
+redis = [x for x in every if x["store"] == "redis"]
 def med(c, b, k): return statistics.median(float(x[k]) for x in rows if x["concurrency"] == c and x["max_batch"] == b)
+def rmed(c, k): return statistics.median(float(x[k]) for x in redis if x["concurrency"] == c)
 levels = sorted({x["concurrency"] for x in rows})
 batched = max(x["max_batch"] for x in rows)
 print()
@@ -67,4 +88,11 @@ for c in levels:
     a, b = med(c, 1, "cycles_per_s"), med(c, batched, "cycles_per_s")
     ca, cb = med(c, 1, "cpu_ms_per_cycle"), med(c, batched, "cpu_ms_per_cycle")
     print("| %d | %.0f | %.0f | %.2f | %.3f | %.3f | %.2f |" % (c, a, b, b / a, ca, cb, cb / ca))
+print()
+print("Redis store, the same calls (fenced as the gateway's), one redis-server")
+print()
+print("| cycles in flight | cycles/s | client CPU ms/cycle | redis-server CPU ms/cycle | redis-server cores busy |")
+print("| ---: | ---: | ---: | ---: | ---: |")
+for c in levels:
+    print("| %d | %.0f | %.3f | %.3f | %.2f |" % (c, rmed(c, "cycles_per_s"), rmed(c, "cpu_ms_per_cycle"), rmed(c, "redis_ms_per_cycle"), rmed(c, "redis_cores")))
 PY

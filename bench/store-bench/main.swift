@@ -1,22 +1,28 @@
-// The SQLite store alone under the step-up cycle's operations, as fast as it will go:
-// `bench/store.sh` runs it. One SQLite file, `--workers` serial executors standing for the
-// gateway's event loops, `--concurrency` cycles in flight at once spread over them; each cycle
-// makes the store calls a step-up cycle makes on SQLite (the challenge: the pending index read,
-// the record and the index created, the subject's count raised; the journey start: the record
-// and the lockout marker read; the code: the TOTP step raised, the record read and swapped to
-// COMPLETED with its audit entry, the count lowered; the retry: the record taken with its
-// audit entry). Prints one JSON object: cycles per second and the process's CPU per cycle.
+// A store alone under the step-up cycle's calls, as fast as it will go: `bench/store.sh` runs
+// it. `--workers` executors standing for the gateway's event loops (serial queues for SQLite;
+// event loops, each with its own connection, for Redis), `--concurrency` cycles in flight at
+// once spread over them; each cycle makes the store calls a step-up cycle makes, with the
+// gateway's key names (so Redis fences what the gateway's Redis store fences): the challenge
+// (the pending index read, the record and the index created, the subject's count raised), the
+// journey start (the record and the lockout marker read), the code (the TOTP step raised, the
+// record read and swapped to COMPLETED with its audit entry, the count lowered), the retry (the
+// record taken with its audit entry). Prints one JSON object: cycles per second and the
+// process's CPU per cycle.
 //
-//   store-bench --path FILE --seconds S --workers W --concurrency C --max-batch N
+//   store-bench --path FILE [--max-batch N] | --redis HOST:PORT   --seconds S --workers W --concurrency C
 import Dispatch
 import Foundation
 import Glibc
+import EventHTTP
+import Logging
 import Synchronization
 import TxGateCore
+import TxGateRedis
 import TxGateStore
 
 struct Options {
     var path = ""
+    var redis = ""
     var seconds = 3.0
     var workers = 1
     var concurrency = 8
@@ -32,6 +38,7 @@ struct Options {
         while i < args.count {
             switch args[i] {
             case "--path": path = value()
+            case "--redis": redis = value()
             case "--seconds": seconds = Double(value()) ?? { fail("--seconds: not a number") }()
             case "--workers": workers = Int(value()) ?? { fail("--workers: not a number") }()
             case "--concurrency": concurrency = Int(value()) ?? { fail("--concurrency: not a number") }()
@@ -40,7 +47,7 @@ struct Options {
             }
             i += 1
         }
-        guard !path.isEmpty else { fail("--path is required") }
+        guard path.isEmpty != redis.isEmpty else { fail("one of --path (SQLite) and --redis (HOST:PORT) is required") }
         guard seconds > 0, workers >= 1, concurrency >= 1, maxBatch >= 1 else {
             fail("--seconds, --workers, --concurrency and --max-batch must be positive")
         }
@@ -79,13 +86,43 @@ func cpuSeconds() -> Double {
 }
 
 let options = Options(Array(CommandLine.arguments.dropFirst()))
-let store: SQLiteStore
-do {
-    store = try SQLiteStore(path: options.path, maxBatch: options.maxBatch)
-} catch {
-    fail("\(error)")
+let store: Store
+let executors: [CallbackExecutor]
+var loops: [EventLoop] = []
+if options.redis.isEmpty {
+    do {
+        store = try SQLiteStore(path: options.path, maxBatch: options.maxBatch)
+    } catch {
+        fail("\(error)")
+    }
+    executors = (0..<options.workers).map(Worker.init)
+} else {
+    let parts = options.redis.split(separator: ":")
+    guard parts.count == 2, let port = Int(parts[1]) else { fail("--redis: HOST:PORT, got '\(options.redis)'") }
+    var logger = Logger(label: "store-bench")
+    logger.logLevel = .warning
+    let redis = RedisStore(url: RedisURL(host: String(parts[0]), port: port), keyPrefix: "bench:", timeoutMs: 2000,
+                           fenced: .oneShot, logger: logger)
+    for _ in 0..<options.workers {
+        let loop = EventLoop()
+        redis.attach(to: loop)
+        Thread { loop.run() }.start()
+        loops.append(loop)
+    }
+    store = redis
+    executors = loops
+    // Every connection fenced and ready before the clock starts.
+    for loop in loops {
+        let ready = DispatchSemaphore(value: 0)
+        func ping() {
+            store.ping(on: loop) { r in
+                if case .success = r { ready.signal() } else { loop.execute { Thread.sleep(forTimeInterval: 0.05); ping() } }
+            }
+        }
+        loop.execute { ping() }
+        guard ready.wait(timeout: .now() + 10) == .success else { fail("redis \(options.redis) did not answer") }
+    }
 }
-let workers = (0..<options.workers).map(Worker.init)
 let run = Run()
 let ttl = 180_000
 let audit = AuditAppend(ifChanged: Array(String(repeating: "a", count: 300).utf8), retentionMs: 86_400_000)
@@ -97,13 +134,16 @@ func record(_ n: Int, state: String) -> [UInt8] {
 }
 
 /// One cycle's store calls, one after another on `executor`, then the next cycle.
-func cycle(on executor: Worker) {
+func cycle(on executor: CallbackExecutor) {
     if run.stopping.load(ordering: .relaxed) {
         if run.inFlight.subtract(1, ordering: .acquiringAndReleasing).newValue == 0 { run.finished.signal() }
         return
     }
     let n = run.next.add(1, ordering: .relaxed).newValue
     let user = "user\(n % 1000)"
+    let txid = "bench-tx-\(n)", seal = "seal\(n)"
+    let recordKey = TransactionRecord.key(txid), indexKey = TransactionRecord.pendingIndexKey(subject: user, seal: seal)
+    let countKey = TransactionRecord.pendingKey(user)
     let created = record(n, state: "CREATED"), completed = record(n, state: "COMPLETED")
     func check<T>(_ r: StoreResult<T>, _ ok: (T) -> Bool, _ then: @escaping () -> Void) {
         guard case .success(let v) = r, ok(v) else {
@@ -113,17 +153,17 @@ func cycle(on executor: Worker) {
         }
         then()
     }
-    store.get("pending:\(n)", on: executor) { r in check(r, { $0 == nil }) {
-    store.create("tx:\(n)", value: created, ttlMs: ttl, on: executor) { r in check(r, { $0 }) {
-    store.create("pending:\(n)", value: Array("tx\(n)".utf8), ttlMs: ttl, on: executor) { r in check(r, { $0 }) {
-    store.increment("count:\(user)", ttlMs: ttl, on: executor) { r in check(r, { $0 > 0 }) {
-    store.get("tx:\(n)", on: executor) { r in check(r, { $0 == created }) {
-    store.get("lock:\(user)", on: executor) { r in check(r, { $0 == nil }) {
-    store.raise("totp:\(user)", to: UInt64(n), on: executor) { r in check(r, { _ in true }) {
-    store.get("tx:\(n)", on: executor) { r in check(r, { $0 == created }) {
-    store.compareAndSwap("tx:\(n)", expected: created, new: completed, ttlMs: nil, audit: audit, on: executor) { r in check(r, { $0 }) {
-    store.decrement("count:\(user)", on: executor) { r in check(r, { _ in true }) {
-    store.takeIf("tx:\(n)", fields: ["state": "COMPLETED", "seal": "seal\(n)"], audit: audit, on: executor) { r in
+    store.get(indexKey, on: executor) { r in check(r, { _ in true }) {
+    store.create(recordKey, value: created, ttlMs: ttl, on: executor) { r in check(r, { $0 }) {
+    store.put(indexKey, value: Array(txid.utf8), ttlMs: ttl, on: executor) { r in check(r, { _ in true }) {
+    store.increment(countKey, ttlMs: ttl, on: executor) { r in check(r, { $0 > 0 }) {
+    store.get(recordKey, on: executor) { r in check(r, { $0 == created }) {
+    store.get("lock:" + user, on: executor) { r in check(r, { $0 == nil }) {
+    store.raise(TOTPStepRecord.key(user), to: UInt64(n), on: executor) { r in check(r, { _ in true }) {
+    store.get(recordKey, on: executor) { r in check(r, { $0 == created }) {
+    store.compareAndSwap(recordKey, expected: created, new: completed, ttlMs: nil, audit: audit, on: executor) { r in check(r, { $0 }) {
+    store.decrement(countKey, on: executor) { r in check(r, { _ in true }) {
+    store.takeIf(recordKey, fields: ["state": "COMPLETED", "seal": seal], audit: audit, on: executor) { r in
         check(r, { $0 == .taken(completed) }) {
             run.done.add(1, ordering: .relaxed)
             cycle(on: executor)
@@ -135,8 +175,8 @@ let cpu0 = cpuSeconds()
 let start = DispatchTime.now()
 run.inFlight.store(options.concurrency, ordering: .relaxed)
 for i in 0..<options.concurrency {
-    let worker = workers[i % workers.count]
-    worker.execute { cycle(on: worker) }
+    let executor = executors[i % executors.count]
+    executor.execute { cycle(on: executor) }
 }
 Thread.sleep(forTimeInterval: options.seconds)
 let counted = run.done.load(ordering: .relaxed)
@@ -144,7 +184,8 @@ let cpu1 = cpuSeconds()
 let elapsed = Double(DispatchTime.now().uptimeNanoseconds - start.uptimeNanoseconds) / 1e9
 run.stopping.store(true, ordering: .relaxed)
 run.finished.wait()
-store.close()
+(store as? SQLiteStore)?.close()
+for loop in loops { loop.stop() }
 let errors = run.errors.load(ordering: .relaxed)
-print(#"{"max_batch":\#(options.maxBatch),"workers":\#(options.workers),"concurrency":\#(options.concurrency),"cycles":\#(counted),"seconds":\#(String(format: "%.3f", elapsed)),"cycles_per_s":\#(String(format: "%.1f", Double(counted) / elapsed)),"cpu_ms_per_cycle":\#(String(format: "%.4f", (cpu1 - cpu0) * 1000 / Double(max(1, counted)))),"cpu_cores":\#(String(format: "%.2f", (cpu1 - cpu0) / elapsed)),"errors":\#(errors)}"#)
+print(#"{"store":"\#(options.redis.isEmpty ? "sqlite" : "redis")","max_batch":\#(options.maxBatch),"workers":\#(options.workers),"concurrency":\#(options.concurrency),"cycles":\#(counted),"seconds":\#(String(format: "%.3f", elapsed)),"cycles_per_s":\#(String(format: "%.1f", Double(counted) / elapsed)),"cpu_ms_per_cycle":\#(String(format: "%.4f", (cpu1 - cpu0) * 1000 / Double(max(1, counted)))),"cpu_cores":\#(String(format: "%.2f", (cpu1 - cpu0) / elapsed)),"errors":\#(errors)}"#)
 if errors > 0 { exit(1) }
