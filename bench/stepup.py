@@ -10,13 +10,16 @@ One cycle, as an SDK client does it:
   stepup.py login  --port P --users bench0-999     logs every user in, prints {"user": token} JSON
   stepup.py run    --port P --tokens FILE --seconds S --concurrency C [--procs N]
 
-`run` spreads its C threads over N processes (one GIL each), so that the client is less of a
-bottleneck on a small machine.
+`run` keeps C connections busy, each driving cycles one after another, spread over N processes;
+in each process they are asyncio tasks on one event loop with raw HTTP/1.1 over keep-alive
+sockets (not threads with http.client: a thread waiting for the GIL after each reply added
+latency, and http.client cost more CPU per cycle than the gateway did).
 
 A TOTP code is accepted once per user, within +-1 step of 30 s, so a user has three codes at a
-time; each worker thread owns its own users and never reuses a code. `run` stops a thread early
+time; each connection owns its own users and never reuses a code. `run` stops a connection early
 when its users have no code left and says so (raise BENCH_USERS).
 """
+import asyncio
 import argparse
 import base64
 import hashlib
@@ -93,24 +96,81 @@ class CycleError(RuntimeError):
     pass
 
 
-def cycle(client, token, code):
-    session = {"iPlanetDirectoryPro": token}
-    status, data = client.request("POST", "/transfer", BODY,
-                                  {"x-authenticate-response": "header", "Content-Type": "application/json", **session})
+class AsyncClient:
+    """One keep-alive connection on an asyncio loop, HTTP/1.1 written and read by hand (the
+    gateway's answers carry Content-Length or are chunked); reconnects if the server closes it."""
+
+    def __init__(self, port):
+        self.port = port
+        self.reader = self.writer = None
+
+    def close(self):
+        if self.writer is not None:
+            self.writer.close()
+        self.reader = self.writer = None
+
+    async def request(self, method, target, body=b"", headers=()):
+        head = "%s %s HTTP/1.1\r\nHost: 127.0.0.1:%d\r\nContent-Length: %d\r\n%s\r\n" % (
+            method, target, self.port, len(body), "".join("%s: %s\r\n" % h for h in headers))
+        message = head.encode("latin-1") + body
+        for attempt in (1, 2):
+            if self.writer is None:
+                self.reader, self.writer = await asyncio.open_connection("127.0.0.1", self.port)
+            try:
+                self.writer.write(message)
+                status, fields, data = await self.response()
+            except (ConnectionError, asyncio.IncompleteReadError):
+                self.close()
+                if attempt == 2:
+                    raise
+                continue
+            if fields.get("connection", "").lower() == "close":
+                self.close()
+            return status, data
+
+    async def response(self):
+        lines = (await self.reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+        status = int(lines[0].split(" ", 2)[1])
+        fields = {}
+        for line in lines[1:]:
+            if line:
+                name, _, value = line.partition(":")
+                fields[name.strip().lower()] = value.strip()
+        if "content-length" in fields:
+            return status, fields, await self.reader.readexactly(int(fields["content-length"]))
+        if fields.get("transfer-encoding", "").lower() == "chunked":
+            data = b""
+            while True:
+                size = int((await self.reader.readuntil(b"\r\n")).split(b";")[0], 16)
+                if size == 0:
+                    while await self.reader.readuntil(b"\r\n") != b"\r\n":
+                        pass
+                    return status, fields, data
+                data += (await self.reader.readexactly(size + 2))[:-2]
+        return status, fields, b""
+
+
+JSON_FIELDS = tuple(JSON_HEADERS.items())
+
+
+async def cycle(client, token, code):
+    session = ("iPlanetDirectoryPro", token)
+    status, data = await client.request("POST", "/transfer", BODY,
+                                        (("x-authenticate-response", "header"), ("Content-Type", "application/json"), session))
     if status != 401:
         raise CycleError("challenge: expected 401, got %d %s" % (status, data[:200]))
     txid = json.loads(data)["advices"]["TransactionConditionAdvice"][0]
     xml = ('<Advices><AttributeValuePair><Attribute name="TransactionConditionAdvice"/><Value>%s</Value>'
            '</AttributeValuePair></Advices>' % txid)
     target = AUTH + "?authIndexType=composite_advice&authIndexValue=" + urllib.parse.quote(xml, safe="")
-    status, data = client.request("POST", target, b"", {**JSON_HEADERS, **session})
+    status, data = await client.request("POST", target, b"", JSON_FIELDS + (session,))
     if status != 200:
         raise CycleError("composite_advice start: %d %s" % (status, data[:200]))
     step = answer(json.loads(data), [code])
-    status, data = client.request("POST", AUTH, json.dumps(step).encode(), {**JSON_HEADERS, **session})
+    status, data = await client.request("POST", AUTH, json.dumps(step).encode(), JSON_FIELDS + (session,))
     if status != 200:
         raise CycleError("TOTP submit: %d %s" % (status, data[:200]))
-    status, data = client.request("POST", "/transfer?_txid=" + txid, BODY, {"Content-Type": "application/json", **session})
+    status, data = await client.request("POST", "/transfer?_txid=" + txid, BODY, (("Content-Type", "application/json"), session))
     if status != 201:
         raise CycleError("retry: expected 201, got %d %s" % (status, data[:200]))
 
@@ -149,21 +209,16 @@ def cmd_login(args):
     json.dump(tokens, sys.stdout)
 
 
-def run_slice(args, tokens, users, nthreads, ready, go, deadline, out):
-    """Runs `nthreads` worker threads over `users` in this process until the shared deadline, and
-    sends back (latencies, errors, threads out of codes, CPU seconds) through `out`."""
+def run_slice(args, tokens, users, nconns, ready, go, deadline, out):
+    """Drives `nconns` connections over `users` in this process until the shared deadline, and
+    sends back (latencies, errors, connections out of codes, CPU seconds) through `out`."""
     latencies = []
-    lock = threading.Lock()
     errors = []
     exhausted = [0]
-    local_gate = threading.Barrier(nthreads + 1)
 
-    def work(mine):
-        client = Client(args.port)
+    async def work(mine, end):
+        client = AsyncClient(args.port)
         used = {u: set() for u in mine}
-        mine_lat = []
-        local_gate.wait()
-        end = deadline.value
         i = 0
         while time.monotonic() < end:
             now = time.time()
@@ -181,31 +236,26 @@ def run_slice(args, tokens, users, nthreads, ready, go, deadline, out):
                     i = (i + k + 1) % len(mine)
                     break
             if picked is None:
-                with lock:
-                    exhausted[0] += 1
+                exhausted[0] += 1
                 break
             u, counter = picked
             used[u].add(counter)
             t0 = time.monotonic()
             try:
-                cycle(client, tokens[u], totp(args.secret, counter))
+                await cycle(client, tokens[u], totp(args.secret, counter))
             except Exception as e:
-                with lock:
-                    errors.append("%s: %s" % (u, e))
+                errors.append("%s: %s" % (u, e))
                 break
-            mine_lat.append(time.monotonic() - t0)
-        with lock:
-            latencies.extend(mine_lat)
+            latencies.append(time.monotonic() - t0)
+        client.close()
 
-    threads = [threading.Thread(target=work, args=(users[i::nthreads],)) for i in range(nthreads)]
-    for t in threads:
-        t.start()
-    ready.wait(timeout=120)   # every process has its threads running
+    async def main():
+        await asyncio.gather(*(work(users[i::nconns], deadline.value) for i in range(nconns)))
+
+    ready.wait(timeout=120)   # every process is up
     go.wait(timeout=120)      # the parent has set the deadline
     cpu_started = time.process_time()
-    local_gate.wait()
-    for t in threads:
-        t.join()
+    asyncio.run(main())
     out.send((latencies, errors, exhausted[0], time.process_time() - cpu_started))
     out.close()
 
@@ -221,12 +271,12 @@ def cmd_run(args):
     deadline = ctx.Value("d", 0.0, lock=False)
     children = []
     for p in range(procs):
-        # Users are split between processes, then between each process's threads: no user (and so
-        # no TOTP code) is ever shared. Threads are spread as evenly as the counts allow.
-        nthreads = len(range(p, args.concurrency, procs))
+        # Users are split between processes, then between each process's connections: no user (and
+        # so no TOTP code) is ever shared. Connections are spread as evenly as the counts allow.
+        nconns = len(range(p, args.concurrency, procs))
         mine = users[p::procs]
         receive, send = ctx.Pipe(duplex=False)
-        proc = ctx.Process(target=run_slice, args=(args, tokens, mine, nthreads, ready, go, deadline, send), daemon=True)
+        proc = ctx.Process(target=run_slice, args=(args, tokens, mine, nconns, ready, go, deadline, send), daemon=True)
         proc.start()
         send.close()
         children.append((proc, receive))
@@ -278,8 +328,8 @@ def main():
     rn.add_argument("--tokens", required=True)
     rn.add_argument("--secret", required=True)
     rn.add_argument("--seconds", type=float, default=10)
-    rn.add_argument("--concurrency", type=int, default=8, help="client threads in all")
-    rn.add_argument("--procs", type=int, default=1, help="client processes the threads are spread over")
+    rn.add_argument("--concurrency", type=int, default=8, help="client connections in all")
+    rn.add_argument("--procs", type=int, default=1, help="client processes the connections are spread over")
     args = p.parse_args()
     {"login": cmd_login, "run": cmd_run}[args.cmd](args)
 

@@ -11,8 +11,8 @@
 #                 are measured, and report user-space instructions per cycle (the figure to
 #                 compare two builds by on a shared machine; times and CPU are then meaningless)
 #
-# Environment: BENCH_DURATION (seconds, default 5), BENCH_CONCURRENCY (client threads, default 8),
-# BENCH_PROCS (client processes the threads are spread over, default 2), BENCH_USERS (users per
+# Environment: BENCH_DURATION (seconds, default 5), BENCH_CONCURRENCY (client connections, default 8),
+# BENCH_PROCS (client processes the connections are spread over, default 2), BENCH_USERS (users per
 # round and store, default 1000 per second of BENCH_DURATION and at least 2000; each has three TOTP
 # codes at a time), BENCH_KEEP_TMP=1 (keep the temp dir with configs and logs), TXGATE_BIN (this
 # txgate binary instead of building one).
@@ -208,7 +208,7 @@ PY
   log "$1 round $(($2 + 1)): $(cat "$TMP/result-$1-$2.json")"
 }
 
-log "measuring: $ROUNDS rounds x ${DURATION}s per store, $CONCURRENCY client threads in $PROCS processes, 1 gateway worker each"
+log "measuring: $ROUNDS rounds x ${DURATION}s per store, $CONCURRENCY client connections in $PROCS processes, 1 gateway worker each"
 for r in $(seq 0 $((ROUNDS - 1))); do
   if [ $((r % 2)) = 0 ]; then measure sqlite "$r"; measure redis "$r"; else measure redis "$r"; measure sqlite "$r"; fi
 done
@@ -220,7 +220,7 @@ res = {s: [json.load(open(os.path.join(tmp, "result-%s-%d.json" % (s, r)))) for 
 def med(s, k): return statistics.median(x[k] for x in res[s])
 print()
 print("step-up cycles (challenge, composite_advice start, TOTP submit, retry consumed); median of %d rounds of %s s, "
-      "%s client threads in %s processes" % (rounds, duration, conc, procs))
+      "%s client connections in %s processes" % (rounds, duration, conc, procs))
 print()
 print("| store | cycles/s | p50 ms | p90 ms | p99 ms | gateway CPU | ms CPU/cycle (user) | of which the store's thread | redis-server CPU (ms/cycle) | demo-bank CPU | client CPU | per round (cycles/s) |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
@@ -243,6 +243,6 @@ if all("instructions_per_cycle" in x for s in res for x in res[s]):
         med("sqlite", "instructions_per_cycle"), med("redis", "instructions_per_cycle")))
 short = [s for s in res for x in res[s] if x["threads_out_of_codes"]]
 if short:
-    print("NOTE: some client threads ran out of TOTP codes (%s), so fewer threads ran to the end: raise BENCH_USERS"
+    print("NOTE: some client connections ran out of TOTP codes (%s), so fewer ran to the end: raise BENCH_USERS"
           % ", ".join(sorted(set(short))))
 EOF
