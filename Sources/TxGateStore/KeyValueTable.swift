@@ -251,14 +251,7 @@ final class KeyValueTable {
     /// Runs `body` as one transaction (`Batch`) and commits it; on any error rolls it back and
     /// rethrows, and nothing the batch's operations wrote is kept.
     func batch(_ body: (Batch) throws -> Void) throws {
-        try step(begin)
-        do {
-            try body(Batch(table: self))
-            try step(commit)
-        } catch {
-            if db.inTransaction { _ = try? rollback.use { s in try s.step() } }
-            throw error
-        }
+        try transaction { try body(Batch(table: self)) }
     }
 
     private func step(_ statement: SQLiteStatement) throws {
@@ -303,13 +296,13 @@ final class KeyValueTable {
     /// operation's savepoint undoes it if it fails.
     private func transaction<T>(_ body: () throws -> T) throws -> T {
         if db.inTransaction { return try body() }
-        _ = try begin.use { s in try s.step() }
+        try step(begin)
         do {
             let result = try body()
-            _ = try commit.use { s in try s.step() }
+            try step(commit)
             return result
         } catch {
-            if db.inTransaction { _ = try? rollback.use { s in try s.step() } }
+            if db.inTransaction { try? step(rollback) }
             throw error
         }
     }

@@ -295,11 +295,11 @@ public final class SQLiteStore: Store, @unchecked Sendable {
                 jobs.removeLast(jobs.count - maxBatch)
             }
         }
-        run(jobs)
+        runBatch(jobs)
         return !jobs.isEmpty
     }
 
-    private func run(_ jobs: [Job]) {
+    private func runBatch(_ jobs: [Job]) {
         guard jobs.count > 1, let table else {
             // One operation is its own transaction (or a statement that commits itself).
             for job in jobs { job.run().reply(nil) }
