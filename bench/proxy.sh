@@ -6,17 +6,19 @@
 # latency, and the CPU time the server process(es) spent per request (utime + stime from
 # /proc/PID/stat over the measured run). The order of the targets alternates between runs.
 #
-#   bash bench/proxy.sh [--quick] [--runs N] [--nginx-only] [--tls] [--handshakes]
+#   bash bench/proxy.sh [--quick] [--runs N] [--nginx-only] [--tls] [--handshakes] [--nginx-default-suites]
 #
 #   --quick        3 s per measurement (instead of BENCH_DURATION, default 10) and 1 s warm-up
 #   --runs N       repeat the measurement N times and print the median of each column at the end
 #   --nginx-only   measure only the backend and nginx proxy_pass (no txgate build or run)
 #   --tls          the proxies listen with TLS (one self-signed P-256 certificate for both,
 #                  ECDHE, keep-alive: wrk's connections do one handshake each); the backend
-#                  stays plain HTTP; nginx allows TLS 1.3 as txgate does (ssl_protocols
-#                  TLSv1.2 TLSv1.3: nginx before 1.23.4 stops at TLS 1.2 by default)
+#                  stays plain HTTP; nginx gets txgate's TLS policy: TLS 1.2 and 1.3 (nginx
+#                  before 1.23.4 stops at TLS 1.2 by default), the same suites in the same order,
+#                  the server's order first (AES-128-GCM: wrk, as OpenSSL, asks AES-256 first)
 #   --handshakes   with --tls: every request says `Connection: close`, so each is a new
 #                  connection and a full TLS handshake (handshakes per second, CPU per handshake)
+#   --nginx-default-suites  with --tls: nginx keeps its own suite choice (the client's order)
 #
 # Environment: BENCH_CONNECTIONS (default 50), BENCH_DURATION (seconds, default 10),
 # BENCH_WARMUP (seconds, default 2), TXGATE_BIN (use this txgate binary instead of building),
@@ -40,8 +42,9 @@ RUNS=1
 WITH_TXGATE=1
 TLS=0
 HANDSHAKES=0
+NGINX_SUITES=txgate
 
-usage() { sed -n '2,23p' "$SELF" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,26p' "$SELF" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -51,6 +54,7 @@ while [ $# -gt 0 ]; do
     --nginx-only) WITH_TXGATE=0 ;;
     --tls) TLS=1 ;;
     --handshakes) TLS=1; HANDSHAKES=1 ;;
+    --nginx-default-suites) NGINX_SUITES=default ;;
     -h|--help) usage; exit 0 ;;
     *) echo "proxy.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -280,7 +284,10 @@ $access" "    upstream backend_upstream {
         keepalive_requests 1000000;
     }"
     if [ "$TLS" = 1 ]; then
-      sed -i "s|listen 127.0.0.1:$port;|listen 127.0.0.1:$port ssl;\\n        ssl_certificate $TMP/cert.pem;\\n        ssl_certificate_key $TMP/key.pem;\\n        ssl_protocols TLSv1.2 TLSv1.3;|" "$dir/nginx.conf"
+      local suites=""
+      # txgate's order (EventHTTP's TLSContext.serverCipherList and serverCipherSuites).
+      [ "$NGINX_SUITES" = txgate ] && suites="\\n        ssl_prefer_server_ciphers on;\\n        ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305;\\n        ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;\\n        ssl_conf_command Options PrioritizeChaCha;"
+      sed -i "s|listen 127.0.0.1:$port;|listen 127.0.0.1:$port ssl;\\n        ssl_certificate $TMP/cert.pem;\\n        ssl_certificate_key $TMP/key.pem;\\n        ssl_protocols TLSv1.2 TLSv1.3;$suites|" "$dir/nginx.conf"
     fi
     start_nginx "nginx proxy" "$dir"
     if wait_port "$STARTED_PID" "$port" 10; then

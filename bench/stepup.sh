@@ -12,12 +12,12 @@
 #                 compare two builds by on a shared machine; times and CPU are then meaningless)
 #
 # Environment: BENCH_DURATION (seconds, default 5), BENCH_CONCURRENCY (client connections, default 8),
-# BENCH_PROCS (client processes the connections are spread over, default 2), BENCH_USERS (users per
-# round and store, default 1000 per second of BENCH_DURATION and at least 2000; each has three TOTP
-# codes at a time), BENCH_KEEP_TMP=1 (keep the temp dir with configs and logs), TXGATE_BIN (this
-# txgate binary instead of building one).
+# BENCH_PROCS (client processes the connections are spread over, default 2), BENCH_WORKERS (each
+# gateway's event loops, default 1), BENCH_USERS (users per round and store, default 1000 per
+# second of BENCH_DURATION and at least 2000; each has three TOTP codes at a time), BENCH_KEEP_TMP=1
+# (keep the temp dir with configs and logs), TXGATE_BIN (this txgate binary instead of building one).
 #
-# Two gateways (1 worker each) in front of one demo-bank, the same configuration except the
+# Two gateways (BENCH_WORKERS each) in front of one demo-bank, the same configuration except the
 # store: SQLite (a file in the temp dir) and Redis (a redis-server started here, no persistence).
 # Everything listens on 127.0.0.1. Every process started and the temp dir are removed on exit.
 set -euo pipefail
@@ -28,6 +28,7 @@ cd "$ROOT"
 DURATION="${BENCH_DURATION:-5}"
 CONCURRENCY="${BENCH_CONCURRENCY:-8}"
 PROCS="${BENCH_PROCS:-2}"
+WORKERS="${BENCH_WORKERS:-1}"
 ROUNDS=3
 CALLGRIND=0
 while [ $# -gt 0 ]; do
@@ -35,7 +36,7 @@ while [ $# -gt 0 ]; do
     --quick) DURATION=2 ;;
     --callgrind) CALLGRIND=1 ;;
     --rounds) [ $# -ge 2 ] || { echo "stepup.sh: --rounds needs a number" >&2; exit 2; }; ROUNDS="$2"; shift ;;
-    -h|--help) sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "stepup.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -43,7 +44,7 @@ done
 # A user can pass at most three codes per run (steps -1, 0, +1), and one gateway worker does about
 # 1,100 cycles/s on this kind of machine: 1000 users per second leaves a margin.
 USERS="${BENCH_USERS:-$((DURATION * 1000 > 2000 ? DURATION * 1000 : 2000))}"
-for v in DURATION CONCURRENCY PROCS USERS ROUNDS; do
+for v in DURATION CONCURRENCY PROCS WORKERS USERS ROUNDS; do
   [[ "${!v}" =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || { echo "stepup.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
 done
 command -v redis-server >/dev/null || { echo "stepup.sh: redis-server not found; run: bash scripts/install-deps.sh" >&2; exit 1; }
@@ -102,16 +103,17 @@ TOTAL_USERS=$((USERS * ROUNDS))
 
 # One config per store. The password hash is scrypt at a low cost (ln=4) so that logging in
 # thousands of users before the measurement is quick; no password is checked during a cycle.
-python3 - "$TMP" "$BANK_PORT" "$SQLITE_PORT" "$RPORT" "$REDIS_PORT" "$TOTAL_USERS" "$SECRET" "$PASSWORD" <<'EOF'
+python3 - "$TMP" "$BANK_PORT" "$SQLITE_PORT" "$RPORT" "$REDIS_PORT" "$TOTAL_USERS" "$SECRET" "$PASSWORD" "$WORKERS" <<'EOF'
 import base64, hashlib, json, os, sys
-tmp, bank, sport, rport, redis, n, secret, password = sys.argv[1:]
+tmp, bank, sport, rport, redis, n, secret, password, workers = sys.argv[1:]
+workers = int(workers)
 salt = os.urandom(16)
 key = hashlib.scrypt(password.encode(), salt=salt, n=2**4, r=8, p=1, dklen=32)
 b64 = lambda b: base64.b64encode(b).decode().rstrip("=")
 phash = "$scrypt$ln=4,r=8,p=1$%s$%s" % (b64(salt), b64(key))
 def config(port, store):
     return {
-        "listen": "127.0.0.1:%s" % port, "publicUrl": "http://127.0.0.1:%s" % port, "workers": 1,
+        "listen": "127.0.0.1:%s" % port, "publicUrl": "http://127.0.0.1:%s" % port, "workers": workers,
         "upstream": {"url": "http://127.0.0.1:%s" % bank, "keepAlive": 64},
         "log": {"level": "warning", "access": False},
         "store": store,

@@ -13,4 +13,10 @@
 #include <event2/util.h>
 /* malloc_trim: EventHTTP gives the memory of dropped request bodies back to the system. */
 #include <malloc.h>
+/* accept4 is a GNU extension, which Swift's Glibc module leaves out. The listener takes each
+ * connection non-blocking and close-on-exec in the accept itself (no fcntl calls after it). */
+extern int accept4(int fd, struct sockaddr *addr, socklen_t *length, int flags);
+static inline int txg_accept_nonblocking(int fd, struct sockaddr *addr, socklen_t *length) {
+    return accept4(fd, addr, length, SOCK_NONBLOCK | SOCK_CLOEXEC);
+}
 #endif

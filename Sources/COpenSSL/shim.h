@@ -24,7 +24,7 @@ static inline long txg_SSL_CTX_set_mode(SSL_CTX *ctx, long mode) {
 }
 /* SSL_OP_* are built by a macro in OpenSSL 3, which Swift cannot import. */
 static inline uint64_t txg_SSL_CTX_prefer_server_ciphers(SSL_CTX *ctx) {
-    return SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE);
+    return SSL_CTX_set_options(ctx, SSL_OP_CIPHER_SERVER_PREFERENCE | SSL_OP_PRIORITIZE_CHACHA);
 }
 /* HMAC (RFC 2104) from a key's two precomputed hash states: the states after the key's ipad
  * and opad blocks, copied for each message. OpenSSL 3's EVP_MAC duplicates, finalizes and

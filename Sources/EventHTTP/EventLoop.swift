@@ -57,6 +57,13 @@ public final class EventLoop: @unchecked Sendable {
         runPending()
     }
 
+    /// One turn of the loop on the calling thread, without waiting: the callbacks of what is ready
+    /// now. For tests that watch what one turn does.
+    package func turn() {
+        preconditionInEventLoop()
+        event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK)
+    }
+
     /// Stops the loop once the current callbacks return. Thread-safe.
     public func stop() {
         event_base_loopbreak(base)

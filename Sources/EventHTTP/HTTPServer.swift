@@ -93,7 +93,7 @@ public final class HTTPServer {
     let errorBody: ErrorBodyMaker
     /// Nil when connections per client are not limited.
     let clients: ClientConnectionTable?
-    private var listener: OpaquePointer?
+    private var listener: Listener?
     private var acceptRetry: LoopTimer?
     var connections: [ObjectIdentifier: ServerConnection] = [:]
     public private(set) var draining = false
@@ -118,42 +118,25 @@ public final class HTTPServer {
         self.limits = limits
         self.errorBody = errorBody
         self.handler = handler
-        let flags = UInt32(LEV_OPT_CLOSE_ON_FREE | LEV_OPT_REUSEABLE | LEV_OPT_REUSEABLE_PORT | LEV_OPT_CLOSE_ON_EXEC)
-        let l = address.withSockaddr { sa, len in
-            evconnlistener_new_bind(loop.base, { _, fd, addr, _, ctx in
-                let server = Unmanaged<HTTPServer>.fromOpaque(ctx!).takeUnretainedValue()
-                server.accept(fd: fd, peer: addr)
-            }, Unmanaged.passUnretained(self).toOpaque(), flags, 1024, sa, len)
-        }
-        guard let l else {
-            throw SocketError("cannot listen on \(address): \(String(cString: strerror(errno)))")
-        }
-        listener = l
-        evconnlistener_set_error_cb(l) { l, ctx in
-            Unmanaged<HTTPServer>.fromOpaque(ctx!).takeUnretainedValue().acceptFailed()
-        }
+        // One handshake a turn on TLS (see Listener); a plain connection costs little to take.
+        listener = try Listener(loop: loop, address: address, backlog: 1024,
+                                acceptsPerTurn: tls == nil ? Self.plainAcceptsPerTurn : 1,
+                                onAccept: { [unowned(unsafe) self] fd, peer in self.accept(fd: fd, peer: peer) },
+                                onError: { [unowned(unsafe) self] error in self.acceptFailed(error) })
     }
 
-    deinit {
-        if let listener { evconnlistener_free(listener) }
-    }
+    /// Connections a plain listener takes per loop turn.
+    static let plainAcceptsPerTurn = 16
+
+    deinit { listener?.close() }
 
     /// The port actually bound (useful when asked for port 0).
-    public var boundPort: Int {
-        guard let listener else { return 0 }
-        var ss = sockaddr_storage()
-        var len = socklen_t(MemoryLayout<sockaddr_storage>.size)
-        let fd = evconnlistener_get_fd(listener)
-        _ = withUnsafeMutablePointer(to: &ss) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &len) } }
-        return withUnsafePointer(to: ss) { p in
-            p.withMemoryRebound(to: sockaddr_in.self, capacity: 1) { Int(UInt16(bigEndian: $0.pointee.sin_port)) }
-        }
-    }
+    public var boundPort: Int { listener?.port ?? 0 }
 
     public var connectionCount: Int { connections.count }
 
-    private func accept(fd: Int32, peer: UnsafeMutablePointer<sockaddr>?) {
-        let ip = peer.map { SocketAddress.numericHost($0) } ?? "unknown"
+    private func accept(fd: Int32, peer: UnsafePointer<sockaddr>) {
+        let ip = SocketAddress.numericHost(peer)
         if let clients, !clients.admit(ip) {
             // Over the cap: closed before any byte is read or written (no TLS handshake, no
             // buffers), which is the cheapest answer to a flood from one address.
@@ -179,15 +162,12 @@ public final class HTTPServer {
     }
 
     /// Out of descriptors or similar: pause accepting briefly instead of spinning.
-    private func acceptFailed() {
-        let err = String(cString: strerror(errno))
-        onAcceptError?("accept failed: \(err)")
+    private func acceptFailed(_ error: Int32) {
+        onAcceptError?("accept failed: \(String(cString: strerror(error)))")
         guard let listener else { return }
-        evconnlistener_disable(listener)
+        listener.disable()
         if acceptRetry == nil {
-            acceptRetry = LoopTimer(loop: loop) { [weak self] in
-                if let l = self?.listener { evconnlistener_enable(l) }
-            }
+            acceptRetry = LoopTimer(loop: loop) { [weak self] in self?.listener?.enable() }
         }
         acceptRetry?.schedule(afterMs: 100)
     }
@@ -220,7 +200,8 @@ public final class HTTPServer {
         loop.preconditionInEventLoop()
         draining = true
         self.onDrained = onDrained
-        if let l = listener { evconnlistener_free(l); listener = nil }
+        listener?.close()
+        listener = nil
         acceptRetry?.cancel()
         for c in Array(connections.values) { c.closeIfIdle() }
         if connections.isEmpty { finishDrain() }

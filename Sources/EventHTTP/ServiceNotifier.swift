@@ -1,4 +1,5 @@
 import Foundation
+import CLibevent  // SOCK_* resolve through it once Listener.swift uses them too (clang module ownership)
 import Glibc
 
 /// Tells a service manager (systemd, with `Type=notify`) how the process is doing: `READY=1`
