@@ -104,7 +104,7 @@ struct RedisCommand {
         b.withUnsafeBufferPointer { add($0) }
     }
 
-    private mutating func add(_ b: UnsafeBufferPointer<UInt8>) {
+    mutating func add(_ b: UnsafeBufferPointer<UInt8>) {
         body.append(UInt8(ascii: "$"))
         Self.appendDecimal(b.count, to: &body)
         body.append(13)
@@ -124,13 +124,27 @@ struct RedisCommand {
 /// A Lua script the store runs with `EVALSHA`: its text and the SHA-1 Redis names it by.
 /// Sending the text with every `EVAL` cost the gateway a copy and Redis a SHA-1 of 1 to 2 KiB
 /// per store operation (nine a step-up cycle).
-struct RedisScript: Sendable {
-    let text: String
-    let sha1: String
+///
+/// The scripts are static: their text and SHA-1 are copied once into memory that lives as long
+/// as the process, and a script is two plain pointers. A command built on any worker holds them
+/// without retaining anything: as `String`s, every worker retained the same two heap objects
+/// each time it built or copied a command (about 40 times a step-up cycle), and a retain is an
+/// atomic write to a cache line that every core then has to fetch back.
+struct RedisScript: @unchecked Sendable {
+    let text: UnsafeBufferPointer<UInt8>
+    let sha1: UnsafeBufferPointer<UInt8>
 
+    /// For `static let`s only: the bytes are never freed.
     init(_ text: String) {
-        self.text = text
-        sha1 = Crypto.hex(Crypto.sha1(Array(text.utf8)))
+        let bytes = Array(text.utf8)
+        self.text = Self.permanent(bytes)
+        sha1 = Self.permanent(Array(Crypto.hex(Crypto.sha1(bytes)).utf8))
+    }
+
+    private static func permanent(_ bytes: [UInt8]) -> UnsafeBufferPointer<UInt8> {
+        let p = UnsafeMutableBufferPointer<UInt8>.allocate(capacity: bytes.count)
+        _ = p.initialize(from: bytes)
+        return UnsafeBufferPointer(p)
     }
 }
 
