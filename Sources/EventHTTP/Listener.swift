@@ -9,8 +9,8 @@ import CLibevent
 /// libevent's `evconnlistener` accepts until the queue is empty in one callback, and a TLS
 /// server starts each handshake in the turn after its accept: under a storm of new connections
 /// one turn then held dozens of handshakes (about 0.25 ms of CPU each) ahead of every request
-/// already read, and requests on new TLS connections waited 5 to 7 ms at the median where
-/// nginx, which takes one connection a turn (`multi_accept off`), answered in 1 to 2 ms.
+/// already read, and requests on new TLS connections waited 3.5 to 7 ms at the median where
+/// nginx, which takes one connection a turn (`multi_accept off`), answered in 1 to 2.5 ms.
 package final class Listener {
     package let fd: Int32
     private var event: OpaquePointer?
@@ -21,7 +21,7 @@ package final class Listener {
     /// `onAccept` gets each new socket and its peer's address; `onError` the `errno` of an
     /// accept that failed for a reason that does not go away by itself (out of descriptors).
     package init(loop: EventLoop, address: SocketAddress, backlog: Int32, acceptsPerTurn: Int,
-         onAccept: @escaping (Int32, UnsafePointer<sockaddr>) -> Void, onError: @escaping (Int32) -> Void) throws {
+                 onAccept: @escaping (Int32, UnsafePointer<sockaddr>) -> Void, onError: @escaping (Int32) -> Void) throws {
         precondition(acceptsPerTurn >= 1)
         self.acceptsPerTurn = acceptsPerTurn
         self.onAccept = onAccept
