@@ -26,7 +26,9 @@ LIB="$(ldd "$BIN" | awk '/libswiftCore.so/ { print $3 }')"
 [ -n "$LIB" ] || { echo "shared-retains.sh: $BIN does not load libswiftCore.so" >&2; exit 2; }
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-retains.XXXXXX")"
 STEPUP=""
+PERF=""
 cleanup() {
+  [ -n "$PERF" ] && kill -INT "$PERF" 2>/dev/null && wait "$PERF" 2>/dev/null
   [ -n "$STEPUP" ] && kill "$STEPUP" 2>/dev/null && wait "$STEPUP" 2>/dev/null
   perf probe -q -d 'probe_libswiftCore:*' 2>/dev/null || true
   perf probe -q -d 'probe_txgate:*' 2>/dev/null || true
@@ -60,6 +62,7 @@ perf record -q -e 'probe_libswiftCore:*' -e probe_txgate:txgate_cycle -g -p "$GW
 PERF=$!
 while pgrep -f 'stepup.py run .*tokens-redis' >/dev/null; do sleep 0.1; done
 kill -INT "$PERF"; wait "$PERF" 2>/dev/null || true
+PERF=""
 wait "$STEPUP" || { cat "$TMP/stepup.out" >&2; exit 1; }
 STEPUP=""
 rm -rf "$(sed -n 's/^\[stepup\] kept //p' "$TMP/stepup.out")"

@@ -210,7 +210,7 @@ PY
   log "$1 round $(($2 + 1)): $(cat "$TMP/result-$1-$2.json")"
 }
 
-log "measuring: $ROUNDS rounds x ${DURATION}s per store, $CONCURRENCY client connections in $PROCS processes, 1 gateway worker each"
+log "measuring: $ROUNDS rounds x ${DURATION}s per store, $CONCURRENCY client connections in $PROCS processes, $WORKERS gateway worker(s) each"
 for r in $(seq 0 $((ROUNDS - 1))); do
   if [ $((r % 2)) = 0 ]; then measure sqlite "$r"; measure redis "$r"; else measure redis "$r"; measure sqlite "$r"; fi
 done

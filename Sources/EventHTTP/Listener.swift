@@ -27,17 +27,17 @@ package final class Listener {
         self.onAccept = onAccept
         self.onError = onError
         let s = socket(Int32(address.storage.ss_family), Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard s >= 0 else { throw SocketError("cannot listen on \(address): \(String(cString: strerror(errno)))") }
         var one: Int32 = 1
         let size = socklen_t(MemoryLayout<Int32>.size)
-        let bound = setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, size) == 0
+        let bound = s >= 0
+            && setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, size) == 0
             && setsockopt(s, SOL_SOCKET, SO_REUSEPORT, &one, size) == 0
             && address.withSockaddr({ sa, len in bind(s, sa, socklen_t(len)) }) == 0
             && listen(s, backlog) == 0
         guard bound else {
-            let message = String(cString: strerror(errno))
-            Glibc.close(s)
-            throw SocketError("cannot listen on \(address): \(message)")
+            let error = errno
+            if s >= 0 { Glibc.close(s) }
+            throw SocketError("cannot listen on \(address): \(String(cString: strerror(error)))", code: error)
         }
         fd = s
         event = event_new(loop.base, s, Int16(EV_READ | EV_PERSIST), { _, _, arg in
