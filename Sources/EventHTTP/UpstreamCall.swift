@@ -7,7 +7,7 @@ public final class UpstreamCall {
     // original destroyed (each field retained and released once more per request).
     let method: String
     let target: String
-    let headers: HTTPHeaders
+    let headers: ForwardedFields
     let body: Body?
     let resendable: Bool
     /// Held until the call finishes or is cancelled (both let it go). It was weak: that cost a
@@ -18,7 +18,7 @@ public final class UpstreamCall {
     public private(set) var headReceived = false
     public private(set) var done = false
 
-    init(loop: EventLoop, method: String, target: String, headers: HTTPHeaders, body: Body?, resendable: Bool,
+    init(loop: EventLoop, method: String, target: String, headers: ForwardedFields, body: Body?, resendable: Bool,
          handler: UpstreamResponseHandler) {
         self.loop = loop
         self.method = method

@@ -26,7 +26,7 @@ public final class UpstreamPool {
     /// `send` with the request's parts (the proxy's hot path): a request built by the caller and
     /// passed whole was copied and the original destroyed, across the module boundary, each of
     /// its fields retained and released once more.
-    public func send(method: consuming String, target: consuming String, headers: consuming HTTPHeaders, body: consuming Body?,
+    public func send(method: consuming String, target: consuming String, headers: consuming ForwardedFields, body: consuming Body?,
                      resendable: Bool?, handler: UpstreamResponseHandler) -> UpstreamCall {
         loop.preconditionInEventLoop()
         let call = UpstreamCall(loop: loop, method: method, target: target, headers: headers, body: body,
@@ -37,7 +37,7 @@ public final class UpstreamPool {
 
     @discardableResult
     public func send(_ request: consuming UpstreamRequest, handler: UpstreamResponseHandler) -> UpstreamCall {
-        send(method: request.method, target: request.target, headers: request.headers, body: request.body,
+        send(method: request.method, target: request.target, headers: ForwardedFields(request.headers), body: request.body,
              resendable: request.resendable, handler: handler)
     }
 

@@ -137,6 +137,11 @@ public enum HTTPParser {
     /// The framing of a request body (RFC 9112 §6.3). Messages that are ambiguous, the
     /// raw material of request smuggling, are refused rather than guessed.
     public static func requestFraming(_ head: RequestHead) throws(HTTPParseError) -> BodyFraming {
+        switch head.headers.notedFraming() {
+        case .none: return .none
+        case .length(let n): return n == 0 ? .none : .contentLength(n)
+        case .unknown: break
+        }
         let (te, cl) = head.headers.framingFields()
         if let te {
             guard cl == nil else { throw HTTPParseError(400, "both Transfer-Encoding and Content-Length") }
@@ -154,6 +159,11 @@ public enum HTTPParser {
     public static func responseFraming(_ head: ResponseHead, requestMethod: String) throws(HTTPParseError) -> BodyFraming {
         if requestMethod == "HEAD" || head.status / 100 == 1 || head.status == 204 || head.status == 304 {
             return .none
+        }
+        switch head.headers.notedFraming() {
+        case .none: return .untilClose
+        case .length(let n): return .contentLength(n)
+        case .unknown: break
         }
         let (te, cl) = head.headers.framingFields()
         if let te {

@@ -160,6 +160,25 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
         return (te, cl)
     }
 
+    /// What the parser's notes say of the framing fields, without a String: no Transfer-Encoding
+    /// and no Content-Length (`none`), or no Transfer-Encoding and one Content-Length of plain
+    /// digits (`length`); `unknown` otherwise (`framingFields` reads them).
+    enum NotedFraming: Equatable { case none, length(Int), unknown }
+
+    func notedFraming() -> NotedFraming {
+        guard let noted, !noted.transferEncoding, noted.contentLength != -2 else { return .unknown }
+        guard noted.contentLength >= 0 else { return .none }
+        return withRaw(at: noted.contentLength) { f in
+            guard !f.value.isEmpty, f.value.count <= 18 else { return .unknown }
+            var n = 0
+            for b in f.value {
+                guard b >= 0x30 && b <= 0x39 else { return .unknown }
+                n = n * 10 + Int(b &- 0x30)
+            }
+            return .length(n)
+        }
+    }
+
     /// Whether `Connection` lists `close` (HTTP/1.1: the connection ends after this message).
     public var connectionClose: Bool { noted?.connectionClose ?? hasToken("Connection", "close") }
 
@@ -201,6 +220,12 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
         try storage.withUnsafeBufferPointer { b in
             for e in entries { try body(raw(e, b)) }
         }
+    }
+
+    /// Calls `body` with the field at `i` as bytes.
+    @inlinable
+    func withRaw<R>(at i: Int, _ body: (RawField) throws -> R) rethrows -> R {
+        try storage.withUnsafeBufferPointer { try body(raw(entries[i], $0)) }
     }
 
     /// The first field for which `body` returns a value, and that value.

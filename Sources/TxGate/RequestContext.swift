@@ -60,7 +60,7 @@ final class RequestContext {
     /// The name of the policy that applied to the request, when one did.
     var policyName: String?
     /// The headers sent upstream, once the upstream request filter has built them.
-    var upstreamHeaders: HTTPHeaders?
+    var upstreamHeaders: ForwardedFields?
     /// A browser's parked request, found again to be sent as it was (WIRE-EXTENSIONS §3b): its
     /// method, content type, accept and body stand for those of the GET that brought the
     /// browser back.

@@ -167,6 +167,32 @@ import Testing
         #expect(throws: HTTPParseError.self) { try head("HTTP/1.1 2x0 OK\r\n\r\n") }
     }
 
+    /// The Content-Length the parser noted, read from its bytes, frames a message exactly as the
+    /// general path (`framingFields`, then `contentLength`) does, for requests and responses;
+    /// fields built by hand (no notes) take the general path.
+    @Test func notedContentLengthFramesAsTheGeneralPathDoes() throws {
+        func outcome(_ f: () throws -> BodyFraming) -> String {
+            do { return "\(try f())" } catch { return "error \((error as? HTTPParseError)?.status ?? 0)" }
+        }
+        for value in ["0", "7", "0042", "999999999999999999", "1000000000000000000", "", "+5", "-1", "5 ", "5,5", "5, 6", "x"] {
+            let req = try request("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: \(value)\r\n\r\n")
+            var byHand = HTTPHeaders()
+            req.headers.forEachRaw { byHand.append($0) }
+            #expect(byHand.noted == nil)
+            let general = RequestHead(method: "POST", target: "/", versionMinor: 1, headers: byHand)
+            #expect(outcome { try HTTPParser.requestFraming(req) } == outcome { try HTTPParser.requestFraming(general) }, "\(value)")
+            let resp = try Array("HTTP/1.1 200 OK\r\nContent-Length: \(value)\r\n\r\n".utf8).withUnsafeBytes {
+                try HTTPParser.parseResponseHead($0)
+            }
+            let generalResp = ResponseHead(status: 200, reason: "OK", versionMinor: 1,
+                                           headers: HTTPHeaders([("Content-Length", value.trimmingOWS())]))
+            #expect(outcome { try HTTPParser.responseFraming(resp, requestMethod: "GET") }
+                    == outcome { try HTTPParser.responseFraming(generalResp, requestMethod: "GET") }, "\(value)")
+        }
+        #expect(try HTTPParser.requestFraming(request("POST / HTTP/1.1\r\nContent-Length: 0042\r\n\r\n")) == .contentLength(42))
+        #expect(try HTTPParser.requestFraming(request("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n")) == .none)
+    }
+
     /// Regression (Fuzz/README.md, fuzz-response-head): a bare CR or LF in the reason phrase was
     /// accepted and forwarded to the client's status line; so was a status line with no SP after the code.
     @Test func rejectsControlCharactersInTheReasonPhrase() throws {

@@ -36,7 +36,7 @@ final class ProxiedRequest: UpstreamResponseHandler {
     func start(on pool: UpstreamPool) {
         let ex = ctx.exchange
         // Taken, not copied: nothing reads them after this (a resend uses the call's request).
-        let headers = ctx.upstreamHeaders.take() ?? ex.head.headers
+        let headers = ctx.upstreamHeaders.take() ?? ForwardedFields(ex.head.headers)
         ex.onAbort = { self.clientGone() }
         ex.onWritable = { self.clientDrained() }
         sentAt = EventLoop.nowNanos()
