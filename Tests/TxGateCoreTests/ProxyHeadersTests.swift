@@ -90,9 +90,23 @@ import Testing
         var g = RequestIdGenerator()
         let ids = (0..<1000).map { _ in g.next() }
         #expect(Set(ids).count == 1000)
-        #expect(ids.allSatisfy { $0.count == 32 && $0.utf8.allSatisfy { Array("0123456789abcdef".utf8).contains($0) } })
-        #expect(ids[0].hasSuffix("0000000000000001") && ids[9].hasSuffix("000000000000000a") && ids[999].hasSuffix("00000000000003e8"))
-        #expect(Set(ids.map { $0.prefix(16) }).count == 1)
+        // 15 bytes at most: Swift keeps such a String inline, so an id costs no allocation.
+        let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
+        #expect(ids.allSatisfy { $0.utf8.count == 15 && $0.utf8.allSatisfy(alphabet.contains) })
+        #expect(ids.allSatisfy { ProxyHeaders.acceptableRequestId($0) == $0 })
+        #expect(ids[0].hasSuffix("AAAAAAB") && ids[62].hasSuffix("AAAAAA_") && ids[63].hasSuffix("AAAAABA")
+                && ids[999].hasSuffix("AAAAAPo"))
+        #expect(Set(ids.map { $0.prefix(8) }).count == 1)
+        #expect(Set((0..<20).map { _ in
+            var other = RequestIdGenerator()
+            return other.next().prefix(8)
+        }).count > 1, "a random prefix per generator")
+
+        // When the 42-bit counter runs out, a new prefix starts the count again.
+        var last = RequestIdGenerator(prefix: 0, counter: 1 << 42 - 2)
+        #expect(last.next() == "AAAAAAAA" + "_______")
+        let wrapped = last.next()
+        #expect(wrapped.hasSuffix("AAAAAAB") && !wrapped.hasPrefix("AAAAAAAA"))
     }
 
     @Test func errorBodyIsAMsShape() {

@@ -226,36 +226,45 @@ public struct GatewayCredentials: Sendable {
     }
 }
 
-/// Cheap, unique request ids: a random per-generator prefix and a counter. They need to be
-/// unique, not secret, and generating one must not cost a system call per request.
+/// Cheap, unique request ids: a random per-generator prefix and a counter, in 15 characters of
+/// the URL-safe base64 alphabet (8 for 48 random bits, 7 for a 42-bit counter; a new prefix when
+/// the counter runs out). They need to be unique, not secret, and making one must cost no
+/// system call and no allocation: a String of at most 15 bytes is stored inline, where the
+/// 32 hex digits of before cost a heap allocation per request (~900 instructions with its release).
 public struct RequestIdGenerator {
-    private let prefix: String
-    private var counter: UInt64 = 0
+    private var prefix: UInt64
+    private var counter: UInt64
 
     public init() {
-        var rng = SystemRandomNumberGenerator()
-        let a = rng.next() as UInt64
-        prefix = String(a, radix: 16).leftPadded(to: 16)
+        self.init(prefix: Self.randomPrefix(), counter: 0)
     }
 
-    /// The prefix and the counter in 16 hex digits: one String, written in place.
+    init(prefix: UInt64, counter: UInt64) {
+        self.prefix = prefix
+        self.counter = counter
+    }
+
     public mutating func next() -> String {
         counter &+= 1
-        var n = counter
-        var p = prefix
-        return p.withUTF8 { prefixBytes in
-            String(unsafeUninitializedCapacity: 32) { out in
-                _ = out.initialize(fromContentsOf: prefixBytes)
-                for i in stride(from: 31, through: 16, by: -1) {
-                    out[i] = Self.digits[Int(n & 0xF)]
-                    n >>= 4
-                }
-                return 32
-            }
+        if counter >> 42 != 0 {
+            prefix = Self.randomPrefix()
+            counter = 1
+        }
+        let p = prefix, n = counter
+        return String(unsafeUninitializedCapacity: 15) { out in
+            let digits = Self.alphabet.utf8Start
+            for i in 0..<8 { out[i] = digits[Int(p >> UInt64(42 - 6 * i) & 63)] }
+            for i in 0..<7 { out[8 + i] = digits[Int(n >> UInt64(36 - 6 * i) & 63)] }
+            return 15
         }
     }
 
-    private static let digits = Array("0123456789abcdef".utf8)
+    private static func randomPrefix() -> UInt64 {
+        var rng = SystemRandomNumberGenerator()
+        return rng.next() & (1 << 48 - 1)
+    }
+
+    static let alphabet: StaticString = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_"
 }
 
 extension String {
