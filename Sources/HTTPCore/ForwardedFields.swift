@@ -46,7 +46,10 @@ public struct ForwardedFields: Sendable {
     public init(_ client: HTTPHeaders) { self.client = client }
 
     /// The client's field at `index` is not forwarded.
-    public mutating func drop(at index: Int) { dropped.insert(index) }
+    public mutating func drop(at index: Int) {
+        dropped.insert(index)
+        if !replacements.isEmpty { replacements.removeAll { $0.index == index } }
+    }
 
     /// The client's field at `index` is forwarded as `field` instead (in its place).
     public mutating func replace(at index: Int, with field: HTTPHeaders.Field) {

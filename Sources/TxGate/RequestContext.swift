@@ -166,6 +166,9 @@ final class RequestContext {
                 flow = .inPhase
                 // Through the phase's cell, unretained (`Pipeline.callers`): no copy of the phase.
                 let status = pipeline.callers[phaseIndex - 1]._withUnsafeGuaranteedRef { $0.handle(self) }
+                // The common case, on to the next phase, leaves `outcome` as it is (`.next`):
+                // assigning it destroyed the old value through an outlined call, once per phase.
+                if case .next = status, flow == .inPhase { continue }
                 switch status {
                 case .suspended:
                     guard flow == .resumedInPhase, let o = resumedOutcome else {
@@ -174,8 +177,6 @@ final class RequestContext {
                     }
                     resumedOutcome = nil
                     outcome = o
-                case .next where flow == .inPhase:
-                    outcome = .next
                 case .reply(let r) where flow == .inPhase:
                     outcome = .reply(r)
                 case .fail(let f) where flow == .inPhase:

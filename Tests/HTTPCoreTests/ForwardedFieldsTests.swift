@@ -50,6 +50,11 @@ import Testing
         #expect(lines(f) == ["Accept: a", "Host: h", "X-Forwarded-For: ip", "X-Forwarded-Proto: http", "X-Request-Id: r"])
         f.add("Content-Type", "text/csv")
         #expect(lines(f).last == "Content-Type: text/csv")
+        // Dropped after it was replaced: gone.
+        var g = ForwardedFields(try parsed("Cookie: s=1\r\nAccept: a\r\n"))
+        g.replace(at: 0, with: HTTPHeaders.Field(name: "Cookie", value: "t=2"))
+        g.drop(at: 0)
+        #expect(lines(g) == ["Accept: a"])
     }
 
     /// A value that is not UTF-8 (obs-text) goes upstream as its bytes, kept or replaced.
