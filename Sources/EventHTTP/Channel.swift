@@ -51,6 +51,12 @@ class Channel {
     /// Sets the read timeout (nil: none) and the write timeout, and restarts both clocks.
     func setTimeouts(readMs: Int?, writeMs: Int) {}
 
+    /// Appends `bytes` to the output; a channel that can send them at once, with nothing
+    /// buffered ahead of them, sends what the socket takes now and buffers the rest.
+    func write(_ bytes: UnsafeRawBufferPointer) {
+        _ = evbuffer_add(output, bytes.baseAddress, bytes.count)
+    }
+
     /// Sends buffered output now where the channel can; true when none is left. What the
     /// socket does not take goes out when it can, and `writable` follows.
     func flush() -> Bool { true }

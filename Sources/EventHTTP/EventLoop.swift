@@ -147,13 +147,23 @@ final class HeadScratch {
     /// the head's size.
     @discardableResult
     func write(into output: OpaquePointer, _ body: (inout HeadWriter) -> Void) -> Int {
+        write(body) { _ = evbuffer_add(output, $0.baseAddress, $0.count) }
+    }
+
+    /// `write(into:)` through the channel (`Channel.write`: sent at once where it can be).
+    @discardableResult
+    func write(to channel: Channel, _ body: (inout HeadWriter) -> Void) -> Int {
+        write(body) { channel.write($0) }
+    }
+
+    private func write(_ body: (inout HeadWriter) -> Void, then put: (UnsafeRawBufferPointer) -> Void) -> Int {
         precondition(!inUse, "HeadScratch: a head written while another is being written")
         inUse = true
         defer { inUse = false }
         writer.removeAll()
         body(&writer)
         let n = writer.withBytes { b in
-            _ = evbuffer_add(output, b.baseAddress, b.count)
+            put(b)
             return b.count
         }
         // A rare huge head does not keep its memory.

@@ -206,6 +206,19 @@ final class SocketChannel: Channel {
 
     // MARK: Writing
 
+    /// A plain, connected socket with no output waiting takes the bytes with one `send` (an
+    /// upstream request head: no evbuffer chain allocated, filled, written and freed for it);
+    /// what it does not take, or everything on a failure (which the next flush reports), is
+    /// buffered as before.
+    override func write(_ bytes: UnsafeRawBufferPointer) {
+        var sent = 0
+        if tls == nil, !closed, !connecting, evbuffer_get_length(output) == 0 {
+            let n = send(fd, bytes.baseAddress, bytes.count, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+            if n > 0 { sent = n }
+        }
+        if sent < bytes.count { _ = evbuffer_add(output, bytes.baseAddress! + sent, bytes.count - sent) }
+    }
+
     override func flush() -> Bool {
         guard !closed, !connecting else { return false }
         if tls != nil { return tlsFlush() }

@@ -29,10 +29,10 @@ public final class UpstreamCall {
         self.handler = handler
     }
 
-    /// Appends the request's head to the evbuffer `output` in one `evbuffer_add`, written with
-    /// the loop's reused writer (`HeadScratch`).
-    func writeHead(into output: OpaquePointer, with heads: HeadScratch) {
-        heads.write(into: output) { w in
+    /// Writes the request's head to `channel` in one piece (sent at once when the connection is
+    /// idle, `Channel.write`), written with the loop's reused writer (`HeadScratch`).
+    func writeHead(to channel: Channel, with heads: HeadScratch) {
+        heads.write(to: channel) { w in
             w.write(method)
             w.write(" ")
             w.write(target)

@@ -68,9 +68,8 @@ final class UpstreamConnection: ChannelHandler {
         method = call.method
         bytesReceived = false
         requestCount += 1
-        let out = channel.output
-        call.writeHead(into: out, with: pool.loop.heads)
-        call.body?.reference(into: out)
+        call.writeHead(to: channel, with: pool.loop.heads)
+        call.body?.reference(into: channel.output)
         if state == .idle {
             state = .waitingHead
             armResponseTimeout()

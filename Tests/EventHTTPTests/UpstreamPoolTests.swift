@@ -64,6 +64,43 @@ import TestSupport
         #expect(answers[0] != answers[1], "the POST was answered on the closed connection: \(answers)")
     }
 
+    /// On an idle kept-alive connection a request's head goes out with one `send` (no output
+    /// buffer); a head the socket takes only in part has its rest, and then the body, follow
+    /// in order.
+    @Test func aHeadTheSocketTakesInPartsArrivesWholeAndBeforeItsBody() throws {
+        let server = try LoopServer(limits: ServerLimits(maxHeaderBytes: 32 << 20, maxBodyBytes: 8 << 20)) { ex in
+            ex.whenBodyComplete { complete in
+                let big = ex.head.headers.first("X-Big") ?? ""
+                let body = ex.body.bytes
+                let intact = big.utf8.allSatisfy { $0 == 0x61 } && body.indices.allSatisfy { body[$0] == UInt8($0 % 251) }
+                ex.respond(status: complete ? 200 : 400, body: Array("\(ex.connectionId) \(big.utf8.count) \(body.count) \(intact)".utf8))
+            }
+        }
+        defer { server.stop() }
+        // 6 MB: more than a Linux socket's send buffer grows to (net.ipv4.tcp_wmem, 4 MB).
+        var post = Self.request("POST")
+        post.headers.add("X-Big", String(repeating: "a", count: 6 << 20))
+        post.body = Body((0..<(1 << 20)).map { UInt8($0 % 251) })
+        let answers: [String] = try Self.onLoop(port: server.port) { pool, done in
+            func text(_ r: Result<BufferedResponse, UpstreamFailure>) -> String {
+                switch r {
+                case .success(let resp): return "\(resp.head.status) " + String(decoding: resp.body, as: UTF8.self)
+                case .failure(let f): return "failed: \(f)"
+                }
+            }
+            BufferedCall.send(Self.request("GET"), on: pool, deadlineMs: 5000) { first in
+                BufferedCall.send(post, on: pool, deadlineMs: 5000) { second in
+                    BufferedCall.send(Self.request("GET"), on: pool, deadlineMs: 5000) { third in
+                        done([text(first), text(second), text(third)])
+                    }
+                }
+            }
+        }
+        let connection = answers[0].split(separator: " ").dropFirst().first.map(String.init) ?? "?"
+        #expect(answers == ["200 \(connection) 0 0 true", "200 \(connection) \(6 << 20) \(1 << 20) true",
+                            "200 \(connection) 0 0 true"])
+    }
+
     @Test func aConnectionIdleLongerThanTheIdleTimeoutIsNotReused() throws {
         let server = try LoopServer(limits: ServerLimits()) { ex in ex.respond(status: 200, body: Array("\(ex.connectionId)".utf8)) }
         defer { server.stop() }

@@ -25,7 +25,27 @@ func checkField(_ f: HTTPHeaders.Field) {
 public func fuzzRequestHead(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = UnsafeRawBufferPointer(start: data, count: size)
     guard let head = try? HTTPParser.parseRequestHead(input) else { return 0 }
-    _ = try? HTTPParser.requestFraming(head)
+    // The framing read from the parser's notes is the general path's (fields copied one by one
+    // carry no notes).
+    var byHand = HTTPHeaders()
+    head.headers.forEachRaw { byHand.append($0) }
+    let general = RequestHead(method: head.method, target: head.target, versionMinor: head.versionMinor, headers: byHand)
+    let noted = Result { try HTTPParser.requestFraming(head) }
+    let plain = Result { try HTTPParser.requestFraming(general) }
+    require("\(noted)" == "\(plain)", "framing from the notes \(noted) differs from \(plain)")
+    // The fields a proxy forwards, read in place, are the ones it would have copied.
+    var forwarded = ForwardedFields(head.headers)
+    var expected = HTTPHeaders()
+    var i = 0
+    head.headers.forEachRaw { f in
+        if f.name.count % 2 == 0 { forwarded.drop(at: i) } else { expected.append(f) }
+        i += 1
+    }
+    var direct = HeadWriter()
+    direct.writeFields(forwarded)
+    var copied = HeadWriter()
+    copied.writeFields(expected)
+    require(direct.bytes == copied.bytes && forwarded.headers == expected, "forwarded fields differ from the copied ones")
     _ = head.path
     _ = head.wantsKeepAlive
     require(!head.method.isEmpty && head.method.utf8.allSatisfy(isToken), "method \(head.method.debugDescription)")
