@@ -50,16 +50,18 @@ extension ServerConnection {
         }
         guard checkExpect(parsed) else { return false }
         head = parsed
-        body = Body()
         bodyStartNanos = 0
         switch framing {
         case .none:
+            body = bodilessBody()
             state = .handling
             dispatch()
             return true
         case .contentLength(let n):
+            body = Body()
             remaining = n
         case .chunked, .untilClose:
+            body = Body()
             chunked = ChunkedDecoder()
         }
         state = .body
@@ -208,6 +210,16 @@ extension ServerConnection {
         guard elapsedMs > limits.bodyTimeoutMs, body.count * 1000 < limits.minBodyRate * elapsedMs else { return false }
         fail(408, "the request body arrived slower than \(limits.minBodyRate) bytes/s")
         return true
+    }
+
+    /// A bodiless request's (empty) body: the one the connection's previous bodiless request
+    /// had, once nothing else holds it and it is still empty, so that a keep-alive connection's
+    /// GETs share one `Body` instead of allocating and releasing one each.
+    private func bodilessBody() -> Body {
+        if isKnownUniquelyReferenced(&spareBody), let spare = spareBody, spare.isEmpty { return spare }
+        let fresh = Body()
+        spareBody = fresh
+        return fresh
     }
 
     private func dispatch() {

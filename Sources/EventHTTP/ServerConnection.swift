@@ -25,6 +25,8 @@ final class ServerConnection: ChannelHandler {
     var remaining = 0
     var chunked = ChunkedDecoder()
     var body: Body?
+    /// The body handed to each bodiless request in turn (`bodilessBody`).
+    var spareBody: Body?
     var exchange: ServerExchange?
     var keepAlive = true
     var responseComplete = false

@@ -15,6 +15,41 @@ import TestSupport
         try LoopServer(limits: ServerLimits()) { ex in ex.respond(status: 200, body: Array(String(ex.connectionId).utf8)) }
     }
 
+    /// A keep-alive connection's bodiless requests share one empty `Body` (no allocation each),
+    /// but never one that an earlier exchange still holds or wrote into.
+    @Test func bodilessRequestsShareABodyOnlyWhenNothingHoldsOrFilledIt() throws {
+        final class Held: @unchecked Sendable { var exchanges: [ServerExchange] = [] }  // touched on the loop only
+        let held = Held()
+        let server = try LoopServer(limits: ServerLimits()) { ex in
+            let answer = "\(ObjectIdentifier(ex.body).hashValue) \(ex.body.count)"
+            switch ex.head.path {
+            case "/fill": ex.body.append("left behind")
+            case "/hold": held.exchanges.append(ex)
+            default: break
+            }
+            ex.respond(status: 200, body: Array(answer.utf8))
+        }
+        defer { server.stop() }
+        let client = try RawHTTPClient(port: server.port)
+        defer { client.close() }
+        func body(_ path: String) throws -> (id: String, count: String) {
+            let parts = try client.request("GET", path).bodyText.split(separator: " ").map(String.init)
+            return (parts[0], parts[1])
+        }
+        let first = try body("/"), second = try body("/")
+        #expect(first.count == "0" && second.count == "0")
+        #expect(first.id == second.id, "the first request's body, released, serves the second")
+        let filled = try body("/fill")
+        let afterFill = try body("/")
+        #expect(afterFill.count == "0" && afterFill.id != filled.id, "a body written into is not handed on")
+        let heldBody = try body("/hold")
+        let afterHold = try body("/")
+        #expect(afterHold.count == "0" && afterHold.id != heldBody.id, "a body an exchange still holds is not handed on")
+        let post = try client.request("POST", "/", body: Array("abc".utf8)).bodyText
+        #expect(post.hasSuffix(" 3"))
+        #expect(try body("/").count == "0")
+    }
+
     @Test func anHTTP11ConnectionServesRequestsUntilTheClientSaysClose() throws {
         let server = try Self.connectionNumbers()
         defer { server.stop() }
