@@ -96,20 +96,16 @@ public struct ForwardedFields: Sendable {
             }
         }
         if let fw = forwarding {
-            @inline(__always) func field(_ name: StaticString, _ value: UnsafeBufferPointer<UInt8>) {
+            @inline(__always) func field(_ name: StaticString, _ value: UnsafeBufferPointer<UInt8>, isUTF8: Bool = true) {
                 body(HTTPHeaders.RawField(name: UnsafeBufferPointer(start: name.utf8Start, count: name.utf8CodeUnitCount),
-                                          value: value, isUTF8: true))
+                                          value: value, isUTF8: isUTF8))
             }
             fw.host.withUTF8Bytes { field("Host", $0) }
             fw.forwardedFor.withUTF8Bytes { field("X-Forwarded-For", $0) }
             let proto: StaticString = fw.tls ? "https" : "http"
             field("X-Forwarded-Proto", UnsafeBufferPointer(start: proto.utf8Start, count: proto.utf8CodeUnitCount))
             if let h = fw.forwardedHost, h < client.count {
-                client.withRaw(at: h) { f in
-                    body(HTTPHeaders.RawField(name: UnsafeBufferPointer(start: ("X-Forwarded-Host" as StaticString).utf8Start,
-                                                                        count: 16),
-                                              value: f.value, isUTF8: f.isUTF8))
-                }
+                client.withRaw(at: h) { field("X-Forwarded-Host", $0.value, isUTF8: $0.isUTF8) }
             }
             fw.requestId.withUTF8Bytes { field("X-Request-Id", $0) }
         }

@@ -177,9 +177,7 @@ public enum HTTPParser {
     /// A Content-Length value; repeated values (joined with commas) must all agree.
     static func contentLength(_ value: String, status: Int) throws(HTTPParseError) -> Int {
         // The common case: plain digits.
-        if value.utf8.count <= 18, !value.isEmpty, value.utf8.allSatisfy({ $0 >= 0x30 && $0 <= 0x39 }) {
-            return value.utf8.reduce(0) { $0 * 10 + Int($1 - 0x30) }
-        }
+        if let n = value.withUTF8Bytes(plainDecimal) { return n }
         var result: Int?
         for part in value.split(separator: ",", omittingEmptySubsequences: false) {
             let t = part.trimmingOWS()

@@ -168,15 +168,7 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     func notedFraming() -> NotedFraming {
         guard let noted, !noted.transferEncoding, noted.contentLength != -2 else { return .unknown }
         guard noted.contentLength >= 0 else { return .none }
-        return withRaw(at: noted.contentLength) { f in
-            guard !f.value.isEmpty, f.value.count <= 18 else { return .unknown }
-            var n = 0
-            for b in f.value {
-                guard b >= 0x30 && b <= 0x39 else { return .unknown }
-                n = n * 10 + Int(b &- 0x30)
-            }
-            return .length(n)
-        }
+        return withRaw(at: noted.contentLength) { f in plainDecimal(f.value).map(NotedFraming.length) ?? .unknown }
     }
 
     /// Whether `Connection` lists `close` (HTTP/1.1: the connection ends after this message).
@@ -379,6 +371,18 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
             }
         }
     }
+}
+
+/// A Content-Length of 1 to 18 plain digits (no sign, no space, no list: what nearly every
+/// message sends) as its value; nil for anything else, which the general path reads.
+func plainDecimal(_ bytes: UnsafeBufferPointer<UInt8>) -> Int? {
+    guard !bytes.isEmpty, bytes.count <= 18 else { return nil }
+    var n = 0
+    for b in bytes {
+        guard b >= 0x30 && b <= 0x39 else { return nil }
+        n = n * 10 + Int(b &- 0x30)
+    }
+    return n
 }
 
 @inline(__always) @usableFromInline

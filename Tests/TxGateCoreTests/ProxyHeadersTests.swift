@@ -3,6 +3,15 @@ import Testing
 @testable import TxGateCore
 
 @Suite struct ProxyHeadersTests {
+    /// The fields `ProxyHeaders.upstreamRequest` forwards for `client`, as headers.
+    static func upstream(_ client: HTTPHeaders, clientIP: String, forwardedChain: Bool = false, isTLS: Bool,
+                         upstreamAuthority: String, requestId: String, credentials: GatewayCredentials? = nil) -> HTTPHeaders {
+        var fields = ForwardedFields(client)
+        ProxyHeaders.upstreamRequest(&fields, clientIP: clientIP, forwardedChain: forwardedChain, isTLS: isTLS,
+                                     upstreamAuthority: upstreamAuthority, requestId: requestId, credentials: credentials)
+        return fields.headers
+    }
+
     @Test func hopByHopAndConnectionNamedHeadersAreRemoved() {
         var h = HTTPHeaders([("Connection", "close, X-Private"), ("X-Private", "1"), ("keep-alive", "300"),
                              ("Proxy-Connection", "x"), ("TE", "trailers"), ("Upgrade", "websocket"),
@@ -15,8 +24,8 @@ import Testing
         let client = HTTPHeaders([("Host", "gw.example.com"), ("X-Forwarded-For", "203.0.113.7"),
                                   ("X-Forwarded-Proto", "https"), ("Content-Length", "5"), ("Accept", "*/*"),
                                   ("X-Request-Id", "spoofed")])
-        let h = ProxyHeaders.upstreamRequest(client, clientIP: "10.0.0.1", isTLS: false,
-                                             upstreamAuthority: "backend:9000", requestId: "rid-1").headers
+        let h = Self.upstream(client, clientIP: "10.0.0.1", isTLS: false,
+                              upstreamAuthority: "backend:9000", requestId: "rid-1")
         #expect(h.first("Host") == "backend:9000")
         // From a peer nobody trusts, the client's chain is dropped: the peer alone.
         #expect(h.values("X-Forwarded-For") == ["10.0.0.1"])
@@ -32,7 +41,7 @@ import Testing
     @Test func clientAssertedFieldsAreDropped() {
         let client = HTTPHeaders(ProxyHeaders.clientOverrides.map { ($0, "x") } + ProxyHeaders.clientOverrides.map { ($0.lowercased(), "y") }
                                  + [("X-TxGate-Username", "kept"), ("X-Real-IPs", "kept")])
-        let h = ProxyHeaders.upstreamRequest(client, clientIP: "10.0.0.1", isTLS: false, upstreamAuthority: "b", requestId: "r").headers
+        let h = Self.upstream(client, clientIP: "10.0.0.1", isTLS: false, upstreamAuthority: "b", requestId: "r")
         for name in ["X-TxGate-User", "X-Original-URL", "X-Rewrite-URL", "X-Real-IP", "True-Client-IP", "X-Client-IP",
                      "Forwarded", "X-HTTP-Method-Override"] {
             #expect(ProxyHeaders.clientOverrides.contains(name))
@@ -47,8 +56,8 @@ import Testing
 
     @Test func aTrustedPeersChainIsPassedOnWithThePeerAppended() {
         let client = HTTPHeaders([("X-Forwarded-For", "198.51.100.9, 203.0.113.7"), ("X-Forwarded-For", "10.0.0.5")])
-        let h = ProxyHeaders.upstreamRequest(client, clientIP: "10.0.0.1", forwardedChain: true, isTLS: false,
-                                             upstreamAuthority: "backend:9000", requestId: "rid-1").headers
+        let h = Self.upstream(client, clientIP: "10.0.0.1", forwardedChain: true, isTLS: false,
+                              upstreamAuthority: "backend:9000", requestId: "rid-1")
         #expect(h.values("X-Forwarded-For") == ["198.51.100.9, 203.0.113.7, 10.0.0.5, 10.0.0.1"])
     }
 
@@ -116,10 +125,10 @@ import Testing
 
     @Test func theGatewaysCredentialsNeverGoUpstream() {
         let credentials = GatewayCredentials(cookieName: "iPlanetDirectoryPro", bearerToken: "tok")
-        let up = ProxyHeaders.upstreamRequest(HTTPHeaders([("Cookie", "a=1; iPlanetDirectoryPro=tok; b=2"), ("iPlanetDirectoryPro", "tok"),
-                                                           ("X-TxID", "t"), ("Authorization", "Bearer tok"), ("Cookie", "iPlanetDirectoryPro=tok"),
-                                                           ("iplanetdirectorypro", "tok"), ("Accept", "*/*")]),
-                                              clientIP: "10.0.0.1", isTLS: false, upstreamAuthority: "up", requestId: "r", credentials: credentials).headers
+        let up = Self.upstream(HTTPHeaders([("Cookie", "a=1; iPlanetDirectoryPro=tok; b=2"), ("iPlanetDirectoryPro", "tok"),
+                                            ("X-TxID", "t"), ("Authorization", "Bearer tok"), ("Cookie", "iPlanetDirectoryPro=tok"),
+                                            ("iplanetdirectorypro", "tok"), ("Accept", "*/*")]),
+                               clientIP: "10.0.0.1", isTLS: false, upstreamAuthority: "up", requestId: "r", credentials: credentials)
         #expect(up.fields.map(\.name) == ["Cookie", "Accept", "Host", "X-Forwarded-For", "X-Forwarded-Proto", "X-Request-Id"])
         #expect(up.first("Cookie") == "a=1; b=2")
         // Another client's bearer token is not the gateway's: it goes through.

@@ -23,11 +23,11 @@ struct UpstreamRequestFilter: RequestPhase {
 
     private func fill(_ headers: inout ForwardedFields, _ ctx: RequestContext) {
         let ex = ctx.exchange
-        ProxyHeaders.setUpstreamRequest(&headers, clientIP: ex.remoteIP, forwardedChain: ctx.client.viaTrustedProxy,
-                                        isTLS: ex.isTLS, upstreamAuthority: upstreamAuthority, requestId: ctx.requestId,
-                                        credentials: sessionCookieName.map {
-                                            GatewayCredentials(cookieName: $0, bearerToken: ctx.subject?.token)
-                                        })
+        ProxyHeaders.upstreamRequest(&headers, clientIP: ex.remoteIP, forwardedChain: ctx.client.viaTrustedProxy,
+                                     isTLS: ex.isTLS, upstreamAuthority: upstreamAuthority, requestId: ctx.requestId,
+                                     credentials: sessionCookieName.map {
+                                         GatewayCredentials(cookieName: $0, bearerToken: ctx.subject?.token)
+                                     })
         if let parked = ctx.replay {
             // The parked request's own representation headers, not the GET's that brought the browser back.
             headers.remove("Content-Type")

@@ -72,22 +72,13 @@ public enum ProxyHeaders {
     /// otherwise: a chain nobody vouches for never reaches the backend.
     ///
     /// With `credentials`, the gateway's own are left out in the same pass (`GatewayCredentials`).
-    /// The result refers to the client's fields instead of copying them (`ForwardedFields`).
-    public static func upstreamRequest(_ client: HTTPHeaders, clientIP: String, forwardedChain: Bool = false, isTLS: Bool,
-                                       upstreamAuthority: String, requestId: String,
-                                       credentials: GatewayCredentials? = nil) -> ForwardedFields {
-        var out = ForwardedFields(client)
-        setUpstreamRequest(&out, clientIP: clientIP, forwardedChain: forwardedChain, isTLS: isTLS,
-                           upstreamAuthority: upstreamAuthority, requestId: requestId, credentials: credentials)
-        return out
-    }
-
-    /// `upstreamRequest` on fields made of the client's (`ForwardedFields(client)`), in place: the
-    /// proxy's path. (Built and returned from here, the fields were copied once more on the way
-    /// out: six more retains and releases per request.)
-    public static func setUpstreamRequest(_ out: inout ForwardedFields, clientIP: String, forwardedChain: Bool = false,
-                                          isTLS: Bool, upstreamAuthority: String, requestId: String,
-                                          credentials: GatewayCredentials? = nil) {
+    ///
+    /// Done in place on fields made of the client's (`ForwardedFields(client)`), which refer to
+    /// the client's fields instead of copying them. (Built here and returned, the fields were
+    /// copied once more on the way out: six more retains and releases per request.)
+    public static func upstreamRequest(_ out: inout ForwardedFields, clientIP: String, forwardedChain: Bool = false,
+                                       isTLS: Bool, upstreamAuthority: String, requestId: String,
+                                       credentials: GatewayCredentials? = nil) {
         let client = out.client
         let named = client.connectionNamedHeaders()
         var originalHost: Int?
