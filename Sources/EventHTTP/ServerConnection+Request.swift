@@ -94,7 +94,7 @@ extension ServerConnection {
         let parsed: RequestHead
         do {
             let p = evbuffer_pullup(input, headLength)
-            parsed = try HTTPParser.parseRequestHead(UnsafeRawBufferPointer(start: p, count: headLength))
+            parsed = try HTTPParser.parseRequestHead(UnsafeRawBufferPointer(start: p, count: headLength), reusing: &spareHeaders)
             framing = try HTTPParser.requestFraming(parsed)
         } catch {
             fail(error.status, error.message)

@@ -27,6 +27,8 @@ final class ServerConnection: ChannelHandler {
     var body: Body?
     /// The body handed to each bodiless request in turn (`bodilessBody`).
     var spareBody: Body?
+    /// The previous request's header buffers, reused for the next head once it is done with them.
+    var spareHeaders = HeadersSpare()
     var exchange: ServerExchange?
     var keepAlive = true
     var responseComplete = false

@@ -44,7 +44,8 @@ extension UpstreamConnection {
         }
         let head: ResponseHead
         do {
-            head = try HTTPParser.parseResponseHead(UnsafeRawBufferPointer(start: evbuffer_pullup(input, n), count: n))
+            head = try HTTPParser.parseResponseHead(UnsafeRawBufferPointer(start: evbuffer_pullup(input, n), count: n),
+                                                    reusing: &spareHeaders)
             framing = try HTTPParser.responseFraming(head, requestMethod: method)
         } catch {
             fail(.protocolError(error.message))

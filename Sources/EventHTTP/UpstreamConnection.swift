@@ -25,6 +25,8 @@ final class UpstreamConnection: ChannelHandler {
     private var connectTimer: LoopTimer?
     /// Response body bytes on their way to the handler.
     let scratch = Body()
+    /// The previous response's header buffers, reused for the next head once it is done with them.
+    var spareHeaders = HeadersSpare()
     private var retainedSelf: Unmanaged<UpstreamConnection>?
     static let maxHeadBytes = 65_536
 

@@ -85,6 +85,14 @@ public enum HTTPParser {
     /// Parses a request head. `bytes` holds the request line and the header lines, each ending
     /// in CRLF, followed by the empty line.
     public static func parseRequestHead(_ bytes: UnsafeRawBufferPointer) throws(HTTPParseError) -> RequestHead {
+        var spare = HeadersSpare()
+        return try parseRequestHead(bytes, reusing: &spare)
+    }
+
+    /// `parseRequestHead(_:)`, its headers made in `spare`'s buffers when nothing else holds
+    /// them; `spare` then keeps the new headers' buffers for the connection's next message.
+    public static func parseRequestHead(_ bytes: UnsafeRawBufferPointer,
+                                        reusing spare: inout HeadersSpare) throws(HTTPParseError) -> RequestHead {
         var lines = LineReader(bytes)
         guard var line = lines.next() else { throw HTTPParseError(400, "empty request") }
         // RFC 9112 §2.2: ignore at least one empty line before the request-line.
@@ -103,7 +111,7 @@ public enum HTTPParser {
             throw HTTPParseError(400, "malformed request target")
         }
         let minor = try parseVersion(l[(sp2 + 1)...])
-        let headers = try parseFields(&lines)
+        let headers = try parseFields(&lines, reusing: &spare)
         return RequestHead(method: methodString(UnsafeRawBufferPointer(rebasing: method)),
                            target: String(decoding: target, as: UTF8.self),
                            versionMinor: minor, headers: headers)
@@ -111,6 +119,13 @@ public enum HTTPParser {
 
     /// Parses a response head (status line and headers, ending in the empty line).
     public static func parseResponseHead(_ bytes: UnsafeRawBufferPointer) throws(HTTPParseError) -> ResponseHead {
+        var spare = HeadersSpare()
+        return try parseResponseHead(bytes, reusing: &spare)
+    }
+
+    /// `parseResponseHead(_:)` with its headers made in `spare`'s buffers (`parseRequestHead(_:reusing:)`).
+    public static func parseResponseHead(_ bytes: UnsafeRawBufferPointer,
+                                         reusing spare: inout HeadersSpare) throws(HTTPParseError) -> ResponseHead {
         var lines = LineReader(bytes)
         guard let line = lines.next(), line.count >= 12 else { throw HTTPParseError(502, "malformed status line") }
         let minor = try parseVersion(line[line.startIndex..<line.startIndex + 8])
@@ -130,7 +145,7 @@ public enum HTTPParser {
         // "OK" (nearly every response) without making a String.
         let reason = status == 200 && reasonBytes.count == 2 && reasonBytes.first == 0x4F && reasonBytes.last == 0x4B
             ? "OK" : String(decoding: reasonBytes, as: UTF8.self)
-        let headers = try parseFields(&lines)
+        let headers = try parseFields(&lines, reusing: &spare)
         return ResponseHead(status: status, reason: reason, versionMinor: minor, headers: headers)
     }
 
@@ -220,14 +235,19 @@ public enum HTTPParser {
     /// The header fields up to the empty line, in one pass over each line's bytes: the name's
     /// token characters, the colon, the value trimmed and checked. The block is copied once
     /// into the headers' buffer; each field is a pair of ranges into it.
-    static func parseFields(_ lines: inout LineReader) throws(HTTPParseError) -> HTTPHeaders {
+    static func parseFields(_ lines: inout LineReader, reusing spare: inout HeadersSpare) throws(HTTPParseError) -> HTTPHeaders {
         guard let base = lines.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             throw HTTPParseError(400, "header block not terminated")
         }
         let blockStart = lines.index
-        var headers = HTTPHeaders(block: UnsafeBufferPointer(start: base + blockStart, count: lines.bytes.count - blockStart))
+        var headers = HTTPHeaders()
+        swap(&headers, &spare.headers)
+        headers.reset(block: UnsafeBufferPointer(start: base + blockStart, count: lines.bytes.count - blockStart))
         while let line = lines.nextRange() {
-            if line.isEmpty { return headers }
+            if line.isEmpty {
+                if headers.isWorthKeeping { spare.headers = headers }
+                return headers
+            }
             let start = line.lowerBound, end = line.upperBound
             if base[start] == 0x20 || base[start] == 0x09 { throw HTTPParseError(400, "obsolete line folding in headers") }
             var colon = start
@@ -271,6 +291,15 @@ public enum HTTPParser {
         }
         throw HTTPParseError(400, "header block not terminated")
     }
+}
+
+/// The header buffers of a connection's previous message, kept to parse its next one into
+/// (`HTTPParser.parseRequestHead(_:reusing:)`): once that message is done with them, the next
+/// one's headers cost no allocation. Whatever still holds the previous headers keeps them as
+/// they are (the buffers are copy-on-write); the next headers are then made in new buffers.
+public struct HeadersSpare {
+    var headers = HTTPHeaders()
+    public init() {}
 }
 
 /// Splits a buffer into CRLF-terminated lines (without the CRLF). A bare LF stays in the

@@ -109,13 +109,23 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
         for (name, value) in pairs { add(name, value) }
     }
 
-    /// Headers whose bytes are `block` (a parser's header block), fields added with `appendParsed`.
-    init(block: UnsafeBufferPointer<UInt8>) {
-        storage = Array(block)
-        entries = []
-        entries.reserveCapacity(16)
+    /// Empties these headers and gives them `block` (a parser's header block) as their bytes,
+    /// fields then added with `appendParsed`. The buffers they already have are reused when
+    /// nothing else holds them (a connection's spare, its previous message's headers: no
+    /// allocation per message); buffers something else still holds are left to it (copy on
+    /// write makes new ones).
+    mutating func reset(block: UnsafeBufferPointer<UInt8>) {
+        storage.removeAll(keepingCapacity: true)
+        storage.append(contentsOf: block)
+        entries.removeAll(keepingCapacity: true)
+        if entries.capacity < 16 { entries.reserveCapacity(16) }
         noted = Noted()
     }
+
+    /// Whether these headers' buffers are small enough to keep for the next message
+    /// (`HeadersSpare`): a connection that once received a large head does not hold its
+    /// buffers while idle.
+    var isWorthKeeping: Bool { storage.capacity <= 4096 && entries.capacity <= 64 }
 
     /// A field of the block given to `init(block:)`, by its offsets in it (`name` and `value`
     /// are its bytes there), noted when it frames the message or scopes the connection.

@@ -193,6 +193,46 @@ import Testing
         #expect(try HTTPParser.requestFraming(request("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n")) == .none)
     }
 
+    /// A connection's spare: the next head is parsed into the previous one's buffers once nothing
+    /// holds them (no allocation), never into buffers a held head still reads; a large head's
+    /// buffers are not kept.
+    @Test func headsReuseTheSpareBuffersOnlyWhenNothingHoldsThem() throws {
+        var spare = HeadersSpare()
+        func parse(_ s: String) throws -> RequestHead {
+            try Array(s.utf8).withUnsafeBytes { try HTTPParser.parseRequestHead($0, reusing: &spare) }
+        }
+        func address(_ h: HTTPHeaders) -> (UnsafeRawPointer?, UnsafeRawPointer?) {
+            (h.storage.withUnsafeBytes { $0.baseAddress }, h.entries.withUnsafeBytes { $0.baseAddress })
+        }
+        var first: RequestHead? = try parse("GET /a HTTP/1.1\r\nHost: one\r\nX-A: 1\r\n\r\n")
+        let firstBuffers = address(first!.headers)
+        // Held: the next head gets buffers of its own, and the held one reads as it did.
+        let second = try parse("GET /b HTTP/1.1\r\nHost: two\r\nX-B: 22\r\nX-C: 3\r\n\r\n")
+        let secondBuffers = address(second.headers)
+        #expect(secondBuffers.0 != firstBuffers.0 && secondBuffers.1 != firstBuffers.1)
+        #expect(first!.headers.fields.map { "\($0.name)=\($0.value)" } == ["Host=one", "X-A=1"])
+        #expect(second.headers.fields.map { "\($0.name)=\($0.value)" } == ["Host=two", "X-B=22", "X-C=3"])
+        first = nil
+        // `second` still held: the third is not parsed into its buffers either.
+        var third: RequestHead? = try parse("GET /c HTTP/1.1\r\nHost: three\r\n\r\n")
+        #expect(address(third!.headers).0 != secondBuffers.0)
+        #expect(second.headers.first("X-B") == "22" && second.headers.count == 3)
+        // Done with: the fourth head is parsed into the third's buffers.
+        let thirdBuffers = address(third!.headers)
+        third = nil
+        let fourth = try parse("POST /d HTTP/1.1\r\nHost: four\r\nContent-Length: 5\r\n\r\n")
+        #expect(address(fourth.headers) == thirdBuffers)
+        #expect(fourth.headers.fields.map { "\($0.name)=\($0.value)" } == ["Host=four", "Content-Length=5"])
+        #expect(try HTTPParser.requestFraming(fourth) == .contentLength(5))
+        // A head of more than 4 KiB is parsed, and its buffers are not kept for the next one.
+        let big = try parse("GET / HTTP/1.1\r\nX-Big: \(String(repeating: "b", count: 5000))\r\n\r\n")
+        #expect(big.headers.first("X-Big")?.utf8.count == 5000)
+        #expect(spare.headers.storage.capacity == 0)
+        // A head that fails to parse leaves the spare usable.
+        #expect(throws: HTTPParseError.self) { try parse("GET / HTTP/1.1\r\nBad Name: x\r\n\r\n") }
+        #expect(try parse("GET / HTTP/1.1\r\nHost: five\r\n\r\n").headers.first("Host") == "five")
+    }
+
     /// Regression (Fuzz/README.md, fuzz-response-head): a bare CR or LF in the reason phrase was
     /// accepted and forwarded to the client's status line; so was a status line with no SP after the code.
     @Test func rejectsControlCharactersInTheReasonPhrase() throws {

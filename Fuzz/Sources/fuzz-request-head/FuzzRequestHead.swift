@@ -21,10 +21,23 @@ func checkField(_ f: HTTPHeaders.Field) {
             "untrimmed value \(f.value.debugDescription)")
 }
 
+/// The previous input's header buffers, as a connection keeps them for its next request.
+nonisolated(unsafe) var spare = HeadersSpare()
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzRequestHead(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = UnsafeRawBufferPointer(start: data, count: size)
-    guard let head = try? HTTPParser.parseRequestHead(input) else { return 0 }
+    // Parsed into the previous head's buffers, the head is the one parsed into new ones.
+    let reused = try? HTTPParser.parseRequestHead(input, reusing: &spare)
+    guard let head = try? HTTPParser.parseRequestHead(input) else {
+        require(reused == nil, "a head parsed into the spare buffers only")
+        return 0
+    }
+    require(reused != nil && reused!.method == head.method && reused!.target == head.target
+            && reused!.headers == head.headers && reused!.wantsKeepAlive == head.wantsKeepAlive
+            && reused!.headers.connectionNamedHeaders() == head.headers.connectionNamedHeaders()
+            && "\(Result { try HTTPParser.requestFraming(reused!) })" == "\(Result { try HTTPParser.requestFraming(head) })",
+            "a head parsed into the spare buffers differs")
     // The framing read from the parser's notes is the general path's (fields copied one by one
     // carry no notes).
     var byHand = HTTPHeaders()

@@ -14,10 +14,24 @@ func isToken(_ c: UInt8) -> Bool {
     }
 }
 
+/// The previous input's header buffers, as a connection keeps them for its next response.
+nonisolated(unsafe) var spare = HeadersSpare()
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzResponseHead(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = UnsafeRawBufferPointer(start: data, count: size)
-    guard let head = try? HTTPParser.parseResponseHead(input) else { return 0 }
+    // Parsed into the previous head's buffers, the head is the one parsed into new ones.
+    let reused = try? HTTPParser.parseResponseHead(input, reusing: &spare)
+    guard let head = try? HTTPParser.parseResponseHead(input) else {
+        require(reused == nil, "a head parsed into the spare buffers only")
+        return 0
+    }
+    require(reused != nil && reused!.status == head.status && reused!.reason == head.reason
+            && reused!.headers == head.headers && reused!.allowsKeepAlive == head.allowsKeepAlive
+            && reused!.headers.connectionNamedHeaders() == head.headers.connectionNamedHeaders()
+            && "\(Result { try HTTPParser.responseFraming(reused!, requestMethod: "GET") })"
+               == "\(Result { try HTTPParser.responseFraming(head, requestMethod: "GET") })",
+            "a head parsed into the spare buffers differs")
     // The framing read from the parser's notes is the general path's (fields copied one by one
     // carry no notes).
     var byHand = HTTPHeaders()
