@@ -232,22 +232,55 @@ public enum HTTPParser {
         }
     }
 
-    /// The header fields up to the empty line, in one pass over each line's bytes: the name's
-    /// token characters, the colon, the value trimmed and checked. The block is copied once
-    /// into the headers' buffer; each field is a pair of ranges into it.
+    /// The header fields up to the empty line. The block is copied once into the headers'
+    /// buffer (`spare`'s when free); each field is a pair of ranges into it.
+    ///
+    /// One pass over the bytes for the fields as nearly every message sends them: the name's
+    /// token characters, the colon, the value's bytes checked up to the CR LF that ends it (no
+    /// separate search for each line's end). At the first line that is anything else (folded,
+    /// a bad name, a bare CR or LF, a control character, the block's end), the rest is read line
+    /// by line (`parseFieldLines`), which decides and names what is wrong exactly as it always
+    /// has.
     static func parseFields(_ lines: inout LineReader, reusing spare: inout HeadersSpare) throws(HTTPParseError) -> HTTPHeaders {
         guard let base = lines.bytes.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
             throw HTTPParseError(400, "header block not terminated")
         }
-        let blockStart = lines.index
+        let blockStart = lines.index, n = lines.bytes.count
         var headers = HTTPHeaders()
         swap(&headers, &spare.headers)
-        headers.reset(block: UnsafeBufferPointer(start: base + blockStart, count: lines.bytes.count - blockStart))
-        while let line = lines.nextRange() {
-            if line.isEmpty {
+        headers.reset(block: UnsafeBufferPointer(start: base + blockStart, count: n - blockStart))
+        var p = blockStart
+        while p + 1 < n {
+            if base[p] == 0x0D {
+                guard base[p + 1] == 0x0A else { break }
+                lines.index = p + 2
                 if headers.isWorthKeeping { spare.headers = headers }
                 return headers
             }
+            var colon = p
+            while colon < n && isTokenChar(base[colon]) { colon += 1 }
+            guard colon < n, base[colon] == 0x3A, colon > p else { break }
+            var vs = colon + 1
+            while vs < n, base[vs] == 0x20 || base[vs] == 0x09 { vs += 1 }
+            let (i, high) = scanFieldValue(base, vs, n)
+            guard i + 1 < n, base[i] == 0x0D, base[i + 1] == 0x0A else { break }
+            var ve = i
+            while ve > vs, base[ve - 1] == 0x20 || base[ve - 1] == 0x09 { ve -= 1 }
+            appendField(&headers, base, blockStart, name: p, colon, value: vs, ve, high: high)
+            p = i + 2
+        }
+        lines.index = p
+        try parseFieldLines(&lines, into: &headers, base, blockStart)
+        if headers.isWorthKeeping { spare.headers = headers }
+        return headers
+    }
+
+    /// The fields from `lines.index` to the empty line, line by line: each line found by its
+    /// CR LF, then its name's token characters, the colon, the value trimmed and checked.
+    static func parseFieldLines(_ lines: inout LineReader, into headers: inout HTTPHeaders,
+                                _ base: UnsafePointer<UInt8>, _ blockStart: Int) throws(HTTPParseError) {
+        while let line = lines.nextRange() {
+            if line.isEmpty { return }
             let start = line.lowerBound, end = line.upperBound
             if base[start] == 0x20 || base[start] == 0x09 { throw HTTPParseError(400, "obsolete line folding in headers") }
             var colon = start
@@ -260,36 +293,51 @@ public enum HTTPParser {
             var vs = colon + 1, ve = end
             while vs < ve, base[vs] == 0x20 || base[vs] == 0x09 { vs += 1 }
             while ve > vs, base[ve - 1] == 0x20 || base[ve - 1] == 0x09 { ve -= 1 }
-            var i = vs
-            // Eight bytes at a time while they are all printable ASCII (0x20-0x7E: nearly
-            // every value); the byte loop below takes over at anything else.
-            while i + 8 <= ve {
-                let w = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
-                let below = (w &- 0x2020_2020_2020_2020) & ~w & 0x8080_8080_8080_8080
-                let above = ((w &+ 0x0101_0101_0101_0101) | w) & 0x8080_8080_8080_8080
-                guard below | above == 0 else { break }
-                i += 8
-            }
-            var high: UInt8 = 0
-            while i < ve, base[i] >= 0x20 && base[i] != 0x7F || base[i] == 0x09 {
-                high |= base[i]
-                i += 1
-            }
+            let (i, high) = scanFieldValue(base, vs, ve)
             guard i == ve else {
                 let name = String(decoding: UnsafeBufferPointer(start: base + start, count: colon - start), as: UTF8.self)
                 throw HTTPParseError(400, "invalid character in header '\(name)'")
             }
-            // An ASCII value (the usual case, seen in the scan above) is valid UTF-8 as it is;
-            // only a value with a byte >= 0x80 is validated (`String(validating:)` is generic and
-            // unspecialized in the standard library, about 1,000 instructions a field).
-            let isUTF8 = high < 0x80
-                || String(validating: UnsafeBufferPointer(start: base + vs, count: ve - vs), as: UTF8.self) != nil
-            headers.appendParsed(name: (start - blockStart)..<(colon - blockStart),
-                                 value: (vs - blockStart)..<(ve - blockStart), isUTF8: isUTF8,
-                                 UnsafeBufferPointer(start: base + start, count: colon - start),
-                                 UnsafeBufferPointer(start: base + vs, count: ve - vs))
+            appendField(&headers, base, blockStart, name: start, colon, value: vs, ve, high: high)
         }
         throw HTTPParseError(400, "header block not terminated")
+    }
+
+    /// Where the field-value bytes from `i` stop (before `end`, or at the first byte a value may
+    /// not hold: a control character other than HTAB, or DEL), and the OR of the bytes passed
+    /// (its high bit: obs-text seen). Eight bytes at a time while they are all printable ASCII
+    /// (0x20-0x7E: nearly every value), then byte by byte.
+    @inline(__always)
+    static func scanFieldValue(_ base: UnsafePointer<UInt8>, _ from: Int, _ end: Int) -> (Int, UInt8) {
+        var i = from
+        while i + 8 <= end {
+            let w = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
+            let below = (w &- 0x2020_2020_2020_2020) & ~w & 0x8080_8080_8080_8080
+            let above = ((w &+ 0x0101_0101_0101_0101) | w) & 0x8080_8080_8080_8080
+            guard below | above == 0 else { break }
+            i += 8
+        }
+        var high: UInt8 = 0
+        while i < end, base[i] >= 0x20 && base[i] != 0x7F || base[i] == 0x09 {
+            high |= base[i]
+            i += 1
+        }
+        return (i, high)
+    }
+
+    /// Adds the field whose name is `base[name..<colon]` and value `base[vs..<ve]`. An ASCII
+    /// value (`high` below 0x80, seen in the scan) is valid UTF-8 as it is; only a value with a
+    /// byte >= 0x80 is validated (`String(validating:)` is generic and unspecialized in the
+    /// standard library, about 1,000 instructions a field).
+    @inline(__always)
+    static func appendField(_ headers: inout HTTPHeaders, _ base: UnsafePointer<UInt8>, _ blockStart: Int,
+                            name start: Int, _ colon: Int, value vs: Int, _ ve: Int, high: UInt8) {
+        let isUTF8 = high < 0x80
+            || String(validating: UnsafeBufferPointer(start: base + vs, count: ve - vs), as: UTF8.self) != nil
+        headers.appendParsed(name: (start - blockStart)..<(colon - blockStart),
+                             value: (vs - blockStart)..<(ve - blockStart), isUTF8: isUTF8,
+                             UnsafeBufferPointer(start: base + start, count: colon - start),
+                             UnsafeBufferPointer(start: base + vs, count: ve - vs))
     }
 }
 

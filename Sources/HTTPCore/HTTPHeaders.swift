@@ -115,8 +115,7 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     /// allocation per message); buffers something else still holds are left to it (copy on
     /// write makes new ones).
     mutating func reset(block: UnsafeBufferPointer<UInt8>) {
-        storage.removeAll(keepingCapacity: true)
-        storage.append(contentsOf: block)
+        storage.replaceSubrange(0..<storage.count, with: block)
         entries.removeAll(keepingCapacity: true)
         if entries.capacity < 16 { entries.reserveCapacity(16) }
         noted = Noted()

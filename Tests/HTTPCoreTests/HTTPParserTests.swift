@@ -193,6 +193,53 @@ import Testing
         #expect(try HTTPParser.requestFraming(request("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n")) == .none)
     }
 
+    /// The one-pass reading of the fields (`parseFields`) and the line-by-line one it hands
+    /// anything unusual to (`parseFieldLines`) read every block alike: the same fields, notes
+    /// and error, over random blocks of the bytes that matter (CR, LF, SP, HTAB, colon, DEL,
+    /// NUL, obs-text, token characters).
+    @Test func theOnePassFieldsReadAsTheLineByLineOnes() {
+        let alphabet: [UInt8] = Array("aZ-:  \t\r\n\r\n".utf8) + [0x7F, 0x00, 0x80, 0xC3, 0xA9, 0x2C]
+        var rng = SystemRandomNumberGenerator()
+        func describe(_ r: Result<HTTPHeaders, HTTPParseError>) -> String {
+            switch r {
+            case .success(let h):
+                return "\(h.fields.map { "\($0.name)=\($0.value)" }) \(String(describing: h.noted)) \(h.entries.map(\.isUTF8))"
+            case .failure(let e): return "error \(e.status) \(e.message)"
+            }
+        }
+        var accepted = 0
+        for round in 0..<20_000 {
+            var block: [UInt8] = []
+            // Mostly well-formed lines, some bytes changed: both readers get past the first lines.
+            for _ in 0..<Int.random(in: 0...4, using: &rng) { block += Array("Name-\(round % 7): value \(round)\r\n".utf8) }
+            for _ in 0..<Int.random(in: 0...24, using: &rng) { block.append(alphabet.randomElement(using: &rng)!) }
+            if Bool.random(using: &rng) { block += Array("\r\n\r\n".utf8) }
+            if !block.isEmpty, Int.random(in: 0..<3, using: &rng) == 0 {
+                block[Int.random(in: 0..<block.count, using: &rng)] = alphabet.randomElement(using: &rng)!
+            }
+            let onePass = block.withUnsafeBytes { b -> Result<HTTPHeaders, HTTPParseError> in
+                var lines = LineReader(b)
+                var spare = HeadersSpare()
+                return Result { () throws(HTTPParseError) in try HTTPParser.parseFields(&lines, reusing: &spare) }
+            }
+            let byLines = block.withUnsafeBytes { b -> Result<HTTPHeaders, HTTPParseError> in
+                var lines = LineReader(b)
+                var headers = HTTPHeaders()
+                headers.reset(block: UnsafeBufferPointer(start: b.baseAddress?.assumingMemoryBound(to: UInt8.self), count: b.count))
+                return Result { () throws(HTTPParseError) in
+                    guard let base = b.baseAddress?.assumingMemoryBound(to: UInt8.self) else {
+                        throw HTTPParseError(400, "header block not terminated")
+                    }
+                    try HTTPParser.parseFieldLines(&lines, into: &headers, base, 0)
+                    return headers
+                }
+            }
+            #expect(describe(onePass) == describe(byLines), "\(block)")
+            if case .success = onePass { accepted += 1 }
+        }
+        #expect(accepted > 200, "enough blocks parse for the comparison to mean something")
+    }
+
     /// A connection's spare: the next head is parsed into the previous one's buffers once nothing
     /// holds them (no allocation), never into buffers a held head still reads; a large head's
     /// buffers are not kept.
