@@ -149,6 +149,33 @@ import Testing
         #expect(PathNormalizer.isAlreadyNormal("/a/b:c@d".utf8[...]))
     }
 
+    /// The request phase's fast path (`normalPathLength(ofTarget:)`): a target it takes has a
+    /// path that `normalize` leaves as it is, in every mode; what it leaves, `normalize` decides.
+    @Test func theNormalTargetFastPathAgreesWithNormalize() {
+        let paths = ["/", "/accounts", "/accounts/", "/a/b:c@d", "/a/.../b", "/a/..b/.c", "/x-y_z~0!$&'()*+,=",
+                     "//", "/a//b", "/a/./b", "/a/..", "/.", "/a;v=1", "/a%2Fb", "/a%41", "/a b", "/café", "/a/b/.", ""]
+        var fast = 0
+        for path in paths {
+            for query in ["", "?", "?x=1&y=/../", "?a?b"] {
+                let target = path + query
+                guard let n = PathNormalizer.normalPathLength(ofTarget: target) else { continue }
+                fast += 1
+                let head = String(decoding: target.utf8.prefix(n), as: UTF8.self)
+                #expect(head == path, "\(target)")
+                for slash in EncodedSlashAction.allCases {
+                    for semicolon in SemicolonAction.allCases {
+                        #expect(PathNormalizer.normalize(target[..<(target.firstIndex(of: "?") ?? target.endIndex)],
+                                                         encodedSlash: slash, semicolon: semicolon) == .path(head), "\(target)")
+                    }
+                }
+            }
+        }
+        #expect(fast == 7 * 4, "the plain paths, with and without a query, take the fast path")
+        for target in ["*", "http://h/a", "a/b", "?x", "/a/../b?x", "/a%7E", "/a;b"] {
+            #expect(PathNormalizer.normalPathLength(ofTarget: target) == nil, "\(target)")
+        }
+    }
+
     @Test func rejectionsSayWhatIsWrong() {
         #expect(PathRejection.semicolon.description.contains("';'"))
         #expect(PathRejection.dotSegmentWithParameters.description.contains("parameters"))

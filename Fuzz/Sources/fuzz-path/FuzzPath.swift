@@ -4,6 +4,7 @@
 // the path characters; every `%` starts an upper-case escape that is not an unreserved
 // character; no raw `;` unless semicolon is `keep`. `keep` agrees with `reject` whenever
 // `reject` accepts (for either option), and `strip` with `keep` on a path without a raw `;`.
+// A target `normalPathLength(ofTarget:)` takes has a path that every mode leaves as it is.
 import TxGateCore
 import FuzzSupport
 
@@ -51,6 +52,17 @@ func check(_ p: String, _ action: EncodedSlashAction, _ semicolon: SemicolonActi
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzPath(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
     let input = String(decoding: UnsafeBufferPointer(start: data, count: size), as: UTF8.self)
+    // The request phase's fast path: a target it takes has a path `normalize` leaves as it is.
+    if let n = PathNormalizer.normalPathLength(ofTarget: input) {
+        let path = String(decoding: input.utf8.prefix(n), as: UTF8.self)
+        require(!path.utf8.contains(0x3F), "the fast path's path has a query: \(input.debugDescription)")
+        for semicolon in SemicolonAction.allCases {
+            for slash in EncodedSlashAction.allCases {
+                require(PathNormalizer.normalize(Substring(path), encodedSlash: slash, semicolon: semicolon) == .path(path),
+                        "the fast path took \(input.debugDescription), which normalize changes")
+            }
+        }
+    }
     var results: [SemicolonAction: (reject: NormalizedPath, keep: NormalizedPath)] = [:]
     for semicolon in SemicolonAction.allCases {
         let rejecting = PathNormalizer.normalize(Substring(input), encodedSlash: .reject, semicolon: semicolon)

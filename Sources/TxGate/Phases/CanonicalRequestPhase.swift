@@ -18,6 +18,13 @@ struct CanonicalRequestPhase: RequestPhase {
             return .fail(.badRequest("the request has \(hosts) Host headers; send exactly one"))
         } else if hosts == 0 && ctx.head.versionMinor >= 1 {
             return .fail(.badRequest("an HTTP/1.1 request needs a Host header"))
+        } else if let n = PathNormalizer.normalPathLength(ofTarget: ctx.head.target) {
+            // The usual target, a normal path with or without a query: it goes upstream as
+            // received, and the path is its first `n` bytes.
+            let target = ctx.head.target
+            ctx.path = n == target.utf8.count ? target : String(decoding: target.utf8.prefix(n), as: UTF8.self)
+            ctx.target = target
+            return .next
         } else if let target = Self.originForm(ctx.head.target) {
             return normalize(ctx, target)
         } else {

@@ -222,9 +222,21 @@ public enum PathNormalizer {
         out.append(hexDigits[Int(b & 0x0F)])
     }
 
+    /// For an origin-form request target (`/path?query`) whose path is already normal
+    /// (`isAlreadyNormal`), the path's length in bytes; nil for any other target, which
+    /// `normalize` decides on. Read in place: nearly every request's target, no String made.
+    public static func normalPathLength(ofTarget target: String) -> Int? {
+        target.withUTF8Bytes { b in
+            guard b.first == UInt8(ascii: "/") else { return nil }
+            let end = b.firstIndex(of: UInt8(ascii: "?")) ?? b.count
+            return isAlreadyNormal(UnsafeBufferPointer(rebasing: b[..<end])) ? end : nil
+        }
+    }
+
     /// The common case, in one pass and no allocation: only plain path characters (RFC 3986
     /// pchar without `%` and `;`, and `/`), no empty segment inside (`//`), no `.` or `..` segment.
-    static func isAlreadyNormal(_ bytes: Substring.UTF8View) -> Bool {
+    @inline(__always)
+    static func isAlreadyNormal<Bytes: Sequence<UInt8>>(_ bytes: Bytes) -> Bool {
         var segmentLength = 0
         var dots = 0
         var first = true

@@ -18,6 +18,12 @@ import TxGateCore
         let r = try Reported(RawHTTPClient.fetch(port: server.port, "GET", "/a/./b/../c//%7Euser;v=1/?x=%2F&y=a/../b"))
         #expect(r.path == "/a/c/~user/")
         #expect(r.target == "/a/c/~user/?x=%2F&y=a/../b")
+        // A path that is already normal (the fast path): the target as it came.
+        for (target, path) in [("/accounts/transfer?x=%2F&y=a/../b", "/accounts/transfer"), ("/", "/"), ("/a/b/", "/a/b/"),
+                               ("/a?", "/a")] {
+            let plain = try Reported(RawHTTPClient.fetch(port: server.port, "GET", target))
+            #expect(plain.path == path && plain.target == target, "\(target): \(plain.path) \(plain.target)")
+        }
     }
 
     @Test func anAbsoluteFormTargetIsReadAsItsPathAndQuery() throws {
