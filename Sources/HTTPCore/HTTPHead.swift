@@ -250,6 +250,7 @@ public enum HTTPParser {
         swap(&headers, &spare.headers)
         headers.reset(block: UnsafeBufferPointer(start: base + blockStart, count: n - blockStart))
         var p = blockStart
+        let tokenChars = tokenCharTable
         while p + 1 < n {
             if base[p] == 0x0D {
                 guard base[p + 1] == 0x0A else { break }
@@ -258,7 +259,7 @@ public enum HTTPParser {
                 return headers
             }
             var colon = p
-            while colon < n && isTokenChar(base[colon]) { colon += 1 }
+            while colon < n && tokenChars[Int(base[colon])] { colon += 1 }
             guard colon < n, base[colon] == 0x3A, colon > p else { break }
             var vs = colon + 1
             while vs < n, base[vs] == 0x20 || base[vs] == 0x09 { vs += 1 }
@@ -314,7 +315,10 @@ public enum HTTPParser {
             let w = UnsafeRawPointer(base + i).loadUnaligned(as: UInt64.self)
             let below = (w &- 0x2020_2020_2020_2020) & ~w & 0x8080_8080_8080_8080
             let above = ((w &+ 0x0101_0101_0101_0101) | w) & 0x8080_8080_8080_8080
-            guard below | above == 0 else { break }
+            let flagged = below | above
+            // The lowest flagged byte is the first that is not printable ASCII (a borrow or a
+            // carry only flags bytes above one that is flagged itself): the byte loop starts there.
+            guard flagged == 0 else { i += flagged.trailingZeroBitCount >> 3; break }
             i += 8
         }
         var high: UInt8 = 0
@@ -383,6 +387,15 @@ struct LineReader {
 func startsWith(_ bytes: UnsafeRawBufferPointer, _ prefix: StaticString) -> Bool {
     bytes.count >= prefix.utf8CodeUnitCount && memcmp(bytes.baseAddress!, prefix.utf8Start, prefix.utf8CodeUnitCount) == 0
 }
+
+/// RFC 9110 `tchar` as a table indexed by byte, made once: the header parser's name loop
+/// reads it for every byte of every name (the two masks of `isTokenChar` cost about three
+/// times as many instructions per byte there). Written once, then only read.
+nonisolated(unsafe) let tokenCharTable: UnsafePointer<Bool> = {
+    let table = UnsafeMutablePointer<Bool>.allocate(capacity: 256)
+    for c in 0..<256 { (table + c).initialize(to: isTokenChar(UInt8(c))) }
+    return UnsafePointer(table)
+}()
 
 /// RFC 9110 `tchar`, as two bit masks (bit n of the first: byte n; of the second: byte 64 + n).
 @inline(__always)

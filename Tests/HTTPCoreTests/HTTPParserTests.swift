@@ -196,7 +196,7 @@ import Testing
     /// The one-pass reading of the fields (`parseFields`) and the line-by-line one it hands
     /// anything unusual to (`parseFieldLines`) read every block alike: the same fields, notes
     /// and error, over random blocks of the bytes that matter (CR, LF, SP, HTAB, colon, DEL,
-    /// NUL, obs-text, token characters).
+    /// NUL, obs-text, token characters) and of any byte.
     @Test func theOnePassFieldsReadAsTheLineByLineOnes() {
         let alphabet: [UInt8] = Array("aZ-:  \t\r\n\r\n".utf8) + [0x7F, 0x00, 0x80, 0xC3, 0xA9, 0x2C]
         var rng = SystemRandomNumberGenerator()
@@ -212,7 +212,10 @@ import Testing
             var block: [UInt8] = []
             // Mostly well-formed lines, some bytes changed: both readers get past the first lines.
             for _ in 0..<Int.random(in: 0...4, using: &rng) { block += Array("Name-\(round % 7): value \(round)\r\n".utf8) }
-            for _ in 0..<Int.random(in: 0...24, using: &rng) { block.append(alphabet.randomElement(using: &rng)!) }
+            for _ in 0..<Int.random(in: 0...24, using: &rng) {
+                block.append(Int.random(in: 0..<4, using: &rng) == 0 ? UInt8.random(in: 0...255, using: &rng)
+                             : alphabet.randomElement(using: &rng)!)
+            }
             if Bool.random(using: &rng) { block += Array("\r\n\r\n".utf8) }
             if !block.isEmpty, Int.random(in: 0..<3, using: &rng) == 0 {
                 block[Int.random(in: 0..<block.count, using: &rng)] = alphabet.randomElement(using: &rng)!
