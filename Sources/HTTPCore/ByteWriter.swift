@@ -30,9 +30,25 @@ public struct ByteWriter: ~Copyable {
     @inline(__always)
     public mutating func append(_ p: UnsafeBufferPointer<UInt8>) {
         guard let src = p.baseAddress, p.count > 0 else { return }
-        if count + p.count > capacity { grow(p.count) }
-        (base + count).initialize(from: src, count: p.count)
-        count += p.count
+        let n = p.count
+        if count + n > capacity { grow(n) }
+        let dst = UnsafeMutableRawPointer(base + count)
+        // Header names and values are short: up to 16 bytes as two overlapping words (no call to
+        // memcpy, and nothing read or written outside either range), longer ones with memcpy.
+        if n >= 8 && n <= 16 {
+            let first = UnsafeRawPointer(src).loadUnaligned(as: UInt64.self)
+            let last = UnsafeRawPointer(src + n - 8).loadUnaligned(as: UInt64.self)
+            dst.storeBytes(of: first, as: UInt64.self)
+            (dst + n - 8).storeBytes(of: last, as: UInt64.self)
+        } else if n >= 4 && n < 8 {
+            let first = UnsafeRawPointer(src).loadUnaligned(as: UInt32.self)
+            let last = UnsafeRawPointer(src + n - 4).loadUnaligned(as: UInt32.self)
+            dst.storeBytes(of: first, as: UInt32.self)
+            (dst + n - 4).storeBytes(of: last, as: UInt32.self)
+        } else {
+            (base + count).initialize(from: src, count: n)
+        }
+        count += n
     }
 
     @inline(__always)

@@ -246,8 +246,8 @@ public enum HTTPParser {
             throw HTTPParseError(400, "header block not terminated")
         }
         let blockStart = lines.index, n = lines.bytes.count
-        var headers = HTTPHeaders()
-        swap(&headers, &spare.headers)
+        // Taken, not copied: the spare holds no reference while the block is parsed into it.
+        var headers = spare.headers.take() ?? HTTPHeaders()
         headers.reset(block: UnsafeBufferPointer(start: base + blockStart, count: n - blockStart))
         var p = blockStart
         let tokenChars = tokenCharTable
@@ -350,7 +350,7 @@ public enum HTTPParser {
 /// one's headers cost no allocation. Whatever still holds the previous headers keeps them as
 /// they are (the buffers are copy-on-write); the next headers are then made in new buffers.
 public struct HeadersSpare {
-    var headers = HTTPHeaders()
+    var headers: HTTPHeaders?
     public init() {}
 }
 
