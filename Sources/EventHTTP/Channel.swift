@@ -57,6 +57,14 @@ class Channel {
         _ = evbuffer_add(output, bytes.baseAddress, bytes.count)
     }
 
+    /// Appends `head`, then all of `body` (an evbuffer, left empty: its chains are moved, not
+    /// copied); a channel that can send at once, with nothing buffered ahead, sends both with
+    /// one system call and buffers what the socket does not take.
+    func write(_ head: UnsafeRawBufferPointer, then body: OpaquePointer) {
+        _ = evbuffer_add(output, head.baseAddress, head.count)
+        evbuffer_add_buffer(output, body)
+    }
+
     /// Sends buffered output now where the channel can; true when none is left. What the
     /// socket does not take goes out when it can, and `writable` follows.
     func flush() -> Bool { true }

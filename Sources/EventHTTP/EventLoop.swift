@@ -142,6 +142,14 @@ public final class EventLoop: @unchecked Sendable {
 final class HeadScratch {
     private var writer = HeadWriter(capacity: 4096)
     private var inUse = false
+    private var oversized = false
+    /// The exchange whose response head the writer holds back for its body (`writeHeld`).
+    private var heldFor: ServerExchange?
+    /// True while a plain socket's read callback runs (`SocketChannel.readReady`): a response
+    /// head started then may wait for its body, which that callback delivers when it is
+    /// already in (a proxied response read whole), to go out with it in one system call.
+    /// Whatever is still held when the callback returns goes out then (`releaseHeld`).
+    var mayHold = false
 
     /// Calls `body` with the writer, emptied, then appends what it wrote to `output`; returns
     /// the head's size.
@@ -156,18 +164,44 @@ final class HeadScratch {
         write(body) { channel.write($0) }
     }
 
-    private func write(_ body: (inout HeadWriter) -> Void, then put: (UnsafeRawBufferPointer) -> Void) -> Int {
-        precondition(!inUse, "HeadScratch: a head written while another is being written")
+    /// Writes a response head and keeps it, for `exchange` to send with its body
+    /// (`takeHeld`) or to have it appended to its output (`releaseHeld`).
+    func writeHeld(for exchange: ServerExchange, _ body: (inout HeadWriter) -> Void) -> Int {
+        releaseHeld()
+        let n = write(body) { _ in }
+        heldFor = exchange
+        return n
+    }
+
+    /// Calls `send` with the head held for `exchange` and forgets it.
+    func takeHeld(for exchange: ServerExchange, _ send: (UnsafeRawBufferPointer) -> Void) {
+        precondition(heldFor === exchange && !inUse, "HeadScratch: no head held for this exchange")
+        heldFor = nil
         inUse = true
         defer { inUse = false }
+        writer.withBytes(send)
+    }
+
+    /// Hands a held head to its exchange (`ServerExchange.releaseHeldHead`), if one is held.
+    func releaseHeld() {
+        guard let exchange = heldFor else { return }
+        exchange.releaseHeldHead()
+    }
+
+    private func write(_ body: (inout HeadWriter) -> Void, then put: (UnsafeRawBufferPointer) -> Void) -> Int {
+        precondition(!inUse, "HeadScratch: a head written while another is being written")
+        releaseHeld()
+        inUse = true
+        defer { inUse = false }
+        // A rare huge head does not keep its memory past the next head.
+        if oversized { writer = HeadWriter(capacity: 4096) }
         writer.removeAll()
         body(&writer)
         let n = writer.withBytes { b in
             put(b)
             return b.count
         }
-        // A rare huge head does not keep its memory.
-        if n > 64 << 10 { writer = HeadWriter(capacity: 4096) }
+        oversized = n > 64 << 10
         return n
     }
 }

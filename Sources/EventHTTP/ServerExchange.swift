@@ -40,6 +40,9 @@ public final class ServerExchange {
     private var chunkedOut = false
     /// The size of a response head still wholly in the output buffer (see `withdrawUnsentResponse`).
     private var unsentHeadBytes = 0
+    /// The response head is held in the loop's head writer for the body that follows it in
+    /// the same read callback (`HeadScratch.writeHeld`), not yet in the output.
+    private var headHeld = false
     var isLayerError = false
 
     init(connection: ServerConnection, head: consuming RequestHead, body: Body, bodyComplete: Bool = true) {
@@ -60,7 +63,7 @@ public final class ServerExchange {
     /// Bytes written but not yet taken by the client.
     public var pendingOutputBytes: Int {
         guard let c = connection else { return 0 }
-        return evbuffer_get_length(c.output)
+        return evbuffer_get_length(c.output) + (headHeld ? unsentHeadBytes : 0)
     }
 
     /// Calls `done(true)` once the whole request body has arrived (at once if it has), or
@@ -96,6 +99,14 @@ public final class ServerExchange {
     /// it may have reached the client.
     public func withdrawUnsentResponse() -> Bool {
         loop.preconditionInEventLoop()
+        if headHeld, connection != nil {
+            loop.heads.takeHeld(for: self) { _ in }
+            headHeld = false
+            unsentHeadBytes = 0
+            responseStarted = false
+            status = 0
+            return true
+        }
         guard responseStarted, !finished, bodyBytesSent == 0, unsentHeadBytes > 0, let c = connection,
               evbuffer_get_length(c.output) == unsentHeadBytes else { return false }
         // A bufferevent may keep the start of its output frozen except while it writes.
@@ -133,11 +144,16 @@ public final class ServerExchange {
     /// the upstream's fields from its bytes, without building `HTTPHeaders` for them).
     /// `hasStrictTransportSecurity` (asked only on a TLS listener that sends one) says whether
     /// the fields carry their own.
+    ///
+    /// Started from inside a plain socket's read callback with a body to follow, the head is
+    /// held back for that body (`writeBody`): a proxied response read whole then leaves in one
+    /// system call, with no output buffer for its head. A head still held when the callback
+    /// returns goes out then.
     public func startResponse(status: Int, reason: String? = nil, framing: ResponseFraming,
                               hasStrictTransportSecurity: @autoclosure () -> Bool,
                               writeFields: (inout HeadWriter) -> Void) {
         loop.preconditionInEventLoop()
-        startResponse(status: status, reason: reason, framing: framing, suppressBody: false,
+        startResponse(status: status, reason: reason, framing: framing, suppressBody: false, mayHold: true,
                       hasStrictTransportSecurity: hasStrictTransportSecurity(), writeFields: writeFields)
     }
 
@@ -148,7 +164,7 @@ public final class ServerExchange {
     }
 
     private func startResponse(status: Int, reason: String?, framing: ResponseFraming, suppressBody: Bool,
-                               hasStrictTransportSecurity: @autoclosure () -> Bool,
+                               mayHold: Bool = false, hasStrictTransportSecurity: @autoclosure () -> Bool,
                                writeFields: (inout HeadWriter) -> Void) {
         guard let c = connection, !responseStarted else { return }
         responseStarted = true
@@ -156,7 +172,11 @@ public final class ServerExchange {
         if c.state == .body { c.keepAlive = false }
         self.status = status
         let wasEmpty = evbuffer_get_length(c.output) == 0
-        let n = loop.heads.write(into: c.output) { w in
+        let heads = loop.heads
+        var bodyFollows = false
+        if case .contentLength(let n) = framing, n > 0, status != 204, status != 304 { bodyFollows = true }
+        headHeld = mayHold && heads.mayHold && bodyFollows && wasEmpty && !c.isTLS
+        func writeHead(_ w: inout HeadWriter) {
             w.write("HTTP/1.1 ")
             w.write(status)
             w.write(" ")
@@ -192,7 +212,21 @@ public final class ServerExchange {
             }
             w.writeCRLF()
         }
+        let n = headHeld ? heads.writeHeld(for: self, writeHead) : heads.write(into: c.output, writeHead)
         unsentHeadBytes = wasEmpty ? n : 0
+    }
+
+    /// Appends a held head to the output and sends what it can (`HeadScratch.releaseHeld`: at
+    /// the end of the read callback, or before another head or any other output).
+    func releaseHeldHead() {
+        guard headHeld else { return }
+        headHeld = false
+        guard let c = connection else {
+            loop.heads.takeHeld(for: self) { _ in }
+            return
+        }
+        loop.heads.takeHeld(for: self) { _ = evbuffer_add(c.output, $0.baseAddress, $0.count) }
+        c.flush()
     }
 
     /// Moves all of `body` toward the client (no copy), leaving it empty.
@@ -200,7 +234,11 @@ public final class ServerExchange {
         loop.preconditionInEventLoop()
         guard let c = connection else { body.removeAll(); return }
         bodyBytesSent += body.count
-        if chunkedOut {
+        if headHeld {
+            // The head and the body in one write (what the socket does not take waits in the output).
+            headHeld = false
+            loop.heads.takeHeld(for: self) { c.channel.write($0, then: body.buffer) }
+        } else if chunkedOut {
             ChunkedEncoder.writeChunk(body, to: c.output)
         } else {
             body.moveAll(to: c.output)
@@ -210,6 +248,7 @@ public final class ServerExchange {
 
     public func writeBody(_ bytes: [UInt8]) {
         loop.preconditionInEventLoop()
+        releaseHeldHead()
         guard let c = connection, !bytes.isEmpty else { return }
         bodyBytesSent += bytes.count
         if chunkedOut { EvBuffer.append(c.output, String(bytes.count, radix: 16) + "\r\n") }
@@ -221,6 +260,7 @@ public final class ServerExchange {
     public func finish() {
         loop.preconditionInEventLoop()
         guard !finished else { return }
+        releaseHeldHead()
         finished = true
         guard let c = connection else { return }
         if chunkedOut { ChunkedEncoder.writeLast(to: c.output) }
@@ -231,6 +271,10 @@ public final class ServerExchange {
     /// after the response head was already sent).
     public func abort() {
         loop.preconditionInEventLoop()
+        if headHeld {
+            headHeld = false
+            loop.heads.takeHeld(for: self) { _ in }
+        }
         guard let c = connection else { return }
         finished = true
         connection = nil

@@ -20,6 +20,8 @@ final class SocketChannel: Channel {
     static let readsPerWakeup = 16
 
     private let base: OpaquePointer
+    /// The loop's head writer, told when a read callback starts and ends (`HeadScratch.mayHold`).
+    private let heads: HeadScratch
     private(set) var fd: Int32 = -1
     private var handler: Unmanaged<ChannelHandler>?
     private(set) var readEvent: OpaquePointer?
@@ -52,6 +54,7 @@ final class SocketChannel: Channel {
     init(loop: EventLoop, fd: Int32, ssl: OpaquePointer? = nil) {
         guard let i = evbuffer_new(), let o = evbuffer_new() else { fatalError("evbuffer_new failed: out of memory") }
         base = loop.base
+        heads = loop.heads
         super.init(input: i, output: o)
         timer = event_new(base, -1, 0, { _, _, arg in SocketChannel.run(arg) { $0.timerFired() } }, selfPointer)
         if let ssl { tls = TLSState(ssl) }
@@ -193,7 +196,12 @@ final class SocketChannel: Channel {
         }
         guard total > 0 else { return }
         lastRead = EventLoop.coarseNanos()
+        // A response head started in this callback may wait for its body, delivered by this
+        // same callback when it has arrived; whatever still waits goes out when it returns.
+        heads.mayHold = true
         deliver { $0.readable() }
+        heads.mayHold = false
+        heads.releaseHeld()
     }
 
     /// Turns `direction` off and tells the handler of error `err` (in errno).
@@ -217,6 +225,31 @@ final class SocketChannel: Channel {
             if n > 0 { sent = n }
         }
         if sent < bytes.count { _ = evbuffer_add(output, bytes.baseAddress! + sent, bytes.count - sent) }
+    }
+
+    /// A plain, connected socket with no output waiting takes the head and the body's chains
+    /// with one `sendmsg`; the rest (or all, on a failure the next flush reports) is buffered.
+    override func write(_ head: UnsafeRawBufferPointer, then body: OpaquePointer) {
+        guard tls == nil, !closed, !connecting, evbuffer_get_length(output) == 0 else {
+            super.write(head, then: body)
+            return
+        }
+        let maxVectors = 8
+        var sent = withUnsafeTemporaryAllocation(of: iovec.self, capacity: maxVectors) { v -> Int in
+            v[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: head.baseAddress), iov_len: head.count)
+            let chains = Int(evbuffer_peek(body, -1, nil, v.baseAddress! + 1, Int32(maxVectors - 1)))
+            var message = msghdr()
+            message.msg_iov = v.baseAddress
+            message.msg_iovlen = 1 + min(chains, maxVectors - 1)
+            return sendmsg(fd, &message, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+        }
+        if sent < 0 { sent = 0 }
+        if sent < head.count {
+            _ = evbuffer_add(output, head.baseAddress! + sent, head.count - sent)
+        } else {
+            evbuffer_drain(body, sent - head.count)
+        }
+        if evbuffer_get_length(body) > 0 { evbuffer_add_buffer(output, body) }
     }
 
     override func flush() -> Bool {

@@ -212,6 +212,27 @@ extension SlowRequestTests {
         try expectGatewayError(502, within: 2) { try c.request("GET", "/anything") }
     }
 
+    /// The gateway holds a response head back for a body read in the same wake-up, to send
+    /// both at once; a head whose body has not arrived (or only in part) must not wait for it.
+    @Test("a response head whose body has not arrived reaches the client at once, and a part that has arrived follows it")
+    func aHeadIsNotHeldForABodyStillToCome() throws {
+        for (response, arrived) in [("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", ""),
+                                    ("HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nhello", "hello")] {
+            // The upstream sends these bytes and nothing more, keeping the connection open.
+            let upstream = try RawUpstream(response: Array(response.utf8))
+            defer { upstream.stop() }
+            let g = try Testbed.current.startGateway(upstream: upstream.url)
+            let c = try g.connect(timeout: 5)
+            defer { c.close() }
+            try c.sendRequest("GET", "/anything")
+            #expect(try c.readLine() == "HTTP/1.1 200 OK")
+            var fields: [String] = []
+            while case let line = try c.readLine(), !line.isEmpty { fields.append(line) }
+            #expect(fields.contains("Content-Length: \(arrived.isEmpty ? 5 : 10)"), "\(fields)")
+            if !arrived.isEmpty { #expect(try c.readExactly(5) == Array(arrived.utf8)) }
+        }
+    }
+
     @Test("an unparsable chunk size from the upstream is a 502 when nothing was sent yet")
     func badChunkSizeIs502() throws {
         let upstream = try RawUpstream(response: Array("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\nhello\r\n0\r\n\r\n".utf8))
