@@ -8,6 +8,13 @@ import CLibevent
 class ChannelHandler {
     /// Bytes were appended to the input.
     func readable() {}
+    /// Whether the next read, when nothing is buffered, may be offered as it is
+    /// (`readable(direct:)`) before it goes into the input.
+    var acceptsDirectRead: Bool { false }
+    /// A read that arrived with nothing buffered, in the loop's read buffer (valid only during
+    /// the call): the handler takes what it can from it and says how many bytes it took; the
+    /// rest goes into the input, and `readable` follows.
+    func readable(direct bytes: UnsafeRawBufferPointer) -> Int { 0 }
     /// All of the output has been sent (after a `flush` that left some).
     func writable() {}
     func event(_ what: Int32) {}

@@ -20,6 +20,11 @@ public final class EventLoop: @unchecked Sendable {
     private var locals: [ObjectIdentifier: AnyObject] = [:]
     /// The writer of every message head this loop sends (`HeadScratch`).
     let heads = HeadScratch()
+    /// Where a plain socket reads when nothing is buffered for it (`SocketChannel.readReady`):
+    /// a request head that arrives whole is parsed from here, with no input chain allocated,
+    /// filled, searched and freed for it.
+    let readBuffer = UnsafeMutableRawPointer.allocate(byteCount: EventLoop.readBufferSize, alignment: 16)
+    static let readBufferSize = 16_384
 
     public init() {
         EventLoop.processSetup
@@ -34,6 +39,7 @@ public final class EventLoop: @unchecked Sendable {
     deinit {
         if let wakeEvent { event_free(wakeEvent) }
         event_base_free(base)
+        readBuffer.deallocate()
     }
 
     /// Process-wide setup, once: libevent locking for cross-thread wake-ups, and SIGPIPE

@@ -41,6 +41,28 @@ extension ServerConnection {
     /// Returns true when state changed and processing should go on.
     private func readHead() -> Bool {
         guard let parsed = parseHead() else { return false }
+        return accept(parsed)
+    }
+
+    /// A request that arrived with nothing buffered ahead of it (`SocketChannel`'s direct
+    /// read): when the bytes are exactly one whole, valid, bodiless request head (nearly every
+    /// GET), it is parsed from them in place and handled, with no input buffer in between.
+    /// Anything else (a partial head, a body or a next request behind it, empty lines before
+    /// it, an error to answer) is left, 0 taken, for the input and `readable`, as always.
+    func takeWholeHead(_ bytes: UnsafeRawBufferPointer) -> Int {
+        let n = bytes.count
+        guard state == .head, n >= 4, n <= limits.maxHeaderBytes, bytes[0] != 0x0D,
+              bytes.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self) == 0x0A0D_0A0D else { return 0 }
+        var length = 0
+        guard let parsed = try? HTTPParser.parseRequestHead(bytes, reusing: &spareHeaders, headLength: &length),
+              length == n, (try? HTTPParser.requestFraming(parsed)) == BodyFraming.none else { return 0 }
+        framing = .none
+        if accept(parsed) { process() }
+        return n
+    }
+
+    /// Takes a parsed head: the connection's state for its body, then the exchange.
+    private func accept(_ parsed: RequestHead) -> Bool {
         headDeadline = 0
         emptyLinesBeforeHead = 0
         keepAlive = parsed.wantsKeepAlive && !server.draining

@@ -93,6 +93,10 @@ final class ServerConnection: ChannelHandler {
         }
     }
 
+    override var acceptsDirectRead: Bool { state == .head }
+
+    override func readable(direct bytes: UnsafeRawBufferPointer) -> Int { takeWholeHead(bytes) }
+
     override func writable() {
         guard let exchange, state != .closed else { return }
         if responseComplete {

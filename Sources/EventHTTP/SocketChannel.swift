@@ -22,6 +22,8 @@ final class SocketChannel: Channel {
     private let base: OpaquePointer
     /// The loop's head writer, told when a read callback starts and ends (`HeadScratch.mayHold`).
     private let heads: HeadScratch
+    /// The loop's read buffer (`EventLoop.readBuffer`), for a read with nothing buffered.
+    private let readBuffer: UnsafeMutableRawPointer
     private(set) var fd: Int32 = -1
     private var handler: Unmanaged<ChannelHandler>?
     private(set) var readEvent: OpaquePointer?
@@ -55,6 +57,7 @@ final class SocketChannel: Channel {
         guard let i = evbuffer_new(), let o = evbuffer_new() else { fatalError("evbuffer_new failed: out of memory") }
         base = loop.base
         heads = loop.heads
+        readBuffer = loop.readBuffer
         super.init(input: i, output: o)
         timer = event_new(base, -1, 0, { _, _, arg in SocketChannel.run(arg) { $0.timerFired() } }, selfPointer)
         if let ssl { tls = TLSState(ssl) }
@@ -167,6 +170,10 @@ final class SocketChannel: Channel {
         if tls != nil { tlsReadReady(); return }
         if deferredError != 0 { fail(deferredError, Int16(BEV_EVENT_READING)); return }
         var total = 0
+        if evbuffer_get_length(input) == 0, let h = handler?.takeUnretainedValue(), h.acceptsDirectRead {
+            guard let filled = readDirect() else { return }
+            total = filled
+        }
         for _ in 0..<Self.readsPerWakeup {
             var vec = iovec()
             guard evbuffer_reserve_space(input, Self.readSize, &vec, 1) == 1 else { break }
@@ -195,13 +202,51 @@ final class SocketChannel: Channel {
             return
         }
         guard total > 0 else { return }
+        delivered { $0.readable() }
+    }
+
+    /// Tells the handler of bytes read (`lastRead` moved). A response head started in the
+    /// callback may wait for its body, delivered by this same callback when it has arrived;
+    /// whatever still waits goes out when it returns.
+    private func delivered(_ body: (ChannelHandler) -> Void) {
         lastRead = EventLoop.coarseNanos()
-        // A response head started in this callback may wait for its body, delivered by this
-        // same callback when it has arrived; whatever still waits goes out when it returns.
         heads.mayHold = true
-        deliver { $0.readable() }
+        deliver(body)
         heads.mayHold = false
         heads.releaseHeld()
+    }
+
+    /// One read into the loop's read buffer, offered to the handler as it is
+    /// (`readable(direct:)`); what it does not take goes into the input, and `readable`
+    /// follows. Nil when that is done (or on EOF, an error, nothing to read: as in
+    /// `readReady`); a read that filled the buffer goes into the input whole, and its size is
+    /// returned for `readReady` to read on.
+    private func readDirect() -> Int? {
+        let size = EventLoop.readBufferSize
+        let n = recv(fd, readBuffer, size, 0)
+        guard n > 0 else {
+            let err = errno
+            if n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) { return nil }
+            if n == 0 {
+                setReading(false)
+                deliver { $0.event(BEV_EVENT_EOF | BEV_EVENT_READING) }
+            } else {
+                fail(err, Int16(BEV_EVENT_READING))
+            }
+            return nil
+        }
+        guard n < size else {
+            _ = evbuffer_add(input, readBuffer, n)
+            return n
+        }
+        let bytes = UnsafeRawBufferPointer(start: readBuffer, count: n)
+        delivered { h in
+            let taken = h.readable(direct: bytes)
+            guard taken < n else { return }
+            _ = evbuffer_add(input, readBuffer + taken, n - taken)
+            h.readable()
+        }
+        return nil
     }
 
     /// Turns `direction` off and tells the handler of error `err` (in errno).

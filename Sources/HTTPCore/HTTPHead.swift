@@ -93,6 +93,14 @@ public enum HTTPParser {
     /// them; `spare` then keeps the new headers' buffers for the connection's next message.
     public static func parseRequestHead(_ bytes: UnsafeRawBufferPointer,
                                         reusing spare: inout HeadersSpare) throws(HTTPParseError) -> RequestHead {
+        var length = 0
+        return try parseRequestHead(bytes, reusing: &spare, headLength: &length)
+    }
+
+    /// `parseRequestHead(_:reusing:)` that also says where the head ends in `bytes` (after its
+    /// empty line): what follows is not part of it (a body, a next request).
+    public static func parseRequestHead(_ bytes: UnsafeRawBufferPointer, reusing spare: inout HeadersSpare,
+                                        headLength: inout Int) throws(HTTPParseError) -> RequestHead {
         var lines = LineReader(bytes)
         guard var line = lines.next() else { throw HTTPParseError(400, "empty request") }
         // RFC 9112 §2.2: ignore at least one empty line before the request-line.
@@ -112,6 +120,7 @@ public enum HTTPParser {
         }
         let minor = try parseVersion(l[(sp2 + 1)...])
         let headers = try parseFields(&lines, reusing: &spare)
+        headLength = lines.index
         return RequestHead(method: methodString(UnsafeRawBufferPointer(rebasing: method)),
                            target: String(decoding: target, as: UTF8.self),
                            versionMinor: minor, headers: headers)

@@ -178,4 +178,51 @@ import TestSupport
         #expect(bodies == ["/1", "/2", "/3"])
         #expect(events.withLock { $0 } == ["handle /1", "answer /1", "handle /2", "answer /2", "handle /3", "answer /3"])
     }
+
+    /// A request that arrives whole into an empty input is parsed straight from the loop's read
+    /// buffer; every other arrival goes through the input as before. Both are answered alike:
+    /// whole, in parts, with a body behind it, several at once, behind empty lines, around the
+    /// read buffer's size (16 KiB), and a malformed one.
+    @Test func requestsReadWholeOrInPartsAreAnsweredAlike() throws {
+        let server = try LoopServer(limits: ServerLimits(maxHeaderBytes: 64 << 10)) { ex in
+            ex.whenBodyComplete { _ in
+                let pad = ex.head.headers.first("X-Pad")?.utf8.count ?? 0
+                ex.respond(status: 200, body: Array("\(ex.head.method) \(ex.head.target) \(ex.body.count) \(pad)".utf8))
+            }
+        }
+        defer { server.stop() }
+        let client = try RawHTTPClient(port: server.port)
+        defer { client.close() }
+        func head(_ target: String, padTo total: Int? = nil) -> String {
+            let bare = "GET \(target) HTTP/1.1\r\nHost: t\r\nX-Pad: \r\n\r\n"
+            let pad = max(0, (total ?? 0) - bare.utf8.count)
+            return "GET \(target) HTTP/1.1\r\nHost: t\r\nX-Pad: \(String(repeating: "p", count: pad))\r\n\r\n"
+        }
+        func answer() throws -> String { try client.readResponse().bodyText }
+
+        try client.send(head("/whole"))
+        #expect(try answer() == "GET /whole 0 0")
+        let parts = head("/parts")
+        try client.send(String(parts.prefix(10)))
+        Thread.sleep(forTimeInterval: 0.05)
+        try client.send(String(parts.dropFirst(10)))
+        #expect(try answer() == "GET /parts 0 0")
+        try client.send("POST /body HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\nhello")
+        #expect(try answer() == "POST /body 5 0")
+        try client.send(head("/a") + head("/b"))
+        #expect(try answer() == "GET /a 0 0")
+        #expect(try answer() == "GET /b 0 0")
+        try client.send("\r\n" + head("/after-empty-line"))
+        #expect(try answer() == "GET /after-empty-line 0 0")
+        for size in [16_383, 16_384, 16_385, 40_000] {
+            let big = head("/big", padTo: size)
+            #expect(big.utf8.count == size)
+            try client.send(big)
+            let pad = size - head("/big").utf8.count
+            #expect(try answer() == "GET /big 0 \(pad)", "a head of \(size) bytes")
+        }
+        try client.send("GET /bad HTTP/1.1\r\nBad Name: x\r\n\r\n")
+        let bad = try client.readResponse()
+        #expect(bad.status == 400 && bad.bodyText.contains("malformed header name"), "\(bad)")
+    }
 }
