@@ -48,6 +48,11 @@ public final class Body {
         EvBuffer.append(buffer, bytes)
     }
 
+    public func append(_ bytes: UnsafeRawBufferPointer) {
+        guard let base = bytes.baseAddress, !bytes.isEmpty else { return }
+        _ = evbuffer_add(buffer, base, bytes.count)
+    }
+
     public func append(_ string: String) {
         guard !string.isEmpty else { return }
         EvBuffer.append(buffer, string)

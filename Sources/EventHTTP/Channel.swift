@@ -72,6 +72,12 @@ class Channel {
         evbuffer_add_buffer(output, body)
     }
 
+    /// `write(_:then:)` with the body as bytes, valid only during the call (copied if kept).
+    func write(_ head: UnsafeRawBufferPointer, then bytes: UnsafeRawBufferPointer) {
+        _ = evbuffer_add(output, head.baseAddress, head.count)
+        _ = evbuffer_add(output, bytes.baseAddress, bytes.count)
+    }
+
     /// Sends buffered output now where the channel can; true when none is left. What the
     /// socket does not take goes out when it can, and `writable` follows.
     func flush() -> Bool { true }

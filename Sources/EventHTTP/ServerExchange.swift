@@ -126,6 +126,7 @@ public final class ServerExchange {
     /// Sends a complete response with a small in-memory body.
     public func respond(status: Int, headers: HTTPHeaders = HTTPHeaders(), body bytes: [UInt8]) {
         loop.preconditionInEventLoop()
+        releaseHeldHead()
         let noBody = head.method == "HEAD" || status == 204 || status == 304
         startResponse(status: status, headers: headers, framing: .contentLength(bytes.count), suppressBody: noBody)
         if !noBody, let c = connection, !bytes.isEmpty {
@@ -175,7 +176,7 @@ public final class ServerExchange {
         let heads = loop.heads
         var bodyFollows = false
         if case .contentLength(let n) = framing, n > 0, status != 204, status != 304 { bodyFollows = true }
-        headHeld = mayHold && heads.mayHold && bodyFollows && wasEmpty && !c.isTLS
+        let hold = mayHold && heads.mayHold && bodyFollows && wasEmpty && !c.isTLS
         func writeHead(_ w: inout HeadWriter) {
             w.write("HTTP/1.1 ")
             w.write(status)
@@ -212,12 +213,16 @@ public final class ServerExchange {
             }
             w.writeCRLF()
         }
-        let n = headHeld ? heads.writeHeld(for: self, writeHead) : heads.write(into: c.output, writeHead)
+        let n = hold ? heads.writeHeld(for: self, writeHead) : heads.write(into: c.output, writeHead)
+        // Set once the head is written (writing it may release another exchange's held head).
+        headHeld = hold
         unsentHeadBytes = wasEmpty ? n : 0
     }
 
-    /// Appends a held head to the output and sends what it can (`HeadScratch.releaseHeld`: at
-    /// the end of the read callback, or before another head or any other output).
+    /// Moves a held head into the output (`HeadScratch.releaseHeld`: at the end of the read
+    /// callback, or before another head or any other output), where an unheld head waits: it
+    /// leaves with the first body bytes or at `finish`, and until then an upstream failure can
+    /// still withdraw it (`withdrawUnsentResponse`) for a clean error.
     func releaseHeldHead() {
         guard headHeld else { return }
         headHeld = false
@@ -226,7 +231,6 @@ public final class ServerExchange {
             return
         }
         loop.heads.takeHeld(for: self) { _ = evbuffer_add(c.output, $0.baseAddress, $0.count) }
-        c.flush()
     }
 
     /// Moves all of `body` toward the client (no copy), leaving it empty.
@@ -242,6 +246,25 @@ public final class ServerExchange {
             ChunkedEncoder.writeChunk(body, to: c.output)
         } else {
             body.moveAll(to: c.output)
+        }
+        c.flush()
+    }
+
+    /// Sends `bytes` (valid only during the call) toward the client: with a held head, both go
+    /// in one system call; what the socket does not take is copied into the output.
+    public func writeBody(bytes: UnsafeRawBufferPointer) {
+        loop.preconditionInEventLoop()
+        guard let c = connection else { return }
+        bodyBytesSent += bytes.count
+        if headHeld {
+            headHeld = false
+            loop.heads.takeHeld(for: self) { c.channel.write($0, then: bytes) }
+        } else if chunkedOut {
+            let chunk = Body()
+            chunk.append(bytes)
+            ChunkedEncoder.writeChunk(chunk, to: c.output)
+        } else {
+            c.channel.write(bytes)
         }
         c.flush()
     }

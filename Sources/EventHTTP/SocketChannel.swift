@@ -272,29 +272,55 @@ final class SocketChannel: Channel {
         if sent < bytes.count { _ = evbuffer_add(output, bytes.baseAddress! + sent, bytes.count - sent) }
     }
 
+    /// Whether bytes may go to the socket at once: plain, connected, no output waiting.
+    private var sendsAtOnce: Bool { tls == nil && !closed && !connecting && evbuffer_get_length(output) == 0 }
+
+    /// `sendmsg` of `count` vectors, without blocking; the bytes the socket took (0 on a
+    /// failure, which the next flush reports).
+    private func sendVectors(_ vectors: UnsafeMutablePointer<iovec>, _ count: Int) -> Int {
+        var message = msghdr()
+        message.msg_iov = vectors
+        message.msg_iovlen = count
+        return max(0, sendmsg(fd, &message, Int32(MSG_DONTWAIT | MSG_NOSIGNAL)))
+    }
+
     /// A plain, connected socket with no output waiting takes the head and the body's chains
-    /// with one `sendmsg`; the rest (or all, on a failure the next flush reports) is buffered.
+    /// with one `sendmsg`; the rest is buffered.
     override func write(_ head: UnsafeRawBufferPointer, then body: OpaquePointer) {
-        guard tls == nil, !closed, !connecting, evbuffer_get_length(output) == 0 else {
+        guard sendsAtOnce else {
             super.write(head, then: body)
             return
         }
         let maxVectors = 8
-        var sent = withUnsafeTemporaryAllocation(of: iovec.self, capacity: maxVectors) { v -> Int in
+        let sent = withUnsafeTemporaryAllocation(of: iovec.self, capacity: maxVectors) { v -> Int in
             v[0] = iovec(iov_base: UnsafeMutableRawPointer(mutating: head.baseAddress), iov_len: head.count)
             let chains = Int(evbuffer_peek(body, -1, nil, v.baseAddress! + 1, Int32(maxVectors - 1)))
-            var message = msghdr()
-            message.msg_iov = v.baseAddress
-            message.msg_iovlen = 1 + min(chains, maxVectors - 1)
-            return sendmsg(fd, &message, Int32(MSG_DONTWAIT | MSG_NOSIGNAL))
+            return sendVectors(v.baseAddress!, 1 + min(chains, maxVectors - 1))
         }
-        if sent < 0 { sent = 0 }
         if sent < head.count {
             _ = evbuffer_add(output, head.baseAddress! + sent, head.count - sent)
         } else {
             evbuffer_drain(body, sent - head.count)
         }
         if evbuffer_get_length(body) > 0 { evbuffer_add_buffer(output, body) }
+    }
+
+    /// `write(_:then:)` with the body as bytes (valid only during the call): what the socket
+    /// does not take is copied into the output.
+    override func write(_ head: UnsafeRawBufferPointer, then bytes: UnsafeRawBufferPointer) {
+        guard sendsAtOnce else {
+            super.write(head, then: bytes)
+            return
+        }
+        var v = (iovec(iov_base: UnsafeMutableRawPointer(mutating: head.baseAddress), iov_len: head.count),
+                 iovec(iov_base: UnsafeMutableRawPointer(mutating: bytes.baseAddress), iov_len: bytes.count))
+        let sent = withUnsafeMutablePointer(to: &v) { $0.withMemoryRebound(to: iovec.self, capacity: 2) { sendVectors($0, 2) } }
+        if sent < head.count {
+            _ = evbuffer_add(output, head.baseAddress! + sent, head.count - sent)
+            _ = evbuffer_add(output, bytes.baseAddress, bytes.count)
+        } else if sent < head.count + bytes.count {
+            _ = evbuffer_add(output, bytes.baseAddress! + (sent - head.count), head.count + bytes.count - sent)
+        }
     }
 
     override func flush() -> Bool {

@@ -67,6 +67,9 @@ public protocol UpstreamResponseHandler: AnyObject {
     func upstreamResponseHead(_ head: ResponseHead, framing: BodyFraming)
     /// Must take all of `body` (e.g. move it to the client); what is left is dropped.
     func upstreamResponseBody(_ body: Body)
+    /// Body bytes read straight into the loop's read buffer (a response read whole), valid only
+    /// during the call. By default, they are copied into a `Body` for `upstreamResponseBody(_:)`.
+    func upstreamResponseBody(bytes: UnsafeRawBufferPointer)
     func upstreamResponseEnd()
     func upstreamFailed(_ failure: UpstreamFailure)
     /// The request is about to be sent again on a new connection: a kept-alive connection
@@ -76,6 +79,12 @@ public protocol UpstreamResponseHandler: AnyObject {
 
 extension UpstreamResponseHandler {
     public func upstreamWillResend(after failure: UpstreamFailure) {}
+
+    public func upstreamResponseBody(bytes: UnsafeRawBufferPointer) {
+        let body = Body()
+        body.append(bytes)
+        upstreamResponseBody(body)
+    }
 }
 
 /// An outgoing request. The body is referenced, not consumed, so that a `resendable` request

@@ -24,6 +24,48 @@ extension UpstreamConnection {
         return true
     }
 
+    /// A response that arrived with nothing buffered ahead of it (`SocketChannel`'s direct
+    /// read): when it starts with a whole, valid, final response head, the head is parsed from
+    /// the bytes in place, and a `Content-Length` body that came with it (all of it or its
+    /// start) goes to the handler from there too (`upstreamResponseBody(bytes:)`): a small
+    /// response read whole never touches the input buffer. A body framed otherwise, or bytes
+    /// beyond the body, go through the input as always. Anything else (a partial head, an
+    /// interim response, an error) is left, 0 taken, for `readable`.
+    func takeResponse(_ bytes: UnsafeRawBufferPointer) -> Int {
+        let n = bytes.count
+        var headLength = 0
+        guard state == .waitingHead,
+              let head = try? HTTPParser.parseResponseHead(bytes, reusing: &spareHeaders, headLength: &headLength),
+              head.status >= 200, let framing = try? HTTPParser.responseFraming(head, requestMethod: method) else {
+            return 0
+        }
+        bytesReceived = true
+        self.framing = framing
+        responseKeepAlive = head.allowsKeepAlive
+        state = .body
+        switch framing {
+        case .contentLength(let len): remaining = len
+        case .chunked: chunked = ChunkedDecoder()
+        default: break
+        }
+        call?.deliverHead(head, framing)
+        guard state == .body, let channel else { return n }  // the handler cancelled: the connection is closed
+        let rest = UnsafeRawBufferPointer(rebasing: bytes[headLength...])
+        if case .contentLength = framing, !rest.isEmpty, rest.count <= remaining {
+            remaining -= rest.count
+            if let h = call?.handler { h.upstreamResponseBody(bytes: rest) }
+            if remaining == 0 && state == .body { complete() }
+            return n
+        }
+        if !rest.isEmpty { _ = evbuffer_add(channel.input, rest.baseAddress, rest.count) }
+        if framing == .none || framing == .contentLength(0) {
+            complete()
+        } else {
+            readBody(channel.input)
+        }
+        return n
+    }
+
     /// The response head, once it has all arrived and is valid; nil while it is incomplete
     /// or after failing the call.
     private func parseHead(_ input: OpaquePointer) -> ResponseHead? {

@@ -147,6 +147,10 @@ final class UpstreamConnection: ChannelHandler {
         }
     }
 
+    override var acceptsDirectRead: Bool { state == .waitingHead }
+
+    override func readable(direct bytes: UnsafeRawBufferPointer) -> Int { takeResponse(bytes) }
+
     override func event(_ what: Int32) {
         if what & BEV_EVENT_CONNECTED != 0 {
             connected()

@@ -135,6 +135,13 @@ public enum HTTPParser {
     /// `parseResponseHead(_:)` with its headers made in `spare`'s buffers (`parseRequestHead(_:reusing:)`).
     public static func parseResponseHead(_ bytes: UnsafeRawBufferPointer,
                                          reusing spare: inout HeadersSpare) throws(HTTPParseError) -> ResponseHead {
+        var length = 0
+        return try parseResponseHead(bytes, reusing: &spare, headLength: &length)
+    }
+
+    /// `parseResponseHead(_:reusing:)` that also says where the head ends in `bytes`.
+    public static func parseResponseHead(_ bytes: UnsafeRawBufferPointer, reusing spare: inout HeadersSpare,
+                                         headLength: inout Int) throws(HTTPParseError) -> ResponseHead {
         var lines = LineReader(bytes)
         guard let line = lines.next(), line.count >= 12 else { throw HTTPParseError(502, "malformed status line") }
         let minor = try parseVersion(line[line.startIndex..<line.startIndex + 8])
@@ -155,6 +162,7 @@ public enum HTTPParser {
         let reason = status == 200 && reasonBytes.count == 2 && reasonBytes.first == 0x4F && reasonBytes.last == 0x4B
             ? "OK" : String(decoding: reasonBytes, as: UTF8.self)
         let headers = try parseFields(&lines, reusing: &spare)
+        headLength = lines.index
         return ResponseHead(status: status, reason: reason, versionMinor: minor, headers: headers)
     }
 

@@ -101,6 +101,70 @@ import TestSupport
                             "200 \(connection) 0 0 true"])
     }
 
+    static func text(_ r: Result<BufferedResponse, UpstreamFailure>) -> String {
+        switch r {
+        case .success(let resp): return "\(resp.head.status) " + String(decoding: resp.body, as: UTF8.self)
+        case .failure(let f): return "failed: \(f)"
+        }
+    }
+
+    /// A response that arrives whole into an empty input is parsed from the loop's read buffer
+    /// and its `Content-Length` body handed on from there; every other shape goes through the
+    /// input. Each reads as it always did, and bytes beyond a response keep its connection
+    /// from being reused (the next request then gets its own answer on a new one).
+    @Test(arguments: [
+        ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello", "GET", "200 hello"),
+        ("HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok", "GET", "200 ok"),
+        ("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\r\n\r\n", "GET", "200 hello"),
+        ("HTTP/1.1 204 No Content\r\n\r\n", "GET", "204 "),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "HEAD", "200 "),
+        ("HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloEXTRA", "GET", "200 hello"),
+        ("HTTP/1.1 204 No Content\r\n\r\nEXTRA", "GET", "204 "),
+        ("HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\nhello", "GET", "failed"),
+    ])
+    func responsesReadWholeReadAsThroughTheInput(response: String, method: String, expected: String) throws {
+        let upstream = try RawUpstream(responses: [Array(response.utf8), Array("HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nsecond".utf8)])
+        defer { upstream.stop() }
+        let answers: [String] = try Self.onLoop(port: upstream.port) { pool, done in
+            BufferedCall.send(Self.request(method), on: pool, deadlineMs: 2000) { first in
+                BufferedCall.send(Self.request("GET"), on: pool, deadlineMs: 2000) { second in
+                    done([Self.text(first), Self.text(second)])
+                }
+            }
+        }
+        #expect(answers[0].hasPrefix(expected), "\(answers)")
+        #expect(answers[1] == "200 second", "\(answers)")
+        // Reused only after a response that ended exactly where its bytes did.
+        let clean = !response.hasSuffix("EXTRA") && expected != "failed"
+        #expect(upstream.connectionCount == (clean ? 1 : 2), "\(upstream.connectionCount) connections")
+    }
+
+    /// A head and the start of its body read whole, the rest later: the start goes on from the
+    /// read buffer, the rest through the input, in order.
+    @Test func aBodyWhoseStartCameWithItsHeadEndsThroughTheInput() throws {
+        final class Timers: @unchecked Sendable { var held: [LoopTimer] = [] }  // touched on the loop only
+        let timers = Timers()
+        let server = try LoopServer(limits: ServerLimits()) { ex in
+            ex.startResponse(status: 200, headers: HTTPHeaders(), framing: .contentLength(10))
+            ex.writeBody(Body(Array("hello".utf8)))
+            let timer = LoopTimer(loop: ex.loop) {
+                ex.writeBody(Body(Array("world".utf8)))
+                ex.finish()
+            }
+            timers.held.append(timer)
+            timer.schedule(afterMs: 100)
+        }
+        defer { server.stop() }
+        let answers: [String] = try Self.onLoop(port: server.port) { pool, done in
+            BufferedCall.send(Self.request("GET"), on: pool, deadlineMs: 2000) { first in
+                BufferedCall.send(Self.request("GET"), on: pool, deadlineMs: 2000) { second in
+                    done([Self.text(first), Self.text(second)])
+                }
+            }
+        }
+        #expect(answers == ["200 helloworld", "200 helloworld"])
+    }
+
     @Test func aConnectionIdleLongerThanTheIdleTimeoutIsNotReused() throws {
         let server = try LoopServer(limits: ServerLimits()) { ex in ex.respond(status: 200, body: Array("\(ex.connectionId)".utf8)) }
         defer { server.stop() }

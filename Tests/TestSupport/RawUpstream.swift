@@ -22,6 +22,10 @@ public final class RawUpstream: @unchecked Sendable {
     private var heads: [String] = []
     private var rawHeads: [[UInt8]] = []
 
+    /// How many connections were accepted so far.
+    public var connectionCount: Int { lock.withLock { accepted } }
+    private var accepted = 0
+
     /// The requests received so far (request line, header lines, body), in order.
     public var receivedRequests: [String] { lock.withLock { heads } }
 
@@ -94,6 +98,7 @@ public final class RawUpstream: @unchecked Sendable {
             lock.lock()
             if stopped { lock.unlock(); Glibc.close(fd); return }
             clients.append(fd)
+            accepted += 1
             lock.unlock()
             let t = Thread { [self] in serve(fd) }
             t.start()

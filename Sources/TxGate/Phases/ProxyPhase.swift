@@ -70,6 +70,15 @@ final class ProxiedRequest: UpstreamResponseHandler {
 
     func upstreamResponseBody(_ body: Body) {
         ctx.exchange.writeBody(body)
+        pauseIfBehind()
+    }
+
+    func upstreamResponseBody(bytes: UnsafeRawBufferPointer) {
+        ctx.exchange.writeBody(bytes: bytes)
+        pauseIfBehind()
+    }
+
+    private func pauseIfBehind() {
         if !paused && ctx.exchange.pendingOutputBytes > Self.highWater {
             paused = true
             call?.pauseReading()
