@@ -33,6 +33,14 @@ public func fuzzRequestHead(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt {
         require(reused == nil, "a head parsed into the spare buffers only")
         return 0
     }
+    // Where the head ends: after its empty line; the bytes up to there parse as the same head.
+    var length = 0
+    var fresh = HeadersSpare()
+    let measured = try? HTTPParser.parseRequestHead(input, reusing: &fresh, headLength: &length)
+    require(measured != nil && length >= 4 && length <= size && input[length - 4] == 0x0D && input[length - 3] == 0x0A
+            && input[length - 2] == 0x0D && input[length - 1] == 0x0A, "head length \(length) of \(size)")
+    let prefix = try? HTTPParser.parseRequestHead(UnsafeRawBufferPointer(rebasing: input[..<length]))
+    require(prefix != nil && prefix!.target == head.target && prefix!.headers == head.headers, "the head's own bytes parse differently")
     require(reused != nil && reused!.method == head.method && reused!.target == head.target
             && reused!.headers == head.headers && reused!.wantsKeepAlive == head.wantsKeepAlive
             && reused!.headers.connectionNamedHeaders() == head.headers.connectionNamedHeaders()

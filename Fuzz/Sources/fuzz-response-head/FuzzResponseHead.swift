@@ -26,6 +26,14 @@ public func fuzzResponseHead(_ data: UnsafePointer<UInt8>, _ size: Int) -> CInt 
         require(reused == nil, "a head parsed into the spare buffers only")
         return 0
     }
+    // Where the head ends: after its empty line; the bytes up to there parse as the same head.
+    var length = 0
+    var fresh = HeadersSpare()
+    let measured = try? HTTPParser.parseResponseHead(input, reusing: &fresh, headLength: &length)
+    require(measured != nil && length >= 4 && length <= size && input[length - 4] == 0x0D && input[length - 3] == 0x0A
+            && input[length - 2] == 0x0D && input[length - 1] == 0x0A, "head length \(length) of \(size)")
+    let prefix = try? HTTPParser.parseResponseHead(UnsafeRawBufferPointer(rebasing: input[..<length]))
+    require(prefix != nil && prefix!.status == head.status && prefix!.headers == head.headers, "the head's own bytes parse differently")
     require(reused != nil && reused!.status == head.status && reused!.reason == head.reason
             && reused!.headers == head.headers && reused!.allowsKeepAlive == head.allowsKeepAlive
             && reused!.headers.connectionNamedHeaders() == head.headers.connectionNamedHeaders()
