@@ -154,7 +154,7 @@ final class HeadScratch {
     /// True while a plain socket's read callback runs (`SocketChannel.readReady`): a response
     /// head started then may wait for its body, which that callback delivers when it is
     /// already in (a proxied response read whole), to go out with it in one system call.
-    /// Whatever is still held when the callback returns goes out then (`releaseHeld`).
+    /// Whatever is still held when the callback returns goes into its output (`releaseHeld`).
     var mayHold = false
 
     /// Calls `body` with the writer, emptied, then appends what it wrote to `output`; returns

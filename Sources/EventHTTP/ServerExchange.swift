@@ -149,7 +149,7 @@ public final class ServerExchange {
     /// Started from inside a plain socket's read callback with a body to follow, the head is
     /// held back for that body (`writeBody`): a proxied response read whole then leaves in one
     /// system call, with no output buffer for its head. A head still held when the callback
-    /// returns goes out then.
+    /// returns goes into the output then, where any head waits for its body.
     public func startResponse(status: Int, reason: String? = nil, framing: ResponseFraming,
                               hasStrictTransportSecurity: @autoclosure () -> Bool,
                               writeFields: (inout HeadWriter) -> Void) {
