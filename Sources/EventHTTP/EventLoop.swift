@@ -20,6 +20,8 @@ public final class EventLoop: @unchecked Sendable {
     private var locals: [ObjectIdentifier: AnyObject] = [:]
     /// The writer of every message head this loop sends (`HeadScratch`).
     let heads = HeadScratch()
+    /// Finished requests' header buffers, for the next request heads parsed on this loop.
+    let requestHeaders = HeadersPool()
     /// Where a plain socket reads when nothing is buffered for it (`SocketChannel.readReady`):
     /// a request head that arrives whole is parsed from here, with no input chain allocated,
     /// filled, searched and freed for it.
@@ -209,5 +211,22 @@ final class HeadScratch {
         }
         oversized = n > 64 << 10
         return n
+    }
+}
+
+/// A loop's spare request header buffers: a client connection hands its finished request's
+/// headers back (`give`), and the next request head parsed on the loop, on any connection, is
+/// parsed into them (`take`, `HeadersSpare(lending:)`) once nothing else holds them: no
+/// allocation per request, and an idle connection holds none. At most `limit` are kept.
+final class HeadersPool {
+    private var free: ContiguousArray<HTTPHeaders> = []
+    static let limit = 16
+
+    init() { free.reserveCapacity(Self.limit) }
+
+    func take() -> HTTPHeaders? { free.popLast() }
+
+    func give(_ headers: HTTPHeaders) {
+        if free.count < Self.limit && headers.isWorthKeeping { free.append(headers) }
     }
 }

@@ -54,7 +54,8 @@ extension ServerConnection {
         guard state == .head, n >= 4, n <= limits.maxHeaderBytes, bytes[0] != 0x0D,
               bytes.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self) == 0x0A0D_0A0D else { return 0 }
         var length = 0
-        guard let parsed = try? HTTPParser.parseRequestHead(bytes, reusing: &spareHeaders, headLength: &length),
+        var spare = HeadersSpare(lending: requestHeaders.take())
+        guard let parsed = try? HTTPParser.parseRequestHead(bytes, reusing: &spare, headLength: &length),
               length == n, (try? HTTPParser.requestFraming(parsed)) == BodyFraming.none else { return 0 }
         framing = .none
         if accept(parsed) { process() }
@@ -116,7 +117,8 @@ extension ServerConnection {
         let parsed: RequestHead
         do {
             let p = evbuffer_pullup(input, headLength)
-            parsed = try HTTPParser.parseRequestHead(UnsafeRawBufferPointer(start: p, count: headLength), reusing: &spareHeaders)
+            var spare = HeadersSpare(lending: requestHeaders.take())
+            parsed = try HTTPParser.parseRequestHead(UnsafeRawBufferPointer(start: p, count: headLength), reusing: &spare)
             framing = try HTTPParser.requestFraming(parsed)
         } catch {
             fail(error.status, error.message)

@@ -27,8 +27,6 @@ final class ServerConnection: ChannelHandler {
     var body: Body?
     /// The body handed to each bodiless request in turn (`bodilessBody`).
     var spareBody: Body?
-    /// The previous request's header buffers, reused for the next head once it is done with them.
-    var spareHeaders = HeadersSpare()
     var exchange: ServerExchange?
     var keepAlive = true
     var responseComplete = false
@@ -48,8 +46,12 @@ final class ServerConnection: ChannelHandler {
     /// Lingering ends at this instant however the client keeps sending.
     private var lingerDeadline: UInt64 = 0
 
+    /// The loop's spare request header buffers (`HeadersPool`); the loop outlives its connections.
+    unowned(unsafe) let requestHeaders: HeadersPool
+
     init(server: HTTPServer, id: Int, channel: Channel, remoteIP: String, isTLS: Bool) {
         self.server = server
+        requestHeaders = server.loop.requestHeaders
         self.id = id
         self.channel = channel
         self.remoteIP = remoteIP
@@ -119,6 +121,8 @@ final class ServerConnection: ChannelHandler {
         let bodyUnread = state == .body
         exchange = nil
         ex.detach()
+        // Its headers' buffers go to the loop's pool, for a next request on any connection.
+        requestHeaders.give(ex.head.headers)
         if bodyUnread { keepAlive = false }
         if !keepAlive || server.draining {
             if (wasError || bodyUnread) && !isTLS { linger() } else { close() }

@@ -272,7 +272,7 @@ public enum HTTPParser {
             if base[p] == 0x0D {
                 guard base[p + 1] == 0x0A else { break }
                 lines.index = p + 2
-                if headers.isWorthKeeping { spare.headers = headers }
+                if spare.keepsParsed && headers.isWorthKeeping { spare.headers = headers }
                 return headers
             }
             var colon = p
@@ -289,7 +289,7 @@ public enum HTTPParser {
         }
         lines.index = p
         try parseFieldLines(&lines, into: &headers, base, blockStart)
-        if headers.isWorthKeeping { spare.headers = headers }
+        if spare.keepsParsed && headers.isWorthKeeping { spare.headers = headers }
         return headers
     }
 
@@ -368,7 +368,18 @@ public enum HTTPParser {
 /// they are (the buffers are copy-on-write); the next headers are then made in new buffers.
 public struct HeadersSpare {
     var headers: HTTPHeaders?
-    public init() {}
+    /// Whether the parser keeps the new headers' buffers here for the next message.
+    let keepsParsed: Bool
+
+    /// A connection's spare: empty at first, then the buffers of each head parsed with it.
+    public init() { keepsParsed = true }
+
+    /// Lends `headers`' buffers (from a pool of finished messages' headers) to one parse, and
+    /// keeps nothing afterwards.
+    public init(lending headers: HTTPHeaders?) {
+        self.headers = headers
+        keepsParsed = false
+    }
 }
 
 /// Splits a buffer into CRLF-terminated lines (without the CRLF). A bare LF stays in the

@@ -121,10 +121,9 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
         noted = Noted()
     }
 
-    /// Whether these headers' buffers are small enough to keep for the next message
-    /// (`HeadersSpare`): a connection that once received a large head does not hold its
-    /// buffers while idle.
-    var isWorthKeeping: Bool { storage.capacity <= 4096 && entries.capacity <= 64 }
+    /// Whether these headers' buffers are small enough to keep for a next message
+    /// (`HeadersSpare`, a pool of them): a large head's buffers are not held on to.
+    public var isWorthKeeping: Bool { storage.capacity <= 4096 && entries.capacity <= 64 }
 
     /// A field of the block given to `init(block:)`, by its offsets in it (`name` and `value`
     /// are its bytes there), noted when it frames the message or scopes the connection.

@@ -193,6 +193,26 @@ import Testing
         #expect(try HTTPParser.requestFraming(request("POST / HTTP/1.1\r\nContent-Length: 0\r\n\r\n")) == .none)
     }
 
+    /// A lent spare (a loop's pool of finished requests' headers): the head is parsed into the
+    /// lent buffers when nothing else holds them, and the spare keeps nothing afterwards.
+    @Test func aLentSpareIsParsedIntoAndKeepsNothing() throws {
+        func address(_ h: HTTPHeaders) -> UnsafeRawPointer? { h.storage.withUnsafeBytes { $0.baseAddress } }
+        func parse(_ s: String, _ spare: inout HeadersSpare) throws -> RequestHead {
+            try Array(s.utf8).withUnsafeBytes { try HTTPParser.parseRequestHead($0, reusing: &spare) }
+        }
+        var own = HeadersSpare(lending: nil)
+        var finished: RequestHead? = try parse("GET /a HTTP/1.1\r\nHost: one\r\n\r\n", &own)
+        #expect(own.headers == nil)
+        let buffers = address(finished!.headers)
+        var handedBack: HTTPHeaders? = finished!.headers  // what the pool holds
+        finished = nil
+        var lent = HeadersSpare(lending: handedBack.take())
+        let next = try parse("GET /b HTTP/1.1\r\nHost: two\r\nX-B: 2\r\n\r\n", &lent)
+        #expect(address(next.headers) == buffers, "parsed into the lent buffers")
+        #expect(lent.headers == nil, "the lent spare keeps nothing")
+        #expect(next.headers.fields.map { "\($0.name)=\($0.value)" } == ["Host=two", "X-B=2"])
+    }
+
     /// The one-pass reading of the fields (`parseFields`) and the line-by-line one it hands
     /// anything unusual to (`parseFieldLines`) read every block alike: the same fields, notes
     /// and error, over random blocks of the bytes that matter (CR, LF, SP, HTAB, colon, DEL,
