@@ -175,8 +175,7 @@ final class HeadScratch {
     /// Writes a response head and keeps it, for `exchange` to send with its body
     /// (`takeHeld`) or to have it appended to its output (`releaseHeld`).
     func writeHeld(for exchange: ServerExchange, _ body: (inout HeadWriter) -> Void) -> Int {
-        releaseHeld()
-        let n = write(body) { _ in }
+        let n = write(body) { _ in }  // (releases any head held before)
         heldFor = exchange
         return n
     }

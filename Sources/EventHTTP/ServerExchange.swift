@@ -100,8 +100,7 @@ public final class ServerExchange {
     public func withdrawUnsentResponse() -> Bool {
         loop.preconditionInEventLoop()
         if headHeld, connection != nil {
-            loop.heads.takeHeld(for: self) { _ in }
-            headHeld = false
+            discardHeldHead()
             unsentHeadBytes = 0
             responseStarted = false
             status = 0
@@ -225,12 +224,16 @@ public final class ServerExchange {
     /// still withdraw it (`withdrawUnsentResponse`) for a clean error.
     func releaseHeldHead() {
         guard headHeld else { return }
+        guard let c = connection else { discardHeldHead(); return }
         headHeld = false
-        guard let c = connection else {
-            loop.heads.takeHeld(for: self) { _ in }
-            return
-        }
         loop.heads.takeHeld(for: self) { _ = evbuffer_add(c.output, $0.baseAddress, $0.count) }
+    }
+
+    /// Forgets a held head: it never reaches the client.
+    private func discardHeldHead() {
+        guard headHeld else { return }
+        headHeld = false
+        loop.heads.takeHeld(for: self) { _ in }
     }
 
     /// Moves all of `body` toward the client (no copy), leaving it empty.
@@ -294,10 +297,7 @@ public final class ServerExchange {
     /// after the response head was already sent).
     public func abort() {
         loop.preconditionInEventLoop()
-        if headHeld {
-            headHeld = false
-            loop.heads.takeHeld(for: self) { _ in }
-        }
+        discardHeldHead()
         guard let c = connection else { return }
         finished = true
         connection = nil

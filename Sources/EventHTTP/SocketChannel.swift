@@ -193,12 +193,7 @@ final class SocketChannel: Channel {
                 if n < 0 { deferredError = err }
                 break
             }
-            if n == 0 {
-                setReading(false)
-                deliver { $0.event(BEV_EVENT_EOF | BEV_EVENT_READING) }
-            } else {
-                fail(err, Int16(BEV_EVENT_READING))
-            }
+            readEnded(n, err)
             return
         }
         guard total > 0 else { return }
@@ -227,12 +222,7 @@ final class SocketChannel: Channel {
         guard n > 0 else {
             let err = errno
             if n < 0 && (err == EAGAIN || err == EWOULDBLOCK || err == EINTR) { return nil }
-            if n == 0 {
-                setReading(false)
-                deliver { $0.event(BEV_EVENT_EOF | BEV_EVENT_READING) }
-            } else {
-                fail(err, Int16(BEV_EVENT_READING))
-            }
+            readEnded(n, err)
             return nil
         }
         guard n < size else {
@@ -247,6 +237,17 @@ final class SocketChannel: Channel {
             h.readable()
         }
         return nil
+    }
+
+    /// A read that returned the end of the stream (0) or error `err`, with nothing read before
+    /// it in this wake-up: reading stops, and the handler hears of it.
+    private func readEnded(_ n: Int, _ err: Int32) {
+        if n == 0 {
+            setReading(false)
+            deliver { $0.event(BEV_EVENT_EOF | BEV_EVENT_READING) }
+        } else {
+            fail(err, Int16(BEV_EVENT_READING))
+        }
     }
 
     /// Turns `direction` off and tells the handler of error `err` (in errno).

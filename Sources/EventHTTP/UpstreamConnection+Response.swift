@@ -11,6 +11,14 @@ extension UpstreamConnection {
             fail(.protocolError("protocol upgrades are not supported"))
             return false
         }
+        guard begin(head) else { return false }  // the handler cancelled
+        if framing == .none || framing == .contentLength(0) { complete(); return false }
+        return true
+    }
+
+    /// A final response head, its `framing` set: the body's state, then the head to the call.
+    /// False when the handler cancelled (the connection is then closed).
+    private func begin(_ head: ResponseHead) -> Bool {
         responseKeepAlive = head.allowsKeepAlive
         state = .body
         switch framing {
@@ -19,9 +27,7 @@ extension UpstreamConnection {
         default: break
         }
         call?.deliverHead(head, framing)
-        guard state == .body else { return false }  // the handler cancelled
-        if framing == .none || framing == .contentLength(0) { complete(); return false }
-        return true
+        return state == .body
     }
 
     /// A response that arrived with nothing buffered ahead of it (`SocketChannel`'s direct
@@ -41,15 +47,7 @@ extension UpstreamConnection {
         }
         bytesReceived = true
         self.framing = framing
-        responseKeepAlive = head.allowsKeepAlive
-        state = .body
-        switch framing {
-        case .contentLength(let len): remaining = len
-        case .chunked: chunked = ChunkedDecoder()
-        default: break
-        }
-        call?.deliverHead(head, framing)
-        guard state == .body, let channel else { return n }  // the handler cancelled: the connection is closed
+        guard begin(head), let channel else { return n }  // the handler cancelled: the connection is closed
         let rest = UnsafeRawBufferPointer(rebasing: bytes[headLength...])
         if case .contentLength = framing, !rest.isEmpty, rest.count <= remaining {
             remaining -= rest.count

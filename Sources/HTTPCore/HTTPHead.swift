@@ -272,7 +272,7 @@ public enum HTTPParser {
             if base[p] == 0x0D {
                 guard base[p + 1] == 0x0A else { break }
                 lines.index = p + 2
-                if spare.keepsParsed && headers.isWorthKeeping { spare.headers = headers }
+                spare.keep(headers)
                 return headers
             }
             var colon = p
@@ -289,7 +289,7 @@ public enum HTTPParser {
         }
         lines.index = p
         try parseFieldLines(&lines, into: &headers, base, blockStart)
-        if spare.keepsParsed && headers.isWorthKeeping { spare.headers = headers }
+        spare.keep(headers)
         return headers
     }
 
@@ -379,6 +379,13 @@ public struct HeadersSpare {
     public init(lending headers: HTTPHeaders?) {
         self.headers = headers
         keepsParsed = false
+    }
+
+    /// After a parse: a connection's spare keeps the new headers' buffers, unless they are too
+    /// large to hold on to.
+    @inline(__always)
+    mutating func keep(_ parsed: HTTPHeaders) {
+        if keepsParsed && parsed.isWorthKeeping { headers = parsed }
     }
 }
 
