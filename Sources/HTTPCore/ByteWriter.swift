@@ -3,10 +3,17 @@
 /// Array's per-append bookkeeping (uniqueness and capacity checks through generic code).
 /// Noncopyable: it owns its memory.
 public struct ByteWriter: ~Copyable {
-    private var base: UnsafeMutablePointer<UInt8>
-    private var capacity: Int
-    public private(set) var count = 0
+    // Internal to the module but visible to the inlined code of the methods below: the writers
+    // are called from other modules (the access log's lines, the heads EventHTTP writes), where
+    // a call per piece cost more than the piece.
+    @usableFromInline var base: UnsafeMutablePointer<UInt8>
+    @usableFromInline var capacity: Int
+    @usableFromInline var used = 0
 
+    @inlinable
+    public var count: Int { used }
+
+    @inlinable
     public init(capacity: Int = 512) {
         self.capacity = max(capacity, 64)
         base = .allocate(capacity: self.capacity)
@@ -14,25 +21,27 @@ public struct ByteWriter: ~Copyable {
 
     deinit { base.deallocate() }
 
-    public var isEmpty: Bool { count == 0 }
+    @inlinable
+    public var isEmpty: Bool { used == 0 }
 
     /// A copy of the bytes written.
-    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: count)) }
+    public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: used)) }
 
     /// Calls `body` with the bytes written (valid only during the call).
     public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
-        try body(UnsafeRawBufferPointer(start: base, count: count))
+        try body(UnsafeRawBufferPointer(start: base, count: used))
     }
 
     /// Forgets the bytes, keeping the memory.
-    public mutating func removeAll() { count = 0 }
+    @inlinable
+    public mutating func removeAll() { used = 0 }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func append(_ p: UnsafeBufferPointer<UInt8>) {
         guard let src = p.baseAddress, p.count > 0 else { return }
         let n = p.count
-        if count + n > capacity { grow(n) }
-        let dst = UnsafeMutableRawPointer(base + count)
+        if used + n > capacity { grow(n) }
+        let dst = UnsafeMutableRawPointer(base + used)
         // Header names and values are short: up to 16 bytes as two overlapping words (no call to
         // memcpy, and nothing read or written outside either range), longer ones with memcpy.
         if n >= 8 && n <= 16 {
@@ -46,56 +55,58 @@ public struct ByteWriter: ~Copyable {
             dst.storeBytes(of: first, as: UInt32.self)
             (dst + n - 4).storeBytes(of: last, as: UInt32.self)
         } else {
-            (base + count).initialize(from: src, count: n)
+            (base + used).initialize(from: src, count: n)
         }
-        count += n
+        used += n
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func append(_ b: UInt8) {
-        if count == capacity { grow(1) }
-        base[count] = b
-        count += 1
+        if used == capacity { grow(1) }
+        base[used] = b
+        used += 1
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func append(_ a: UInt8, _ b: UInt8) {
-        if count + 2 > capacity { grow(2) }
-        base[count] = a
-        base[count + 1] = b
-        count += 2
+        if used + 2 > capacity { grow(2) }
+        base[used] = a
+        base[used + 1] = b
+        used += 2
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func append(_ s: String) {
         s.withUTF8Bytes { append($0) }
     }
 
-    @inline(__always)
+    @inlinable @inline(__always)
     public mutating func append(_ s: StaticString) {
         s.withUTF8Buffer { append($0) }
     }
 
     /// `n` (not negative) in decimal, zero-padded to at least `width` digits, written in place.
+    @inlinable
     public mutating func appendDecimal(_ n: Int, width: Int = 1) {
         precondition(n >= 0, "appendDecimal: negative")
         var digits = 1
         var rest = n / 10
         while rest > 0 { digits += 1; rest /= 10 }
         digits = max(digits, width)
-        if count + digits > capacity { grow(digits) }
+        if used + digits > capacity { grow(digits) }
         var v = n
-        for i in stride(from: count + digits - 1, through: count, by: -1) {
+        for i in stride(from: used + digits - 1, through: used, by: -1) {
             base[i] = UInt8(0x30 + v % 10)
             v /= 10
         }
-        count += digits
+        used += digits
     }
 
-    private mutating func grow(_ needed: Int) {
-        let newCapacity = max(capacity * 2, count + needed)
+    @usableFromInline
+    mutating func grow(_ needed: Int) {
+        let newCapacity = max(capacity * 2, used + needed)
         let newBase = UnsafeMutablePointer<UInt8>.allocate(capacity: newCapacity)
-        newBase.initialize(from: base, count: count)
+        newBase.initialize(from: base, count: used)
         base.deallocate()
         base = newBase
         capacity = newCapacity

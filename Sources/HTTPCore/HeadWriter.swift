@@ -1,9 +1,11 @@
 /// Builds a message head as bytes, to hand to the socket layer in one piece (`ByteWriter`).
 public struct HeadWriter: ~Copyable {
-    private var out: ByteWriter
+    @usableFromInline var out: ByteWriter
 
+    @inlinable
     public init(capacity: Int = 512) { out = ByteWriter(capacity: capacity) }
 
+    @inlinable
     public var count: Int { out.count }
 
     /// A copy of the bytes written.
@@ -13,15 +15,19 @@ public struct HeadWriter: ~Copyable {
     public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R { try out.withBytes(body) }
 
     /// Forgets what was written, keeping the memory (a writer reused for many heads).
+    @inlinable
     public mutating func removeAll() { out.removeAll() }
 
+    @inlinable
     public mutating func write(_ s: String) { out.append(s) }
 
     /// `n` in decimal, its digits written in place.
+    @inlinable
     public mutating func write(_ n: Int) {
         if n < 0 { out.append(String(n)) } else { out.appendDecimal(n) }
     }
 
+    @inlinable
     public mutating func writeField(_ name: String, _ value: String) {
         out.append(name)
         out.append(0x3A, 0x20)
@@ -29,6 +35,7 @@ public struct HeadWriter: ~Copyable {
         out.append(0x0D, 0x0A)
     }
 
+    @inlinable
     public mutating func writeCRLF() { out.append(0x0D, 0x0A) }
 
     /// Each field as received, from the headers' bytes (a value that was not UTF-8 goes out
@@ -38,6 +45,7 @@ public struct HeadWriter: ~Copyable {
     }
 
     /// One field as its bytes.
+    @inlinable
     public mutating func writeField(_ f: HTTPHeaders.RawField) {
         out.append(f.name)
         out.append(0x3A, 0x20)

@@ -8,9 +8,11 @@ import TxGateCore
 struct AccessLog {
     let label: String
     let fd: Int32
-    /// The logger's own metadata (`log: access` among it) as JSON, sorted by key, each with the
-    /// index of the first request field that sorts after it.
-    private let fixed: [(key: String, json: String, slot: Int)]
+    /// What follows each line's time: its level, label and message, encoded once.
+    private let opening: [UInt8]
+    /// The logger's own metadata (`log: access` among it), encoded once: `fixed[i]` holds, in
+    /// key order, the fields that sort before request field `i` (the last, after all of them).
+    private let fixed: [[UInt8]]
     /// The request fields, in the order they are written.
     static let fields = ["approval", "bytes", "client", "decision", "details", "duration_ms", "method", "original", "path", "peer", "policy",
                          "request_id", "status", "upstream_ms", "user", "user_agent"]
@@ -19,22 +21,21 @@ struct AccessLog {
         let handler = logger.handler as? JSONLogHandler
         label = handler?.label ?? logger.label
         fd = handler?.fd ?? 2
+        opening = LogLine.opening(level: "info", label: label, message: "access")
         var md = logger.handler.metadata
         md["log"] = "access"
-        fixed = md.keys.sorted().filter { !Self.fields.contains($0) }.map { key in
-            (key, JSONLogHandler.encode(md[key]!), Self.fields.firstIndex { $0 > key } ?? Self.fields.count)
+        var fixed = [[UInt8]](repeating: [], count: Self.fields.count + 1)
+        for key in md.keys.sorted() where !Self.fields.contains(key) {
+            fixed[Self.fields.firstIndex { $0 > key } ?? Self.fields.count] += LogLine.encodedField(key, json: JSONLogHandler.encode(md[key]!))
         }
+        self.fixed = fixed
     }
 
     func format(_ r: RequestSummary, into out: inout LogLine) {
-        var next = 0
         func fixedBefore(_ slot: Int) {
-            while next < fixed.count && fixed[next].slot <= slot {
-                out.field(fixed[next].key, json: fixed[next].json)
-                next += 1
-            }
+            if !fixed[slot].isEmpty { out.append(encoded: fixed[slot]) }
         }
-        out.begin(level: "info", label: label, message: "access")
+        out.begin(opening: opening)
         fixedBefore(0); if let a = r.approval { out.field("approval", a) }
         fixedBefore(1); out.field("bytes", r.bytesSent)
         fixedBefore(2); out.field("client", r.client)
@@ -44,7 +45,7 @@ struct AccessLog {
         fixedBefore(6); out.field("method", r.method)
         // On `/-/authz`: the original request the proxy asks about.
         fixedBefore(7); if let o = r.original { out.field("original", o) }
-        fixedBefore(8); out.field("path", r.path)
+        fixedBefore(8); out.field("path", r.target, before: UInt8(ascii: "?"))
         fixedBefore(9); if let p = r.peer { out.field("peer", p) }
         fixedBefore(10); if let p = r.policyName { out.field("policy", p) }
         fixedBefore(11); out.field("request_id", r.requestId)

@@ -85,7 +85,8 @@ final class RequestContext {
         path = ""
     }
 
-    var head: RequestHead { exchange.head }
+    /// Borrowed, not copied: a copy retained and released every field of the head.
+    var head: RequestHead { _read { yield exchange.head } }
 
     /// The index in the pipeline's policies of the one that applies to the normalized path and
     /// the method (nil: none, or the path is not normalized yet), looked up once per request:

@@ -24,9 +24,9 @@ struct RequestSummary {
     }
 
     var requestId: String { ctx.requestId }
-    /// The request's own method and path, as received.
+    /// The request's own method and target (its path, then any query), as received.
     var method: String { ctx.head.method }
-    var path: String { String(ctx.head.path) }
+    var target: String { ctx.head.target }
     /// The method decided on (a parked request's, the original one on `/-/authz`).
     var decidedMethod: String { ctx.method }
     /// On `/-/authz`: the original request the proxy asked about.

@@ -5,16 +5,25 @@ public enum JSONText {
     /// `\t`, others as lowercase `\u00XX`). The one table of JSON string escaping: `escape`,
     /// `write` and the access log's lines all go through it.
     public static func escape(_ s: String, _ emit: (UnsafeBufferPointer<UInt8>) -> Void) {
-        withBytes(s) { bytes in
-            var start = 0
-            while true {
-                let end = JSONStringScan.plainRun(bytes, from: start).end
-                emit(UnsafeBufferPointer(rebasing: bytes[start..<end]))
-                guard end < bytes.count else { return }
-                escapeSequence(bytes[end]).withUnsafeBufferPointer(emit)
-                start = end + 1
-            }
+        withBytes(s) { escape(bytes: $0, emit) }
+    }
+
+    /// `escape` of a string's UTF-8 bytes.
+    public static func escape(bytes: UnsafeBufferPointer<UInt8>, _ emit: (UnsafeBufferPointer<UInt8>) -> Void) {
+        var start = 0
+        while true {
+            let end = JSONStringScan.plainRun(bytes, from: start).end
+            emit(UnsafeBufferPointer(rebasing: bytes[start..<end]))
+            guard end < bytes.count else { return }
+            escapeSequence(bytes[end]).withUnsafeBufferPointer(emit)
+            start = end + 1
         }
+    }
+
+    /// Whether UTF-8 `bytes` go inside JSON double quotes as they are (`escape` would emit
+    /// them in one piece): no `"`, `\` or control character.
+    public static func isPlain(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        JSONStringScan.plainRun(bytes, from: 0).end == bytes.count
     }
 
     /// Escapes a string for use inside JSON double quotes (a string with nothing to escape is

@@ -42,4 +42,28 @@ struct LogLineTests {
         let mine = String(decoding: now.bytes, as: UTF8.self).dropFirst(7).prefix(19)
         #expect(mine == handlerTs.prefix(19) || mine > handlerTs.prefix(19))
     }
+
+    /// The pieces encoded once (a line's opening, a fixed field) and the path read from a
+    /// target write what the per-line calls write.
+    @Test func piecesEncodedOnceWriteWhatTheLineWouldWrite() {
+        for (level, label, message) in [("info", "txgate", "access"), ("warning", "a \"quoted\"\tlabel", "m\u{01}")] {
+            var once = LogLine(), each = LogLine()
+            once.begin(opening: LogLine.opening(level: level, label: label, message: message), seconds: 1_790_000_000, millis: 42)
+            each.begin(level: level, label: label, message: message, seconds: 1_790_000_000, millis: 42)
+            #expect(once.bytes == each.bytes)
+            #expect(String(decoding: once.bytes, as: UTF8.self)
+                == #"{"ts":"2026-09-21T14:13:20.042Z","level":"# + JSONLogHandler.encode(.string(level)) + #","label":"#
+                + JSONLogHandler.encode(.string(label)) + #","msg":"# + JSONLogHandler.encode(.string(message)))
+        }
+        var fixed = LogLine(), field = LogLine()
+        fixed.append(encoded: LogLine.encodedField("k\"ey", json: #"{"a":1}"#))
+        field.field("k\"ey", json: #"{"a":1}"#)
+        #expect(fixed.bytes == field.bytes)
+        #expect(String(decoding: fixed.bytes, as: UTF8.self) == #","k\"ey":{"a":1}"#)
+        for (target, path) in [("/", "/"), ("/a/b?x=1&y=?", "/a/b"), ("?q", ""), ("/q\"uote\u{7f}?", "/q\"uote\u{7f}"), ("/ünï?ç", "/ünï"), ("", "")] {
+            var line = LogLine()
+            line.field("path", target, before: UInt8(ascii: "?"))
+            #expect(String(decoding: line.bytes, as: UTF8.self) == #","path":"# + JSONLogHandler.encode(.string(path)), "\(target)")
+        }
+    }
 }

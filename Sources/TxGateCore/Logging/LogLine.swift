@@ -9,7 +9,7 @@ import Synchronization
 /// request. The caller appends the fields in sorted key order.
 public struct LogLine: ~Copyable {
     private var out: ByteWriter
-    /// The formatted `YYYY-MM-DDTHH:MM:SS` of `cachedSecond`, reused within a second.
+    /// `{"ts":"YYYY-MM-DDTHH:MM:SS.` for `cachedSecond`, reused within a second.
     private var cachedSecond = -1
     private var secondText: [UInt8] = []
 
@@ -28,41 +28,50 @@ public struct LogLine: ~Copyable {
 
     /// `{"ts":"...","level":"...","label":"...","msg":"..."`: the start of a line, now.
     public mutating func begin(level: String, label: String, message: String) {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        begin(level: level, label: label, message: message, seconds: ts.tv_sec, millis: Int(ts.tv_nsec / 1_000_000))
+        begin(opening: Self.opening(level: level, label: label, message: message))
     }
 
     public mutating func begin(level: String, label: String, message: String, seconds: Int, millis: Int) {
+        begin(opening: Self.opening(level: level, label: label, message: message), seconds: seconds, millis: millis)
+    }
+
+    /// What follows a line's time, the same for every line of one logger, level and message
+    /// (`Z","level":"...","label":"...","msg":"..."`), escaped once for `begin(opening:)`.
+    public static func opening(level: String, label: String, message: String) -> [UInt8] {
+        Array(#"Z","level":""#.utf8) + Array(JSONText.escape(level).utf8) + Array(#"","label":""#.utf8)
+            + Array(JSONText.escape(label).utf8) + Array(#"","msg":""#.utf8) + Array(JSONText.escape(message).utf8) + [UInt8(ascii: "\"")]
+    }
+
+    /// The start of a line, now: its time, then `opening`.
+    public mutating func begin(opening: [UInt8]) {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        begin(opening: opening, seconds: ts.tv_sec, millis: Int(ts.tv_nsec / 1_000_000))
+    }
+
+    public mutating func begin(opening: [UInt8], seconds: Int, millis: Int) {
         if seconds != cachedSecond {
             cachedSecond = seconds
             secondText = Self.secondText(seconds)
         }
-        out.append(#"{"ts":""#)
         secondText.withUnsafeBufferPointer { out.append($0) }
-        out.append(UInt8(ascii: "."))
         out.appendDecimal(millis, width: 3)
-        out.append(#"Z","level":""#)
-        escaped(level)
-        out.append(#"","label":""#)
-        escaped(label)
-        out.append(#"","msg":""#)
-        escaped(message)
-        out.append(UInt8(ascii: "\""))
+        opening.withUnsafeBufferPointer { out.append($0) }
     }
 
-    /// `YYYY-MM-DDTHH:MM:SS` (UTC) of a second since the epoch.
+    /// `{"ts":"YYYY-MM-DDTHH:MM:SS.` (UTC) of a second since the epoch.
     private static func secondText(_ seconds: Int) -> [UInt8] {
         var t = seconds
         var tmv = tm()
         gmtime_r(&t, &tmv)
         var text = ByteWriter(capacity: 32)
+        text.append(#"{"ts":""#)
         text.appendDecimal(Int(tmv.tm_year) + 1900, width: 4); text.append(UInt8(ascii: "-"))
         text.appendDecimal(Int(tmv.tm_mon) + 1, width: 2); text.append(UInt8(ascii: "-"))
         text.appendDecimal(Int(tmv.tm_mday), width: 2); text.append(UInt8(ascii: "T"))
         text.appendDecimal(Int(tmv.tm_hour), width: 2); text.append(UInt8(ascii: ":"))
         text.appendDecimal(Int(tmv.tm_min), width: 2); text.append(UInt8(ascii: ":"))
-        text.appendDecimal(Int(tmv.tm_sec), width: 2)
+        text.appendDecimal(Int(tmv.tm_sec), width: 2); text.append(UInt8(ascii: "."))
         return text.bytes
     }
 
@@ -70,6 +79,18 @@ public struct LogLine: ~Copyable {
         writeKey(key)
         out.append(UInt8(ascii: "\""))
         escaped(value)
+        out.append(UInt8(ascii: "\""))
+    }
+
+    /// A string field from the part of `value` before its first `separator` byte (all of it if
+    /// there is none): a request's path from its target, read in place.
+    public mutating func field(_ key: StaticString, _ value: String, before separator: UInt8) {
+        writeKey(key)
+        out.append(UInt8(ascii: "\""))
+        value.withUTF8Bytes { b in
+            let end = b.firstIndex(of: separator) ?? b.count
+            escaped(UnsafeBufferPointer(rebasing: b[..<end]))
+        }
         out.append(UInt8(ascii: "\""))
     }
 
@@ -95,10 +116,18 @@ public struct LogLine: ~Copyable {
 
     /// A field already encoded as JSON (`value` is written as given).
     public mutating func field(_ key: String, json value: String) {
-        out.append(UInt8(ascii: ","), UInt8(ascii: "\""))
-        escaped(key)
-        out.append(UInt8(ascii: "\""), UInt8(ascii: ":"))
-        out.append(value)
+        Self.encodedField(key, json: value).withUnsafeBufferPointer { out.append($0) }
+    }
+
+    /// `,"key":value`, `value` already JSON: a field the same in every line, encoded once for
+    /// `append(encoded:)`.
+    public static func encodedField(_ key: String, json value: String) -> [UInt8] {
+        Array(#",""#.utf8) + Array(JSONText.escape(key).utf8) + Array(#"":"#.utf8) + Array(value.utf8)
+    }
+
+    /// Bytes encoded once, as `encodedField` gives them.
+    public mutating func append(encoded bytes: [UInt8]) {
+        bytes.withUnsafeBufferPointer { out.append($0) }
     }
 
     public mutating func end() { out.append(UInt8(ascii: "}"), UInt8(ascii: "\n")) }
@@ -109,9 +138,14 @@ public struct LogLine: ~Copyable {
         out.append(UInt8(ascii: "\""), UInt8(ascii: ":"))
     }
 
-    /// JSON string escaping (`JSONText.escape`), written in place.
+    /// JSON string escaping (`JSONText.escape`), written in place: in one piece when nothing
+    /// needs escaping, as in almost every field.
     private mutating func escaped(_ s: String) {
-        JSONText.escape(s) { out.append($0) }
+        s.withUTF8Bytes { escaped($0) }
+    }
+
+    private mutating func escaped(_ bytes: UnsafeBufferPointer<UInt8>) {
+        if JSONText.isPlain(bytes) { out.append(bytes) } else { JSONText.escape(bytes: bytes) { out.append($0) } }
     }
 }
 
