@@ -85,19 +85,23 @@ public struct ByteWriter: ~Copyable {
         s.withUTF8Buffer { append($0) }
     }
 
-    /// `n` (not negative) in decimal, zero-padded to at least `width` digits, written in place.
+    /// `n` (not negative) in decimal, zero-padded to at least `width` digits, written in place:
+    /// the digits counted by comparison, then written from the last, one division each.
     @inlinable
     public mutating func appendDecimal(_ n: Int, width: Int = 1) {
         precondition(n >= 0, "appendDecimal: negative")
         var digits = 1
-        var rest = n / 10
-        while rest > 0 { digits += 1; rest /= 10 }
+        var bound = 10
+        while digits < 19 && n >= bound { digits += 1; bound &*= 10 }
         digits = max(digits, width)
         if used + digits > capacity { grow(digits) }
         var v = n
-        for i in stride(from: used + digits - 1, through: used, by: -1) {
-            base[i] = UInt8(0x30 + v % 10)
-            v /= 10
+        var p = base + used + digits
+        while p > base + used {
+            p -= 1
+            let q = v / 10
+            p.pointee = UInt8(truncatingIfNeeded: 0x30 &+ (v &- q &* 10))
+            v = q
         }
         used += digits
     }

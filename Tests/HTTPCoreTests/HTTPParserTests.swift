@@ -343,6 +343,25 @@ import Testing
         #expect(w.withBytes { Array($0) } == Array(expected.utf8))
     }
 
+    /// Decimals at every number of digits and on both sides of each power of ten, padded or
+    /// not, read as `String(n)` does, and through growth.
+    @Test func decimalsOfEveryLengthReadAsStringDoes() {
+        var values = [0, 1, 9, Int.max, Int.max - 1]
+        var p = 10
+        for k in 1...18 { values += [p - 1, p, p + 1]; if k < 18 { p *= 10 } }
+        var w = ByteWriter(capacity: 64)
+        var expected = ""
+        for v in values {
+            for width in [1, 3, 20] {
+                w.appendDecimal(v, width: width)
+                let digits = String(v)
+                expected += String(repeating: "0", count: max(0, width - digits.count)) + digits + ","
+                w.append(UInt8(ascii: ","))
+            }
+        }
+        #expect(String(decoding: w.bytes, as: UTF8.self) == expected)
+    }
+
     /// Every length a piece may have (the short ones are copied as words): each piece lands
     /// whole, in order, at any offset, through growth, and nothing around it changes.
     @Test func piecesOfEveryLengthLandWhole() {
