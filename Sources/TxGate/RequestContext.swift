@@ -24,8 +24,15 @@ final class RequestContext {
 
     /// The normalized path (no query) every phase after `CanonicalRequestPhase` works on.
     var path: String {
-        didSet { applicable = nil }  // forward-auth puts the original request's path here
+        // Forward-auth puts the original request's path here.
+        didSet {
+            applicable = nil
+            pathFamily = PathFamily(path)
+        }
     }
+    /// Which of the gateway's own path families `path` is in: the loop skips the phases of
+    /// the others without calling them (`RequestPhase.appliesTo`).
+    private(set) var pathFamily = PathFamily.other
     /// The target sent upstream: the normalized path with the request's query, `_txid` and
     /// `_idtoken` removed.
     var target: String
@@ -164,9 +171,12 @@ final class RequestContext {
                     continue
                 }
                 phaseIndex += 1
+                let caller = pipeline.callers[phaseIndex - 1]
+                // A phase for other paths than this request's would return `.next`.
+                guard caller._withUnsafeGuaranteedRef({ $0.appliesTo.contains(pathFamily) }) else { continue }
                 flow = .inPhase
                 // Through the phase's cell, unretained (`Pipeline.callers`): no copy of the phase.
-                let status = pipeline.callers[phaseIndex - 1]._withUnsafeGuaranteedRef { $0.handle(self) }
+                let status = caller._withUnsafeGuaranteedRef { $0.handle(self) }
                 // The common case, on to the next phase, leaves `outcome` as it is (`.next`):
                 // assigning it destroyed the old value through an outlined call, once per phase.
                 if case .next = status, flow == .inPhase { continue }
@@ -238,10 +248,49 @@ final class RequestContext {
 /// `ctx.suspend { resume in ... }` and answers through `resume` when its lookup completes.
 protocol RequestPhase {
     func handle(_ ctx: RequestContext) -> PhaseStatus
+    /// The paths this phase may act on: for a request whose path is in none of these families
+    /// it would return `.next`, so the loop does not call it. All of them unless it says so.
+    var appliesTo: PathFamily { get }
+}
+
+extension RequestPhase {
+    var appliesTo: PathFamily { .all }
+}
+
+/// The gateway's own endpoints by where they live, so that a proxied request does not go
+/// through each endpoint phase's own checks of its path (Envoy's route table: the path is
+/// looked at once, not once per endpoint).
+struct PathFamily: OptionSet {
+    let rawValue: UInt8
+    /// Under `/-/`: health, readiness, metrics, forward-auth.
+    static let gateway = PathFamily(rawValue: 1)
+    /// `/am`, under `/am/`, under `/.well-known/`: the authentication service, OAuth 2.0.
+    static let auth = PathFamily(rawValue: 2)
+    /// Everything else: proxied.
+    static let other = PathFamily(rawValue: 4)
+    static let all: PathFamily = [.gateway, .auth, .other]
+
+    init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// The one family of `path`.
+    init(_ path: String) {
+        if path.hasASCIIPrefix("/-/") {
+            self = .gateway
+        } else if path == "/am" || path.hasASCIIPrefix("/am/") || path.hasASCIIPrefix("/.well-known/") {
+            self = .auth
+        } else {
+            self = .other
+        }
+    }
 }
 
 /// Calls one phase (`Pipeline.callers`).
 class PhaseCaller {
+    /// The phase's `appliesTo`, read by the loop before it calls the phase.
+    let appliesTo: PathFamily
+
+    init(appliesTo: PathFamily) { self.appliesTo = appliesTo }
+
     func handle(_ ctx: RequestContext) -> PhaseStatus { preconditionFailure("PhaseCaller is abstract") }
 
     /// The phase's type, for a message about it.
@@ -259,7 +308,10 @@ class PhaseCaller {
 final class PhaseCell<P: RequestPhase>: PhaseCaller {
     let phase: P
 
-    init(_ phase: P) { self.phase = phase }
+    init(_ phase: P) {
+        self.phase = phase
+        super.init(appliesTo: phase.appliesTo)
+    }
 
     override func handle(_ ctx: RequestContext) -> PhaseStatus { phase.handle(ctx) }
 

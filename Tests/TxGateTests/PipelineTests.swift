@@ -4,6 +4,7 @@ import HTTPCore
 import Logging
 import Synchronization
 import Testing
+import TxGateCore
 import TestSupport
 @testable import TxGate
 
@@ -19,6 +20,10 @@ import TestSupport
 
     final class Depths: Sendable {
         let seen = Mutex<[UInt]>([])
+
+        final class Names: Sendable {
+            let seen = Mutex<[String]>([])
+        }
     }
 
     /// Records the stack depth it runs at, then goes on.
@@ -121,5 +126,68 @@ import TestSupport
         // The connection goes on with the next request as usual.
         let again = try client.request("GET", "/b")
         #expect(again.status == 201)
+    }
+
+    /// A phase for some of the gateway's path families; records each call.
+    struct Gated: RequestPhase {
+        let name: String
+        let appliesTo: PathFamily
+        let calls: Depths.Names
+        func handle(_ ctx: RequestContext) -> PhaseStatus {
+            calls.seen.withLock { $0.append(name + " " + ctx.path) }
+            return .next
+        }
+    }
+
+    /// Sets the path a query names (`?path=...`), as forward-auth puts the original request's there.
+    struct SetsPath: RequestPhase {
+        func handle(_ ctx: RequestContext) -> PhaseStatus {
+            ctx.path = String(ctx.head.path)
+            if let q = ctx.head.target.split(separator: "?", maxSplits: 1).dropFirst().first, q.hasPrefix("path=") {
+                ctx.path = String(q.dropFirst(5))
+            }
+            return .next
+        }
+    }
+
+    @Test func thePathIsPlacedInItsFamilyOnce() {
+        for path in ["/-/", "/-/health", "/-/authz", "/-/metrics", "/-/x/y"] { #expect(PathFamily(path) == .gateway, "\(path)") }
+        for path in ["/am", "/am/", "/am/json/realms/root/authenticate", "/.well-known/", "/.well-known/openid-configuration"] {
+            #expect(PathFamily(path) == .auth, "\(path)")
+        }
+        for path in ["", "/", "/-", "/-x", "/amx", "/a/am", "/.well-known", "/.well-knownx/", "/api/-/x", "/AM/x"] {
+            #expect(PathFamily(path) == .other, "\(path)")
+        }
+        #expect(PathFamily(ForwardAuthPhase.path) == .gateway)
+        #expect(PathFamily(MetricsEndpointPhase.path) == .gateway)
+        #expect(PathFamily(ApprovalPagePath.path) == .auth)
+    }
+
+    /// The loop calls a phase only for a path in its families, and a path set by a phase (as
+    /// forward-auth sets the original request's) decides for the phases after it.
+    @Test func phasesForOtherPathsAreNotCalled() throws {
+        let calls = Depths.Names()
+        let server = try Self.server { _ in
+            [SetsPath(),
+             Gated(name: "gateway", appliesTo: .gateway, calls: calls),
+             Gated(name: "auth", appliesTo: .auth, calls: calls),
+             Gated(name: "both", appliesTo: [.gateway, .auth], calls: calls),
+             Gated(name: "all", appliesTo: .all, calls: calls),
+             Answer()]
+        }
+        defer { server.stop() }
+        let client = try RawHTTPClient(port: server.port)
+        defer { client.close() }
+        for target in ["/api", "/-/health", "/am/json", "/.well-known/x", "/-/authz?path=/am/x", "/-/authz?path=/api"] {
+            #expect(try client.request("GET", target).status == 200)
+        }
+        #expect(calls.seen.withLock { $0 } == [
+            "all /api",
+            "gateway /-/health", "both /-/health", "all /-/health",
+            "auth /am/json", "both /am/json", "all /am/json",
+            "auth /.well-known/x", "both /.well-known/x", "all /.well-known/x",
+            "auth /am/x", "both /am/x", "all /am/x",
+            "all /api",
+        ])
     }
 }

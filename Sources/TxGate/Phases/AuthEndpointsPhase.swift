@@ -16,6 +16,7 @@ struct AuthEndpointsPhase: RequestPhase {
     }
     private let endpoints: Endpoints?
     private let oauth: OAuthEndpoints?
+    var appliesTo: PathFamily { .auth }
 
     init(auth: AuthService?, pdp: PolicyDecisionPoint?, policies: PolicySet, oauth: OAuthProvider?, loop: EventLoop) {
         self.oauth = oauth.map { OAuthEndpoints(provider: $0, loop: loop) }

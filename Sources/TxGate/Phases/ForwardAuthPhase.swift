@@ -7,6 +7,7 @@ import TxGateCore
 /// `ForwardAuthAnswerPhase` then answers 200 instead of proxying.
 struct ForwardAuthPhase: RequestPhase {
     static let path = "/-/authz"
+    var appliesTo: PathFamily { .gateway }
     let config: ForwardAuthConfig
     let paths: PathsConfig
 

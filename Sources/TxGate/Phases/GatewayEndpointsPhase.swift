@@ -12,6 +12,7 @@ struct GatewayEndpointsPhase: RequestPhase {
     /// `"version":"0.9.0","workers":N`, the same in every answer. Where the upstream and the store are is the
     /// operator's business: the log says it, not the public answer.
     private let members: String
+    var appliesTo: PathFamily { .gateway }
 
     init(store: Store?, loop: EventLoop, workers: Int, readiness: Readiness, logger: Logger) {
         self.store = store

@@ -8,6 +8,7 @@ import TxGateCore
 /// Everything else goes on to the other gateway endpoints and the proxy.
 struct MetricsEndpointPhase: RequestPhase {
     static let path = "/-/metrics"
+    var appliesTo: PathFamily { .gateway }
     static let contentType = "text/plain; version=0.0.4; charset=utf-8"
     let metrics: GatewayMetrics
 

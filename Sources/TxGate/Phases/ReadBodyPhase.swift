@@ -19,6 +19,8 @@ final class ReadBodyPhase: RequestPhase {
 
     init(_ need: Need) { self.need = need }
 
+    var appliesTo: PathFamily { need == .forAuthEndpoints ? .auth : .all }
+
     func handle(_ ctx: RequestContext) -> PhaseStatus {
         // A body that has all arrived (no body, or one that came with the head) costs nothing here.
         guard !ctx.exchange.bodyComplete, needsBody(ctx) else { return .next }
