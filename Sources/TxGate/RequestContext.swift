@@ -78,6 +78,8 @@ final class RequestContext {
     var responseHeaders = HTTPHeaders()
     /// Time from sending upstream to the response head, when the request was proxied.
     var upstreamNanos: UInt64?
+    /// The upstream call of a proxied request (`ProxyPhase`).
+    var proxying = Proxying()
     /// The applicable policy's index, once looked up (`policyIndex`).
     private var applicable: Int??
 

@@ -10,101 +10,101 @@ struct ProxyPhase: RequestPhase {
     let basePath: String
 
     func handle(_ ctx: RequestContext) -> PhaseStatus {
-        ctx.suspend { ProxiedRequest(ctx: ctx, target: basePath + ctx.target, $0).start(on: pool) }
+        ctx.suspend { ctx.proxy(target: basePath + ctx.target, on: pool, $0) }
     }
 }
 
-/// One request on its way upstream and its response on the way back. It stays alive through
-/// the exchange's callbacks, which are cleared when the exchange ends.
-final class ProxiedRequest: UpstreamResponseHandler {
+/// A request on its way upstream and its response on the way back (`RequestContext.proxying`).
+/// The context itself answers the upstream call: one object per proxied request fewer than
+/// a handler of its own, which was allocated, retained as it was handed on, and freed.
+struct Proxying: ~Copyable {
+    /// How the request ends: the response streamed to its end, a failure, or the client gone.
+    var resume: PhaseResume?
+    var call: UpstreamCall?
+    var sentAt: UInt64 = 0
+    var paused = false
+}
+
+extension RequestContext: UpstreamResponseHandler {
     /// Above this much unsent output, stop reading the upstream until the client catches up.
     static let highWater = 1 << 20
-    let ctx: RequestContext
-    let target: String
-    /// How the request ends: the response streamed to its end, a failure, or the client gone.
-    private var resume: PhaseResume?
-    private var call: UpstreamCall?
-    private var sentAt: UInt64 = 0
-    private var paused = false
 
-    init(ctx: RequestContext, target: String, _ resume: consuming PhaseResume) {
-        self.ctx = ctx
-        self.target = target
-        self.resume = Optional(resume)
-    }
-
-    func start(on pool: UpstreamPool) {
-        let ex = ctx.exchange
+    /// Sends the request upstream; `resume` ends the phase when the response has been streamed
+    /// back, the call failed, or the client left. The exchange's callbacks (cleared when it ends)
+    /// and the call hold the context until then.
+    func proxy(target: String, on pool: UpstreamPool, _ resume: consuming PhaseResume) {
+        proxying.resume = Optional(resume)
+        let ex = exchange
         // Taken, not copied: nothing reads them after this (a resend uses the call's request).
-        let headers = ctx.upstreamHeaders.take() ?? ForwardedFields(ex.head.headers)
+        let headers = upstreamHeaders.take() ?? ForwardedFields(ex.head.headers)
         ex.onAbort = { self.clientGone() }
         ex.onWritable = { self.clientDrained() }
-        sentAt = EventLoop.nowNanos()
+        proxying.sentAt = EventLoop.nowNanos()
         // A replayed parked request goes with its own method and body.
-        let body = ctx.replay.map { Body($0.body) } ?? ex.body
+        let body = replay.map { Body($0.body) } ?? ex.body
         // A request that spends an approval goes upstream once, whatever its method.
-        call = pool.send(method: ctx.method, target: target, headers: headers, body: body,
-                         resendable: ctx.consumedTxid == nil ? nil : false, handler: self)
+        proxying.call = pool.send(method: method, target: target, headers: headers, body: body,
+                                  resendable: consumedTxid == nil ? nil : false, handler: self)
     }
 
     func upstreamWillResend(after failure: UpstreamFailure) {
-        ctx.upstreamResent(after: failure)
+        upstreamResent(after: failure)
     }
 
     func upstreamResponseHead(_ head: ResponseHead, framing: BodyFraming) {
-        ctx.upstreamNanos = EventLoop.nowNanos() - sentAt
+        upstreamNanos = EventLoop.nowNanos() - proxying.sentAt
         let out: ResponseFraming
         switch framing {
         case .none: out = .none
         case .contentLength(let n): out = .contentLength(n)
         case .chunked, .untilClose: out = .stream
         }
-        let own = ctx.responseHeaders
-        ctx.exchange.startResponse(status: head.status, reason: head.reason.isEmpty ? nil : head.reason, framing: out,
-                                   hasStrictTransportSecurity: head.headers.contains("Strict-Transport-Security")
-                                       || own.contains("Strict-Transport-Security")) { w in
-            ProxyHeaders.writeClientResponse(head.headers, requestId: ctx.requestId, keepContentLength: framing == .none,
+        let own = responseHeaders
+        exchange.startResponse(status: head.status, reason: head.reason.isEmpty ? nil : head.reason, framing: out,
+                               hasStrictTransportSecurity: head.headers.contains("Strict-Transport-Security")
+                                   || own.contains("Strict-Transport-Security")) { w in
+            ProxyHeaders.writeClientResponse(head.headers, requestId: requestId, keepContentLength: framing == .none,
                                              own: own, into: &w)
         }
     }
 
     func upstreamResponseBody(_ body: Body) {
-        ctx.exchange.writeBody(body)
+        exchange.writeBody(body)
         pauseIfBehind()
     }
 
     func upstreamResponseBody(bytes: UnsafeRawBufferPointer) {
-        ctx.exchange.writeBody(bytes: bytes)
+        exchange.writeBody(bytes: bytes)
         pauseIfBehind()
     }
 
     private func pauseIfBehind() {
-        if !paused && ctx.exchange.pendingOutputBytes > Self.highWater {
-            paused = true
-            call?.pauseReading()
+        if !proxying.paused && exchange.pendingOutputBytes > Self.highWater {
+            proxying.paused = true
+            proxying.call?.pauseReading()
         }
     }
 
     func upstreamResponseEnd() {
-        call = nil
-        ctx.exchange.finish()
-        resume.take()?.ended(.viaUpstream)
+        proxying.call = nil
+        exchange.finish()
+        proxying.resume.take()?.ended(.viaUpstream)
     }
 
     func upstreamFailed(_ failure: UpstreamFailure) {
-        call = nil
-        resume.take()?.fail(.upstream(failure))
+        proxying.call = nil
+        proxying.resume.take()?.fail(.upstream(failure))
     }
 
     private func clientDrained() {
-        guard paused else { return }
-        paused = false
-        call?.resumeReading()
+        guard proxying.paused else { return }
+        proxying.paused = false
+        proxying.call?.resumeReading()
     }
 
     private func clientGone() {
-        call?.cancel()
-        call = nil
-        resume.take()?.ended(.clientGone)
+        proxying.call?.cancel()
+        proxying.call = nil
+        proxying.resume.take()?.ended(.clientGone)
     }
 }
