@@ -114,11 +114,6 @@ public struct LogLine: ~Copyable {
         out.appendDecimal(frac, width: width)
     }
 
-    /// A field already encoded as JSON (`value` is written as given).
-    public mutating func field(_ key: String, json value: String) {
-        Self.encodedField(key, json: value).withUnsafeBufferPointer { out.append($0) }
-    }
-
     /// `,"key":value`, `value` already JSON: a field the same in every line, encoded once for
     /// `append(encoded:)`.
     public static func encodedField(_ key: String, json value: String) -> [UInt8] {
