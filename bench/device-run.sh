@@ -2,7 +2,7 @@
 # Issue 29's many-core measurements in one command on a lent 16-core machine, which allows 10
 # minutes a command and about 15 minutes of machine time a session: devbench's proxy table at
 # 1, 2, 4 and 8 workers, TLS at 1 and 4, the step-up cycle at 1 and 4, and, with perf in DIR,
-# the profile at 8 workers. Each section runs under its own time limit (460 s in all), so the
+# the profile at 8 workers. Each section runs under its own time limit (480 s in all), so the
 # whole fits in one command and a section that overruns costs only itself; what finished is
 # kept in $OUT/results.tgz and its tables are printed.
 #
@@ -30,6 +30,7 @@ for f in bundle.tar.xz devbench.py; do
   [ -f "$DIR/$f" ] || { echo "device-run.sh: $DIR/$f is missing (run devbench's make-bundle.sh from the project root)" >&2; exit 2; }
 done
 B="$(mktemp -d /tmp/device-bundle.XXXXXX)"
+trap 'rm -rf "$B"' EXIT
 mkdir -p "$OUT"
 tar xJf "$DIR/bundle.tar.xz" -C "$B" || { echo "device-run.sh: $DIR/bundle.tar.xz does not unpack" >&2; exit 1; }
 if [ -f "$DIR/txgate.xz" ]; then
@@ -37,7 +38,7 @@ if [ -f "$DIR/txgate.xz" ]; then
 fi
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
-echo "machine: $(nproc) cores, $(uname -r); txgate: $("$B/bin/txgate" --version 2>/dev/null | head -1)" | tee "$OUT/machine.txt"
+echo "machine: $(nproc) cores, $(uname -r); txgate: $(LD_LIBRARY_PATH="$B/lib" "$B/bin/txgate" --version 2>&1 | head -1)" | tee "$OUT/machine.txt"
 
 # section NAME LIMIT_SECONDS DEVBENCH_ARGS...: one devbench run, its JSON lines and tables in
 # $OUT/NAME.txt, its log in $OUT/NAME.err.
@@ -45,7 +46,7 @@ section() {
   local name="$1" limit="$2" t0 rc
   shift 2
   t0=$(date +%s)
-  timeout "$limit" python3 "$DIR/devbench.py" "$B" "$@" > "$OUT/$name.txt" 2> "$OUT/$name.err"
+  timeout -k 5 "$limit" python3 "$DIR/devbench.py" "$B" "$@" > "$OUT/$name.txt" 2> "$OUT/$name.err"
   rc=$?
   echo "[$name] exit $rc after $(( $(date +%s) - t0 )) s$([ "$rc" = 124 ] && echo ' (stopped at its time limit)')"
 }
@@ -56,15 +57,18 @@ for s in $SECTIONS; do
     tls)
       cert=()
       [ -f "$DIR/tls.crt" ] && [ -f "$DIR/tls.key" ] && [ -f "$DIR/tls" ] && cert=(--cert "$DIR/tls")
-      section tls 70 --workers 1,4 --rounds 1 --seconds 3 --sections tls "${cert[@]}" ;;
+      section tls 70 --workers 1,4 --rounds 1 --seconds 3 --sections tls ${cert[@]+"${cert[@]}"} ;;
     stepup) section stepup 150 --workers 1,4 --sections stepup ;;
     profile)
       if [ -f "$DIR/perf.tar.xz" ]; then
         P="$(mktemp -d /tmp/device-perf.XXXXXX)"
         tar xJf "$DIR/perf.tar.xz" -C "$P"
         t0=$(date +%s)
-        timeout 40 bash "$ROOT/bench/devbench-profile.sh" "$B" "$P" "$OUT" 8 > "$OUT/profile.log" 2>&1
-        echo "[profile] exit $? after $(( $(date +%s) - t0 )) s"
+        # Two profiles (txgate, then nginx), 8 s of wrk and three reports each.
+        timeout -k 5 60 bash "$ROOT/bench/devbench-profile.sh" "$B" "$P" "$OUT" 8 > "$OUT/profile.log" 2>&1
+        rc=$?
+        echo "[profile] exit $rc after $(( $(date +%s) - t0 )) s"
+        rm -rf "$P"
       else
         echo "[profile] skipped: no $DIR/perf.tar.xz"
       fi ;;
@@ -78,5 +82,4 @@ for s in proxy tls stepup; do
   [ -s "$OUT/$s.txt" ] && { echo; echo "== $s"; grep -v '^{' "$OUT/$s.txt"; }
 done
 [ -f "$OUT/txgate-dso.txt" ] && { echo; echo "== profile (txgate, by library)"; head -8 "$OUT/txgate-dso.txt"; }
-rm -rf "$B"
 exit 0

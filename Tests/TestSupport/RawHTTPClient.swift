@@ -68,6 +68,15 @@ public final class RawHTTPClient {
         }
     }
 
+    /// Closes the connection with a reset (a zero linger), whatever was received or not: the
+    /// server sees a client that left, never a half-close.
+    public func reset() {
+        guard fd >= 0 else { return }
+        var l = linger(l_onoff: 1, l_linger: 0)
+        setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, socklen_t(MemoryLayout<linger>.size))
+        close()
+    }
+
     /// Half-closes the connection (shutdown(SHUT_WR)): the server reads end-of-stream, while
     /// this client can still read the answer.
     public func shutdownWrite() {

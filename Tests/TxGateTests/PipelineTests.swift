@@ -20,10 +20,11 @@ import TestSupport
 
     final class Depths: Sendable {
         let seen = Mutex<[UInt]>([])
+    }
 
-        final class Names: Sendable {
-            let seen = Mutex<[String]>([])
-        }
+    /// The calls phases record, in order.
+    final class Calls: Sendable {
+        let seen = Mutex<[String]>([])
     }
 
     /// Records the stack depth it runs at, then goes on.
@@ -132,7 +133,7 @@ import TestSupport
     struct Gated: RequestPhase {
         let name: String
         let appliesTo: PathFamily
-        let calls: Depths.Names
+        let calls: Calls
         func handle(_ ctx: RequestContext) -> PhaseStatus {
             calls.seen.withLock { $0.append(name + " " + ctx.path) }
             return .next
@@ -166,7 +167,7 @@ import TestSupport
     /// The loop calls a phase only for a path in its families, and a path set by a phase (as
     /// forward-auth sets the original request's) decides for the phases after it.
     @Test func phasesForOtherPathsAreNotCalled() throws {
-        let calls = Depths.Names()
+        let calls = Calls()
         let server = try Self.server { _ in
             [SetsPath(),
              Gated(name: "gateway", appliesTo: .gateway, calls: calls),

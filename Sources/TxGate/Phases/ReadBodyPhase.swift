@@ -38,7 +38,7 @@ final class ReadBodyPhase: RequestPhase {
         case .always:
             return true
         case .forAuthEndpoints:
-            return ctx.path == "/am" || ctx.path.hasPrefix("/am/")
+            return ctx.path == "/am" || ctx.path.hasASCIIPrefix("/am/")
         case .forBoundTransaction:
             guard ctx.subject != nil,
                   case .transaction(let rule)? = ctx.policy?.requirement

@@ -10,7 +10,7 @@ import Synchronization
 public struct LogLine: ~Copyable {
     private var out: ByteWriter
     /// `{"ts":"YYYY-MM-DDTHH:MM:SS.` for `cachedSecond`, reused within a second.
-    private var cachedSecond = -1
+    private var cachedSecond = Int.min
     private var secondText: [UInt8] = []
 
     public init(capacity: Int = 256) { out = ByteWriter(capacity: capacity) }

@@ -12,7 +12,7 @@ import TxGateCore
 /// alone, or with the few it needs, without a configuration, a store or an upstream. End the
 /// list with `Report()` to read what the phases left in the context.
 enum PhaseServer {
-    static func start(limits: ServerLimits = ServerLimits(), policies: PolicySet = PolicySet([]),
+    static func start(limits: ServerLimits = ServerLimits(), policies: PolicySet = PolicySet([]), accessLog: AccessLog? = nil,
                       _ phases: @escaping (EventLoop) -> [RequestPhase]) throws -> LoopServer {
         var logger = Logger(label: "test")
         logger.logLevel = .critical
@@ -23,7 +23,7 @@ enum PhaseServer {
         }
         let loop = server.loop
         box.withLock {
-            let pipeline = Pipeline(phases(loop), logger: logger, accessLog: nil, accessLogBuffer: AccessLogBuffer(loop: loop),
+            let pipeline = Pipeline(phases(loop), logger: logger, accessLog: accessLog, accessLogBuffer: AccessLogBuffer(loop: loop),
                                     upstreamDescription: "none")
             pipeline.policies = policies
             $0 = pipeline
