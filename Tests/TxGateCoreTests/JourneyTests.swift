@@ -353,4 +353,13 @@ final class FakeServices: JourneyServices {
         #expect(page.map(\.type) == ["SuspendedTextOutputCallback"])
         #expect(services.outbox.isEmpty && services.saved.isEmpty)
     }
+
+    /// Typed names and codes are trimmed as Foundation trims them, with or without whitespace
+    /// at the ends, ASCII or not.
+    @Test func submittedTextIsTrimmedAsFoundationTrimsIt() {
+        for s in ["", " ", "\t", "123456", " 123456", "123456 ", "\t123456\t", "a b", "\u{00A0}123", "123\u{2003}", "\u{3000}x\u{3000}",
+                  "x\n", "\nx", "\u{7f}", "é", "é ", " é", "\u{1F600}", "\u{0085}x", "~", "!x!", "\u{1}x"] {
+            #expect(s.trimmingWhitespaces() == s.trimmingCharacters(in: .whitespaces), "\(Array(s.unicodeScalars))")
+        }
+    }
 }

@@ -1,3 +1,4 @@
+import Foundation
 import Testing
 @testable import TxGateCore
 
@@ -255,5 +256,30 @@ import Testing
         let plan = decider.afterConsume(PolicyDecider.Intent(rule: rule, binding: binding), .taken(record.encoded), nowMs: Self.now)
         guard case .decided(let d) = plan else { Issue.record("\(plan)"); return }
         #expect(d.allows("POST") && d.consumed == record && d.consumed?.bound["/amount"] == 5)
+    }
+
+    /// A TxId is a UUID's text form (8-4-4-4-12 hex digits, either case) and nothing else:
+    /// valid ids of either case, every one-byte change of one, other lengths and shapes. Each
+    /// one it takes, `UUID(uuidString:)` takes too; the reverse does not hold, since its parser
+    /// (`sscanf`'s `%x`) lets a space or a minus sign stand for a digit.
+    @Test func aTxIdIsAUUIDsTextFormAndNothingElse() {
+        var inputs = ["3f2b8c1e-0000-4000-8000-000000000001", "3F2B8C1E-ABCD-4EF0-8000-00000000000A", "", "-", "g",
+                      "3f2b8c1e00004000800000000000000001", "3f2b8c1e-0000-4000-8000-0000000000012", "3f2b8c1e-0000-4000-8000-00000000000",
+                      "{3f2b8c1e-0000-4000-8000-000000000001}", " 3f2b8c1e-0000-4000-8000-00000000001", "3f2b8c1e-0000-4000-8000-00000000000é",
+                      "-f2b8c1e-0000-4000-8000-000000000001", "3f2b8c1e-+000-4000-8000-000000000001"]
+        let base = Array(UUID().uuidString.utf8)
+        for i in base.indices {
+            for b: UInt8 in [0x2D, 0x2B, 0x30, 0x39, 0x3A, 0x40, 0x41, 0x46, 0x47, 0x60, 0x61, 0x66, 0x67, 0x20, 0x00, 0xFF, 0x2F] {
+                var v = base
+                v[i] = b
+                inputs.append(String(decoding: v, as: UTF8.self))
+            }
+        }
+        let form = "^[0-9A-Fa-f]{8}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{4}-[0-9A-Fa-f]{12}$"
+        for s in inputs {
+            let isTxId = PolicyDecider.isTxId(s)
+            #expect(isTxId == (s.range(of: form, options: .regularExpression) != nil), "\(s)")
+            if isTxId { #expect(UUID(uuidString: s) != nil, "\(s)") }
+        }
     }
 }

@@ -27,7 +27,7 @@ struct UsernameOnlyNode: JourneyNode {
 
     func process(_ submitted: [SubmittedCallback], _ state: JourneyState, _ context: JourneyContext,
                  _ done: @escaping (NodeOutcome) -> Void) {
-        let name = (submitted[0].text ?? "").trimmingCharacters(in: .whitespaces)
+        let name = (submitted[0].text ?? "").trimmingWhitespaces()
         guard !name.isEmpty else { done(.failure(reason: "empty username")); return }
         var next = state
         next.shared[JourneyState.claimedUserKey] = name
@@ -173,7 +173,7 @@ struct EmailOTPNode: JourneyNode {
             done(.failure(reason: "no code was sent in this journey"))
             return
         }
-        let answer = Array((submitted.last?.text ?? "").trimmingCharacters(in: .whitespaces).utf8)
+        let answer = Array((submitted.last?.text ?? "").trimmingWhitespaces().utf8)
         services.unlessLockedOut(context.attempter(name), done) {
             // Taken either way: a code gets one answer.
             services.take(Self.key(ref)) { r in
