@@ -22,12 +22,19 @@ enum PhaseServer {
             RequestContext(exchange: ex, requestId: "r", pipeline: pipeline).run()
         }
         let loop = server.loop
-        box.withLock {
-            let pipeline = Pipeline(phases(loop), logger: logger, accessLog: accessLog, accessLogBuffer: AccessLogBuffer(loop: loop),
-                                    upstreamDescription: "none")
-            pipeline.policies = policies
-            $0 = pipeline
+        // Built on the loop, as a worker builds its phases: some (an upstream pool) belong to
+        // the loop's thread, which may already be running.
+        let built = DispatchSemaphore(value: 0)
+        loop.execute {
+            box.withLock {
+                let pipeline = Pipeline(phases(loop), logger: logger, accessLog: accessLog, accessLogBuffer: AccessLogBuffer(loop: loop),
+                                        upstreamDescription: "none")
+                pipeline.policies = policies
+                $0 = pipeline
+            }
+            built.signal()
         }
+        built.wait()
         return server
     }
 }
