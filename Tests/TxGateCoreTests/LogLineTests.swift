@@ -26,7 +26,7 @@ struct LogLineTests {
 
     @Test func aLineIsTheHandlersLine() throws {
         var line = LogLine()
-        line.begin(level: "info", label: "txgate", message: "access", seconds: 1_790_000_000, millis: 7)
+        line.begin(opening: LogLine.opening(level: "info", label: "txgate", message: "access"), seconds: 1_790_000_000, millis: 7)
         line.field("bytes", 12)
         line.append(encoded: LogLine.encodedField("log", json: #""access""#))
         line.field("path", "/a\"b")
@@ -38,7 +38,7 @@ struct LogLineTests {
         // The same second formatted by the handler.
         let handlerTs = JSONLogHandler.timestamp()
         var now = LogLine()
-        now.begin(level: "info", label: "txgate", message: "m")
+        now.begin(opening: LogLine.opening(level: "info", label: "txgate", message: "m"))
         let mine = String(decoding: now.bytes, as: UTF8.self).dropFirst(7).prefix(19)
         #expect(mine == handlerTs.prefix(19) || mine > handlerTs.prefix(19))
     }

@@ -26,15 +26,6 @@ public struct LogLine: ~Copyable {
     /// Forgets the lines written, keeping the memory.
     public mutating func removeAll() { out.removeAll() }
 
-    /// `{"ts":"...","level":"...","label":"...","msg":"..."`: the start of a line, now.
-    public mutating func begin(level: String, label: String, message: String) {
-        begin(opening: Self.opening(level: level, label: label, message: message))
-    }
-
-    public mutating func begin(level: String, label: String, message: String, seconds: Int, millis: Int) {
-        begin(opening: Self.opening(level: level, label: label, message: message), seconds: seconds, millis: millis)
-    }
-
     /// What follows a line's time, the same for every line of one logger, level and message
     /// (`Z","level":"...","label":"...","msg":"..."`), escaped once for `begin(opening:)`.
     public static func opening(level: String, label: String, message: String) -> [UInt8] {
@@ -42,7 +33,8 @@ public struct LogLine: ~Copyable {
             + Array(JSONText.escape(label).utf8) + Array(#"","msg":""#.utf8) + Array(JSONText.escape(message).utf8) + [UInt8(ascii: "\"")]
     }
 
-    /// The start of a line, now: its time, then `opening`.
+    /// `{"ts":"...","level":"...","label":"...","msg":"..."`: the start of a line, now: its
+    /// time, then `opening`.
     public mutating func begin(opening: [UInt8]) {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
