@@ -34,6 +34,7 @@ final class Worker: @unchecked Sendable {
                               intervalMs: shared.config.readiness.intervalMs, worker: index, logger: shared.logger)
         pipeline = Self.pipeline(shared, worker: index, loop: loop, pool: pool, readiness: readiness, accessLogBuffer: accessLogBuffer)
         let stats = shared.metrics.workers[index]
+        loop.setLocal(stats, for: WorkerStats.loopKey)
         pool.onDispatch = { reused in stats.dispatched(reused: reused) }
         // The handler runs on the worker's loop only, which runs only while `start`'s thread holds
         // the worker: `unowned(unsafe)` skips the checked retain `unowned` cost per request.

@@ -3,6 +3,9 @@ import Testing
 import TestSupport
 @testable import TxGate
 import TxGateCore
+import TxGateRedis
+import TxGateStore
+import EventHTTP
 
 /// The per-request metrics kept per worker (`WorkerStats`, `RequestCounts`) and summed by
 /// `GatewayMetrics.exposition()`: the text a scrape reads, without sockets.
@@ -119,5 +122,75 @@ import TxGateCore
             if v < last { break }
             last = v
         }
+    }
+
+    /// `name{labels} value` lines of `stats` alone, by series.
+    static func scrape(_ stats: [WorkerStats]) -> [String: String] {
+        var text: [UInt8] = []
+        WorkerStats.emit(stats, into: &text)
+        var out: [String: String] = [:]
+        for line in String(decoding: text, as: UTF8.self).split(separator: "\n") where !line.hasPrefix("#") {
+            let space = line.lastIndex(of: " ")!
+            out[String(line[..<space])] = String(line[line.index(after: space)...])
+        }
+        return out
+    }
+
+    @Test func storeOperationsAreKeptPerWorkerByOperationAndSummedWithThoseOffTheLoops() throws {
+        let m = try Self.metrics(workers: 2)
+        m.workers[0].storeOperation(.takeIf, nanos: 400_000, failed: false)   // le="0.0005"
+        m.workers[1].storeOperation(.takeIf, nanos: 3_000_000, failed: true)  // le="0.005"
+        m.workers[1].storeOperation(.get, nanos: 100_000, failed: false)      // le="0.00025"
+        m.storeOperationOffLoop(.takeIf, nanos: 20_000_000_000, failed: true) // +Inf only
+        let s = Self.scrape(m)
+        let name = "txgate_store_operation_duration_seconds"
+        #expect(s[name + #"_bucket{operation="take_if",le="0.00025"}"#] == "0", "\(s)")
+        #expect(s[name + #"_bucket{operation="take_if",le="0.0005"}"#] == "1")
+        #expect(s[name + #"_bucket{operation="take_if",le="0.005"}"#] == "2")
+        #expect(s[name + #"_bucket{operation="take_if",le="10.0"}"#] == "2")
+        #expect(s[name + #"_bucket{operation="take_if",le="+Inf"}"#] == "3")
+        #expect(s[name + #"_count{operation="take_if"}"#] == "3")
+        #expect(s[name + #"_sum{operation="take_if"}"#] == "20.0034", "\(s)")
+        #expect(s[#"txgate_store_operation_failures_total{operation="take_if"}"#] == "2")
+        #expect(s[name + #"_bucket{operation="get",le="0.00025"}"#] == "1")
+        #expect(s[name + #"_count{operation="get"}"#] == "1")
+        #expect(s[#"txgate_store_operation_failures_total{operation="get"}"#] == "0")
+        // Every operation has its series, each label once.
+        for op in StoreOperation.allCases {
+            #expect(s[name + #"_count{operation=""# + op.label + #""}"#] != nil, "\(op)")
+        }
+        #expect(Set(StoreOperation.allCases.map(\.label)).count == StoreOperation.allCases.count)
+        // The other families are not disturbed by the store's slots.
+        #expect(s["txgate_upstream_response_duration_seconds_count"] == "0")
+        #expect(s["txgate_client_connections"] == "0.0")
+    }
+
+    /// `MeasuredStore` records an operation answered on a worker's loop in that worker's share,
+    /// and one answered elsewhere in the share kept off the loops: a real store (SQLite), a
+    /// real loop on its own thread.
+    @Test func anOperationAnsweredOnAWorkersLoopCountsInThatWorkersShare() async throws {
+        let m = try Self.metrics(workers: 2)
+        let folder = try TemporaryDirectory()
+        let store = MeasuredStore(try SQLiteStore(path: folder.path("store.db")), metrics: m)
+        let loop = EventLoop()
+        let stats = m.workers[1]
+        loop.setLocal(stats, for: WorkerStats.loopKey)
+        let thread = Thread { loop.run() }
+        thread.start()
+        defer { loop.stop() }
+
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            loop.execute { store.put("k", value: [1], ttlMs: 60_000, on: loop) { _ in c.resume() } }
+        }
+        await withCheckedContinuation { (c: CheckedContinuation<Void, Never>) in
+            store.get("k", on: TestExecutor()) { _ in c.resume() }
+        }
+        let name = "txgate_store_operation_duration_seconds"
+        let worker = Self.scrape([stats]), others = Self.scrape([m.workers[0]]), all = Self.scrape(m)
+        #expect(worker[name + #"_count{operation="put"}"#] == "1", "\(worker)")
+        #expect(worker[name + #"_count{operation="get"}"#] == "0")
+        #expect(others[name + #"_count{operation="put"}"#] == "0")
+        #expect(all[name + #"_count{operation="put"}"#] == "1")
+        #expect(all[name + #"_count{operation="get"}"#] == "1", "the TestExecutor's answer is kept off the loops")
     }
 }

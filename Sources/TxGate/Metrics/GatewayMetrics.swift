@@ -51,8 +51,10 @@ final class GatewayMetrics: @unchecked Sendable {
     private let approvalOutcomes: [ApprovalOutcome: Counter]
     private let approvalDeliveries: [String: Counter]
 
-    private let storeTimers: [StoreOperation: Timer]
-    private let storeFailures: [StoreOperation: Counter]
+    /// The store operations answered off the workers' loops (at start-up, on another executor):
+    /// kept as a worker's share is, but written under `offLoopLock`.
+    private let offLoop = WorkerStats(latencyBuckets: GatewayMetrics.latencyBuckets)
+    private let offLoopLock = Mutex(())
     /// 1 while the store cannot evict keys (SQLite; Redis with `maxmemory-policy noeviction`),
     /// 0 once a Redis connection found another policy (allowed only by `store.allowEviction`).
     let storeEvictionPolicyOK: Gauge
@@ -100,13 +102,6 @@ final class GatewayMetrics: @unchecked Sendable {
             ["sent", "failed"].map { ("\(c.rawValue)/\($0)", counter("txgate_approval_deliveries_total", [("channel", c.rawValue), ("outcome", $0)])) }
         })
 
-        storeTimers = Dictionary(uniqueKeysWithValues: StoreOperation.allCases.map {
-            ($0, Timer(label: "txgate_store_operation_duration_seconds", dimensions: [("operation", $0.rawValue)], factory: f))
-        })
-        storeFailures = Dictionary(uniqueKeysWithValues: StoreOperation.allCases.map {
-            ($0, counter("txgate_store_operation_failures_total", [("operation", $0.rawValue)]))
-        })
-
         storeEvictionPolicyOK = Gauge(label: "txgate_store_eviction_policy_ok", dimensions: [], factory: f)
         storeEvictionPolicyOK.record(1)
 
@@ -144,9 +139,10 @@ final class GatewayMetrics: @unchecked Sendable {
         (succeeded ? j.succeeded : j.failed).increment()
     }
 
-    func storeOperation(_ op: StoreOperation, nanos: UInt64, failed: Bool) {
-        storeTimers[op]!.recordNanoseconds(Int64(truncatingIfNeeded: nanos))
-        if failed { storeFailures[op]!.increment() }
+    /// A store operation answered off the workers' loops (`MeasuredStore` records one answered on
+    /// a worker's loop in that worker's `WorkerStats`).
+    func storeOperationOffLoop(_ op: StoreOperation, nanos: UInt64, failed: Bool) {
+        offLoopLock.withLock { _ in offLoop.storeOperation(op, nanos: nanos, failed: failed) }
     }
 
     func upstreamFailed(_ f: UpstreamFailure) {
@@ -162,7 +158,7 @@ final class GatewayMetrics: @unchecked Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(16 * 1024)
         registry.emit(into: &out)
-        WorkerStats.emit(workers, into: &out)
+        WorkerStats.emit(workers + [offLoop], into: &out)
         // One snapshot: a pipeline retired after it is still read as live, never twice.
         var (totals, order, live) = requestCounts.withLock { ($0.retired, $0.retiredOrder, $0.live) }
         for counts in live {
@@ -177,8 +173,28 @@ final class GatewayMetrics: @unchecked Sendable {
     }
 }
 
-enum StoreOperation: String, CaseIterable, Sendable {
-    case create, put, get, touch, delete, take, increment, compareAndSwap = "compare_and_swap", takeIf = "take_if", appendAudit = "append_audit", ping, decrement, raise
+/// The store's operations, numbered from 0 (their slots in `WorkerStats`).
+enum StoreOperation: Int, CaseIterable, Sendable {
+    case create, put, get, touch, delete, take, increment, compareAndSwap, takeIf, appendAudit, ping, decrement, raise
+
+    /// The `operation` label.
+    var label: String {
+        switch self {
+        case .create: "create"
+        case .put: "put"
+        case .get: "get"
+        case .touch: "touch"
+        case .delete: "delete"
+        case .take: "take"
+        case .increment: "increment"
+        case .compareAndSwap: "compare_and_swap"
+        case .takeIf: "take_if"
+        case .appendAudit: "append_audit"
+        case .ping: "ping"
+        case .decrement: "decrement"
+        case .raise: "raise"
+        }
+    }
 }
 
 extension GatewayMetrics {

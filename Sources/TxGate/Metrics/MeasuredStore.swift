@@ -12,72 +12,78 @@ final class MeasuredStore: Store {
         self.metrics = metrics
     }
 
-    /// `done`, wrapped to record the time since now and whether the answer is a failure.
-    private func measured<T>(_ op: StoreOperation, _ done: @escaping (StoreResult<T>) -> Void) -> (StoreResult<T>) -> Void {
+    /// `done`, wrapped to record the time since now and whether the answer is a failure. The
+    /// answer comes on `executor`: on a worker's loop, that worker's share of the metrics
+    /// (`WorkerStats`) records it, with no lock or atomic shared with other workers.
+    private func measured<T>(_ op: StoreOperation, on executor: CallbackExecutor,
+                             _ done: @escaping (StoreResult<T>) -> Void) -> (StoreResult<T>) -> Void {
         let start = EventLoop.nowNanos()
         let metrics = metrics
         return { r in
-            if case .failure = r {
-                metrics.storeOperation(op, nanos: EventLoop.nowNanos() - start, failed: true)
+            let failed = if case .failure = r { true } else { false }
+            let nanos = EventLoop.nowNanos() &- start
+            if let loop = executor as? EventLoop, loop.inEventLoop,
+               let stats = loop.local(WorkerStats.loopKey) as? WorkerStats {
+                stats.storeOperation(op, nanos: nanos, failed: failed)
             } else {
-                metrics.storeOperation(op, nanos: EventLoop.nowNanos() - start, failed: false)
+                metrics.storeOperationOffLoop(op, nanos: nanos, failed: failed)
             }
             done(r)
         }
     }
 
     func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        inner.create(key, value: value, ttlMs: ttlMs, on: executor, measured(.create, done))
+        inner.create(key, value: value, ttlMs: ttlMs, on: executor, measured(.create, on: executor, done))
     }
 
     func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {
-        inner.put(key, value: value, ttlMs: ttlMs, on: executor, measured(.put, done))
+        inner.put(key, value: value, ttlMs: ttlMs, on: executor, measured(.put, on: executor, done))
     }
 
     func get(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
-        inner.get(key, on: executor, measured(.get, done))
+        inner.get(key, on: executor, measured(.get, on: executor, done))
     }
 
     func touch(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        inner.touch(key, ttlMs: ttlMs, on: executor, measured(.touch, done))
+        inner.touch(key, ttlMs: ttlMs, on: executor, measured(.touch, on: executor, done))
     }
 
     func delete(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        inner.delete(key, on: executor, measured(.delete, done))
+        inner.delete(key, on: executor, measured(.delete, on: executor, done))
     }
 
     func take(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<[UInt8]?>) -> Void) {
-        inner.take(key, on: executor, measured(.take, done))
+        inner.take(key, on: executor, measured(.take, on: executor, done))
     }
 
     func increment(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Int>) -> Void) {
-        inner.increment(key, ttlMs: ttlMs, on: executor, measured(.increment, done))
+        inner.increment(key, ttlMs: ttlMs, on: executor, measured(.increment, on: executor, done))
     }
 
     func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
                         on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        inner.compareAndSwap(key, expected: expected, new: new, ttlMs: ttlMs, audit: audit, on: executor, measured(.compareAndSwap, done))
+        inner.compareAndSwap(key, expected: expected, new: new, ttlMs: ttlMs, audit: audit, on: executor, measured(.compareAndSwap, on: executor, done))
     }
 
     func takeIf(_ key: String, fields: [String: String], audit: AuditAppend?, on executor: CallbackExecutor,
                 _ done: @escaping (StoreResult<ConditionalTake>) -> Void) {
-        inner.takeIf(key, fields: fields, audit: audit, on: executor, measured(.takeIf, done))
+        inner.takeIf(key, fields: fields, audit: audit, on: executor, measured(.takeIf, on: executor, done))
     }
 
     func appendAudit(_ entry: [UInt8], foundKey: String?, retentionMs: Int, on executor: CallbackExecutor,
                      _ done: @escaping (StoreResult<Void>) -> Void) {
-        inner.appendAudit(entry, foundKey: foundKey, retentionMs: retentionMs, on: executor, measured(.appendAudit, done))
+        inner.appendAudit(entry, foundKey: foundKey, retentionMs: retentionMs, on: executor, measured(.appendAudit, on: executor, done))
     }
 
     func ping(on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {
-        inner.ping(on: executor, measured(.ping, done))
+        inner.ping(on: executor, measured(.ping, on: executor, done))
     }
 
     func decrement(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        inner.decrement(key, on: executor, measured(.decrement, done))
+        inner.decrement(key, on: executor, measured(.decrement, on: executor, done))
     }
 
     func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        inner.raise(key, to: value, on: executor, measured(.raise, done))
+        inner.raise(key, to: value, on: executor, measured(.raise, on: executor, done))
     }
 }

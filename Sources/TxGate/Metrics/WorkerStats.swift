@@ -40,10 +40,16 @@ final class CounterSlots: @unchecked Sendable {
 
 /// One worker's share of the families every request touches, whatever the configuration:
 /// `txgate_upstream_requests_total`, `txgate_upstream_response_duration_seconds`,
-/// `txgate_decisions_total` and `txgate_client_connections`. `GatewayMetrics` sums the
-/// workers' shares when scraped. (`txgate_requests_total`, whose `policy` labels follow the
-/// configuration, is counted per pipeline: `RequestMetrics`.)
+/// `txgate_decisions_total` and `txgate_client_connections`, and the store's operations
+/// (`txgate_store_operation_duration_seconds`, `txgate_store_operation_failures_total`: a
+/// step-up cycle makes a dozen). `GatewayMetrics` sums the workers' shares when scraped.
+/// (`txgate_requests_total`, whose `policy` labels follow the configuration, is counted per
+/// pipeline: `RequestMetrics`.)
 final class WorkerStats: Sendable {
+    /// The key under which a worker's loop holds its `WorkerStats` (`EventLoop.setLocal`), where
+    /// `MeasuredStore` finds it when an operation is answered on that loop.
+    static let loopKey = ObjectIdentifier(WorkerStats.self)
+
     /// The upstream latency's buckets (`GatewayMetrics.latencyBuckets`), and their bounds in
     /// nanoseconds.
     private let buckets: [Duration]
@@ -51,11 +57,15 @@ final class WorkerStats: Sendable {
     private let slots: CounterSlots
 
     // Layout: reused, new, the latency buckets (each bound, then +Inf; not cumulative), the
-    // latency sum in nanoseconds, the decisions (`decisionLabels`), the open connections.
+    // latency sum in nanoseconds, the decisions (`decisionLabels`), the open connections; then,
+    // for each store operation (by `StoreOperation.rawValue`), its buckets, its sum in
+    // nanoseconds and its failures.
     private static let reused = 0, new = 1, latency = 2
     private var latencySum: Int { Self.latency + bounds.count + 1 }
     private var decisions: Int { latencySum + 1 }
     private var connections: Int { decisions + Self.decisionLabels.count }
+    /// The first slot of `op`'s share.
+    private func store(_ op: StoreOperation) -> Int { connections + 1 + op.rawValue * (bounds.count + 3) }
 
     /// `txgate_decisions_total`'s series: allow, deny, then a challenge by its advice type.
     static let decisionLabels: [(outcome: String, advice: String)] = [("allow", "none"), ("deny", "none")]
@@ -67,7 +77,15 @@ final class WorkerStats: Sendable {
     init(latencyBuckets: [Duration]) {
         buckets = latencyBuckets
         bounds = latencyBuckets.map { UInt64($0.components.seconds) * 1_000_000_000 + UInt64($0.components.attoseconds / 1_000_000_000) }
-        slots = CounterSlots(count: Self.latency + latencyBuckets.count + 2 + Self.decisionLabels.count + 1)
+        slots = CounterSlots(count: Self.latency + latencyBuckets.count + 2 + Self.decisionLabels.count + 1
+                                 + StoreOperation.allCases.count * (latencyBuckets.count + 3))
+    }
+
+    /// A latency's bucket: the first bound it does not exceed, or +Inf (`bounds.count`).
+    private func bucket(_ nanos: UInt64) -> Int {
+        var i = 0
+        while i < bounds.count && nanos > bounds[i] { i += 1 }
+        return i
     }
 
     // MARK: Written by the worker's loop only
@@ -76,10 +94,16 @@ final class WorkerStats: Sendable {
 
     /// From sending the request upstream to its response head.
     func upstreamResponded(nanos: UInt64) {
-        var i = 0
-        while i < bounds.count && nanos > bounds[i] { i += 1 }
-        slots.add(Self.latency + i)
+        slots.add(Self.latency + bucket(nanos))
         slots.add(latencySum, nanos)
+    }
+
+    /// A store operation answered on this worker's loop: from its call to its answer.
+    func storeOperation(_ op: StoreOperation, nanos: UInt64, failed: Bool) {
+        let base = store(op)
+        slots.add(base + bucket(nanos))
+        slots.add(base + bounds.count + 1, nanos)
+        if failed { slots.add(base + bounds.count + 2) }
     }
 
     func decided(_ d: Decision, method: String) {
@@ -107,17 +131,23 @@ final class WorkerStats: Sendable {
         out.sample("txgate_upstream_requests_total", labels: #"connection="new""#, sum(new))
         out.sample("txgate_upstream_requests_total", labels: #"connection="reused""#, sum(reused))
 
-        let name = "txgate_upstream_response_duration_seconds"
-        out.typeLine(name, "histogram")
-        var cumulative: UInt64 = 0
-        for (i, bound) in first.buckets.enumerated() {
-            cumulative &+= sum(latency + i)
-            out.sample(name + "_bucket", labels: #"le=""# + bound.bucketRepresentation + #"""#, cumulative)
+        // A histogram's series from its slots from `base` on: the buckets, then the sum.
+        func histogram(_ name: String, labels: String, base: Int) {
+            let prefix = labels.isEmpty ? "" : labels + ","
+            var cumulative: UInt64 = 0
+            for (i, bound) in first.buckets.enumerated() {
+                cumulative &+= sum(base + i)
+                out.sample(name + "_bucket", labels: prefix + #"le=""# + bound.bucketRepresentation + #"""#, cumulative)
+            }
+            cumulative &+= sum(base + first.buckets.count)
+            out.sample(name + "_bucket", labels: prefix + #"le="+Inf""#, cumulative)
+            let nanos = Int64(truncatingIfNeeded: sum(base + first.buckets.count + 1))
+            out.sample(name + "_sum", labels: labels, Duration.nanoseconds(nanos).bucketRepresentation)
+            out.sample(name + "_count", labels: labels, cumulative)
         }
-        cumulative &+= sum(latency + first.buckets.count)
-        out.sample(name + "_bucket", labels: #"le="+Inf""#, cumulative)
-        out.sample(name + "_sum", Duration.nanoseconds(Int64(truncatingIfNeeded: sum(first.latencySum))).bucketRepresentation)
-        out.sample(name + "_count", cumulative)
+
+        out.typeLine("txgate_upstream_response_duration_seconds", "histogram")
+        histogram("txgate_upstream_response_duration_seconds", labels: "", base: latency)
 
         out.typeLine("txgate_decisions_total", "counter")
         for (i, l) in decisionLabels.enumerated() {
@@ -126,6 +156,16 @@ final class WorkerStats: Sendable {
 
         out.typeLine("txgate_client_connections", "gauge")
         out.sample("txgate_client_connections", Double(Int64(bitPattern: sum(first.connections))).description)
+
+        out.typeLine("txgate_store_operation_duration_seconds", "histogram")
+        for op in StoreOperation.allCases {
+            histogram("txgate_store_operation_duration_seconds", labels: #"operation=""# + op.label + #"""#, base: first.store(op))
+        }
+        out.typeLine("txgate_store_operation_failures_total", "counter")
+        for op in StoreOperation.allCases {
+            out.sample("txgate_store_operation_failures_total", labels: #"operation=""# + op.label + #"""#,
+                       sum(first.store(op) + first.bounds.count + 2))
+        }
     }
 }
 
