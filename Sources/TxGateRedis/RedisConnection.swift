@@ -96,8 +96,12 @@ struct RedisCommand {
     }
 
     mutating func add(_ s: String) {
-        var s = s
-        s.withUTF8 { add($0) }
+        Self.withBytes(s) { add($0) }
+    }
+
+    /// One argument written from two strings (a key prefix and a key) without joining them first.
+    mutating func add(_ prefix: String, _ s: String) {
+        Self.withBytes(prefix) { p in Self.withBytes(s) { add(p, $0) } }
     }
 
     mutating func add(_ b: [UInt8]) {
@@ -105,14 +109,33 @@ struct RedisCommand {
     }
 
     mutating func add(_ b: UnsafeBufferPointer<UInt8>) {
+        add(UnsafeBufferPointer(start: nil, count: 0), b)
+    }
+
+    /// `head` and `tail` as one argument.
+    private mutating func add(_ head: UnsafeBufferPointer<UInt8>, _ tail: UnsafeBufferPointer<UInt8>) {
+        let length = head.count + tail.count
+        // Room for the whole argument at once: a record or an audit entry (hundreds of bytes)
+        // would otherwise grow the buffer by doubling from its first 128 bytes, a copy each time.
+        let needed = body.count + length + 24
+        if needed > body.capacity { body.reserveCapacity(Swift.max(needed, body.capacity * 2)) }
         body.append(UInt8(ascii: "$"))
-        Self.appendDecimal(b.count, to: &body)
+        Self.appendDecimal(length, to: &body)
         body.append(13)
         body.append(10)
-        body.append(contentsOf: b)
+        body.append(contentsOf: head)
+        body.append(contentsOf: tail)
         body.append(13)
         body.append(10)
         count += 1
+    }
+
+    /// A string's UTF-8 in place (`withUTF8` is mutating: on a copy it costs a retain and a release).
+    @inline(__always)
+    private static func withBytes<R>(_ s: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        if let r = s.utf8.withContiguousStorageIfAvailable(body) { return r }
+        var copy = s
+        return copy.withUTF8(body)
     }
 
     private static func appendDecimal(_ n: Int, to out: inout [UInt8]) {

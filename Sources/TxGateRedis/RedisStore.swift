@@ -39,6 +39,7 @@ public final class RedisStore: Store, Sendable {
                 onEvictionPolicy: (@Sendable (Bool) -> Void)? = nil, logger: Logger) {
         self.url = url
         self.keyPrefix = keyPrefix
+        auditKey = keyPrefix + "audit"
         self.timeoutMs = timeoutMs
         self.waitReplicas = waitReplicas
         self.waitTimeoutMs = waitTimeoutMs
@@ -233,7 +234,7 @@ public final class RedisStore: Store, Sendable {
     }
 
     /// The audit trail's stream: `<keyPrefix>audit`.
-    public var auditKey: String { keyPrefix + "audit" }
+    public let auditKey: String
 
     /// ARGV[1] the entry if changed, ARGV[2] if unchanged ('' for none), ARGV[3] the retention ms.
     private func addAudit(_ audit: AuditAppend?, to c: inout RedisCommand) {
@@ -436,7 +437,7 @@ public final class RedisStore: Store, Sendable {
     /// `NAME <prefixed key>`, for more arguments to be added.
     private func command(_ name: String, _ key: String) -> RedisCommand {
         var c = RedisCommand(name)
-        c.add(keyPrefix + key)
+        c.add(keyPrefix, key)
         return c
     }
 
@@ -456,7 +457,7 @@ public final class RedisStore: Store, Sendable {
     private func eval(_ script: RedisScript, _ key: String, audited: Bool = false) -> RedisCommand {
         var c = RedisCommand(script)
         c.add(audited ? "2" : "1")
-        c.add(keyPrefix + key)
+        c.add(keyPrefix, key)
         if audited { c.add(auditKey) }
         return c
     }
@@ -465,7 +466,7 @@ public final class RedisStore: Store, Sendable {
     private func fencedEval(_ script: RedisScript, _ key: String, audited: Bool = false) -> RedisCommand {
         var c = RedisCommand(script)
         c.add(audited ? "3" : "2")
-        c.add(keyPrefix + key)
+        c.add(keyPrefix, key)
         c.add(fence.key)
         if audited { c.add(auditKey) }
         return c
