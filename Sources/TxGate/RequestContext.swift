@@ -62,7 +62,7 @@ final class RequestContext {
     /// `Idempotency-Key` set to it.
     var consumedTxid: String? {
         guard let d = decision, d.allows(method) else { return nil }
-        return d.consumed?.txid ?? txid
+        return d.consumedTxid ?? txid
     }
     /// The name of the policy that applied to the request, when one did.
     var policyName: String?

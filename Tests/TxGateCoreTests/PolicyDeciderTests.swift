@@ -171,12 +171,15 @@ import Testing
         let plan = decider.decide(query("POST", "/transfer", Self.alice, txid: txid, body: Self.body), nowMs: Self.t0)
         guard case .consume(let named, let intent) = plan else { Issue.record("expected consume, got \(plan)"); return }
         #expect(named == txid)
-        let allow = try #require(decision(decider.afterConsume(intent, .taken([]), nowMs: Self.t0)))
+        let allow = try #require(decision(decider.afterConsume(intent, txid: txid, .taken([]), nowMs: Self.t0)))
         #expect(allow.allows("POST"))
         #expect(allow.ttl == Self.t0 - 1)
+        // The TxId it spent is known without reading the record (here not even a record).
+        #expect(allow.consumedTxid == txid)
+        #expect(allow.consumed == nil)
         #expect(decider.refusal(intent, .taken([]), nowMs: Self.t0) == nil)
         // Not taken: the request's pending transaction, or a new one.
-        #expect(decider.afterConsume(intent, .absent, nowMs: Self.t0) == .findPending(intent, attempts: PolicyDecider.claimAttempts))
+        #expect(decider.afterConsume(intent, txid: txid, .absent, nowMs: Self.t0) == .findPending(intent, attempts: PolicyDecider.claimAttempts))
         #expect(decider.refusal(intent, .absent, nowMs: Self.t0)?.message == "unknown, expired or consumed")
     }
 
@@ -253,9 +256,12 @@ import Testing
         let record = TransactionRecord(txid: "3f2b8c1e-0000-4000-8000-000000000001", state: .completed, realm: "/", resource: "https://gw/t",
                                        method: "POST", subject: "alice", journey: "Confirm", bodyDigest: binding.bodyDigest,
                                        bound: binding.bound, display: nil, expires: 2_000_000_000)
-        let plan = decider.afterConsume(PolicyDecider.Intent(rule: rule, binding: binding), .taken(record.encoded), nowMs: Self.now)
+        let plan = decider.afterConsume(PolicyDecider.Intent(rule: rule, binding: binding), txid: record.txid, .taken(record.encoded), nowMs: Self.now)
         guard case .decided(let d) = plan else { Issue.record("\(plan)"); return }
         #expect(d.allows("POST") && d.consumed == record && d.consumed?.bound["/amount"] == 5)
+        #expect(d.consumedTxid == record.txid)
+        // Compared by record, whether decoded already or kept as the store returned it.
+        #expect(d == Decision(resource: "https://gw/t", actions: ["POST": true], ttl: Self.now - 1, consumed: record))
     }
 
     /// A TxId is a UUID's text form (8-4-4-4-12 hex digits, either case) and nothing else:

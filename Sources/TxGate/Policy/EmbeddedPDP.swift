@@ -49,7 +49,7 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                     if case .taken = take { metrics.audited(.consumed) } else { metrics.audited(.refused) }
                     let nowMs = clock.nowMs()
                     logConsume(txid, intent, take, nowMs: nowMs)
-                    return decider.afterConsume(intent, take, nowMs: nowMs)
+                    return decider.afterConsume(intent, txid: txid, take, nowMs: nowMs)
                 }
             }
         case .findPending(let intent, let attempts):

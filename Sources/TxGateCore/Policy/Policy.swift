@@ -280,11 +280,34 @@ public enum DecisionOutcome: String, Sendable {
     case allow, challenge, deny
 }
 
-/// A transaction record behind a reference (`Decision.consumed`), compared by value.
+/// A consumed transaction behind a reference (`Decision.consumed`), compared by its record: its
+/// TxId, and its record as decoded or as the store returned it. Stored bytes are decoded only
+/// when the record is read: a request with no Transaction Token to write needs only the TxId,
+/// which is the key it was taken by.
 private final class ConsumedRecord: Equatable, Sendable {
-    let record: TransactionRecord
-    init(_ record: TransactionRecord) { self.record = record }
-    static func == (a: ConsumedRecord, b: ConsumedRecord) -> Bool { a.record == b.record }
+    let txid: String
+    private let stored: Stored
+    private enum Stored { case record(TransactionRecord), bytes([UInt8]) }
+
+    init(_ record: TransactionRecord) {
+        txid = record.txid
+        stored = .record(record)
+    }
+
+    init(txid: String, bytes: [UInt8]) {
+        self.txid = txid
+        stored = .bytes(bytes)
+    }
+
+    /// The record, nil if the stored bytes do not decode.
+    var record: TransactionRecord? {
+        switch stored {
+        case .record(let r): r
+        case .bytes(let b): TransactionRecord.decode(b)
+        }
+    }
+
+    static func == (a: ConsumedRecord, b: ConsumedRecord) -> Bool { a.txid == b.txid && a.record == b.record }
 }
 
 /// AM's decision for one resource (WIRE.md §1).
@@ -301,6 +324,8 @@ public struct Decision: Equatable, Sendable {
         get { consumedRecord?.record }
         set { consumedRecord = newValue.map(ConsumedRecord.init) }
     }
+    /// The TxId of the transaction consumed, without reading its record.
+    public var consumedTxid: String? { consumedRecord?.txid }
     /// `consumed`, boxed: a record held inline made every decision (and every optional one, set
     /// or not) as large as a transaction record, and every request copies its decision a few times.
     private var consumedRecord: ConsumedRecord?
@@ -313,6 +338,14 @@ public struct Decision: Equatable, Sendable {
         self.advices = advices
         self.ttl = ttl
         self.consumed = consumed
+    }
+
+    /// A one-shot allow that consumed transaction `txid`, whose record the store returned as
+    /// `record` (decoded when `consumed` is read).
+    public static func consuming(_ txid: String, record: [UInt8], resource: String, method: String, ttl: Int64) -> Decision {
+        var d = Decision(resource: resource, actions: [method: true], ttl: ttl)
+        d.consumedRecord = ConsumedRecord(txid: txid, bytes: record)
+        return d
     }
 
     public func allows(_ method: String) -> Bool { actions[method] == true }

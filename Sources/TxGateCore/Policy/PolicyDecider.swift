@@ -122,16 +122,16 @@ public struct PolicyDecider: Sendable {
         }
     }
 
-    /// After `Store.takeIf`: a taken record allows this one request; anything else needs a new transaction.
-    public func afterConsume(_ intent: Intent, _ take: ConditionalTake, nowMs: Int64) -> Plan {
+    /// After `Store.takeIf` of transaction `txid`: a taken record allows this one request;
+    /// anything else needs a new transaction.
+    public func afterConsume(_ intent: Intent, txid: String, _ take: ConditionalTake, nowMs: Int64) -> Plan {
         guard case .taken(let bytes) = take else {
             var own = intent
             own.approvedAhead = false  // the challenge is for this very request
             return .findPending(own, attempts: Self.claimAttempts)
         }
         // A one-shot allow must never be cached: its ttl has already passed.
-        return .decided(Decision(resource: intent.binding.resource, actions: [intent.binding.method: true], ttl: nowMs - 1,
-                                 consumed: TransactionRecord.decode(bytes)))
+        return .decided(.consuming(txid, record: bytes, resource: intent.binding.resource, method: intent.binding.method, ttl: nowMs - 1))
     }
 
     /// Why a retry did not consume its transaction (for the log), or nil if it did.
