@@ -39,6 +39,12 @@ public struct JSONNumber: Hashable, Sendable, CustomStringConvertible {
 
     /// The number in `bytes`, which must be exactly one JSON number.
     init?(utf8 bytes: ArraySlice<UInt8>) {
+        // An integer written plainly (no leading zero, no "-0"), as nearly every number a record,
+        // a token or a body holds (times, counters, amounts in cents), is its own canonical text.
+        if Self.isPlainInteger(bytes) {
+            text = String(decoding: bytes, as: UTF8.self)
+            return
+        }
         guard !bytes.isEmpty, bytes.count <= Self.maxLength, let (negative, digits, scanned) = Self.scan(bytes) else { return nil }
         let zero = UInt8(ascii: "0")
         // Strip to the significant digits: digits × 10^exponent stays the same value.
@@ -59,6 +65,21 @@ public struct JSONNumber: Hashable, Sendable, CustomStringConvertible {
     }
 
     private static func isDigit(_ b: UInt8) -> Bool { b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9") }
+
+    /// `0`, or `-?[1-9][0-9]*` of at most `maxSignificantDigits` digits: a number whose canonical
+    /// text is the text itself (its significant digits, then its zeros, with no point).
+    private static func isPlainInteger(_ bytes: ArraySlice<UInt8>) -> Bool {
+        var i = bytes.startIndex
+        if i < bytes.endIndex && bytes[i] == UInt8(ascii: "-") { i += 1 }
+        let digits = bytes.endIndex - i
+        guard digits >= 1, digits <= maxSignificantDigits else { return false }
+        if bytes[i] == UInt8(ascii: "0") { return digits == 1 && i == bytes.startIndex }
+        while i < bytes.endIndex {
+            guard isDigit(bytes[i]) else { return false }
+            i += 1
+        }
+        return true
+    }
 
     /// The sign, every digit of the integer and fraction parts, and the power of ten of the
     /// last one; nil unless `bytes` is exactly one JSON number.

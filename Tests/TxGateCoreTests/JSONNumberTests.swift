@@ -46,6 +46,26 @@ import TxGateCore
         }
     }
 
+    /// A plain integer is read as its own text without the general scan (`isPlainInteger`): the
+    /// same value as the general reading of it with ".0" or "e0" appended, whatever its length
+    /// (up to the 64 digits where the canonical form takes an exponent), sign and zeros; what
+    /// is not plain ("-0", leading zeros, signs, too long) goes the general way.
+    @Test func plainIntegersReadAsTheGeneralScanReadsThem() throws {
+        var texts = ["0", "1", "-1", "7", "10", "100", "-100", "1900000000", "9007199254740993", "-9223372036854775809"]
+        for n in 1...66 {
+            texts.append(String(repeating: "9", count: n))
+            texts.append("1" + String(repeating: "0", count: n - 1))
+            texts.append("-" + String((0..<n).map { i in Character(String((i * 7 + 3) % 10)) }).drop { $0 == "0" })
+        }
+        for t in texts where t != "-" {
+            let plain = JSONNumber(t), general = JSONNumber(t + ".0"), exponent = JSONNumber(t + "e0")
+            #expect(plain == general && plain == exponent, "\(t): \(String(describing: plain)) \(String(describing: general))")
+        }
+        for refused in ["-0", "00", "-01", "012", "+1", "-", "", "1-", "--1"] {
+            #expect(JSONNumber(refused)?.text == (refused == "-0" ? "0" : nil), "\(refused)")
+        }
+    }
+
     @Test func hostileNumbersAreRefused() {
         #expect(JSONNumber(String(repeating: "9", count: 64)) != nil)
         #expect(JSONNumber(String(repeating: "9", count: 65)) == nil, "too many significant digits")
