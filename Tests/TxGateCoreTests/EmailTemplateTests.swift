@@ -29,4 +29,13 @@ import TxGateCore
         #expect(TransactionBinding.display("Approve {amount} {currency} to {payee}?", bound: bound) == "Approve 10 EUR to {amount}?")
         #expect(TransactionBinding.display("Pay {/amount}", bound: bound) == "Pay 10")
     }
+
+    /// `{field}` is the pointer `/field`, `{/field}` the pointer as written, nested pointers
+    /// included; a pointer whose own name starts with a slash never stands in for another.
+    @Test func placeholdersNameBoundPointersWithOrWithoutTheirSlash() {
+        let bound: [String: JSONValue] = ["/a/b": "nested", "/x": 1, "//x": 2, "/n": .null, "/f": .number(1.5)]
+        #expect(TransactionBinding.display("{a/b} {/a/b} {x} {/x} {//x} {n} {f} {y} {/y}", bound: bound)
+                == "nested nested 1 1 2 null 1.5 {y} {/y}")
+        #expect(TransactionBinding.display(nil, bound: bound) == nil)
+    }
 }

@@ -9,6 +9,11 @@ public enum EmailTemplate {
         expand(template) { values[String($0)] }
     }
 
+    /// `render` with each value from `lookup`, asked only for the names the template holds.
+    public static func render(_ template: String, _ lookup: (Substring) -> String?) -> String {
+        expand(template, lookup)
+    }
+
     /// The placeholders of `template` (names without braces), in order, as `render` sees them.
     public static func placeholders(in template: String) -> [String] {
         var names: [String] = []

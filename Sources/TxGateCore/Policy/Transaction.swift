@@ -444,14 +444,13 @@ public struct TransactionBinding: Equatable, Sendable {
     /// The rule's `display` with `{field}` (or `{/field}`) replaced by the bound values.
     /// One pass: a bound value that looks like a placeholder is shown as written, so what
     /// the user reads is exactly what is bound.
+    /// `{/field}` names the pointer itself, `{field}` the pointer without its slash; each value is
+    /// looked up and shown only where the template names it.
     public static func display(_ template: String?, bound: [String: JSONValue]) -> String? {
         guard let template else { return nil }
-        var values: [String: String] = [:]
-        for (pointer, value) in bound {
-            values[pointer] = value.displayText
-            values[String(pointer.dropFirst())] = value.displayText
+        return EmailTemplate.render(template) { name in
+            (name.first == "/" ? bound[String(name)] : bound["/" + name])?.displayText
         }
-        return EmailTemplate.render(template, values)
     }
 }
 
