@@ -179,7 +179,7 @@ final class Pipeline {
             var h = HTTPHeaders()
             h.add("Content-Type", ErrorBody.contentType)
             send(ctx, status: failure.status, headers: h,
-                        body: Array(ErrorBody.text(status: failure.status, message: failure.message, members: failure.bodyMembers).utf8))
+                        body: ErrorBody.json(status: failure.status, message: failure.message, members: failure.bodyMembers))
         }
         log(ctx, details: failure.details)
     }

@@ -353,9 +353,13 @@ struct LocalReply {
     }
 
     static func json(_ status: Int, _ json: String, headers: HTTPHeaders = HTTPHeaders(), details: ReplyDetails) -> LocalReply {
+        self.json(status, Array(json.utf8), headers: headers, details: details)
+    }
+
+    static func json(_ status: Int, _ json: [UInt8], headers: HTTPHeaders = HTTPHeaders(), details: ReplyDetails) -> LocalReply {
         var h = headers
         h.add("Content-Type", "application/json")
-        return LocalReply(status: status, headers: h, body: Array(json.utf8), details: details)
+        return LocalReply(status: status, headers: h, body: json, details: details)
     }
 }
 

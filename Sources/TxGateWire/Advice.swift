@@ -21,10 +21,25 @@ public struct Advices: Equatable, Sendable {
     public subscript(name: String) -> [String]? { entries.first { $0.name == name }?.values }
 
     /// Compact JSON of the advices object: `{"TransactionConditionAdvice":["..."]}`.
-    public var json: String {
-        "{" + entries.map { e in
-            "\"\(JSONText.escape(e.name))\":[" + e.values.map { "\"\(JSONText.escape($0))\"" }.joined(separator: ",") + "]"
-        }.joined(separator: ",") + "}"
+    public var json: String { String(decoding: jsonBytes, as: UTF8.self) }
+
+    /// `json`'s bytes, written in one buffer (a challenge writes them twice: its body, its header).
+    public var jsonBytes: [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(entries.reduce(2) { n, e in e.values.reduce(n + e.name.utf8.count + 6) { $0 + $1.utf8.count + 3 } })
+        out.append(UInt8(ascii: "{"))
+        for (i, e) in entries.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            JSONText.write(e.name, into: &out)
+            out.append(contentsOf: ":[".utf8)
+            for (j, v) in e.values.enumerated() {
+                if j > 0 { out.append(UInt8(ascii: ",")) }
+                JSONText.write(v, into: &out)
+            }
+            out.append(UInt8(ascii: "]"))
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     /// AM's advice XML (WIRE.md §3b), the `authIndexValue` of a composite_advice journey.
@@ -114,7 +129,7 @@ public enum Challenge {
     /// The JSON's insignificant freedoms (whitespace between tokens, `\uXXXX` for a character
     /// in a string) shift and change the 3-byte groups until none encodes to either.
     public static func adviceBase64(_ advices: Advices) -> String {
-        let json = Array(advices.json.utf8)
+        let json = advices.jsonBytes
         let plain = Data(json).base64EncodedString()
         // On bytes: `String.contains(_:)` with a string argument is Foundation's locale-aware search.
         if !plain.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "/") }) { return plain }

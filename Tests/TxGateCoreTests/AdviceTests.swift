@@ -40,6 +40,20 @@ import Testing
         }
     }
 
+    /// The advices object as clients parse it: entries and values in order, compact, strings
+    /// escaped as JSON; the same bytes as text and as bytes; the error body around it.
+    @Test func advicesJSONIsCompactOrderedAndEscaped() {
+        let a = Advices([("TransactionConditionAdvice", ["t1", "t\"2\\"]), ("AuthenticateToServiceConditionAdvice", ["/:Step\nUp"]),
+                         ("Empty", [])])
+        let expected = #"{"TransactionConditionAdvice":["t1","t\"2\\"],"AuthenticateToServiceConditionAdvice":["/:Step\nUp"],"Empty":[]}"#
+        #expect(a.json == expected)
+        #expect(a.jsonBytes == Array(expected.utf8))
+        #expect(Advices([]).json == "{}")
+        #expect(ErrorBody.text(status: 401, message: "say \"hi\"", members: #""advices":\#(a.json)"#)
+                == #"{"code":401,"reason":"Unauthorized","message":"say \"hi\"","advices":"# + expected + "}")
+        #expect(ErrorBody.json(status: 404, message: "") == Array(#"{"code":404,"reason":"Not Found","message":""}"#.utf8))
+    }
+
     @Test func headerHasIGsExactShape() {
         let a = Advices([(Advices.transaction, ["58669e19-425a-4333-91d8-70995af06927"])])
         let h = Challenge.ssoAdviceHeader(realm: "/", advices: a, amURI: amURI)

@@ -53,7 +53,7 @@ struct ChallengePhase: RequestPhase {
         let message = ctx.subject == nil ? "authentication required"
             : (txid != nil ? "this request needs its own approval" : "step-up authentication required")
         let members = #""advices":\#(advices.json),"am_uri":"\#(amURI)""#
-        return .reply(.json(401, ErrorBody.text(status: 401, message: message, members: members), headers: h, details: .challenge))
+        return .reply(.json(401, ErrorBody.json(status: 401, message: message, members: members), headers: h, details: .challenge))
     }
 
     /// On `/-/authz`, the login redirect the proxy can pass on (WIRE.md §10): Traefik a 302,

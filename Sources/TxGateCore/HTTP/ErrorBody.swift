@@ -2,15 +2,27 @@ import HTTPCore
 
 /// The JSON error body every gateway error uses, AM's shape: `{"code":N,"reason":"...","message":"..."}`.
 public enum ErrorBody {
-    public static func json(status: Int, message: String) -> [UInt8] {
-        Array(text(status: status, message: message).utf8)
+    public static func json(status: Int, message: String, members: String = "") -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(64 + message.utf8.count + members.utf8.count)
+        out.append(contentsOf: #"{"code":"#.utf8)
+        out.append(contentsOf: String(status).utf8)
+        out.append(contentsOf: #","reason":"#.utf8)
+        JSONText.write(HTTPStatus.reason(status), into: &out)
+        out.append(contentsOf: #","message":"#.utf8)
+        JSONText.write(message, into: &out)
+        if !members.isEmpty {
+            out.append(UInt8(ascii: ","))
+            out.append(contentsOf: members.utf8)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
     }
 
     /// The same, with more members after `message` (`members` is JSON text such as
     /// `"advices":{...}`, written as given).
     public static func text(status: Int, message: String, members: String = "") -> String {
-        #"{"code":\#(status),"reason":"\#(JSONText.escape(HTTPStatus.reason(status)))","message":"\#(JSONText.escape(message))""#
-            + (members.isEmpty ? "}" : "," + members + "}")
+        String(decoding: json(status: status, message: message, members: members), as: UTF8.self)
     }
 
     public static let contentType = "application/json"
