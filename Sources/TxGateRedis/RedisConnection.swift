@@ -60,7 +60,7 @@ struct RedisCommand {
 
     init(_ name: String) {
         self.name = name
-        body.reserveCapacity(128)
+        body.reserveCapacity(256)
         add(name)
     }
 
@@ -116,13 +116,25 @@ struct RedisCommand {
     private mutating func add(_ head: UnsafeBufferPointer<UInt8>, _ tail: UnsafeBufferPointer<UInt8>) {
         let length = head.count + tail.count
         // Room for the whole argument at once: a record or an audit entry (hundreds of bytes)
-        // would otherwise grow the buffer by doubling from its first 128 bytes, a copy each time.
+        // would otherwise grow the buffer by doubling from its first 256 bytes, a copy each time.
         let needed = body.count + length + 24
         if needed > body.capacity { body.reserveCapacity(Swift.max(needed, body.capacity * 2)) }
-        body.append(UInt8(ascii: "$"))
-        Self.appendDecimal(length, to: &body)
-        body.append(13)
-        body.append(10)
+        // `$<length>\r\n`, then the bytes, then `\r\n`: the header written backwards into 24 bytes.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { h in
+            var i = 24
+            h[i - 2] = 13
+            h[i - 1] = 10
+            i -= 2
+            var n = length
+            repeat {
+                i -= 1
+                h[i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: n % 10)
+                n /= 10
+            } while n > 0
+            i -= 1
+            h[i] = UInt8(ascii: "$")
+            body.append(contentsOf: UnsafeBufferPointer(rebasing: h[i...]))
+        }
         body.append(contentsOf: head)
         body.append(contentsOf: tail)
         body.append(13)
