@@ -19,9 +19,14 @@ public struct Callback: Equatable, Sendable {
     /// AM's field order: type, output, input, _id. Inputs are named `IDToken<n>` after the
     /// callback's position on the page (1-based), as AM does.
     public func json(id: Int) -> String {
-        // Written into one byte buffer: a step's callbacks are rendered at every step.
         var out: [UInt8] = []
-        out.reserveCapacity(256)
+        write(id: id, into: &out)
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// `json(id:)`'s bytes appended to `out`: a step's callbacks are written at every step.
+    public func write(id: Int, into out: inout [UInt8]) {
+        out.reserveCapacity(out.count + 256)
         out.append(contentsOf: #"{"type":"#.utf8)
         JSONText.write(type, into: &out)
         out.append(contentsOf: #","output":["#.utf8)
@@ -50,7 +55,6 @@ public struct Callback: Equatable, Sendable {
         out.append(contentsOf: #","_id":"#.utf8)
         out.append(contentsOf: String(id).utf8)
         out.append(UInt8(ascii: "}"))
-        return String(decoding: out, as: UTF8.self)
     }
 
     public static func name(_ prompt: String) -> Callback {

@@ -30,6 +30,10 @@ final class EndpointCall {
         answer(.reply(.json(status, json, headers: headers, details: Self.details(status))))
     }
 
+    func respondJSON(status: Int, _ json: [UInt8], headers: HTTPHeaders = HTTPHeaders()) {
+        answer(.reply(.json(status, json, headers: headers, details: Self.details(status))))
+    }
+
     private static func details(_ status: Int) -> ReplyDetails {
         (400..<500).contains(status) ? .authServiceRefused : .authService
     }

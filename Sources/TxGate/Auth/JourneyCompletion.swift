@@ -16,7 +16,7 @@ struct JourneyCompletion {
     func finish(_ ctx: EndpointCall, _ result: JourneyResult, submittedUser: String?, journey: JourneyState? = nil) {
         switch result {
         case .step(let authId, let callbacks):
-            ctx.respondJSON(status: 200, JourneyEngine.stepJSON(authId: authId, callbacks: callbacks))
+            ctx.respondJSON(status: 200, JourneyEngine.stepJSONBytes(authId: authId, callbacks: callbacks))
         case .success(let state):
             guard let user = state.username else {
                 finish(ctx, .failure(reason: "the journey identified no user"), submittedUser: nil)

@@ -153,7 +153,22 @@ public final class JourneyEngine: Sendable {
 
     /// `{"authId":"...","callbacks":[...]}` exactly as AM shapes it.
     public static func stepJSON(authId: String, callbacks: [Callback]) -> String {
-        #"{"authId":"\#(authId)","callbacks":["# + callbacks.enumerated().map { $1.json(id: $0) }.joined(separator: ",") + "]}"
+        String(decoding: stepJSONBytes(authId: authId, callbacks: callbacks), as: UTF8.self)
+    }
+
+    /// `stepJSON` written into one buffer (every step of every journey answers with one).
+    public static func stepJSONBytes(authId: String, callbacks: [Callback]) -> [UInt8] {
+        var out: [UInt8] = []
+        out.reserveCapacity(authId.utf8.count + 64 + 256 * callbacks.count)
+        out.append(contentsOf: #"{"authId":"#.utf8)
+        JSONText.write(authId, into: &out)
+        out.append(contentsOf: #","callbacks":["#.utf8)
+        for (i, c) in callbacks.enumerated() {
+            if i > 0 { out.append(UInt8(ascii: ",")) }
+            c.write(id: i, into: &out)
+        }
+        out.append(contentsOf: "]}".utf8)
+        return out
     }
 
     /// Builds the journeys of a configuration, reporting each bad node by its path.
