@@ -1,6 +1,7 @@
 import CHiredis
 import TxGateCrypto
 import EventHTTP
+import HTTPCore
 import Foundation
 import Logging
 import TxGateCore
@@ -96,12 +97,12 @@ struct RedisCommand {
     }
 
     mutating func add(_ s: String) {
-        Self.withBytes(s) { add($0) }
+        s.withUTF8Bytes { add($0) }
     }
 
     /// One argument written from two strings (a key prefix and a key) without joining them first.
     mutating func add(_ prefix: String, _ s: String) {
-        Self.withBytes(prefix) { p in Self.withBytes(s) { add(p, $0) } }
+        prefix.withUTF8Bytes { p in s.withUTF8Bytes { add(p, $0) } }
     }
 
     mutating func add(_ b: [UInt8]) {
@@ -140,14 +141,6 @@ struct RedisCommand {
         body.append(13)
         body.append(10)
         count += 1
-    }
-
-    /// A string's UTF-8 in place (`withUTF8` is mutating: on a copy it costs a retain and a release).
-    @inline(__always)
-    private static func withBytes<R>(_ s: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
-        if let r = s.utf8.withContiguousStorageIfAvailable(body) { return r }
-        var copy = s
-        return copy.withUTF8(body)
     }
 
     private static func appendDecimal(_ n: Int, to out: inout [UInt8]) {

@@ -441,11 +441,10 @@ public struct TransactionBinding: Equatable, Sendable {
         return Crypto.hex(Crypto.sha256(JSONValue.array(parts).canonicalBytes))
     }
 
-    /// The rule's `display` with `{field}` (or `{/field}`) replaced by the bound values.
-    /// One pass: a bound value that looks like a placeholder is shown as written, so what
-    /// the user reads is exactly what is bound.
-    /// `{/field}` names the pointer itself, `{field}` the pointer without its slash; each value is
-    /// looked up and shown only where the template names it.
+    /// The rule's `display` with `{field}` (or `{/field}`) replaced by the bound values: `{field}`
+    /// names the pointer `/field`, `{/field}` the pointer as written, each value looked up only
+    /// where the template names it. One pass: a bound value that looks like a placeholder is
+    /// shown as written, so what the user reads is exactly what is bound.
     public static func display(_ template: String?, bound: [String: JSONValue]) -> String? {
         guard let template else { return nil }
         return EmailTemplate.render(template) { name in
