@@ -66,7 +66,7 @@ let package = Package(
         .target(name: "CTxGateBuildInfo", cSettings: [.define("TXGATE_COMMIT", to: "\"\(buildCommit)\"")]),
         // The wire codecs both sides use (advices, callbacks, JSON, query and text escaping): pure
         // Swift on Foundation, no OpenSSL, so that the client library can share them.
-        .target(name: "TxGateWire"),
+        .target(name: "TxGateWire", dependencies: ["HTTPCore"]),
         // The client library: Foundation's URLSession and the wire codecs, nothing of the server.
         .target(name: "TxGateClient", dependencies: ["TxGateWire"]),
         // Pure domain logic: configuration, header rules, error bodies. No I/O.

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPCore
 
 /// A decision's advices: advice name → values, as AM returns them (WIRE.md §1).
 public struct Advices: Equatable, Sendable {
@@ -25,13 +26,12 @@ public struct Advices: Equatable, Sendable {
 
     /// `json`'s bytes, written in one buffer (a challenge writes them twice: its body, its header).
     public var jsonBytes: [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(entries.reduce(2) { n, e in e.values.reduce(n + e.name.utf8.count + 6) { $0 + $1.utf8.count + 3 } })
+        var out = ByteWriter(capacity: 128)
         out.append(UInt8(ascii: "{"))
         for (i, e) in entries.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             JSONText.write(e.name, into: &out)
-            out.append(contentsOf: ":[".utf8)
+            out.append(UInt8(ascii: ":"), UInt8(ascii: "["))
             for (j, v) in e.values.enumerated() {
                 if j > 0 { out.append(UInt8(ascii: ",")) }
                 JSONText.write(v, into: &out)
@@ -39,7 +39,7 @@ public struct Advices: Equatable, Sendable {
             out.append(UInt8(ascii: "]"))
         }
         out.append(UInt8(ascii: "}"))
-        return out
+        return out.bytes
     }
 
     /// AM's advice XML (WIRE.md §3b), the `authIndexValue` of a composite_advice journey.

@@ -1,3 +1,5 @@
+import HTTPCore
+
 /// An AM authentication callback, as ForgeRock SDKs render and submit it (WIRE.md §4).
 public struct Callback: Equatable, Sendable {
     public struct Field: Equatable, Sendable {
@@ -19,41 +21,43 @@ public struct Callback: Equatable, Sendable {
     /// AM's field order: type, output, input, _id. Inputs are named `IDToken<n>` after the
     /// callback's position on the page (1-based), as AM does.
     public func json(id: Int) -> String {
-        var out: [UInt8] = []
+        var out = ByteWriter(capacity: 256)
         write(id: id, into: &out)
-        return String(decoding: out, as: UTF8.self)
+        return String(decoding: out.bytes, as: UTF8.self)
     }
 
     /// `json(id:)`'s bytes appended to `out`: a step's callbacks are written at every step.
-    public func write(id: Int, into out: inout [UInt8]) {
-        out.reserveCapacity(out.count + 256)
-        out.append(contentsOf: #"{"type":"#.utf8)
+    public func write(id: Int, into out: inout ByteWriter) {
+        out.append(#"{"type":"# as StaticString)
         JSONText.write(type, into: &out)
-        out.append(contentsOf: #","output":["#.utf8)
+        out.append(#","output":["# as StaticString)
         for (i, field) in output.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
-            out.append(contentsOf: #"{"name":"#.utf8)
+            out.append(#"{"name":"# as StaticString)
             JSONText.write(field.name, into: &out)
-            out.append(contentsOf: #","value":"#.utf8)
+            out.append(#","value":"# as StaticString)
             field.value.write(&out)
             out.append(UInt8(ascii: "}"))
         }
         out.append(UInt8(ascii: "]"))
         if !input.isEmpty {
-            out.append(contentsOf: #","input":["#.utf8)
+            out.append(#","input":["# as StaticString)
             for (i, f) in input.enumerated() {
                 if i > 0 { out.append(UInt8(ascii: ",")) }
-                let name = input.count == 1 ? "IDToken\(id + 1)" : "IDToken\(id + 1)\(i == 0 ? "" : "_\(i - 1)")"
-                out.append(contentsOf: #"{"name":""#.utf8)
-                out.append(contentsOf: name.utf8)
-                out.append(contentsOf: #"","value":"#.utf8)
+                out.append(#"{"name":"IDToken"# as StaticString)
+                out.appendDecimal(id + 1)
+                if input.count > 1 && i > 0 {
+                    out.append(UInt8(ascii: "_"))
+                    out.appendDecimal(i - 1)
+                }
+                out.append(#"","value":"# as StaticString)
                 f.value.write(&out)
                 out.append(UInt8(ascii: "}"))
             }
             out.append(UInt8(ascii: "]"))
         }
-        out.append(contentsOf: #","_id":"#.utf8)
-        out.append(contentsOf: String(id).utf8)
+        out.append(#","_id":"# as StaticString)
+        out.appendDecimal(id)
         out.append(UInt8(ascii: "}"))
     }
 

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPCore
 
 /// A JSON document as a value: what AM's callbacks carry, and what transactions bind to.
 public enum JSONValue: Equatable, Sendable, Codable {
@@ -84,17 +85,17 @@ public enum JSONValue: Equatable, Sendable, Codable {
     /// `canonical` as UTF-8 bytes, written straight into one byte buffer (records are encoded
     /// and signed this way several times per journey step).
     public var canonicalBytes: [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(256)
+        var out = ByteWriter(capacity: 256)
         write(&out)
-        return out
+        return out.bytes
     }
 
-    func write(_ out: inout [UInt8]) {
+    /// `canonicalBytes` appended to `out`.
+    public func write(_ out: inout ByteWriter) {
         switch self {
-        case .null: out.append(contentsOf: "null".utf8)
-        case .bool(let b): out.append(contentsOf: (b ? "true" : "false").utf8)
-        case .number(let n): out.append(contentsOf: n.text.utf8)
+        case .null: out.append("null" as StaticString)
+        case .bool(let b): out.append(b ? "true" as StaticString : "false")
+        case .number(let n): out.append(n.text)
         case .string(let s): JSONText.write(s, into: &out)
         case .array(let a):
             out.append(UInt8(ascii: "["))
@@ -114,9 +115,6 @@ public enum JSONValue: Equatable, Sendable, Codable {
             out.append(UInt8(ascii: "}"))
         }
     }
-
-    /// `canonicalBytes` appended to `out`.
-    public func writeCanonical(into out: inout [UInt8]) { write(&out) }
 
     /// The value at a JSON Pointer (RFC 6901), e.g. `/amount`.
     public func at(pointer: String) -> JSONValue? {
@@ -194,16 +192,17 @@ extension JSONValue: ExpressibleByStringLiteral, ExpressibleByIntegerLiteral, Ex
 
 /// A canonical JSON object written member by member, without building a dictionary first: for
 /// records encoded at every step. The caller adds the members in the order of their names
-/// (`String`'s `<`, which `canonicalBytes` sorts by); a debug build checks it.
-public struct CanonicalObjectWriter {
-    private var out: [UInt8] = []
+/// (`String`'s `<`, which `canonicalBytes` sorts by); a debug build checks it. Written into a
+/// `ByteWriter`: each piece one copy, not an `Array` append's checks.
+public struct CanonicalObjectWriter: ~Copyable {
+    private var out: ByteWriter
     private var empty = true
     #if DEBUG
     private var last: String?
     #endif
 
     public init(capacity: Int = 256) {
-        out.reserveCapacity(capacity)
+        out = ByteWriter(capacity: capacity)
         out.append(UInt8(ascii: "{"))
     }
 
@@ -219,13 +218,13 @@ public struct CanonicalObjectWriter {
 
     public mutating func member(_ name: String, _ value: Int) {
         key(name)
-        out.append(contentsOf: String(value).utf8)
+        if value >= 0 { out.appendDecimal(value) } else { out.append(String(value)) }
     }
 
     /// A member whose value is an object written already (another writer's `finish()`).
     public mutating func member(_ name: String, object: [UInt8]) {
         key(name)
-        out.append(contentsOf: object)
+        object.withUnsafeBufferPointer { out.append($0) }
     }
 
     /// A member whose value is an object of strings, its members in canonical order.
@@ -249,6 +248,6 @@ public struct CanonicalObjectWriter {
     /// The object's bytes.
     public consuming func finish() -> [UInt8] {
         out.append(UInt8(ascii: "}"))
-        return out
+        return out.bytes
     }
 }

@@ -1,3 +1,5 @@
+import HTTPCore
+
 /// Escaping text for JSON strings and for XML/HTML markup, as the wire formats need it.
 public enum JSONText {
     /// Calls `emit` with the pieces of `s` escaped for use inside JSON double quotes: runs of
@@ -36,11 +38,18 @@ public enum JSONText {
         return String(decoding: out, as: UTF8.self)
     }
 
-    /// `s` as a JSON string, quotes included, appended to `out`: the bytes `escape` gives.
-    public static func write(_ s: String, into out: inout [UInt8]) {
-        out.append(UInt8(ascii: "\""))
-        escape(s) { out.append(contentsOf: $0) }
-        out.append(UInt8(ascii: "\""))
+    /// `s` as a JSON string, quotes included, appended to `out`: the bytes `escape` gives. A
+    /// string with nothing to escape (nearly every one) is one copy between its quotes.
+    public static func write(_ s: String, into out: inout ByteWriter) {
+        withBytes(s) { b in
+            out.append(UInt8(ascii: "\""))
+            if JSONStringScan.plainRun(b, from: 0).end == b.count {
+                out.append(b)
+            } else {
+                escape(bytes: b) { out.append($0) }
+            }
+            out.append(UInt8(ascii: "\""))
+        }
     }
 
     /// The string's UTF-8 in place (`withUTF8` is mutating: called on a copy, it costs a retain

@@ -1,4 +1,5 @@
 import Foundation
+import HTTPCore
 import Testing
 import TxGateCore
 
@@ -172,8 +173,10 @@ import TxGateCore
         #expect(JSONText.escape(tricky) == escaped)
         #expect(v.canonical == #"{"a":{"Z":false,"é":""},"b":["\#(escaped)",1.5,true,null],"\#(escaped)":"k"}"#)
         #expect(v.canonicalBytes == Array(v.canonical.utf8))
-        var out: [UInt8] = []
+        var out = ByteWriter()
         JSONText.write(tricky, into: &out)
-        #expect(out == Array(("\"" + escaped + "\"").utf8))
+        JSONText.write("plain é", into: &out)
+        JSONText.write("", into: &out)
+        #expect(out.bytes == Array(("\"" + escaped + "\"" + "\"plain é\"\"\"").utf8))
     }
 }

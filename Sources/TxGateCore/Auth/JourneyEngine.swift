@@ -1,4 +1,5 @@
 import Foundation
+import HTTPCore
 import TxGateCrypto
 
 public struct Journey: Sendable {
@@ -158,17 +159,16 @@ public final class JourneyEngine: Sendable {
 
     /// `stepJSON` written into one buffer (every step of every journey answers with one).
     public static func stepJSONBytes(authId: String, callbacks: [Callback]) -> [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(authId.utf8.count + 64 + 256 * callbacks.count)
-        out.append(contentsOf: #"{"authId":"#.utf8)
+        var out = ByteWriter(capacity: authId.utf8.count + 64 + 256 * callbacks.count)
+        out.append(#"{"authId":"# as StaticString)
         JSONText.write(authId, into: &out)
-        out.append(contentsOf: #","callbacks":["#.utf8)
+        out.append(#","callbacks":["# as StaticString)
         for (i, c) in callbacks.enumerated() {
             if i > 0 { out.append(UInt8(ascii: ",")) }
             c.write(id: i, into: &out)
         }
-        out.append(contentsOf: "]}".utf8)
-        return out
+        out.append(UInt8(ascii: "]"), UInt8(ascii: "}"))
+        return out.bytes
     }
 
     /// Builds the journeys of a configuration, reporting each bad node by its path.
