@@ -106,6 +106,15 @@ public struct ByteWriter: ~Copyable {
         used += digits
     }
 
+    /// `n` in decimal, with a minus sign when negative.
+    @inlinable
+    public mutating func appendInteger(_ n: Int) {
+        if n >= 0 { appendDecimal(n); return }
+        append(UInt8(ascii: "-"))
+        // -Int.min does not fit an Int.
+        if n == Int.min { append("9223372036854775808" as StaticString) } else { appendDecimal(-n) }
+    }
+
     @usableFromInline
     mutating func grow(_ needed: Int) {
         let newCapacity = max(capacity * 2, used + needed)

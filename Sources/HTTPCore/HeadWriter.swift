@@ -24,7 +24,7 @@ public struct HeadWriter: ~Copyable {
     /// `n` in decimal, its digits written in place.
     @inlinable
     public mutating func write(_ n: Int) {
-        if n < 0 { out.append(String(n)) } else { out.appendDecimal(n) }
+        out.appendInteger(n)
     }
 
     @inlinable

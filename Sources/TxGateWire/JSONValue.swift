@@ -218,7 +218,7 @@ public struct CanonicalObjectWriter: ~Copyable {
 
     public mutating func member(_ name: String, _ value: Int) {
         key(name)
-        if value >= 0 { out.appendDecimal(value) } else { out.append(String(value)) }
+        out.appendInteger(value)
     }
 
     /// A member whose value is an object written already (another writer's `finish()`).

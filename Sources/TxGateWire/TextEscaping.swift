@@ -7,7 +7,7 @@ public enum JSONText {
     /// `\t`, others as lowercase `\u00XX`). The one table of JSON string escaping: `escape`,
     /// `write` and the access log's lines all go through it.
     public static func escape(_ s: String, _ emit: (UnsafeBufferPointer<UInt8>) -> Void) {
-        withBytes(s) { escape(bytes: $0, emit) }
+        s.withUTF8Bytes { escape(bytes: $0, emit) }
     }
 
     /// `escape` of a string's UTF-8 bytes.
@@ -31,7 +31,7 @@ public enum JSONText {
     /// Escapes a string for use inside JSON double quotes (a string with nothing to escape is
     /// returned as it is, after one pass over its bytes).
     public static func escape(_ s: String) -> String {
-        if withBytes(s, { JSONStringScan.plainRun($0, from: 0).end == $0.count }) { return s }
+        if s.withUTF8Bytes(isPlain) { return s }
         var out: [UInt8] = []
         out.reserveCapacity(s.utf8.count + 16)
         escape(s) { out.append(contentsOf: $0) }
@@ -40,25 +40,18 @@ public enum JSONText {
 
     /// `s` as a JSON string, quotes included, appended to `out`: the bytes `escape` gives. A
     /// string with nothing to escape (nearly every one) is one copy between its quotes.
+    @inlinable
     public static func write(_ s: String, into out: inout ByteWriter) {
-        withBytes(s) { b in
-            out.append(UInt8(ascii: "\""))
-            if JSONStringScan.plainRun(b, from: 0).end == b.count {
-                out.append(b)
-            } else {
-                escape(bytes: b) { out.append($0) }
-            }
-            out.append(UInt8(ascii: "\""))
-        }
+        s.withUTF8Bytes { write(bytes: $0, into: &out) }
     }
 
-    /// The string's UTF-8 in place (`withUTF8` is mutating: called on a copy, it costs a retain
-    /// and a release of the storage per string written).
-    @inline(__always)
-    private static func withBytes<R>(_ s: String, _ body: (UnsafeBufferPointer<UInt8>) -> R) -> R {
-        if let r = s.utf8.withContiguousStorageIfAvailable(body) { return r }
-        var copy = s
-        return copy.withUTF8(body)
+    /// `write` of a string's UTF-8 bytes. Both are inlinable: the access log writes a dozen
+    /// fields a line.
+    @inlinable
+    public static func write(bytes: UnsafeBufferPointer<UInt8>, into out: inout ByteWriter) {
+        out.append(UInt8(ascii: "\""))
+        if isPlain(bytes) { out.append(bytes) } else { escape(bytes: bytes) { out.append($0) } }
+        out.append(UInt8(ascii: "\""))
     }
 
     private static let quote = Array(#"\""#.utf8), backslash = Array(#"\\"#.utf8)

@@ -360,6 +360,15 @@ import Testing
             }
         }
         #expect(String(decoding: w.bytes, as: UTF8.self) == expected)
+        // Signed, as String writes them: each value, its negation, and Int.min.
+        var signed = ByteWriter(capacity: 16)
+        var signedExpected = ""
+        for v in values + values.map { -$0 } + [Int.min] {
+            signed.appendInteger(v)
+            signed.append(UInt8(ascii: ","))
+            signedExpected += String(v) + ","
+        }
+        #expect(String(decoding: signed.bytes, as: UTF8.self) == signedExpected)
     }
 
     /// Every length a piece may have (the short ones are copied as words): each piece lands

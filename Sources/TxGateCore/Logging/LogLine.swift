@@ -69,27 +69,21 @@ public struct LogLine: ~Copyable {
 
     public mutating func field(_ key: StaticString, _ value: String) {
         writeKey(key)
-        out.append(UInt8(ascii: "\""))
-        escaped(value)
-        out.append(UInt8(ascii: "\""))
+        JSONText.write(value, into: &out)
     }
 
     /// A string field from the part of `value` before its first `separator` byte (all of it if
     /// there is none): a request's path from its target, read in place.
     public mutating func field(_ key: StaticString, _ value: String, before separator: UInt8) {
         writeKey(key)
-        out.append(UInt8(ascii: "\""))
         value.withUTF8Bytes { b in
-            let end = b.firstIndex(of: separator) ?? b.count
-            escaped(UnsafeBufferPointer(rebasing: b[..<end]))
+            JSONText.write(bytes: UnsafeBufferPointer(rebasing: b[..<(b.firstIndex(of: separator) ?? b.count)]), into: &out)
         }
-        out.append(UInt8(ascii: "\""))
     }
 
     public mutating func field(_ key: StaticString, _ value: Int) {
         writeKey(key)
-        if value < 0 { out.append(UInt8(ascii: "-")) }
-        if value == Int.min { out.append("9223372036854775808" as StaticString) } else { out.appendDecimal(abs(value)) }
+        out.appendInteger(value)
     }
 
     /// Nanoseconds as milliseconds rounded to the microsecond, written as Swift writes that
@@ -123,16 +117,6 @@ public struct LogLine: ~Copyable {
         out.append(UInt8(ascii: ","), UInt8(ascii: "\""))
         out.append(key)
         out.append(UInt8(ascii: "\""), UInt8(ascii: ":"))
-    }
-
-    /// JSON string escaping (`JSONText.escape`), written in place: in one piece when nothing
-    /// needs escaping, as in almost every field.
-    private mutating func escaped(_ s: String) {
-        s.withUTF8Bytes { escaped($0) }
-    }
-
-    private mutating func escaped(_ bytes: UnsafeBufferPointer<UInt8>) {
-        if JSONText.isPlain(bytes) { out.append(bytes) } else { JSONText.escape(bytes: bytes) { out.append($0) } }
     }
 }
 
