@@ -87,11 +87,8 @@ struct RedisCommand {
     /// The whole command in RESP: `*<count>\r\n`, then the arguments.
     var resp: [UInt8] {
         var out: [UInt8] = []
-        out.reserveCapacity(body.count + 8)
-        out.append(UInt8(ascii: "*"))
-        Self.appendDecimal(count, to: &out)
-        out.append(13)
-        out.append(10)
+        out.reserveCapacity(body.count + 24)
+        Self.appendHeader(UInt8(ascii: "*"), count, to: &out)
         out.append(contentsOf: body)
         return out
     }
@@ -120,22 +117,7 @@ struct RedisCommand {
         // would otherwise grow the buffer by doubling from its first 256 bytes, a copy each time.
         let needed = body.count + length + 24
         if needed > body.capacity { body.reserveCapacity(Swift.max(needed, body.capacity * 2)) }
-        // `$<length>\r\n`, then the bytes, then `\r\n`: the header written backwards into 24 bytes.
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { h in
-            var i = 24
-            h[i - 2] = 13
-            h[i - 1] = 10
-            i -= 2
-            var n = length
-            repeat {
-                i -= 1
-                h[i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: n % 10)
-                n /= 10
-            } while n > 0
-            i -= 1
-            h[i] = UInt8(ascii: "$")
-            body.append(contentsOf: UnsafeBufferPointer(rebasing: h[i...]))
-        }
+        Self.appendHeader(UInt8(ascii: "$"), length, to: &body)
         body.append(contentsOf: head)
         body.append(contentsOf: tail)
         body.append(13)
@@ -143,9 +125,23 @@ struct RedisCommand {
         count += 1
     }
 
-    private static func appendDecimal(_ n: Int, to out: inout [UInt8]) {
-        if n >= 10 { appendDecimal(n / 10, to: &out) }
-        out.append(UInt8(ascii: "0") + UInt8(truncatingIfNeeded: n % 10))
+    /// `<sigil><n>\r\n` (`*` and a count, `$` and a length), written backwards into 24 bytes
+    /// and appended in one piece.
+    private static func appendHeader(_ sigil: UInt8, _ n: Int, to out: inout [UInt8]) {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { h in
+            var i = 22
+            h[22] = 13
+            h[23] = 10
+            var rest = n
+            repeat {
+                i -= 1
+                h[i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+                rest /= 10
+            } while rest > 0
+            i -= 1
+            h[i] = sigil
+            out.append(contentsOf: UnsafeBufferPointer(rebasing: h[i...]))
+        }
     }
 }
 
