@@ -73,6 +73,18 @@ static inline int txg_hmac_key_init(txg_hmac_key *k, int algorithm, const uint8_
     return 1;
 }
 
+/* SHA-256 of one message on a stack context: EVP_Digest allocates and frees a digest context
+ * and its provider state (four malloc/free pairs) per call, and the one-shot SHA256() of
+ * OpenSSL 3 fetches the algorithm by name; the session key and each record's seal and binding
+ * digest are one such call per request. The context held the message's last block: cleansed. */
+static inline void txg_sha256(const uint8_t *data, size_t n, uint8_t *out) {
+    SHA256_CTX c;
+    SHA256_Init(&c);
+    SHA256_Update(&c, data, n);
+    SHA256_Final(out, &c);
+    OPENSSL_cleanse(&c, sizeof c);
+}
+
 /* Writes txg_hmac_digest_size(k->algorithm) bytes to out. */
 static inline void txg_hmac(const txg_hmac_key *k, const uint8_t *data, size_t n, uint8_t *out) {
     uint8_t inner[64];

@@ -50,6 +50,9 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
             self.isUTF8 = isUTF8
         }
 
+        /// The value as text (as `field.value`, without making the name a String too).
+        public var valueText: String { String(decoding: value, as: UTF8.self) }
+
         /// The field as text.
         public var field: Field {
             Field(name: String(decoding: name, as: UTF8.self), bytes: value, isUTF8: isUTF8)
@@ -150,16 +153,16 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     /// for the fields found.
     func framingFields() -> (te: String?, cl: String?) {
         if let noted, !noted.transferEncoding, noted.contentLength != -2 {
-            return (nil, noted.contentLength >= 0 ? field(at: noted.contentLength).value : nil)
+            return (nil, noted.contentLength >= 0 ? withRaw(at: noted.contentLength) { $0.valueText } : nil)
         }
         var te: String?, cl: String?
         forEachRaw { f in
             switch f.name.count {
             case 17 where equalsLowercased(f.name, "transfer-encoding"):
-                let v = f.field.value
+                let v = f.valueText
                 te = te.map { $0 + ", " + v } ?? v
             case 14 where equalsLowercased(f.name, "content-length"):
-                let v = f.field.value
+                let v = f.valueText
                 cl = cl.map { $0 + ", " + v } ?? v
             default:
                 break
@@ -259,6 +262,12 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
     mutating func append(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, isUTF8: Bool) {
         noted = nil
         let start = storage.count
+        // Fields built one by one (a reply's, those added to a forwarded request) start from
+        // empty arrays: room for a few at once, instead of growing both arrays at the first
+        // fields (each growth is an allocation and a copy).
+        if entries.capacity == 0 { entries.reserveCapacity(4) }
+        let needed = start + name.count + value.count
+        if needed > storage.capacity { storage.reserveCapacity(Swift.max(needed + 128, 2 * storage.capacity)) }
         storage.append(contentsOf: name)
         storage.append(contentsOf: value)
         entries.append(Entry(nameStart: Int32(start), nameCount: Int32(name.count),
@@ -295,13 +304,13 @@ public struct HTTPHeaders: Sequence, Sendable, Equatable {
 
     public func first(_ name: String) -> String? {
         name.withUTF8Bytes { n in
-            firstRaw { f in asciiCaseInsensitiveEquals(f.name, n) ? f.field.value : nil }
+            firstRaw { f in asciiCaseInsensitiveEquals(f.name, n) ? f.valueText : nil }
         }
     }
 
     public func values(_ name: String) -> [String] {
         var out: [String] = []
-        name.withUTF8Bytes { n in forEachRaw { f in if asciiCaseInsensitiveEquals(f.name, n) { out.append(f.field.value) } } }
+        name.withUTF8Bytes { n in forEachRaw { f in if asciiCaseInsensitiveEquals(f.name, n) { out.append(f.valueText) } } }
         return out
     }
 

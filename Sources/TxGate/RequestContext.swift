@@ -125,8 +125,12 @@ final class RequestContext {
     var contentType: String? {
         if let replay { return replay.contentType }
         var value: String?
-        for f in exchange.head.headers where asciiCaseInsensitiveEquals(f.name, "Content-Type") {
-            value = value.map { $0 + ", " + f.value } ?? f.value
+        // Over the fields' bytes: iterating them as `Field`s would make every name and value a
+        // String first.
+        exchange.head.headers.forEachRaw { f in
+            guard equalsLowercased(f.name, "content-type") else { return }
+            let v = f.valueText
+            value = value.map { $0 + ", " + v } ?? v
         }
         return value
     }
@@ -163,7 +167,7 @@ final class RequestContext {
 
     /// The loop: each phase's returned status says what comes next; a suspended phase returns
     /// here through its token (`resumed`), from its callback, at the same depth.
-    private func drive(_ first: Outcome) {
+    private func drive(_ first: consuming Outcome) {
         var outcome = first
         while true {
             switch outcome {
@@ -200,6 +204,9 @@ final class RequestContext {
                 }
             case .reply(let r):
                 flow = .over
+                // The loop's copy let go: the reply's headers, no longer shared, take the
+                // fields `Pipeline.reply` adds without being copied first.
+                outcome = .next
                 pipeline.reply(self, r)
                 return
             case .fail(let f):
@@ -232,7 +239,7 @@ final class RequestContext {
         pipeline.misuse(self, what)
     }
 
-    fileprivate func resumed(_ outcome: Outcome) {
+    fileprivate func resumed(_ outcome: consuming Outcome) {
         switch flow {
         case .inPhase:
             resumedOutcome = outcome
@@ -356,10 +363,9 @@ struct LocalReply {
         self.json(status, Array(json.utf8), headers: headers, details: details)
     }
 
-    static func json(_ status: Int, _ json: [UInt8], headers: HTTPHeaders = HTTPHeaders(), details: ReplyDetails) -> LocalReply {
-        var h = headers
-        h.add("Content-Type", "application/json")
-        return LocalReply(status: status, headers: h, body: json, details: details)
+    static func json(_ status: Int, _ json: [UInt8], headers: consuming HTTPHeaders = HTTPHeaders(), details: ReplyDetails) -> LocalReply {
+        headers.add("Content-Type", "application/json")
+        return LocalReply(status: status, headers: headers, body: json, details: details)
     }
 }
 
@@ -401,12 +407,12 @@ struct PhaseResume: ~Copyable {
     var request: RequestContext { ctx! }
 
     consuming func next() { go(.next) }
-    consuming func reply(_ r: LocalReply) { go(.reply(r)) }
+    consuming func reply(_ r: consuming LocalReply) { go(.reply(r)) }
     consuming func fail(_ f: RequestFailure) { go(.fail(f)) }
     consuming func ended(_ details: ReplyDetails) { go(.ended(details)) }
 
     /// Continues with what a phase would have returned.
-    consuming func resume(_ status: PhaseStatus) {
+    consuming func resume(_ status: consuming PhaseStatus) {
         switch status {
         case .next: go(.next)
         case .reply(let r): go(.reply(r))
@@ -415,7 +421,7 @@ struct PhaseResume: ~Copyable {
         }
     }
 
-    private mutating func go(_ outcome: RequestContext.Outcome) {
+    private mutating func go(_ outcome: consuming RequestContext.Outcome) {
         let c = ctx
         ctx = nil
         c?.resumed(outcome)

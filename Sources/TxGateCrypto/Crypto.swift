@@ -28,12 +28,6 @@ public enum Crypto {
         return out
     }
 
-    /// SHA-256, fetched from the default provider once. `EVP_sha256()` is a legacy handle that
-    /// OpenSSL 3 fetches again by name at every `EVP_DigestInit_ex` (~2.5k instructions a digest;
-    /// records are sealed several times per step-up). An `EVP_MD` is immutable and may be shared
-    /// by threads once fetched.
-    nonisolated(unsafe) private static let sha256Digest: OpaquePointer? = EVP_MD_fetch(nil, "SHA2-256", nil)
-
     /// A random (version 4) UUID in lower case, from OpenSSL's CSPRNG: TxIds and the like.
     /// Foundation's `UUID()` opens, reads and closes /dev/urandom for each one on Linux.
     public static func uuidV4() -> String {
@@ -69,23 +63,42 @@ public enum Crypto {
         return out
     }
 
-    /// SHA-256 digest (32 bytes).
+    /// SHA-256 digest (32 bytes), on a stack context (`txg_sha256`): no allocation but the
+    /// result's.
     public static func sha256(_ data: [UInt8]) -> [UInt8] {
-        var out = [UInt8](repeating: 0, count: 32)
-        let md = sha256Digest ?? EVP_sha256()
-        let rc = withNonNullBytes(data) { d, n in
-            out.withUnsafeMutableBufferPointer { o in
-                EVP_Digest(d, n, o.baseAddress, nil, md, nil)
+        [UInt8](unsafeUninitializedCapacity: 32) { out, count in
+            data.withUnsafeBufferPointer { txg_sha256($0.baseAddress, $0.count, out.baseAddress) }
+            count = 32
+        }
+    }
+
+    /// `prefix` and the SHA-256 of `data` in lower-case hexadecimal, written as one string with
+    /// no array for the digest: store keys and records' seals and binding digests are such text.
+    public static func sha256Hex(_ data: UnsafeRawBufferPointer, prefix: StaticString = "") -> String {
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 32) { digest in
+            txg_sha256(data.baseAddress?.assumingMemoryBound(to: UInt8.self), data.count, digest.baseAddress)
+            let p = UnsafeBufferPointer(start: prefix.utf8Start, count: prefix.utf8CodeUnitCount)
+            return String(unsafeUninitializedCapacity: p.count + 64) { out in
+                _ = out.initialize(from: p)
+                writeHex(UnsafeBufferPointer(digest), into: UnsafeMutableBufferPointer(rebasing: out[p.count...]))
+                return p.count + 64
             }
         }
-        guard rc == 1 else { fatalError("EVP_Digest(SHA-256) failed") }
-        return out
     }
 
     /// HMAC with the given hash function.
     public static func hmac(_ algorithm: HashAlgorithm, key: [UInt8], data: [UInt8]) -> [UInt8] {
         precondition(key.count <= Int(Int32.max), "hmac: key too long")
         return HMACKeys.shared.mac(algorithm, key: key, data: data)
+    }
+
+    /// HMAC of bytes in place, written to the start of `out` (at least the algorithm's
+    /// `digestLength`): no array for the message or the MAC (TOTP computes three per code).
+    public static func hmac(_ algorithm: HashAlgorithm, key: [UInt8], data: UnsafeRawBufferPointer,
+                            into out: UnsafeMutableRawBufferPointer) {
+        precondition(key.count <= Int(Int32.max), "hmac: key too long")
+        precondition(out.count >= algorithm.digestLength, "hmac: the output has no room for the MAC")
+        HMACKeys.shared.context(algorithm, key: key).mac(data, into: out)
     }
 
     public static func hmacSHA256(key: [UInt8], data: [UInt8]) -> [UInt8] {
@@ -145,15 +158,23 @@ public enum Crypto {
 
     /// Lower-case hexadecimal.
     public static func hex(_ bytes: [UInt8]) -> String {
-        // Written straight into the string's storage: no digit table or byte array allocated
-        // first (digests are written as hex several times per request on the step-up path).
+        bytes.withUnsafeBufferPointer { hex($0) }
+    }
+
+    /// Lower-case hexadecimal of bytes in place.
+    public static func hex(_ bytes: UnsafeBufferPointer<UInt8>) -> String {
         String(unsafeUninitializedCapacity: bytes.count * 2) { out in
-            @inline(__always) func digit(_ v: UInt8) -> UInt8 { v < 10 ? 0x30 + v : 0x57 + v }
-            for (i, b) in bytes.enumerated() {
-                out[2 * i] = digit(b >> 4)
-                out[2 * i + 1] = digit(b & 0xF)
-            }
+            writeHex(bytes, into: out)
             return bytes.count * 2
+        }
+    }
+
+    /// Writes two lower-case hex digits per byte of `bytes` at the start of `out`.
+    private static func writeHex(_ bytes: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) {
+        @inline(__always) func digit(_ v: UInt8) -> UInt8 { v < 10 ? 0x30 + v : 0x57 + v }
+        for (i, b) in bytes.enumerated() {
+            out[2 * i] = digit(b >> 4)
+            out[2 * i + 1] = digit(b & 0xF)
         }
     }
 

@@ -22,15 +22,19 @@ final class HMACKeys: Sendable {
 
     /// The MAC of `data` under `key`.
     func mac(_ algorithm: Crypto.HashAlgorithm, key: [UInt8], data: [UInt8]) -> [UInt8] {
+        context(algorithm, key: key).mac(data)
+    }
+
+    /// `key`'s state, set up now if the table does not have it.
+    func context(_ algorithm: Crypto.HashAlgorithm, key: [UInt8]) -> KeyedContext {
         let k = Key(algorithm: algorithm, bytes: key)
-        let context = table.withLock { t -> KeyedContext in
+        return table.withLock { t -> KeyedContext in
             if let c = t[k] { return c }
             let c = KeyedContext(algorithm, key: key)
             if t.count >= Self.capacity { t.removeAll() }
             t[k] = c
             return c
         }
-        return context.mac(data)
     }
 }
 
@@ -39,7 +43,7 @@ final class HMACKeys: Sendable {
 /// context, update, final, free) spent about 9,000 instructions per message beyond the hashing,
 /// more than hashing a 400-byte authId; this copies two small structs. Never changed after init,
 /// so several threads may use it at once.
-private final class KeyedContext: @unchecked Sendable {
+final class KeyedContext: @unchecked Sendable {
     // @unchecked Sendable: `key` is written once, in init, and only read after.
     private let key: UnsafeMutablePointer<txg_hmac_key>
     private let length: Int
@@ -63,6 +67,12 @@ private final class KeyedContext: @unchecked Sendable {
             data.withUnsafeBufferPointer { txg_hmac(key, $0.baseAddress, $0.count, out.baseAddress) }
             count = length
         }
+    }
+
+    /// The MAC written to the start of `out` (room for `length` bytes checked by the caller).
+    func mac(_ data: UnsafeRawBufferPointer, into out: UnsafeMutableRawBufferPointer) {
+        txg_hmac(key, data.baseAddress?.assumingMemoryBound(to: UInt8.self), data.count,
+                 out.baseAddress?.assumingMemoryBound(to: UInt8.self))
     }
 }
 

@@ -49,9 +49,14 @@ enum RedisReply: Equatable {
 
 /// One command's arguments, packed in one buffer (hiredis copies them when the command is queued).
 struct RedisCommand {
-    /// The arguments in RESP (`$<length>\r\n<bytes>\r\n` each), written as they are added:
-    /// hiredis's own formatting (`redisAsyncCommandArgv`) cost ~5k instructions a command.
-    private(set) var body: [UInt8] = []
+    /// Room at the start of `body` for the command's `*<count>\r\n`, rewritten as arguments are
+    /// added, so that the whole command is one run of bytes sent from where it was written.
+    private static let headerRoom = 24
+    /// `*<count>\r\n` (in `body[start..<headerRoom]`), then the arguments in RESP
+    /// (`$<length>\r\n<bytes>\r\n` each), written as they are added: hiredis's own formatting
+    /// (`redisAsyncCommandArgv`) cost ~5k instructions a command.
+    private var body: [UInt8]
+    private var start = headerRoom
     private(set) var count = 0
     /// The command name, for error messages (arguments may be secrets and are never shown).
     let name: String
@@ -59,17 +64,22 @@ struct RedisCommand {
     /// arguments after the SHA-1 start in `body`.
     private var script: (script: RedisScript, rest: Int)?
 
-    init(_ name: String) {
+    /// `room`: the bytes of the large arguments to come (records, audit entries), so that the
+    /// buffer is allocated once at its size instead of growing as they are added.
+    init(_ name: String, room: Int = 0) {
         self.name = name
-        body.reserveCapacity(256)
+        body = [UInt8](unsafeUninitializedCapacity: 256 + room) { b, n in
+            b.baseAddress!.initialize(repeating: 0, count: Self.headerRoom)
+            n = Self.headerRoom
+        }
         add(name)
     }
 
     /// `EVALSHA <sha1>`, the arguments to follow. Redis runs the script from its cache;
     /// `withScriptText` is the same command as `EVAL <script>`, for a server that does not have
     /// it (restarted, flushed, failed over), which NOSCRIPT says has run nothing.
-    init(_ script: RedisScript) {
-        self.init("EVALSHA")
+    init(_ script: RedisScript, room: Int = 0) {
+        self.init("EVALSHA", room: room)
         add(script.sha1)
         self.script = (script, body.count)
     }
@@ -77,20 +87,20 @@ struct RedisCommand {
     /// This `EVALSHA` as `EVAL` with the script's text.
     func withScriptText() -> RedisCommand? {
         guard let script else { return nil }
-        var c = RedisCommand("EVAL")
+        var c = RedisCommand("EVAL", room: script.script.text.count + body.count)
         c.add(script.script.text)
         c.body.append(contentsOf: body[script.rest...])
         c.count += count - 2
+        c.writeCountHeader()
         return c
     }
 
     /// The whole command in RESP: `*<count>\r\n`, then the arguments.
-    var resp: [UInt8] {
-        var out: [UInt8] = []
-        out.reserveCapacity(body.count + 24)
-        Self.appendHeader(UInt8(ascii: "*"), count, to: &out)
-        out.append(contentsOf: body)
-        return out
+    var resp: [UInt8] { Array(body[start...]) }
+
+    /// Calls `send` with the whole command in RESP (valid only during the call).
+    func withRESP<R>(_ send: (UnsafeBufferPointer<UInt8>) -> R) -> R {
+        body.withUnsafeBufferPointer { send(UnsafeBufferPointer(rebasing: $0[start...])) }
     }
 
     mutating func add(_ s: String) {
@@ -123,25 +133,38 @@ struct RedisCommand {
         body.append(13)
         body.append(10)
         count += 1
+        writeCountHeader()
     }
 
-    /// `<sigil><n>\r\n` (`*` and a count, `$` and a length), written backwards into 24 bytes
-    /// and appended in one piece.
+    /// `*<count>\r\n`, right-aligned in the room before the arguments.
+    private mutating func writeCountHeader() {
+        let count = count
+        start = body.withUnsafeMutableBufferPointer { Self.writeHeader(UInt8(ascii: "*"), count, endingAt: Self.headerRoom, in: $0) }
+    }
+
+    /// `$<length>\r\n`, written backwards into 24 bytes and appended in one piece.
     private static func appendHeader(_ sigil: UInt8, _ n: Int, to out: inout [UInt8]) {
         withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { h in
-            var i = 22
-            h[22] = 13
-            h[23] = 10
-            var rest = n
-            repeat {
-                i -= 1
-                h[i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
-                rest /= 10
-            } while rest > 0
-            i -= 1
-            h[i] = sigil
+            let i = writeHeader(sigil, n, endingAt: 24, in: h)
             out.append(contentsOf: UnsafeBufferPointer(rebasing: h[i...]))
         }
+    }
+
+    /// Writes `<sigil><n>\r\n` (`*` and a count, `$` and a length) to end just before `end`
+    /// in `h` (which has room for 22 digits before it); returns where it starts.
+    private static func writeHeader(_ sigil: UInt8, _ n: Int, endingAt end: Int, in h: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        var i = end - 2
+        h[i] = 13
+        h[i + 1] = 10
+        var rest = n
+        repeat {
+            i -= 1
+            h[i] = UInt8(ascii: "0") + UInt8(truncatingIfNeeded: rest % 10)
+            rest /= 10
+        } while rest > 0
+        i -= 1
+        h[i] = sigil
+        return i
     }
 }
 
@@ -520,7 +543,7 @@ final class RedisConnection {
         }
         guard let ac = context, state == .ready || setup else { return false }
         let pending = Unmanaged.passRetained(PendingReply(self, done)).toOpaque()
-        let rc: Int32 = command.resp.withUnsafeBufferPointer { resp in
+        let rc: Int32 = command.withRESP { resp in
             resp.withMemoryRebound(to: CChar.self) { cmd in
                 redisAsyncFormattedCommand(ac, { _, reply, privdata in
                     let p = Unmanaged<PendingReply>.fromOpaque(privdata!).takeRetainedValue()

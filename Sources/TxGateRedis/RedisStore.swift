@@ -94,7 +94,7 @@ public final class RedisStore: Store, Sendable {
     public func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
                        _ done: @escaping (StoreResult<Bool>) -> Void) {
         if let kind = fenced.kind(of: key) {
-            var c = fencedEval(RedisFence.create, key)
+            var c = fencedEval(RedisFence.create, key, room: value.count)
             c.add(value)
             c.add(ttlMs == StoreExpiry.never ? "0" : String(ttlMs))
             c.add(kind == .marker ? "1" : "0")
@@ -116,7 +116,7 @@ public final class RedisStore: Store, Sendable {
     public func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
                     _ done: @escaping (StoreResult<Void>) -> Void) {
         if fenced.kind(of: key) != nil {
-            var c = fencedEval(RedisFence.put, key)
+            var c = fencedEval(RedisFence.put, key, room: value.count)
             c.add(value)
             c.add(String(ttlMs))
             run(c, on: executor, writes: true, done) { reply in reply == .integer(1) ? () : nil }
@@ -195,8 +195,9 @@ public final class RedisStore: Store, Sendable {
 
     public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
                                on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.compareAndSwap, key, audited: true)
-            : eval(Self.compareAndSwapScript, key, audited: true)
+        let room = expected.count + (new?.count ?? 0) + audit.byteCount
+        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.compareAndSwap, key, audited: true, room: room)
+            : eval(Self.compareAndSwapScript, key, audited: true, room: room)
         addAudit(audit, to: &c)
         c.add(expected)
         if let new {
@@ -211,7 +212,9 @@ public final class RedisStore: Store, Sendable {
 
     public func takeIf(_ key: String, fields: [String: String], audit: AuditAppend?, on executor: CallbackExecutor,
                        _ done: @escaping (StoreResult<ConditionalTake>) -> Void) {
-        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.takeIf, key, audited: true) : eval(Self.takeIfScript, key, audited: true)
+        let room = audit.byteCount
+        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.takeIf, key, audited: true, room: room)
+            : eval(Self.takeIfScript, key, audited: true, room: room)
         addAudit(audit, to: &c)
         for (name, value) in fields {
             c.add(name)
@@ -228,7 +231,7 @@ public final class RedisStore: Store, Sendable {
     public func appendAudit(_ entry: [UInt8], foundKey: String?, retentionMs: Int, on executor: CallbackExecutor,
                             _ done: @escaping (StoreResult<Void>) -> Void) {
         // The found key is read as the fenced scripts read it: a value of an older epoch is none.
-        var c = fencedEval(RedisFence.appendAudit, foundKey ?? "audit:none", audited: true)
+        var c = fencedEval(RedisFence.appendAudit, foundKey ?? "audit:none", audited: true, room: entry.count)
         addAudit(AuditAppend(ifChanged: entry, retentionMs: retentionMs), to: &c)
         run(c, on: executor, oneShot: true, writes: true, done) { reply in reply == .integer(1) ? () : nil }
     }
@@ -435,15 +438,15 @@ public final class RedisStore: Store, Sendable {
     }
 
     /// `NAME <prefixed key>`, for more arguments to be added.
-    private func command(_ name: String, _ key: String) -> RedisCommand {
-        var c = RedisCommand(name)
+    private func command(_ name: String, _ key: String, room: Int = 0) -> RedisCommand {
+        var c = RedisCommand(name, room: room)
         c.add(keyPrefix, key)
         return c
     }
 
     /// `SET <prefixed key> <value> PX <ttl>`, without `PX` for `StoreExpiry.never`.
     private func set(_ key: String, _ value: [UInt8], ttlMs: Int) -> RedisCommand {
-        var c = command("SET", key)
+        var c = command("SET", key, room: value.count)
         c.add(value)
         if ttlMs != StoreExpiry.never {
             c.add("PX")
@@ -454,8 +457,8 @@ public final class RedisStore: Store, Sendable {
 
     /// `EVALSHA <script> 1 <prefixed key>`, for the script's ARGV to be added; `audited` adds the
     /// audit stream as the last key.
-    private func eval(_ script: RedisScript, _ key: String, audited: Bool = false) -> RedisCommand {
-        var c = RedisCommand(script)
+    private func eval(_ script: RedisScript, _ key: String, audited: Bool = false, room: Int = 0) -> RedisCommand {
+        var c = RedisCommand(script, room: room)
         c.add(audited ? "2" : "1")
         c.add(keyPrefix, key)
         if audited { c.add(auditKey) }
@@ -463,8 +466,8 @@ public final class RedisStore: Store, Sendable {
     }
 
     /// `EVALSHA <script> 2 <prefixed key> <fence record>`: a fenced operation reads the epoch itself.
-    private func fencedEval(_ script: RedisScript, _ key: String, audited: Bool = false) -> RedisCommand {
-        var c = RedisCommand(script)
+    private func fencedEval(_ script: RedisScript, _ key: String, audited: Bool = false, room: Int = 0) -> RedisCommand {
+        var c = RedisCommand(script, room: room)
         c.add(audited ? "3" : "2")
         c.add(keyPrefix, key)
         c.add(fence.key)
@@ -561,4 +564,9 @@ extension RedisStore {
         if eviction.allowed { return "store.allowEviction is set: \(problem)" }
         throw RedisStartError(description: "store.url: \(problem)")
     }
+}
+
+private extension Optional where Wrapped == AuditAppend {
+    /// The bytes of the entries `addAudit` writes, to size a command for them.
+    var byteCount: Int { (self?.ifChanged?.count ?? 0) + (self?.ifUnchanged?.count ?? 0) }
 }

@@ -20,6 +20,19 @@ private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
                 == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
     }
 
+    /// The digest as text with a prefix, in one string: the same digest as `sha256`, across
+    /// block boundaries (55, 56, 64 bytes and more).
+    @Test func sha256HexIsThePrefixAndTheDigestInHex() {
+        for n in [0, 1, 55, 56, 63, 64, 65, 1_000] {
+            let data = (0..<n).map { UInt8(truncatingIfNeeded: $0 &* 31) }
+            let hex = Crypto.hex(Crypto.sha256(data))
+            #expect(data.withUnsafeBytes { Crypto.sha256Hex($0) } == hex, "\(n)")
+            #expect(data.withUnsafeBytes { Crypto.sha256Hex($0, prefix: "session:") } == "session:" + hex, "\(n)")
+        }
+        #expect(bytes("abc").withUnsafeBytes { Crypto.sha256Hex($0) }
+                == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad")
+    }
+
     /// RFC 4231 test case 2 (and RFC 2202 test case 2 for SHA-1).
     @Test func hmacRFC4231TestCase2() {
         let key = bytes("Jefe"), data = bytes("what do ya want for nothing?")

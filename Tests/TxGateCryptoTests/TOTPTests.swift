@@ -65,6 +65,20 @@ private let rfc6238: [(time: Int, sha1: String, sha256: String, sha512: String)]
         }
     }
 
+    /// A code is compared as the number it spells, at exactly `digits` digits: one with
+    /// leading zeros matches only with them, for every algorithm.
+    @Test func codesWithLeadingZerosMatchOnlyWhole() throws {
+        for algorithm in [TOTP.Algorithm.sha1, .sha256, .sha512] {
+            let totp = TOTP(secret: seed20, algorithm: algorithm)
+            let c = try #require((UInt64(0)..<2_000).first { totp.code(counter: $0).hasPrefix("0") })
+            let code = totp.code(counter: c)
+            let t = Int(c) * 30
+            #expect(totp.matchingCounter(code, at: t, window: 0) == c, "\(algorithm)")
+            #expect(totp.matchingCounter(String(code.drop { $0 == "0" }), at: t, window: 0) == nil, "\(algorithm)")
+            #expect(totp.matchingCounter("0" + code, at: t, window: 0) == nil, "\(algorithm)")
+        }
+    }
+
     @Test func wrongSecretDoesNotMatch() {
         let code = TOTP(secret: seed20).code(at: 1_700_000_000)
         let other = TOTP(secret: Array("12345678901234567891".utf8))

@@ -24,4 +24,23 @@ import Testing
         #expect(c.resp == Self.resp([Array("SET".utf8), Array("bench:tx:0b8f…".utf8), big, [], Array("PX".utf8),
                                      Array("180000".utf8), [], Array("p:".utf8)]))
     }
+
+    /// The `*<count>` header is kept in front of the arguments as they are added (one digit,
+    /// then two), and the command is sent from there: `withRESP` hands out what `resp` copies.
+    @Test func theCountHeaderFollowsTheArgumentsAndAScriptBecomesEVAL() {
+        let script = RedisScript("return #ARGV")
+        var c = RedisCommand(script)
+        var args: [[UInt8]] = [Array("EVALSHA".utf8), Array(script.sha1)]
+        for i in 0..<11 {
+            c.add(String(i))
+            args.append(Array(String(i).utf8))
+            #expect(c.resp == Self.resp(args))
+        }
+        #expect(c.count == 13)
+        #expect(c.withRESP { Array($0) } == Self.resp(args))
+        let eval = c.withScriptText()
+        #expect(eval?.count == 13)
+        #expect(eval?.resp == Self.resp([Array("EVAL".utf8), Array(script.text)] + args.dropFirst(2)))
+        #expect(eval?.withRESP { Array($0) } == eval?.resp)
+    }
 }

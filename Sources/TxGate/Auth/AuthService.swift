@@ -73,12 +73,15 @@ final class AuthService: Sendable {
 
     /// `/am/json/realms/root[/realms/NAME]/<endpoint>` → (realm, endpoint); also `/am/json/<endpoint>`.
     static func route(_ path: String) -> (realm: String, endpoint: String)? {
-        let parts = path.split(byte: UInt8(ascii: "/")).dropFirst(2).map(String.init)  // drop "am", "json"
-        if parts.count == 1 { return ("/", parts[0]) }
-        guard parts.count >= 3, parts[0] == "realms", parts[1] == "root" else { return nil }
-        if parts.count == 3 { return ("/", parts[2]) }
-        guard parts.count == 5, parts[2] == "realms" else { return nil }
-        return ("/" + parts[3], parts[4])
+        let all = path.split(byte: UInt8(ascii: "/"))
+        guard all.count >= 3 else { return nil }
+        let parts = all[2...]  // after "am", "json"
+        let p = parts.startIndex
+        if parts.count == 1 { return ("/", String(parts[p])) }
+        guard parts.count >= 3, parts[p] == "realms", parts[p + 1] == "root" else { return nil }
+        if parts.count == 3 { return ("/", String(parts[p + 2])) }
+        guard parts.count == 5, parts[p + 2] == "realms" else { return nil }
+        return ("/" + parts[p + 3], String(parts[p + 4]))
     }
 
     /// AM's 401 answers, in the gateway's error shape.

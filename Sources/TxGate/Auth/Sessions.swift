@@ -55,7 +55,9 @@ final class SessionManager: Sendable {
         self.secureCookie = secureCookie
     }
 
-    static func key(_ token: String) -> String { "session:" + Crypto.hex(Crypto.sha256(Array(token.utf8))) }
+    static func key(_ token: String) -> String {
+        token.withUTF8Bytes { Crypto.sha256Hex(UnsafeRawBufferPointer($0), prefix: "session:") }
+    }
 
     /// A token as AM sends it: in the header named after the cookie, or in the cookie.
     func token(in headers: HTTPHeaders) -> String? { Self.token(in: headers, cookieName: config.cookieName) }

@@ -33,21 +33,28 @@ public struct TOTP: Sendable, CustomStringConvertible, CustomDebugStringConverti
 
     /// The HOTP value for `counter`, zero-padded to `digits`.
     public func code(counter: UInt64) -> String {
-        let message = withUnsafeBytes(of: counter.bigEndian) { Array($0) }
-        let mac: [UInt8]
-        switch algorithm {
-        case .sha1: mac = Crypto.hmacSHA1(key: secret, data: message)
-        case .sha256: mac = Crypto.hmacSHA256(key: secret, data: message)
-        case .sha512: mac = Crypto.hmacSHA512(key: secret, data: message)
-        }
-        // Dynamic truncation (RFC 4226 §5.3).
-        let offset = Int(mac[mac.count - 1] & 0x0F)
-        let binary = UInt64(mac[offset] & 0x7F) << 24 | UInt64(mac[offset + 1]) << 16
-            | UInt64(mac[offset + 2]) << 8 | UInt64(mac[offset + 3])
-        var modulus: UInt64 = 1
-        for _ in 0..<digits { modulus *= 10 }
-        let value = String(binary % modulus)
+        let value = String(number(counter: counter))
         return String(repeating: "0", count: digits - value.count) + value
+    }
+
+    /// The HOTP value for `counter` as a number (below 10^`digits`): the code is its decimal
+    /// text, zero-padded. Computed with no allocation (every check computes three).
+    func number(counter: UInt64) -> UInt64 {
+        let hash: Crypto.HashAlgorithm = switch algorithm {
+        case .sha1: .sha1
+        case .sha256: .sha256
+        case .sha512: .sha512
+        }
+        return withUnsafeTemporaryAllocation(byteCount: 64, alignment: 8) { mac in
+            withUnsafeBytes(of: counter.bigEndian) { Crypto.hmac(hash, key: secret, data: $0, into: mac) }
+            // Dynamic truncation (RFC 4226 §5.3).
+            let offset = Int(mac[hash.digestLength - 1] & 0x0F)
+            let binary = UInt64(mac[offset] & 0x7F) << 24 | UInt64(mac[offset + 1]) << 16
+                | UInt64(mac[offset + 2]) << 8 | UInt64(mac[offset + 3])
+            var modulus: UInt64 = 1
+            for _ in 0..<digits { modulus *= 10 }
+            return binary % modulus
+        }
     }
 
     /// The code valid at `unixTime`.
@@ -61,10 +68,15 @@ public struct TOTP: Sendable, CustomStringConvertible, CustomDebugStringConverti
     /// share the code, the earliest is returned. Every candidate is computed and compared in constant time.
     /// `window` is clamped to 0...10.
     public func matchingCounter(_ code: String, at unixTime: Int, window: Int = 1) -> UInt64? {
-        let given = Array(code.utf8)
-        guard given.count == digits,
-              given.allSatisfy({ $0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9") })
-        else { return nil }
+        // The code as a number: `digits` ASCII digits, leading zeros included, else no match.
+        var given: UInt64 = 0
+        var count = 0
+        for b in code.utf8 {
+            guard b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9"), count < digits else { return nil }
+            given = given * 10 + UInt64(b - UInt8(ascii: "0"))
+            count += 1
+        }
+        guard count == digits else { return nil }
         let current = counter(at: unixTime)
         let w = UInt64(max(0, min(window, 10)))
         let low = current >= w ? current - w : 0
@@ -72,7 +84,8 @@ public struct TOTP: Sendable, CustomStringConvertible, CustomDebugStringConverti
         var match: UInt64?
         var c = low
         while true {
-            if Crypto.constantTimeEquals(Array(self.code(counter: c).utf8), given), match == nil { match = c }
+            // Every candidate computed and compared whatever the others gave (no early exit).
+            if number(counter: c) == given, match == nil { match = c }
             if c == high { break }
             c += 1
         }

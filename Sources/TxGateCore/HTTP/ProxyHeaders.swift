@@ -95,7 +95,7 @@ public enum ProxyHeaders {
             case .forwardedFor:
                 out.drop(at: i)
                 if forwardedChain {
-                    let v = f.field.value
+                    let v = f.valueText
                     forwardedFor = forwardedFor.map { $0 + ", " + v } ?? v
                 }
             case .other:

@@ -1,5 +1,6 @@
 import Foundation
 import TxGateCrypto
+import HTTPCore
 
 /// A one-shot authorization (WIRE.md §2): created when policy needs it, completed by the
 /// subject's journey, consumed by exactly one retried request.
@@ -77,7 +78,7 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
     /// with the transaction's lifetime: a TxId, as text. Not fenced (`FencedKeys`): an entry
     /// brought back by a restore names a record that is not, and is replaced.
     public static func pendingIndexKey(subject: String, seal: String) -> String {
-        "txpending:" + Crypto.hex(Crypto.sha256(JSONValue.array([.string(subject), .string(seal)]).canonicalBytes))
+        JSONValue.array([.string(subject), .string(seal)]).canonicalDigest(prefix: "txpending:")
     }
 
     /// Canonical JSON (sorted keys): the same record always encodes to the same bytes. Written
@@ -300,8 +301,8 @@ public struct TransactionBinding: Equatable, Sendable {
                 mediaType = type.normalized
                 normalized = .string(type.normalized)
             }
-            let parts: [JSONValue] = [normalized, .string(Crypto.hex(Crypto.sha256(body)))]
-            bodyDigest = Crypto.hex(Crypto.sha256(JSONValue.array(parts).canonicalBytes))
+            let parts: [JSONValue] = [normalized, .string(body.withUnsafeBytes { Crypto.sha256Hex($0) })]
+            bodyDigest = JSONValue.array(parts).canonicalDigest
         } else if !rule.bindFields.isEmpty {
             switch Self.readFields(rule.bindFields, body: body, contentType: contentType) {
             case .success(let (type, fields)):
@@ -314,7 +315,7 @@ public struct TransactionBinding: Equatable, Sendable {
                 mediaType = type
                 bound = fields
                 let parts: [JSONValue] = [.string(type), .object(fields)]
-                bodyDigest = Crypto.hex(Crypto.sha256(JSONValue.array(parts).canonicalBytes))
+                bodyDigest = JSONValue.array(parts).canonicalDigest
             case .failure(let refusal):
                 bodyOutcome = refusal.outcome
             }
@@ -331,7 +332,7 @@ public struct TransactionBinding: Equatable, Sendable {
         self.subject = subject
         var bound: [String: JSONValue] = [:]
         if rule.bindWholeBody {
-            bodyDigest = Crypto.hex(Crypto.sha256(body))
+            bodyDigest = body.withUnsafeBytes { Crypto.sha256Hex($0) }
         } else if !rule.bindFields.isEmpty {
             let doc = JSONValue.parse(body)
             if doc == nil && !body.isEmpty {
@@ -339,7 +340,7 @@ public struct TransactionBinding: Equatable, Sendable {
                     + "so the body must be one JSON document without repeated keys")
             }
             for p in rule.bindFields { bound[p] = doc?.at(pointer: p) ?? .null }
-            bodyDigest = Crypto.hex(Crypto.sha256(JSONValue.object(bound).canonicalBytes))
+            bodyDigest = JSONValue.object(bound).canonicalDigest
         }
         self.bound = bound
     }
@@ -438,7 +439,7 @@ public struct TransactionBinding: Equatable, Sendable {
 
     public static func seal(realm: String, resource: String, method: String, subject: String, bodyDigest: String?) -> String {
         let parts: [JSONValue] = [.string(realm), .string(resource), .string(method), .string(subject), bodyDigest.map { .string($0) } ?? .null]
-        return Crypto.hex(Crypto.sha256(JSONValue.array(parts).canonicalBytes))
+        return JSONValue.array(parts).canonicalDigest
     }
 
     /// The rule's `display` with `{field}` (or `{/field}`) replaced by the bound values: `{field}`
@@ -506,5 +507,18 @@ extension TransactionRecord {
         done.state = .completed
         done.passkey = passkey
         return done
+    }
+}
+
+extension JSONValue {
+    /// The SHA-256 of `canonicalBytes` in lower-case hexadecimal, hashed where it was written:
+    /// the seals and digests of a transaction's binding.
+    var canonicalDigest: String { canonicalDigest(prefix: "") }
+
+    /// `prefix` and `canonicalDigest`, as one string.
+    func canonicalDigest(prefix: StaticString) -> String {
+        var out = ByteWriter(capacity: 256)
+        write(&out)
+        return out.withBytes { Crypto.sha256Hex($0, prefix: prefix) }
     }
 }
