@@ -123,6 +123,13 @@ public enum Crypto {
         }
     }
 
+    /// `constantTimeEquals` on bytes in place.
+    public static func constantTimeEquals(_ a: UnsafeRawBufferPointer, _ b: UnsafeRawBufferPointer) -> Bool {
+        guard a.count == b.count else { return false }
+        if a.isEmpty { return true }
+        return CRYPTO_memcmp(a.baseAddress, b.baseAddress, a.count) == 0
+    }
+
     /// scrypt (RFC 7914) via EVP_PBE_scrypt. Returns nil when the parameters are invalid (n not a power of
     /// two > 1, r or p zero, length < 1, sizes overflowing) or OpenSSL refuses them. `maxmem` is computed
     /// from the parameters, so any valid cost is accepted: callers that take parameters from untrusted

@@ -31,6 +31,15 @@ public enum Base64URL {
     public static func decode(_ utf8: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
         Base64Codec.decode(utf8, table: Base64Codec.urlTable)
     }
+
+    /// The length of `n` bytes encoded.
+    public static func encodedCount(_ n: Int) -> Int { Base64Codec.encodedCount(n, padding: false) }
+
+    /// Writes `b` encoded to the start of `out` (room for `encodedCount(b.count)` bytes);
+    /// returns the count.
+    public static func encode(_ b: UnsafeBufferPointer<UInt8>, into out: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        Base64Codec.encode(b, alphabet: Base64Codec.url, padding: false, into: out)
+    }
 }
 
 enum Base64Codec {
@@ -46,35 +55,47 @@ enum Base64Codec {
     }
 
     static func encode(_ b: [UInt8], alphabet: [UInt8], padding: Bool) -> String {
-        let tail = b.count % 3
-        let count = b.count / 3 * 4 + (tail == 0 ? 0 : padding ? 4 : tail + 1)
+        let count = encodedCount(b.count, padding: padding)
         return b.withUnsafeBufferPointer { b in
-            alphabet.withUnsafeBufferPointer { a in
-                String(unsafeUninitializedCapacity: count) { o in
-                    var i = 0, j = 0
-                    while i + 3 <= b.count {
-                        let v = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8 | UInt32(b[i + 2])
-                        o[j] = a[Int(v >> 18 & 63)]
-                        o[j + 1] = a[Int(v >> 12 & 63)]
-                        o[j + 2] = a[Int(v >> 6 & 63)]
-                        o[j + 3] = a[Int(v & 63)]
-                        i += 3
-                        j += 4
-                    }
-                    if tail > 0 {
-                        let v = UInt32(b[i]) << 16 | (tail == 2 ? UInt32(b[i + 1]) << 8 : 0)
-                        o[j] = a[Int(v >> 18 & 63)]
-                        o[j + 1] = a[Int(v >> 12 & 63)]
-                        if tail == 2 { o[j + 2] = a[Int(v >> 6 & 63)] }
-                        if padding {
-                            if tail == 1 { o[j + 2] = UInt8(ascii: "=") }
-                            o[j + 3] = UInt8(ascii: "=")
-                        }
-                    }
-                    return count
+            String(unsafeUninitializedCapacity: count) { encode(b, alphabet: alphabet, padding: padding, into: $0) }
+        }
+    }
+
+    /// The length of `n` bytes encoded.
+    static func encodedCount(_ n: Int, padding: Bool) -> Int {
+        let tail = n % 3
+        return n / 3 * 4 + (tail == 0 ? 0 : padding ? 4 : tail + 1)
+    }
+
+    /// Writes `b` encoded to the start of `o` (room for `encodedCount` bytes); returns the count.
+    static func encode(_ b: UnsafeBufferPointer<UInt8>, alphabet: [UInt8], padding: Bool,
+                       into o: UnsafeMutableBufferPointer<UInt8>) -> Int {
+        let tail = b.count % 3
+        let count = encodedCount(b.count, padding: padding)
+        precondition(o.count >= count, "base64: no room for the encoding")
+        alphabet.withUnsafeBufferPointer { a in
+            var i = 0, j = 0
+            while i + 3 <= b.count {
+                let v = UInt32(b[i]) << 16 | UInt32(b[i + 1]) << 8 | UInt32(b[i + 2])
+                o[j] = a[Int(v >> 18 & 63)]
+                o[j + 1] = a[Int(v >> 12 & 63)]
+                o[j + 2] = a[Int(v >> 6 & 63)]
+                o[j + 3] = a[Int(v & 63)]
+                i += 3
+                j += 4
+            }
+            if tail > 0 {
+                let v = UInt32(b[i]) << 16 | (tail == 2 ? UInt32(b[i + 1]) << 8 : 0)
+                o[j] = a[Int(v >> 18 & 63)]
+                o[j + 1] = a[Int(v >> 12 & 63)]
+                if tail == 2 { o[j + 2] = a[Int(v >> 6 & 63)] }
+                if padding {
+                    if tail == 1 { o[j + 2] = UInt8(ascii: "=") }
+                    o[j + 3] = UInt8(ascii: "=")
                 }
             }
         }
+        return count
     }
 
     static func decode(_ s: String, table: [UInt8]) -> [UInt8]? {

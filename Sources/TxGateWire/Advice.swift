@@ -139,7 +139,17 @@ public enum Challenge {
     /// `SSOADVICE realm="/",advices="...",am_uri="..."`: no space after the commas, every
     /// value quoted, and no value may contain a comma.
     public static func ssoAdviceHeader(realm: String, advices: Advices, amURI: String) -> String {
-        #"SSOADVICE realm="\#(realm)",advices="\#(adviceBase64(advices))",am_uri="\#(amURI)""#
+        let advice = adviceBase64(advices)
+        // Sized once: interpolation grew the string at each piece.
+        var s = #"SSOADVICE realm=""#
+        s.reserveCapacity(48 + realm.utf8.count + advice.utf8.count + amURI.utf8.count)
+        s += realm
+        s += #"",advices=""#
+        s += advice
+        s += #"",am_uri=""#
+        s += amURI
+        s += #"""#
+        return s
     }
 
     /// The browser redirect: the login page runs the composite-advice journey, then follows

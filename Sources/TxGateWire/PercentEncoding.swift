@@ -16,23 +16,28 @@ public enum PercentEncoding {
     }
 
     private static func decodeBytes<Bytes: Collection<UInt8>>(_ raw: Bytes, plusIsSpace: Bool) -> String? {
-        var out: [UInt8] = []
-        out.reserveCapacity(raw.count)
-        var i = raw.startIndex
-        while i != raw.endIndex {
-            let b = raw[i]
-            if b == UInt8(ascii: "%") {
-                let h = raw.index(after: i)
-                guard h != raw.endIndex, raw.index(after: h) != raw.endIndex,
-                      let hi = hexDigitValue(raw[h]), let lo = hexDigitValue(raw[raw.index(after: h)]) else { return nil }
-                out.append(hi << 4 | lo)
-                i = raw.index(h, offsetBy: 2)
-                continue
+        // Decoded into scratch memory (never longer than the input), then validated into the
+        // string: one allocation, the string's.
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: Swift.max(raw.count, 1)) { out -> String? in
+            var n = 0
+            var i = raw.startIndex
+            while i != raw.endIndex {
+                let b = raw[i]
+                if b == UInt8(ascii: "%") {
+                    let h = raw.index(after: i)
+                    guard h != raw.endIndex, raw.index(after: h) != raw.endIndex,
+                          let hi = hexDigitValue(raw[h]), let lo = hexDigitValue(raw[raw.index(after: h)]) else { return nil }
+                    out[n] = hi << 4 | lo
+                    n += 1
+                    i = raw.index(h, offsetBy: 2)
+                    continue
+                }
+                out[n] = plusIsSpace && b == UInt8(ascii: "+") ? 0x20 : b
+                n += 1
+                i = raw.index(after: i)
             }
-            out.append(plusIsSpace && b == UInt8(ascii: "+") ? 0x20 : b)
-            i = raw.index(after: i)
+            return String(validating: UnsafeBufferPointer(rebasing: out[..<n]), as: UTF8.self)
         }
-        return String(validating: out, as: UTF8.self)
     }
 }
 

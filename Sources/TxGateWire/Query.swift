@@ -5,10 +5,15 @@ public struct Query: Sendable {
     public let pairs: [(name: String, value: String)]
 
     public init(target: String) {
-        self.init(string: target.utf8.firstIndex(of: UInt8(ascii: "?")).map { String(target[target.index(after: $0)...]) } ?? "")
+        // The query read where it lies in the target, not copied out first.
+        self.init(target.utf8.firstIndex(of: UInt8(ascii: "?")).map { target[target.index(after: $0)...] } ?? "")
     }
 
     public init(string: String) {
+        self.init(string[...])
+    }
+
+    private init(_ string: Substring) {
         // On the bytes `&` and `=`, as the URL standard's urlencoded parser does.
         pairs = string.split(byte: UInt8(ascii: "&")).map { part in
             guard let eq = part.utf8.firstIndex(of: UInt8(ascii: "=")) else { return (Self.decode(part), "") }

@@ -21,10 +21,25 @@ public enum JWT {
     private static let encodedHeaderBytes = Array(encodedHeader.utf8)
 
     /// Signs `claimsJSON` (the bytes are used as given: they should be a JSON object with a numeric `exp`).
+    /// The token is written once, in place: the signing input, then the MAC of it (an authId is
+    /// signed at every journey step; joining its parts as strings copied it four times).
     public static func sign(claimsJSON: [UInt8], key: [UInt8]) -> String {
-        var signingInput = encodedHeader + "." + Base64URL.encode(claimsJSON)
-        let signature = Crypto.hmacSHA256(key: key, data: signingInput.withUTF8 { Array($0) })
-        return signingInput + "." + Base64URL.encode(signature)
+        let input = encodedHeaderBytes.count + 1 + Base64URL.encodedCount(claimsJSON.count)
+        let total = input + 1 + Base64URL.encodedCount(32)
+        return String(unsafeUninitializedCapacity: total) { out in
+            _ = out.initialize(from: encodedHeaderBytes)
+            out[encodedHeaderBytes.count] = UInt8(ascii: ".")
+            _ = claimsJSON.withUnsafeBufferPointer {
+                Base64URL.encode($0, into: UnsafeMutableBufferPointer(rebasing: out[(encodedHeaderBytes.count + 1)...]))
+            }
+            withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { mac in
+                Crypto.hmac(.sha256, key: key, data: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: out[..<input])), into: mac)
+                out[input] = UInt8(ascii: ".")
+                _ = Base64URL.encode(UnsafeBufferPointer(mac.bindMemory(to: UInt8.self)),
+                                     into: UnsafeMutableBufferPointer(rebasing: out[(input + 1)...]))
+            }
+            return total
+        }
     }
 
     /// Checks the structure, that the header's `alg` is HS256, the signature (in constant time), and that
@@ -42,23 +57,32 @@ public enum JWT {
         let checked = token.withUTF8 { b -> Result<[UInt8], JWTError> in
             // Three non-empty parts; JWS uses base64url without padding (RFC 7515 §2): refusing
             // '=' keeps one spelling per token.
-            var dots: [Int] = []
+            var first = -1, second = -1
             for i in 0..<b.count {
                 if b[i] == UInt8(ascii: ".") {
-                    dots.append(i)
-                    if dots.count > 2 { return .failure(.malformed) }
+                    if first < 0 { first = i } else if second < 0 { second = i } else { return .failure(.malformed) }
                 } else if b[i] == UInt8(ascii: "=") {
                     return .failure(.malformed)
                 }
             }
-            guard dots.count == 2, dots[0] > 0, dots[1] > dots[0] + 1, dots[1] < b.count - 1 else { return .failure(.malformed) }
-            let header = UnsafeBufferPointer(rebasing: b[..<dots[0]])
-            guard header.elementsEqual(encodedHeaderBytes) || acceptableHeader(header),
-                  let signature = Base64URL.decode(UnsafeBufferPointer(rebasing: b[(dots[1] + 1)...]))
-            else { return .failure(.malformed) }
-            let expected = Crypto.hmacSHA256(key: key, data: Array(b[..<dots[1]]))
-            guard Crypto.constantTimeEquals(signature, expected) else { return .failure(.badSignature) }
-            guard let claims = Base64URL.decode(UnsafeBufferPointer(rebasing: b[(dots[0] + 1)..<dots[1]])) else { return .failure(.malformed) }
+            guard first > 0, second > first + 1, second < b.count - 1 else { return .failure(.malformed) }
+            let header = UnsafeBufferPointer(rebasing: b[..<first])
+            guard header.elementsEqual(encodedHeaderBytes) || acceptableHeader(header) else { return .failure(.malformed) }
+            let signature = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: b[(second + 1)...]))
+            // The expected MAC, encoded, against the signature as sent: the encoding is canonical
+            // (no padding, no stray bits), so equal text is an equal MAC. Neither is copied.
+            let signed = withUnsafeTemporaryAllocation(byteCount: 32 + 43, alignment: 8) { buffer in
+                let mac = UnsafeMutableRawBufferPointer(rebasing: buffer[..<32])
+                Crypto.hmac(.sha256, key: key, data: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: b[..<second])), into: mac)
+                let text = UnsafeMutableRawBufferPointer(rebasing: buffer[32...])
+                _ = Base64URL.encode(UnsafeBufferPointer(mac.bindMemory(to: UInt8.self)), into: text.bindMemory(to: UInt8.self))
+                return Crypto.constantTimeEquals(signature, UnsafeRawBufferPointer(text))
+            }
+            guard signed else {
+                // A signature that is not even base64url is malformed; any other, a bad one.
+                return .failure(Base64URL.decode(signature.bindMemory(to: UInt8.self)) == nil ? .malformed : .badSignature)
+            }
+            guard let claims = Base64URL.decode(UnsafeBufferPointer(rebasing: b[(first + 1)..<second])) else { return .failure(.malformed) }
             return .success(claims)
         }
         let claims = try checked.get()
