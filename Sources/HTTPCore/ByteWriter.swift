@@ -27,6 +27,9 @@ public struct ByteWriter: ~Copyable {
     /// A copy of the bytes written.
     public var bytes: [UInt8] { Array(UnsafeBufferPointer(start: base, count: used)) }
 
+    /// The bytes written as a string (UTF-8; one copy, with no array between).
+    public var string: String { String(decoding: UnsafeBufferPointer(start: base, count: used), as: UTF8.self) }
+
     /// Calls `body` with the bytes written (valid only during the call).
     public func withBytes<R>(_ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         try body(UnsafeRawBufferPointer(start: base, count: used))

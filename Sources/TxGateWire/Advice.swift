@@ -22,10 +22,12 @@ public struct Advices: Equatable, Sendable {
     public subscript(name: String) -> [String]? { entries.first { $0.name == name }?.values }
 
     /// Compact JSON of the advices object: `{"TransactionConditionAdvice":["..."]}`.
-    public var json: String { String(decoding: jsonBytes, as: UTF8.self) }
+    public var json: String { written.string }
 
     /// `json`'s bytes, written in one buffer (a challenge writes them twice: its body, its header).
-    public var jsonBytes: [UInt8] {
+    public var jsonBytes: [UInt8] { written.bytes }
+
+    private var written: ByteWriter {
         var out = ByteWriter(capacity: 128)
         out.append(UInt8(ascii: "{"))
         for (i, e) in entries.enumerated() {
@@ -39,7 +41,7 @@ public struct Advices: Equatable, Sendable {
             out.append(UInt8(ascii: "]"))
         }
         out.append(UInt8(ascii: "}"))
-        return out.bytes
+        return out
     }
 
     /// AM's advice XML (WIRE.md §3b), the `authIndexValue` of a composite_advice journey.
@@ -66,28 +68,31 @@ public struct Advices: Equatable, Sendable {
     static func parse(xml: String) -> Advices? {
         let b = Array(xml.utf8)
         guard b.starts(with: "<Advices>".utf8), b.count >= 19, b[(b.count - 10)...].elementsEqual("</Advices>".utf8) else { return nil }
-        func find(_ pattern: String, in slice: ArraySlice<UInt8>, from start: Int) -> Int? {
-            let p = Array(pattern.utf8)
-            var i = start
-            while i + p.count <= slice.endIndex {
-                if slice[i..<(i + p.count)].elementsEqual(p) { return i }
-                i += 1
+        // The patterns are literals, read where they lie (an array of each, per search, was
+        // most of a composite advice's allocations).
+        func find(_ pattern: StaticString, in slice: ArraySlice<UInt8>, from start: Int) -> Int? {
+            pattern.withUTF8Buffer { p in
+                var i = start
+                while i + p.count <= slice.endIndex {
+                    if slice[i..<(i + p.count)].elementsEqual(p) { return i }
+                    i += 1
+                }
+                return nil
             }
-            return nil
         }
         func text(_ s: ArraySlice<UInt8>) -> String { xmlUnescape(String(decoding: s, as: UTF8.self)) }
-        let separator = "<AttributeValuePair>"
+        let separator: StaticString = "<AttributeValuePair>"
         var pairs: [ArraySlice<UInt8>] = []
         var at = 0
         while let next = find(separator, in: b[...], from: at) {
             if at > 0 { pairs.append(b[at..<next]) }
-            at = next + separator.utf8.count
+            at = next + separator.utf8CodeUnitCount
         }
         if at > 0 { pairs.append(b[at...]) }
         var entries: [(String, [String])] = []
         for pair in pairs {
-            let opening = "<Attribute name=\""
-            guard let nameStart = find(opening, in: pair, from: pair.startIndex).map({ $0 + opening.utf8.count }),
+            let opening: StaticString = "<Attribute name=\""
+            guard let nameStart = find(opening, in: pair, from: pair.startIndex).map({ $0 + opening.utf8CodeUnitCount }),
                   let nameEnd = find("\"", in: pair, from: nameStart) else { return nil }
             var values: [String] = []
             var rest = nameEnd + 1

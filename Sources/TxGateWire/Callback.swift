@@ -23,7 +23,7 @@ public struct Callback: Equatable, Sendable {
     public func json(id: Int) -> String {
         var out = ByteWriter(capacity: 256)
         write(id: id, into: &out)
-        return String(decoding: out.bytes, as: UTF8.self)
+        return out.string
     }
 
     /// `json(id:)`'s bytes appended to `out`: a step's callbacks are written at every step.

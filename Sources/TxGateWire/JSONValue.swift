@@ -80,7 +80,11 @@ public enum JSONValue: Equatable, Sendable, Codable {
     }
 
     /// Compact JSON with object keys sorted: one canonical text per value (for digests).
-    public var canonical: String { String(decoding: canonicalBytes, as: UTF8.self) }
+    public var canonical: String {
+        var out = ByteWriter(capacity: 256)
+        write(&out)
+        return out.string
+    }
 
     /// `canonical` as UTF-8 bytes, written straight into one byte buffer (records are encoded
     /// and signed this way several times per journey step).
@@ -165,8 +169,11 @@ public enum JSONValue: Equatable, Sendable, Codable {
     /// exact canonical decimal (`JSONNumber`): `100.0` and `1e2` both read `100`, and
     /// `100.000000000000001` reads as exactly that, so the user approves the value that is bound.
     public var displayText: String {
-        if case .string(let s) = self { return s }
-        return canonical
+        switch self {
+        case .string(let s): return s
+        case .number(let n): return n.text  // its canonical text, already made
+        default: return canonical
+        }
     }
 }
 
