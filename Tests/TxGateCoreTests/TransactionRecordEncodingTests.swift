@@ -73,6 +73,21 @@ import Testing
         }
     }
 
+    /// Copies share their members until one changes: a change is the copy's alone.
+    @Test func aChangedCopyLeavesTheOriginalAsItWas() throws {
+        let original = Self.record()
+        var copy = original
+        copy.state = .completed
+        copy.display = "shown"
+        copy.bound["/amount"] = .number(6)
+        #expect(original.state == .created && original.display == nil && original.bound == ["/amount": .number(5)])
+        #expect(copy.state == .completed && copy.display == "shown" && copy.bound == ["/amount": .number(6)])
+        #expect(copy != original && original == Self.record())
+        let approved = try #require(original.approved(by: "alice", passkey: .string("evidence")))
+        #expect(approved.state == .completed && approved.passkey == .string("evidence") && approved.seal == original.seal)
+        #expect(original.state == .created && original.passkey == nil)
+    }
+
     @Test func aRecordWithARepeatedOrMissingMemberIsNotRead() {
         let text = String(decoding: Self.record().encoded, as: UTF8.self)
         #expect(TransactionRecord.decode(Array(text.utf8)) == Self.record())

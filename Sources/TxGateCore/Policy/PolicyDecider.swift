@@ -38,9 +38,12 @@ public struct PolicyDecider: Sendable {
                 ownSeal = binding.seal
             }
         }
-        private let parts: Parts
+        private var parts: Parts
 
-        public var rule: TransactionRule { parts.rule }
+        public var rule: TransactionRule {
+            get { parts.rule }
+            set { parts = Parts(rule: newValue, binding: binding) }
+        }
         public var binding: TransactionBinding { parts.binding }
         /// Which approval the retry's TxId must be: one of this very request (its seal), or one
         /// asked for ahead of it (RFC 9396, the TxId of an access token with

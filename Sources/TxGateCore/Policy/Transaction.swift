@@ -7,58 +7,93 @@ import HTTPCore
 public struct TransactionRecord: Codable, Equatable, Sendable {
     public enum State: String, Codable, Sendable { case created = "CREATED", completed = "COMPLETED" }
 
-    public var txid: String
-    public var state: State
-    public var realm: String { didSet { knownSeal = Unequated() } }
+    /// The members, in one immutable object that copies share: a record travels through every
+    /// step of a challenge and of an approval (plans, store callbacks, audit events), and a copy
+    /// of a dozen strings and a dictionary retained each of them. A change makes a new object
+    /// (records change once in their life: approved).
+    private struct Members: Codable, Equatable, Sendable {
+        var txid: String
+        var state: State
+        var realm: String
+        var resource: String
+        var method: String
+        var subject: String
+        var journey: String
+        var bodyDigest: String?
+        var bound: [String: JSONValue]
+        var display: String?
+        var expires: Int
+        var passkey: JSONValue?
+        var authorizationDetails: JSONValue?
+        var knownSeal = Unequated()
+
+        enum CodingKeys: String, CodingKey {
+            case txid, state, realm, resource, method, subject, journey, bodyDigest, bound, display, expires, passkey, authorizationDetails
+        }
+    }
+
+    private final class Box: Sendable {
+        let m: Members
+        init(_ m: Members) { self.m = m }
+    }
+
+    private var box: Box
+    private var m: Members { box.m }
+
+    private mutating func update(_ change: (inout Members) -> Void) {
+        var members = box.m
+        change(&members)
+        box = Box(members)
+    }
+
+    /// A change to a member the seal digests forgets the seal known.
+    private mutating func updateSealed(_ change: (inout Members) -> Void) {
+        update { change(&$0); $0.knownSeal = Unequated() }
+    }
+
+    public var txid: String { get { m.txid } set { update { $0.txid = newValue } } }
+    public var state: State { get { m.state } set { update { $0.state = newValue } } }
+    public var realm: String { get { m.realm } set { updateSealed { $0.realm = newValue } } }
     /// The path the transaction opens (without `_txid`/`_idtoken`).
-    public var resource: String { didSet { knownSeal = Unequated() } }
-    public var method: String { didSet { knownSeal = Unequated() } }
-    public var subject: String { didSet { knownSeal = Unequated() } }
-    public var journey: String
+    public var resource: String { get { m.resource } set { updateSealed { $0.resource = newValue } } }
+    public var method: String { get { m.method } set { updateSealed { $0.method = newValue } } }
+    public var subject: String { get { m.subject } set { updateSealed { $0.subject = newValue } } }
+    public var journey: String { get { m.journey } set { update { $0.journey = newValue } } }
     /// SHA-256 (hex) of the canonical JSON of the bound fields, or of the whole body.
-    public var bodyDigest: String? { didSet { knownSeal = Unequated() } }
+    public var bodyDigest: String? { get { m.bodyDigest } set { updateSealed { $0.bodyDigest = newValue } } }
     /// The bound values, to show the user what they approve.
-    public var bound: [String: JSONValue]
-    public var display: String?
+    public var bound: [String: JSONValue] { get { m.bound } set { update { $0.bound = newValue } } }
+    public var display: String? { get { m.display } set { update { $0.display = newValue } } }
     /// Unix seconds.
-    public var expires: Int
+    public var expires: Int { get { m.expires } set { update { $0.expires = newValue } } }
     /// How it was approved, when with a passkey: `WebAuthn.Evidence`'s JSON, which the
     /// Txn-Token of the request it opens carries.
-    public var passkey: JSONValue?
+    public var passkey: JSONValue? { get { m.passkey } set { update { $0.passkey = newValue } } }
     /// RFC 9396: the `authorization_details` approved, when the transaction was asked for ahead
     /// of its request (`fromDetails`); the tokens and the Txn-Token carry them.
-    public var authorizationDetails: JSONValue?
+    public var authorizationDetails: JSONValue? { get { m.authorizationDetails } set { update { $0.authorizationDetails = newValue } } }
     /// `TransactionBinding.seal` of the request that created it, stored with the record: a
     /// retry consumes the record in one store step, by matching this and the state (`Store.takeIf`).
+    /// Known already when digested by the request that created the record, or read with it, so
+    /// that it is not digested again; forgotten when a member it digests changes.
     public var seal: String {
-        knownSeal.value ?? TransactionBinding.seal(realm: realm, resource: resource, method: method, subject: subject, bodyDigest: bodyDigest)
-    }
-    /// `seal` when it is known already (digested by the request that created the record, or read
-    /// with it), so that it is not digested again; forgotten when a member it digests changes.
-    private var knownSeal = Unequated()
-
-    private enum CodingKeys: String, CodingKey {
-        case txid, state, realm, resource, method, subject, journey, bodyDigest, bound, display, expires, passkey, authorizationDetails
+        m.knownSeal.value ?? TransactionBinding.seal(realm: realm, resource: resource, method: method, subject: subject, bodyDigest: bodyDigest)
     }
 
     /// `seal`: the seal of these members, when the caller has it already (`PolicyDecider.Intent.ownSeal`).
     public init(txid: String, state: State = .created, realm: String, resource: String, method: String, subject: String,
                 journey: String, bodyDigest: String?, bound: [String: JSONValue], display: String?, expires: Int,
-                passkey: JSONValue? = nil, seal: String? = nil) {
-        self.txid = txid
-        self.state = state
-        self.realm = realm
-        self.resource = resource
-        self.method = method
-        self.subject = subject
-        self.journey = journey
-        self.bodyDigest = bodyDigest
-        self.bound = bound
-        self.display = display
-        self.expires = expires
-        self.passkey = passkey
-        knownSeal = Unequated(seal)
+                passkey: JSONValue? = nil, authorizationDetails: JSONValue? = nil, seal: String? = nil) {
+        box = Box(Members(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
+                          journey: journey, bodyDigest: bodyDigest, bound: bound, display: display, expires: expires,
+                          passkey: passkey, authorizationDetails: authorizationDetails, knownSeal: Unequated(seal)))
     }
+
+    public init(from decoder: Decoder) throws { box = Box(try Members(from: decoder)) }
+
+    public func encode(to encoder: Encoder) throws { try m.encode(to: encoder) }
+
+    public static func == (a: TransactionRecord, b: TransactionRecord) -> Bool { a.box === b.box || a.m == b.m }
 
     /// What the store checks, in the same step as it deletes the record, before a retry may pass:
     /// `seal` is the request's (`PolicyDecider.Intent.seal`).
@@ -137,11 +172,9 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         }
         guard read, let txid, let state = state.flatMap(State.init(rawValue:)), let realm, let resource, let method, let subject,
               let journey, let bound, let expires else { return nil }
-        var r = TransactionRecord(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
-                                  journey: journey, bodyDigest: bodyDigest, bound: bound, display: display, expires: expires,
-                                  passkey: passkey, seal: seal)
-        r.authorizationDetails = details
-        return r
+        return TransactionRecord(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
+                                 journey: journey, bodyDigest: bodyDigest, bound: bound, display: display, expires: expires,
+                                 passkey: passkey, authorizationDetails: details, seal: seal)
     }
 
     /// Why this transaction cannot open `request`, or nil if it can.
@@ -504,8 +537,10 @@ extension TransactionRecord {
     public func approved(by uid: String?, passkey: JSONValue? = nil) -> TransactionRecord? {
         guard state == .created, subject == uid else { return nil }
         var done = self
-        done.state = .completed
-        done.passkey = passkey
+        done.update {
+            $0.state = .completed
+            $0.passkey = passkey
+        }
         return done
     }
 }
