@@ -124,10 +124,24 @@ public final class ServerExchange {
 
     /// Sends a complete response with a small in-memory body.
     public func respond(status: Int, headers: HTTPHeaders = HTTPHeaders(), body bytes: [UInt8]) {
+        respond(status: status, headers: headers, body: bytes, moreHaveStrictTransportSecurity: false) { _ in }
+    }
+
+    /// `respond`, with `moreFields` written into the head after `headers` (a server's own
+    /// fields for every answer, such as a request id: nothing is added to `headers`, which the
+    /// caller may still share, so they are not copied). `moreHaveStrictTransportSecurity`:
+    /// whether those fields carry one (asked only on a TLS listener that sends one).
+    public func respond(status: Int, headers: HTTPHeaders, body bytes: [UInt8],
+                        moreHaveStrictTransportSecurity: @autoclosure () -> Bool,
+                        moreFields: (inout HeadWriter) -> Void) {
         loop.preconditionInEventLoop()
         releaseHeldHead()
         let noBody = head.method == "HEAD" || status == 204 || status == 304
-        startResponse(status: status, headers: headers, framing: .contentLength(bytes.count), suppressBody: noBody)
+        startResponse(status: status, reason: nil, framing: .contentLength(bytes.count), suppressBody: noBody,
+                      hasStrictTransportSecurity: headers.contains("Strict-Transport-Security") || moreHaveStrictTransportSecurity()) {
+            $0.writeFields(headers)
+            moreFields(&$0)
+        }
         if !noBody, let c = connection, !bytes.isEmpty {
             EvBuffer.append(c.output, bytes)
             bodyBytesSent += bytes.count

@@ -178,7 +178,7 @@ final class Pipeline {
         } else {
             var h = HTTPHeaders()
             h.add("Content-Type", ErrorBody.contentType)
-            send(ctx, status: failure.status, headers: &h,
+            send(ctx, status: failure.status, headers: h,
                         body: ErrorBody.json(status: failure.status, message: failure.message, members: failure.bodyMembers))
         }
         log(ctx, details: failure.details)
@@ -186,21 +186,22 @@ final class Pipeline {
 
     /// Sends an answer of the gateway's own (a local reply, or a failure's error body), with the
     /// request id and the headers a phase added for every answer (`ctx.responseHeaders`).
-    /// `headers` are added to in place: buffers nothing else holds grow without a copy.
-    private func send(_ ctx: RequestContext, status: Int, headers h: inout HTTPHeaders, body: [UInt8]) {
-        h.add("X-Request-Id", ctx.requestId)
-        ctx.responseHeaders.forEachRaw { h.append($0) }
-        ctx.exchange.respond(status: status, headers: h, body: body)
+    /// The request id and `ctx.responseHeaders` are written into the head after `headers`,
+    /// not added to them: a reply's headers are still shared with the reply, and adding a field
+    /// copied them whole.
+    private func send(_ ctx: RequestContext, status: Int, headers: HTTPHeaders, body: [UInt8]) {
+        let more = ctx.responseHeaders
+        ctx.exchange.respond(status: status, headers: headers, body: body,
+                             moreHaveStrictTransportSecurity: more.contains("Strict-Transport-Security")) { w in
+            w.writeField("X-Request-Id", ctx.requestId)
+            w.writeFields(more)
+        }
     }
 
     /// Sends a local reply and logs it: the authentication service's refusals in AM's form are
     /// logged like the gateway's own failures (they never reach `fail`: AM's clients read their body).
-    func reply(_ ctx: RequestContext, _ reply: consuming LocalReply) {
-        // The reply's headers taken out of it, so that the fields `send` adds do not copy them
-        // (a copy still shared with the reply would be copied whole at the first field added).
-        var headers = HTTPHeaders()
-        swap(&headers, &reply.headers)
-        send(ctx, status: reply.status, headers: &headers, body: reply.body)
+    func reply(_ ctx: RequestContext, _ reply: LocalReply) {
+        send(ctx, status: reply.status, headers: reply.headers, body: reply.body)
         if reply.details == .authServiceRefused {
             logger.info("authentication service refused the request", metadata: [
                 "request_id": .string(ctx.requestId), "status": .stringConvertible(reply.status), "path": .string(ctx.path),

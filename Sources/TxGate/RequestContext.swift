@@ -167,7 +167,7 @@ final class RequestContext {
 
     /// The loop: each phase's returned status says what comes next; a suspended phase returns
     /// here through its token (`resumed`), from its callback, at the same depth.
-    private func drive(_ first: consuming Outcome) {
+    private func drive(_ first: Outcome) {
         var outcome = first
         while true {
             switch outcome {
@@ -204,9 +204,6 @@ final class RequestContext {
                 }
             case .reply(let r):
                 flow = .over
-                // The loop's copy let go: the reply's headers, no longer shared, take the
-                // fields `Pipeline.reply` adds without being copied first.
-                outcome = .next
                 pipeline.reply(self, r)
                 return
             case .fail(let f):
@@ -239,7 +236,7 @@ final class RequestContext {
         pipeline.misuse(self, what)
     }
 
-    fileprivate func resumed(_ outcome: consuming Outcome) {
+    fileprivate func resumed(_ outcome: Outcome) {
         switch flow {
         case .inPhase:
             resumedOutcome = outcome
@@ -407,12 +404,12 @@ struct PhaseResume: ~Copyable {
     var request: RequestContext { ctx! }
 
     consuming func next() { go(.next) }
-    consuming func reply(_ r: consuming LocalReply) { go(.reply(r)) }
+    consuming func reply(_ r: LocalReply) { go(.reply(r)) }
     consuming func fail(_ f: RequestFailure) { go(.fail(f)) }
     consuming func ended(_ details: ReplyDetails) { go(.ended(details)) }
 
     /// Continues with what a phase would have returned.
-    consuming func resume(_ status: consuming PhaseStatus) {
+    consuming func resume(_ status: PhaseStatus) {
         switch status {
         case .next: go(.next)
         case .reply(let r): go(.reply(r))
@@ -421,7 +418,7 @@ struct PhaseResume: ~Copyable {
         }
     }
 
-    private mutating func go(_ outcome: consuming RequestContext.Outcome) {
+    private mutating func go(_ outcome: RequestContext.Outcome) {
         let c = ctx
         ctx = nil
         c?.resumed(outcome)

@@ -43,7 +43,7 @@ final class EndpointCall {
         answer(.fail(failure))
     }
 
-    private func answer(_ status: consuming PhaseStatus) {
+    private func answer(_ status: PhaseStatus) {
         guard let r = resume.take() else {
             ctx.reportMisuse("an authentication endpoint answered the request twice")
             return
