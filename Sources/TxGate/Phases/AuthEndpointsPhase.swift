@@ -3,7 +3,9 @@ import TxGateCore
 
 /// `/am/...` goes to the authentication service; nothing under it is ever proxied.
 struct AuthEndpointsPhase: RequestPhase {
-    private struct Endpoints {
+    /// A class: the phase unwraps it and a suspended endpoint's closure captures it on every
+    /// request (as a struct, each copy retained all nine endpoints).
+    private final class Endpoints {
         let auth: AuthService
         let authenticate: AuthenticateEndpoint
         let sessions: SessionsEndpoint
@@ -13,6 +15,20 @@ struct AuthEndpointsPhase: RequestPhase {
         let passkeys: PasskeysEndpoint
         let policies: PoliciesEndpoint?
         let loginPage: LoginPage
+
+        init(auth: AuthService, authenticate: AuthenticateEndpoint, sessions: SessionsEndpoint, transactions: TransactionsEndpoint,
+             approvals: ApprovalsEndpoint, approvalPage: ApprovalPage, passkeys: PasskeysEndpoint, policies: PoliciesEndpoint?,
+             loginPage: LoginPage) {
+            self.auth = auth
+            self.authenticate = authenticate
+            self.sessions = sessions
+            self.transactions = transactions
+            self.approvals = approvals
+            self.approvalPage = approvalPage
+            self.passkeys = passkeys
+            self.policies = policies
+            self.loginPage = loginPage
+        }
     }
     private let endpoints: Endpoints?
     private let oauth: OAuthEndpoints?
