@@ -16,12 +16,12 @@ extension Substring {
         let view = utf8
         let fast = view.withContiguousStorageIfAvailable { bytes -> [Substring] in
             var parts: [Substring] = []
-            // Room for a path's or a list's few parts at once (growing from one part costs an
-            // allocation and a copy at each doubling).
-            parts.reserveCapacity(8)
             let base = view.startIndex
             func add(_ from: Int, _ to: Int) {
                 if omittingEmptySubsequences && from == to { return }
+                // Room for a path's or a list's few parts at once (growing from one part costs
+                // an allocation and a copy at each doubling).
+                if parts.isEmpty { parts.reserveCapacity(8) }
                 parts.append(Substring(view[view.index(base, offsetBy: from)..<view.index(base, offsetBy: to)]))
             }
             var start = 0
