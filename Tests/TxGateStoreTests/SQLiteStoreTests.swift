@@ -271,6 +271,29 @@ func withStore(clock: ManualClock = ManualClock(), _ body: (SQLiteStore, Tempora
         }
     }
 
+    /// A counter moved or a number raised keeps the expiry it had: the window does not slide
+    /// (these rows are rewritten without their expiry, which stays the row's own).
+    @Test func countersAndRaisedNumbersKeepTheirExpiry() async throws {
+        let clock = ManualClock()
+        try await withStore(clock: clock) { store, _ async throws in
+            #expect(try await call { store.increment("count", ttlMs: 400, on: $0, $1) }.get() == 1)
+            try await call { store.put("raised", value: bytes("5"), ttlMs: 400, on: $0, $1) }.get()
+            clock.advance(ms: 200)
+            #expect(try await call { store.increment("count", ttlMs: 60_000, on: $0, $1) }.get() == 2)
+            #expect(try await call { store.increment("count", ttlMs: 60_000, on: $0, $1) }.get() == 3)
+            #expect(try await call { store.decrement("count", on: $0, $1) }.get() == true)
+            #expect(try await call { store.raise("raised", to: 6, on: $0, $1) }.get() == true)
+            clock.advance(ms: 199)
+            #expect(try await call { store.get("count", on: $0, $1) }.get() == bytes("2"))
+            #expect(try await call { store.get("raised", on: $0, $1) }.get() == bytes("6"))
+            clock.advance(ms: 1)
+            #expect(try await call { store.get("count", on: $0, $1) }.get() == nil)
+            #expect(try await call { store.get("raised", on: $0, $1) }.get() == nil)
+            // A new window once the old one is gone.
+            #expect(try await call { store.increment("count", ttlMs: 400, on: $0, $1) }.get() == 1)
+        }
+    }
+
     @Test func aTimeToLiveMustBePositive() async throws {
         try await withStore { store, _ async throws in
             #expect(await call { store.put("k", value: [1], ttlMs: 0, on: $0, $1) } == .failure(.failed("put: ttlMs must be more than 0, got 0")))
