@@ -64,7 +64,7 @@ final class KeyedContext: @unchecked Sendable {
 
     func mac(_ data: [UInt8]) -> [UInt8] {
         [UInt8](unsafeUninitializedCapacity: length) { out, count in
-            data.withUnsafeBufferPointer { txg_hmac(key, $0.baseAddress, $0.count, out.baseAddress) }
+            data.withUnsafeBytes { mac($0, into: UnsafeMutableRawBufferPointer(out)) }
             count = length
         }
     }

@@ -95,10 +95,8 @@ struct RedisCommand {
         return c
     }
 
-    /// The whole command in RESP: `*<count>\r\n`, then the arguments.
-    var resp: [UInt8] { Array(body[start...]) }
-
-    /// Calls `send` with the whole command in RESP (valid only during the call).
+    /// Calls `send` with the whole command in RESP, `*<count>\r\n` then the arguments (valid
+    /// only during the call).
     func withRESP<R>(_ send: (UnsafeBufferPointer<UInt8>) -> R) -> R {
         body.withUnsafeBufferPointer { send(UnsafeBufferPointer(rebasing: $0[start...])) }
     }

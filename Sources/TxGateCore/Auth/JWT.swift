@@ -25,20 +25,29 @@ public enum JWT {
     /// signed at every journey step; joining its parts as strings copied it four times).
     public static func sign(claimsJSON: [UInt8], key: [UInt8]) -> String {
         let input = encodedHeaderBytes.count + 1 + Base64URL.encodedCount(claimsJSON.count)
-        let total = input + 1 + Base64URL.encodedCount(32)
+        let total = input + 1 + signatureCount
         return String(unsafeUninitializedCapacity: total) { out in
             _ = out.initialize(from: encodedHeaderBytes)
             out[encodedHeaderBytes.count] = UInt8(ascii: ".")
             _ = claimsJSON.withUnsafeBufferPointer {
                 Base64URL.encode($0, into: UnsafeMutableBufferPointer(rebasing: out[(encodedHeaderBytes.count + 1)...]))
             }
-            withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { mac in
-                Crypto.hmac(.sha256, key: key, data: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: out[..<input])), into: mac)
-                out[input] = UInt8(ascii: ".")
-                _ = Base64URL.encode(UnsafeBufferPointer(mac.bindMemory(to: UInt8.self)),
-                                     into: UnsafeMutableBufferPointer(rebasing: out[(input + 1)...]))
-            }
+            out[input] = UInt8(ascii: ".")
+            writeSignature(of: UnsafeBufferPointer(rebasing: out[..<input]), key: key,
+                           into: UnsafeMutableBufferPointer(rebasing: out[(input + 1)...]))
             return total
+        }
+    }
+
+    /// The length of the signature part: an HMAC-SHA256 in unpadded base64url.
+    private static let signatureCount = Base64URL.encodedCount(32)
+
+    /// Writes the signature part of `input` (its HMAC-SHA256 in base64url, `signatureCount`
+    /// bytes) to the start of `out`; the MAC itself only ever lies on the stack.
+    private static func writeSignature(of input: UnsafeBufferPointer<UInt8>, key: [UInt8], into out: UnsafeMutableBufferPointer<UInt8>) {
+        withUnsafeTemporaryAllocation(byteCount: 32, alignment: 8) { mac in
+            Crypto.hmac(.sha256, key: key, data: UnsafeRawBufferPointer(input), into: mac)
+            _ = Base64URL.encode(UnsafeBufferPointer(mac.bindMemory(to: UInt8.self)), into: out)
         }
     }
 
@@ -71,12 +80,9 @@ public enum JWT {
             let signature = UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: b[(second + 1)...]))
             // The expected MAC, encoded, against the signature as sent: the encoding is canonical
             // (no padding, no stray bits), so equal text is an equal MAC. Neither is copied.
-            let signed = withUnsafeTemporaryAllocation(byteCount: 32 + 43, alignment: 8) { buffer in
-                let mac = UnsafeMutableRawBufferPointer(rebasing: buffer[..<32])
-                Crypto.hmac(.sha256, key: key, data: UnsafeRawBufferPointer(UnsafeBufferPointer(rebasing: b[..<second])), into: mac)
-                let text = UnsafeMutableRawBufferPointer(rebasing: buffer[32...])
-                _ = Base64URL.encode(UnsafeBufferPointer(mac.bindMemory(to: UInt8.self)), into: text.bindMemory(to: UInt8.self))
-                return Crypto.constantTimeEquals(signature, UnsafeRawBufferPointer(text))
+            let signed = withUnsafeTemporaryAllocation(of: UInt8.self, capacity: signatureCount) { expected in
+                writeSignature(of: UnsafeBufferPointer(rebasing: b[..<second]), key: key, into: expected)
+                return Crypto.constantTimeEquals(signature, UnsafeRawBufferPointer(expected))
             }
             guard signed else {
                 // A signature that is not even base64url is malformed; any other, a bad one.

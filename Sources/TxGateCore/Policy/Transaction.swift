@@ -335,7 +335,7 @@ public struct TransactionBinding: Equatable, Sendable {
                 normalized = .string(type.normalized)
             }
             let parts: [JSONValue] = [normalized, .string(body.withUnsafeBytes { Crypto.sha256Hex($0) })]
-            bodyDigest = JSONValue.array(parts).canonicalDigest
+            bodyDigest = JSONValue.array(parts).canonicalDigest()
         } else if !rule.bindFields.isEmpty {
             switch Self.readFields(rule.bindFields, body: body, contentType: contentType) {
             case .success(let (type, fields)):
@@ -348,7 +348,7 @@ public struct TransactionBinding: Equatable, Sendable {
                 mediaType = type
                 bound = fields
                 let parts: [JSONValue] = [.string(type), .object(fields)]
-                bodyDigest = JSONValue.array(parts).canonicalDigest
+                bodyDigest = JSONValue.array(parts).canonicalDigest()
             case .failure(let refusal):
                 bodyOutcome = refusal.outcome
             }
@@ -373,7 +373,7 @@ public struct TransactionBinding: Equatable, Sendable {
                     + "so the body must be one JSON document without repeated keys")
             }
             for p in rule.bindFields { bound[p] = doc?.at(pointer: p) ?? .null }
-            bodyDigest = JSONValue.object(bound).canonicalDigest
+            bodyDigest = JSONValue.object(bound).canonicalDigest()
         }
         self.bound = bound
     }
@@ -472,7 +472,7 @@ public struct TransactionBinding: Equatable, Sendable {
 
     public static func seal(realm: String, resource: String, method: String, subject: String, bodyDigest: String?) -> String {
         let parts: [JSONValue] = [.string(realm), .string(resource), .string(method), .string(subject), bodyDigest.map { .string($0) } ?? .null]
-        return JSONValue.array(parts).canonicalDigest
+        return JSONValue.array(parts).canonicalDigest()
     }
 
     /// The rule's `display` with `{field}` (or `{/field}`) replaced by the bound values: `{field}`
@@ -548,10 +548,8 @@ extension TransactionRecord {
 extension JSONValue {
     /// The SHA-256 of `canonicalBytes` in lower-case hexadecimal, hashed where it was written:
     /// the seals and digests of a transaction's binding.
-    var canonicalDigest: String { canonicalDigest(prefix: "") }
-
-    /// `prefix` and `canonicalDigest`, as one string.
-    func canonicalDigest(prefix: StaticString) -> String {
+    /// With `prefix` written before it, in the same string.
+    func canonicalDigest(prefix: StaticString = "") -> String {
         var out = ByteWriter(capacity: 256)
         write(&out)
         return out.withBytes { Crypto.sha256Hex($0, prefix: prefix) }
