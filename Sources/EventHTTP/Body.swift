@@ -43,6 +43,16 @@ public final class Body {
         }
     }
 
+    /// The bytes where they lie, if they lie in one piece (nil if empty or in several); valid
+    /// until the body next changes.
+    var contiguousBytes: UnsafeRawBufferPointer? {
+        guard let storage else { return nil }
+        let n = evbuffer_get_length(storage)
+        var first = iovec()
+        guard n > 0, evbuffer_peek(storage, -1, nil, &first, 1) >= 1, first.iov_len == n else { return nil }
+        return UnsafeRawBufferPointer(start: first.iov_base, count: n)
+    }
+
     public func append(_ bytes: [UInt8]) {
         guard !bytes.isEmpty else { return }
         EvBuffer.append(buffer, bytes)

@@ -172,6 +172,13 @@ final class HeadScratch {
         write(body) { channel.write($0) }
     }
 
+    /// `write(to:)` with bytes to follow the head (valid only during the call): both go in one
+    /// system call where the channel can send at once (`Channel.write(_:then:)`).
+    @discardableResult
+    func write(to channel: Channel, then bytes: UnsafeRawBufferPointer, _ body: (inout HeadWriter) -> Void) -> Int {
+        write(body) { channel.write($0, then: bytes) }
+    }
+
     /// Writes a response head and keeps it, for `exchange` to send with its body
     /// (`takeHeld`) or to have it appended to its output (`releaseHeld`).
     func writeHeld(for exchange: ServerExchange, _ body: (inout HeadWriter) -> Void) -> Int {

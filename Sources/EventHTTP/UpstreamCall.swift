@@ -29,23 +29,38 @@ public final class UpstreamCall {
         self.handler = handler
     }
 
-    /// Writes the request's head to `channel` in one piece (sent at once when the connection is
-    /// idle, `Channel.write`), written with the loop's reused writer (`HeadScratch`).
-    func writeHead(to channel: Channel, with heads: HeadScratch) {
-        heads.write(to: channel) { w in
-            w.write(method)
-            w.write(" ")
-            w.write(target)
-            w.write(" HTTP/1.1\r\n")
-            w.writeFields(headers)
-            let n = body?.count ?? 0
-            if n > 0 || method == "POST" || method == "PUT" || method == "PATCH" {
-                w.write("Content-Length: ")
-                w.write(n)
-                w.writeCRLF()
-            }
+    /// A body at most this large, in one piece, goes out with the head in one system call
+    /// (copied into the output only if the socket does not take it all); a larger one is
+    /// appended by reference (`Body.reference(into:)`).
+    static let bodyWithHeadLimit = 16 << 10
+
+    /// Writes the request to `channel`: its head in one piece, written with the loop's reused
+    /// writer (`HeadScratch`), and its body. Sent at once when the connection is idle
+    /// (`Channel.write`); a small body goes in the same system call as the head, so that the
+    /// upstream gets the request in one segment rather than its head and then its body.
+    /// The body stays whole either way, for a retry.
+    func writeRequest(to channel: Channel, with heads: HeadScratch) {
+        if let body, let bytes = body.contiguousBytes, bytes.count <= Self.bodyWithHeadLimit {
+            heads.write(to: channel, then: bytes, writeHead)
+        } else {
+            heads.write(to: channel, writeHead)
+            body?.reference(into: channel.output)
+        }
+    }
+
+    private func writeHead(_ w: inout HeadWriter) {
+        w.write(method)
+        w.write(" ")
+        w.write(target)
+        w.write(" HTTP/1.1\r\n")
+        w.writeFields(headers)
+        let n = body?.count ?? 0
+        if n > 0 || method == "POST" || method == "PUT" || method == "PATCH" {
+            w.write("Content-Length: ")
+            w.write(n)
             w.writeCRLF()
         }
+        w.writeCRLF()
     }
 
     public func pauseReading() {

@@ -70,8 +70,7 @@ final class UpstreamConnection: ChannelHandler {
         method = call.method
         bytesReceived = false
         requestCount += 1
-        call.writeHead(to: channel, with: pool.loop.heads)
-        call.body?.reference(into: channel.output)
+        call.writeRequest(to: channel, with: pool.loop.heads)
         if state == .idle {
             state = .waitingHead
             armResponseTimeout()
