@@ -61,24 +61,23 @@ import Testing
 
     /// The record a new transaction for `intent` would write.
     func newRecord(_ intent: PolicyDecider.Intent, at nowMs: Int64 = PolicyDeciderTests.t0) throws -> TransactionRecord {
-        guard case .create(let record, _, _, _, _) = decider.afterFindPending(intent, indexed: nil, attempts: 3, nowMs: nowMs) else {
-            throw PlanError("expected create")
+        guard case .open(let record, _, _, _, _) = decider.afterFindPending(intent, indexed: nil, attempts: 3, nowMs: nowMs) else {
+            throw PlanError("expected open")
         }
         return record
     }
 
-    @Test func newTransactionIsWrittenThenIndexedThenCountedThenChallenged() throws {
+    @Test func newTransactionIsWrittenIndexedAndCountedThenChallenged() throws {
         let intent = try intent()
         #expect(intent.binding.bound["/payee"] == .string("Bob"))
         let plan = decider.afterFindPending(intent, indexed: nil, attempts: 3, nowMs: Self.t0)
-        guard case .create(let record, intent, let ttlMs, nil, 3) = plan else { Issue.record("expected create, got \(plan)"); return }
+        guard case .open(let record, intent, let ttlMs, nil, 3) = plan else { Issue.record("expected open, got \(plan)"); return }
         #expect(ttlMs == 180_000)
         #expect(record.expires == Int(Self.t0 / 1000) + 180)
         #expect(record.state == .created && record.subject == "alice" && record.journey == "Confirm")
         #expect(record.display == "Pay 100 to Bob?")
-        #expect(decider.afterCreate(record, intent, ttlMs: ttlMs, replacing: nil, attempts: 3)
-                == .claimPending(record, intent, ttlMs: 180_000, replacing: nil, attempts: 3))
-        #expect(decider.afterClaim(record, intent, claimed: true, attempts: 3) == .countPending(record, intent))
+        #expect(decider.afterOpen(record, intent, written: .success(true), claimed: .success(true), attempts: 3)
+                == .countPending(record, intent))
         let challenge = try #require(decision(decider.afterCount(record, intent, pending: 1)))
         #expect(challenge.advices[Advices.transaction] == [record.txid])
     }
@@ -90,6 +89,24 @@ import Testing
         #expect(decider.afterCount(record, intent, pending: 3)
                 == .withdraw(txid: record.txid, unindex: intent.pendingKey,
                              then: .uncountPending(subject: "alice", then: .failed(.tooManyTransactions(2)))))
+    }
+
+    /// The record and the index entry are written together, so one may fail where the other
+    /// did not: what the other did is undone (the record withdrawn, an index entry naming it
+    /// cleared) and the challenge fails closed, never handing out a TxId, counting nothing.
+    @Test func aFailedStepOfAnOpeningUndoesTheOtherAndFailsClosed() throws {
+        let intent = try intent()
+        let record = try newRecord(intent)
+        let down = StoreError.unavailable("redis down")
+        let failed = PolicyDecider.Plan.failed(.unavailable(down.description))
+        func opened(_ written: StoreResult<Bool>, _ claimed: StoreResult<Bool>) -> PolicyDecider.Plan {
+            decider.afterOpen(record, intent, written: written, claimed: claimed, attempts: 3)
+        }
+        #expect(opened(.success(true), .failure(down)) == .withdraw(txid: record.txid, unindex: nil, then: failed))
+        // The index names a record that was never written: the entry is cleared.
+        #expect(opened(.failure(down), .success(true)) == .withdraw(txid: record.txid, unindex: intent.pendingKey, then: failed))
+        #expect(opened(.failure(down), .success(false)) == .withdraw(txid: record.txid, unindex: nil, then: failed))
+        #expect(opened(.failure(down), .failure(down)) == failed)
     }
 
     // MARK: The same request challenged again (issue 23 item 9)
@@ -117,7 +134,7 @@ import Testing
         let intent = try intent()
         let record = try newRecord(intent)
         func replaced(_ bytes: [UInt8]?, for i: PolicyDecider.Intent = intent, at nowMs: Int64 = Self.t0) -> Bool {
-            guard case .create(let fresh, i, _, record.txid, 3) = decider.afterCheckPending(i, txid: record.txid, record: bytes,
+            guard case .open(let fresh, i, _, record.txid, 3) = decider.afterCheckPending(i, txid: record.txid, record: bytes,
                                                                                          attempts: 3, nowMs: nowMs) else { return false }
             return fresh.state == .created && fresh.seal == i.binding.seal
         }
@@ -143,7 +160,7 @@ import Testing
         mislabeled.txid = "3f2b8c1e-0000-4000-8000-000000000002"
         #expect(replaced(mislabeled.encoded), "a record under another TxId than the index names")
         // An entry that is no TxId is replaced too, never looked up as a key.
-        guard case .create(_, _, _, "../x", 3) = decider.afterFindPending(intent, indexed: Array("../x".utf8), attempts: 3, nowMs: Self.t0) else {
+        guard case .open(_, _, _, "../x", 3) = decider.afterFindPending(intent, indexed: Array("../x".utf8), attempts: 3, nowMs: Self.t0) else {
             Issue.record("expected create replacing the entry"); return
         }
     }
@@ -153,10 +170,11 @@ import Testing
     @Test func aLostClaimWithdrawsAndLooksAgain() throws {
         let intent = try intent()
         let record = try newRecord(intent)
-        #expect(decider.afterClaim(record, intent, claimed: false, attempts: 3)
-                == .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: 2)))
-        #expect(decider.afterClaim(record, intent, claimed: false, attempts: 1)
-                == .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: 0)))
+        func lost(attempts: Int) -> PolicyDecider.Plan {
+            decider.afterOpen(record, intent, written: .success(true), claimed: .success(false), attempts: attempts)
+        }
+        #expect(lost(attempts: 3) == .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: 2)))
+        #expect(lost(attempts: 1) == .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: 0)))
         // With no attempt left, still the winner's if it is reusable…
         #expect(decision(decider.afterCheckPending(intent, txid: record.txid, record: record.encoded, attempts: 0, nowMs: Self.t0)) != nil)
         // …otherwise a clear failure, never an endless loop.

@@ -121,6 +121,29 @@ import TestSupport
         #expect(try calls("evalsha") == 7)
     }
 
+    /// Steps sent from one loop without waiting for each other's answers take effect in the
+    /// order sent (one connection per loop, pipelined): a challenge writes its record and claims
+    /// the index naming it in one go (`PolicyDecider.Plan.open`).
+    @Test func stepsSentWithoutWaitingTakeEffectInTheOrderSent() async throws {
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (store, loop) = (fixture.store, fixture.loop)
+        for round in 0..<50 {
+            let (record, index) = ("record:\(round)", "index:\(round)")
+            let claimed = await call(on: loop) { executor, done in
+                store.create(record, value: bytes("r\(round)"), ttlMs: 60_000, on: executor) { _ in }
+                store.create(index, value: bytes("first"), ttlMs: 60_000, on: executor) { _ in }
+                store.compareAndSwap(index, expected: bytes("first"), new: bytes(record), ttlMs: 60_000, on: executor, done)
+            }
+            #expect(try claimed.get(), "round \(round): the swap ran after the create sent before it")
+            let read = await call(on: loop) { executor, done in
+                store.put(record, value: bytes("changed"), ttlMs: 60_000, on: executor) { _ in }
+                store.get(record, on: executor, done)
+            }
+            #expect(try read.get() == bytes("changed"), "round \(round)")
+        }
+    }
+
     @Test func keysExpireOnTheServer() async throws {
         let fixture = try RedisFixture()
         defer { fixture.close() }

@@ -57,6 +57,28 @@ import TestSupport
         }
     }
 
+    /// Steps one caller sends without waiting for each other's answers take effect in the order
+    /// sent (one serial queue; those queued together share one commit): a challenge writes its
+    /// record and claims the index naming it in one go (`PolicyDecider.Plan.open`).
+    @Test func stepsSentWithoutWaitingTakeEffectInTheOrderSent() async throws {
+        try await withStore { store, _ async throws in
+            for round in 0..<50 {
+                let (record, index) = ("record:\(round)", "index:\(round)")
+                let claimed = await call { executor, done in
+                    store.create(record, value: bytes("r\(round)"), ttlMs: 60_000, on: executor) { _ in }
+                    store.create(index, value: bytes("first"), ttlMs: 60_000, on: executor) { _ in }
+                    store.compareAndSwap(index, expected: bytes("first"), new: bytes(record), ttlMs: 60_000, on: executor, done)
+                }
+                #expect(try claimed.get(), "round \(round): the swap ran after the create sent before it")
+                let read = await call { executor, done in
+                    store.put(record, value: bytes("changed"), ttlMs: 60_000, on: executor) { _ in }
+                    store.get(record, on: executor, done)
+                }
+                #expect(try read.get() == bytes("changed"), "round \(round)")
+            }
+        }
+    }
+
     @Test func ofConcurrentCreatesExactlyOneWins() async throws {
         try await withStore { store, _ async throws in
             let results = await concurrently(50, executors: executors) { i, executor, done in

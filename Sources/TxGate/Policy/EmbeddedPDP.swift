@@ -70,19 +70,24 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                     return next
                 }
             }
-        case .create(let record, let intent, let ttlMs, let replacing, let attempts):
-            // Written before the index names it, so that whoever reads the index finds it.
-            store.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: ttlMs, on: executor) { [self] r in
-                step(r, requestId, executor, done) { _ in
-                    decider.afterCreate(record, intent, ttlMs: ttlMs, replacing: replacing, attempts: attempts)
-                }
+        case .open(let record, let intent, let ttlMs, let replacing, let attempts):
+            // Two store steps sent at once, in this order, answered together: one wait for the
+            // store instead of two (see `Plan.open`).
+            let opening = Opening()
+            let answered: () -> Void = { [self] in
+                guard let written = opening.written, let claimed = opening.claimed else { return }
+                run(decider.afterOpen(record, intent, written: written, claimed: claimed, attempts: attempts),
+                    requestId: requestId, executor, done)
             }
-        case .claimPending(let record, let intent, let ttlMs, let replacing, let attempts):
-            // One store step: of concurrent challenges of one request, on any instance, one claims it.
-            let claimed: (StoreResult<Bool>) -> Void = { [self] r in
-                step(r, requestId, executor, done) { decider.afterClaim(record, intent, claimed: $0, attempts: attempts) }
+            store.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: ttlMs, on: executor) {
+                opening.written = $0
+                answered()
             }
             let txid = Array(record.txid.utf8)
+            let claimed: (StoreResult<Bool>) -> Void = {
+                opening.claimed = $0
+                answered()
+            }
             if let replacing {
                 store.compareAndSwap(intent.pendingKey, expected: Array(replacing.utf8), new: txid, ttlMs: ttlMs, on: executor, claimed)
             } else {
@@ -126,6 +131,12 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                 run(then, requestId: requestId, executor, done)
             }
         }
+    }
+
+    /// The answers to `Plan.open`'s two store steps, as they arrive (both on the executor).
+    private final class Opening {
+        var written: StoreResult<Bool>?
+        var claimed: StoreResult<Bool>?
     }
 
     /// A store failure fails closed; a store answer gives the next plan.

@@ -88,14 +88,16 @@ public struct PolicyDecider: Sendable {
         case findPending(Intent, attempts: Int)
         /// Read the transaction the index names (`afterCheckPending`).
         case checkPending(txid: String, Intent, attempts: Int)
-        /// Write this new record, not yet handed out (`afterCreate` once it is written).
-        /// `replacing`: the TxId the index names now (a transaction no longer pending), nil if none.
-        case create(TransactionRecord, Intent, ttlMs: Int, replacing: String?, attempts: Int)
-        /// Point the index at the written record, in one store step: created if `replacing` is nil,
-        /// else swapped only while it still names `replacing`. Of concurrent challenges of one
-        /// request exactly one claims it (`afterClaim`).
-        case claimPending(TransactionRecord, Intent, ttlMs: Int, replacing: String?, attempts: Int)
-        /// Count one more transaction waiting for the subject's approval (`afterCount`).
+        /// Write this new record, not yet handed out, and point the index at it (created if
+        /// `replacing` is nil, else swapped only while it still names `replacing`): two store
+        /// steps sent together, the second without waiting for the first (`afterOpen` once both
+        /// have answered). A store applies one caller's steps in the order they were sent, so
+        /// whoever reads the index finds the record; of concurrent challenges of one request
+        /// exactly one claims the index. `replacing`: the TxId the index names now (a transaction
+        /// no longer pending), nil if none.
+        case open(TransactionRecord, Intent, ttlMs: Int, replacing: String?, attempts: Int)
+        /// Count one more transaction waiting for the subject's approval (`afterCount`): only
+        /// once the index is claimed, so that the losers of a race never count.
         case countPending(TransactionRecord, Intent)
         /// Delete a record never handed out (and the index entry naming it, if `unindex`), then
         /// go on with `then`. A failure here only leaves a record that expires unused.
@@ -196,8 +198,7 @@ public struct PolicyDecider: Sendable {
             && record.journey == intent.rule.journey && record.expires - now >= (intent.rule.ttlS + 1) / 2
     }
 
-    /// A new record for `intent`, to be written before the index names it: a challenge that
-    /// reads the index then always finds the record.
+    /// A new record for `intent`, written and indexed together (`Plan.open`).
     func create(_ intent: Intent, replacing: String?, attempts: Int, nowMs: Int64) -> Plan {
         guard attempts > 0 else {
             return .failed(.unavailable("the pending index of this request kept changing under concurrent challenges; try again"))
@@ -208,19 +209,32 @@ public struct PolicyDecider: Sendable {
             journey: rule.journey, bodyDigest: b.bodyDigest, bound: b.bound,
             display: TransactionBinding.display(rule.display, bound: b.bound), expires: Int(nowMs / 1000) + rule.ttlS,
             seal: intent.ownSeal)
-        return .create(record, intent, ttlMs: rule.ttlS * 1000, replacing: replacing, attempts: attempts)
+        return .open(record, intent, ttlMs: rule.ttlS * 1000, replacing: replacing, attempts: attempts)
     }
 
-    /// The record is written: claim the index for it.
-    public func afterCreate(_ record: TransactionRecord, _ intent: Intent, ttlMs: Int, replacing: String?, attempts: Int) -> Plan {
-        .claimPending(record, intent, ttlMs: ttlMs, replacing: replacing, attempts: attempts)
-    }
-
-    /// After the claim: the winner counts its transaction; a loser withdraws its record, unseen,
-    /// and reads the index again, which now names the winner's (already written) record.
-    public func afterClaim(_ record: TransactionRecord, _ intent: Intent, claimed: Bool, attempts: Int) -> Plan {
-        guard claimed else { return .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: attempts - 1)) }
-        return .countPending(record, intent)
+    /// After both steps of `Plan.open` answered: the record written (`written`), and whether the
+    /// index now names it (`claimed`).
+    /// - Both done: the winner counts its transaction.
+    /// - The claim lost to a concurrent challenge of the same request: the record is withdrawn,
+    ///   unseen, and the index read again (it now names the winner's record).
+    /// - A step failed: what the other did is undone, as far as the store lets it (the record
+    ///   withdrawn, the index entry naming it cleared), and the challenge fails closed; anything
+    ///   left over expires unused, and an entry left naming a record that is gone is replaced by
+    ///   the next challenge.
+    public func afterOpen(_ record: TransactionRecord, _ intent: Intent, written: StoreResult<Bool>, claimed: StoreResult<Bool>,
+                          attempts: Int) -> Plan {
+        switch (written, claimed) {
+        case (.success, .success(true)):
+            return .countPending(record, intent)
+        case (.success, .success(false)):
+            return .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: attempts - 1))
+        case (.failure(let e), .success(let claimed)):
+            return .withdraw(txid: record.txid, unindex: claimed ? intent.pendingKey : nil, then: .failed(.unavailable(e.description)))
+        case (.success, .failure(let e)):
+            return .withdraw(txid: record.txid, unindex: nil, then: .failed(.unavailable(e.description)))
+        case (.failure(let e), .failure):
+            return .failed(.unavailable(e.description))
+        }
     }
 
     /// After counting the subject's pending transactions (this one included): over the limit,

@@ -128,6 +128,11 @@ public enum ConditionalTake: Equatable, Sendable {
 /// `StoreExpiry.never` for the few records no clock may expire.
 /// Each operation is atomic on its own, so that a Redis implementation can do each in one
 /// server-side step. Every completion runs on `executor`, never on the caller's stack.
+/// Operations one caller sends from its executor's thread take effect in the order sent, even
+/// when it sends the next before the last has answered (Redis: one connection per loop,
+/// pipelined; SQLite: one serial queue, where those queued together share a commit). Callers
+/// may count on it for tidiness (a record written before the index that names it), never for
+/// safety: a script Redis no longer has is sent again whole, after whatever was sent behind it.
 public protocol Store: AnyObject, Sendable {
     /// Sets `key` only if it does not exist (or has expired). True if it was created.
     func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
