@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Gateway CPU time per request, two txgate binaries side by side over alternating rounds, for
-# the plain proxy (no policies), the same with the access log on (to a file), and the allow
-# path (session + policy + cached decision).
+# the plain proxy (no policies), the same with the access log on (to a file), the allow path
+# (session + policy + cached decision), and the plain proxy carrying a POST with a small JSON
+# body (demo-bank's POST /echo, which keeps nothing).
 # CPU time comes from /proc/PID/stat (utime + stime of the gateway process), which a shared,
 # noisy machine disturbs far less than req/s.
 #
@@ -61,14 +62,22 @@ EOF
 
 login() { python3 "$ROOT/bench/login.py" "$1" demo bench-password; }  # a session token from port $1
 
-measure() {  # binary, config, path, [header]: prints "µs-per-request req/s"
-  local bin="$1" config="$2" path="$3" header="${4:-}" port pid before after requests
+# wrk's script for the POST kind.
+cat >"$TMP/post.lua" <<'EOF'
+wrk.method = "POST"
+wrk.body = '{"amount":100,"currency":"EUR","payee":"Bob"}'
+wrk.headers["Content-Type"] = "application/json"
+EOF
+
+measure() {  # binary, config, path, [header], [wrk script]: prints "µs-per-request req/s"
+  local bin="$1" config="$2" path="$3" header="${4:-}" script="${5:-}" port pid before after requests
   port="$(free_port)"
   "$bin" serve --config "$config" --listen "127.0.0.1:$port" >"$TMP/gw.log" 2>&1 & pid=$!; PIDS+=($pid)
   wait_port "$port"
   if [ "$header" = "session" ]; then header="iPlanetDirectoryPro: $(login "$port")"; fi
   local args=(-t1 -c"$CONNECTIONS" --latency)
   [ -n "$header" ] && args+=(-H "$header")
+  [ -n "$script" ] && args+=(-s "$script")
   wrk "${args[@]}" -d1s "http://127.0.0.1:$port$path" >/dev/null
   before="$(ticks "$pid")"
   wrk "${args[@]}" -d"${DURATION}s" "http://127.0.0.1:$port$path" >"$TMP/wrk.txt"
@@ -85,9 +94,10 @@ for round in $(seq 1 "$ROUNDS"); do
   order=("A" "B"); [ $((round % 2)) -eq 0 ] && order=("B" "A")
   for which in "${order[@]}"; do
     bin="$A"; [ "$which" = "B" ] && bin="$B"
-    for kind in plain log allow; do
+    for kind in plain log allow post; do
       case "$kind" in
         allow) r="$(measure "$bin" "$TMP/allow.json" /accounts session)" ;;
+        post) r="$(measure "$bin" "$TMP/plain.json" /echo "" "$TMP/post.lua")" ;;
         *) r="$(measure "$bin" "$TMP/$kind.json" /health)" ;;
       esac
       printf '%-7s %-6s %-6s %10s %10s\n' "$kind" "$round" "$which" $r
@@ -95,7 +105,7 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-for kind in plain log allow; do
+for kind in plain log allow post; do
   python3 -c "
 import statistics
 a=[float(x) for x in '${SUM["${kind}A"]}'.split()]; b=[float(x) for x in '${SUM["${kind}B"]}'.split()]

@@ -172,11 +172,13 @@ final class HeadScratch {
         write(body) { channel.write($0) }
     }
 
-    /// `write(to:)` with bytes to follow the head (valid only during the call): both go in one
-    /// system call where the channel can send at once (`Channel.write(_:then:)`).
+    /// `write(to:)` with bytes to follow the head, if any (valid only during the call): both go
+    /// in one system call where the channel can send at once (`Channel.write(_:then:)`).
     @discardableResult
-    func write(to channel: Channel, then bytes: UnsafeRawBufferPointer, _ body: (inout HeadWriter) -> Void) -> Int {
-        write(body) { channel.write($0, then: bytes) }
+    func write(to channel: Channel, then bytes: UnsafeRawBufferPointer?, _ body: (inout HeadWriter) -> Void) -> Int {
+        write(body) { head in
+            if let bytes { channel.write(head, then: bytes) } else { channel.write(head) }
+        }
     }
 
     /// Writes a response head and keeps it, for `exchange` to send with its body

@@ -40,27 +40,22 @@ public final class UpstreamCall {
     /// upstream gets the request in one segment rather than its head and then its body.
     /// The body stays whole either way, for a retry.
     func writeRequest(to channel: Channel, with heads: HeadScratch) {
-        if let body, let bytes = body.contiguousBytes, bytes.count <= Self.bodyWithHeadLimit {
-            heads.write(to: channel, then: bytes, writeHead)
-        } else {
-            heads.write(to: channel, writeHead)
-            body?.reference(into: channel.output)
-        }
-    }
-
-    private func writeHead(_ w: inout HeadWriter) {
-        w.write(method)
-        w.write(" ")
-        w.write(target)
-        w.write(" HTTP/1.1\r\n")
-        w.writeFields(headers)
         let n = body?.count ?? 0
-        if n > 0 || method == "POST" || method == "PUT" || method == "PATCH" {
-            w.write("Content-Length: ")
-            w.write(n)
+        let small = n > 0 && n <= Self.bodyWithHeadLimit ? body?.contiguousBytes : nil
+        heads.write(to: channel, then: small) { w in
+            w.write(method)
+            w.write(" ")
+            w.write(target)
+            w.write(" HTTP/1.1\r\n")
+            w.writeFields(headers)
+            if n > 0 || method == "POST" || method == "PUT" || method == "PATCH" {
+                w.write("Content-Length: ")
+                w.write(n)
+                w.writeCRLF()
+            }
             w.writeCRLF()
         }
-        w.writeCRLF()
+        if n > 0 && small == nil { body?.reference(into: channel.output) }
     }
 
     public func pauseReading() {
