@@ -167,6 +167,18 @@ dispatch_ticks() {
   echo "$sum"
 }
 
+# Context switches of all a process's threads so far (voluntary: it waited, for a socket, the
+# store's queue or a lock; involuntary: it was preempted): the wake-ups each cycle costs.
+ctx_switches() {
+  cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches:/ { s += $2 } END { print s + 0 }'
+}
+# redis-server's commands and socket reads (one read takes every command that arrived
+# together: a round trip, however many commands were pipelined in it) so far.
+redis_counts() {
+  redis-cli -p "$REDIS_PORT" info stats 2>/dev/null | tr -d '\r' \
+    | awk -F: '$1 == "total_commands_processed" { c = $2 } $1 == "total_reads_processed" { r = $2 } END { print c + 0, r + 0 }'
+}
+
 measure() {  # store round
   local port=$SQLITE_PORT gw=$SQLITE_PID
   [ "$1" = redis ] && port=$RPORT && gw=$REDIS_GW_PID
@@ -176,6 +188,7 @@ measure() {  # store round
     callgrind_control -i on "$gw" >/dev/null 2>&1
   fi
   gw0=$(cpu_ticks "$gw"); gu0=$(user_ticks "$gw"); gd0=$(dispatch_ticks "$gw"); rd0=$(cpu_ticks "$REDIS_PID"); bk0=$(cpu_ticks "$BANK_PID"); t0=$(date +%s.%N)
+  cs0=$(ctx_switches "$gw"); rc0=$(redis_counts)
   python3 "$DRIVER" run --port "$port" --tokens "$TMP/tokens-$1-$2.json" --secret "$SECRET" \
     --seconds "$DURATION" --concurrency "$CONCURRENCY" --procs "$PROCS" >"$TMP/result-$1-$2.json" \
     || die "$1 round $(($2 + 1)): $(cat "$TMP/result-$1-$2.json")"
@@ -190,9 +203,10 @@ measure() {  # store round
   # The gateway's (and redis-server's, demo-bank's) share of a core during the run. The window
   # includes the client's start-up (a few ms), so these are slight underestimates.
   python3 - "$TMP/result-$1-$2.json" "$gw0" "$(cpu_ticks "$gw")" "$rd0" "$(cpu_ticks "$REDIS_PID")" \
-    "$bk0" "$(cpu_ticks "$BANK_PID")" "$t0" "$(date +%s.%N)" "$(getconf CLK_TCK)" "$ir" "$gu0" "$(user_ticks "$gw")" "$gd0" "$(dispatch_ticks "$gw")" <<'PY'
+    "$bk0" "$(cpu_ticks "$BANK_PID")" "$t0" "$(date +%s.%N)" "$(getconf CLK_TCK)" "$ir" "$gu0" "$(user_ticks "$gw")" "$gd0" "$(dispatch_ticks "$gw")" \
+    "$cs0" "$(ctx_switches "$gw")" "$rc0" "$(redis_counts)" <<'PY'
 import json, sys
-path, g0, g1, r0, r1, b0, b1, t0, t1, hz, ir, u0, u1, d0, d1 = sys.argv[1:]
+path, g0, g1, r0, r1, b0, b1, t0, t1, hz, ir, u0, u1, d0, d1, cs0, cs1, rc0, rc1 = sys.argv[1:]
 d = json.load(open(path))
 if int(ir):
     d["instructions_per_cycle"] = int(ir) // max(1, d["cycles"])
@@ -205,6 +219,10 @@ d["gateway_user_ms_per_cycle"] = round((int(u1) - int(u0)) / int(hz) * 1000 / ma
 # Threads come and go: a dispatch thread that ended during the run takes its ticks with it.
 d["store_thread_ms_per_cycle"] = round(max(0, int(d1) - int(d0)) / int(hz) * 1000 / max(1, d["cycles"]), 3)
 d["redis_ms_per_cycle"] = round((int(r1) - int(r0)) / int(hz) * 1000 / max(1, d["cycles"]), 3)
+d["gateway_context_switches_per_cycle"] = round((int(cs1) - int(cs0)) / max(1, d["cycles"]), 2)
+(c0, n0), (c1, n1) = (map(int, x.split()) for x in (rc0, rc1))
+d["redis_commands_per_cycle"] = round((c1 - c0) / max(1, d["cycles"]), 2)
+d["redis_reads_per_cycle"] = round((n1 - n0) / max(1, d["cycles"]), 2)
 json.dump(d, open(path, "w"))
 PY
   log "$1 round $(($2 + 1)): $(cat "$TMP/result-$1-$2.json")"
@@ -234,6 +252,11 @@ for s in ("sqlite", "redis"):
         ", ".join(str(x["cycles_per_s"]) for x in res[s])))
 print("(CPU: cores busy on average during the run, medians; ms CPU/cycle: the gateway's; the store's thread: the")
 print("gateway's libdispatch threads, where the SQLite store runs; the machine has %d cores)" % os.cpu_count())
+print()
+print("per cycle (medians): gateway context switches, sqlite %.2f, redis %.2f; redis-server commands %.2f, "
+      "in %.2f socket reads (round trips)" % (
+    med("sqlite", "gateway_context_switches_per_cycle"), med("redis", "gateway_context_switches_per_cycle"),
+    med("redis", "redis_commands_per_cycle"), med("redis", "redis_reads_per_cycle")))
 print()
 print("redis/sqlite: throughput %.2fx, p50 %.2fx, p99 %.2fx, gateway CPU per cycle %.2fx" % (
     med("redis", "cycles_per_s") / med("sqlite", "cycles_per_s"), med("redis", "p50_ms") / med("sqlite", "p50_ms"),
