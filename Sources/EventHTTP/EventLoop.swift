@@ -166,14 +166,9 @@ final class HeadScratch {
         write(body) { _ = evbuffer_add(output, $0.baseAddress, $0.count) }
     }
 
-    /// `write(into:)` through the channel (`Channel.write`: sent at once where it can be).
-    @discardableResult
-    func write(to channel: Channel, _ body: (inout HeadWriter) -> Void) -> Int {
-        write(body) { channel.write($0) }
-    }
-
-    /// `write(to:)` with bytes to follow the head, if any (valid only during the call): both go
-    /// in one system call where the channel can send at once (`Channel.write(_:then:)`).
+    /// `write(into:)` through the channel (`Channel.write`: sent at once where it can be), with
+    /// `bytes` to follow the head, if any (valid only during the call): both go in one system
+    /// call where the channel can send at once (`Channel.write(_:then:)`).
     @discardableResult
     func write(to channel: Channel, then bytes: UnsafeRawBufferPointer?, _ body: (inout HeadWriter) -> Void) -> Int {
         write(body) { head in

@@ -80,18 +80,17 @@ public enum JSONValue: Equatable, Sendable, Codable {
     }
 
     /// Compact JSON with object keys sorted: one canonical text per value (for digests).
-    public var canonical: String {
-        var out = ByteWriter(capacity: 256)
-        write(&out)
-        return out.string
-    }
+    public var canonical: String { canonicalWritten.string }
 
     /// `canonical` as UTF-8 bytes, written straight into one byte buffer (records are encoded
     /// and signed this way several times per journey step).
-    public var canonicalBytes: [UInt8] {
+    public var canonicalBytes: [UInt8] { canonicalWritten.bytes }
+
+    /// The canonical text in a writer, for `canonical` and `canonicalBytes` to copy out once.
+    private var canonicalWritten: ByteWriter {
         var out = ByteWriter(capacity: 256)
         write(&out)
-        return out.bytes
+        return out
     }
 
     /// `canonicalBytes` appended to `out`.

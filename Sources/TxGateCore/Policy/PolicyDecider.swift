@@ -228,8 +228,8 @@ public struct PolicyDecider: Sendable {
             return .countPending(record, intent)
         case (.success, .success(false)):
             return .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: attempts - 1))
-        case (.failure(let e), .success(let claimed)):
-            return .withdraw(txid: record.txid, unindex: claimed ? intent.pendingKey : nil, then: .failed(.unavailable(e.description)))
+        case (.failure(let e), .success(let indexed)):
+            return .withdraw(txid: record.txid, unindex: indexed ? intent.pendingKey : nil, then: .failed(.unavailable(e.description)))
         case (.success, .failure(let e)):
             return .withdraw(txid: record.txid, unindex: nil, then: .failed(.unavailable(e.description)))
         case (.failure(let e), .failure):
