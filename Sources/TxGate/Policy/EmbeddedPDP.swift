@@ -71,27 +71,19 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                 }
             }
         case .open(let record, let intent, let ttlMs, let replacing, let attempts):
-            // Two store steps sent at once, in this order, answered together: one wait for the
-            // store instead of two (see `Plan.open`).
-            let opening = Opening()
-            let answered: () -> Void = { [self] in
-                guard let written = opening.written, let claimed = opening.claimed else { return }
-                run(decider.afterOpen(record, intent, written: written, claimed: claimed, attempts: attempts),
-                    requestId: requestId, executor, done)
-            }
-            store.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: ttlMs, on: executor) {
-                opening.written = $0
-                answered()
-            }
-            let txid = Array(record.txid.utf8)
-            let claimed: (StoreResult<Bool>) -> Void = {
-                opening.claimed = $0
-                answered()
-            }
-            if let replacing {
-                store.compareAndSwap(intent.pendingKey, expected: Array(replacing.utf8), new: txid, ttlMs: ttlMs, on: executor, claimed)
-            } else {
-                store.create(intent.pendingKey, value: txid, ttlMs: ttlMs, on: executor, claimed)
+            // The index is written only once the record it names is (see `Plan.open`).
+            store.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: ttlMs, on: executor) { [self] written in
+                let claimed: (StoreResult<Bool>) -> Void = { [self] claimed in
+                    run(decider.afterOpen(record, intent, written: written, claimed: claimed, attempts: attempts),
+                        requestId: requestId, executor, done)
+                }
+                guard case .success = written else { return claimed(.success(false)) }
+                let txid = Array(record.txid.utf8)
+                if let replacing {
+                    store.compareAndSwap(intent.pendingKey, expected: Array(replacing.utf8), new: txid, ttlMs: ttlMs, on: executor, claimed)
+                } else {
+                    store.create(intent.pendingKey, value: txid, ttlMs: ttlMs, on: executor, claimed)
+                }
             }
         case .countPending(let record, let intent):
             // Bounded per subject so that a client cannot fill the store.
@@ -131,12 +123,6 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                 run(then, requestId: requestId, executor, done)
             }
         }
-    }
-
-    /// The answers to `Plan.open`'s two store steps, as they arrive (both on the executor).
-    private final class Opening {
-        var written: StoreResult<Bool>?
-        var claimed: StoreResult<Bool>?
     }
 
     /// A store failure fails closed; a store answer gives the next plan.

@@ -88,13 +88,16 @@ public struct PolicyDecider: Sendable {
         case findPending(Intent, attempts: Int)
         /// Read the transaction the index names (`afterCheckPending`).
         case checkPending(txid: String, Intent, attempts: Int)
-        /// Write this new record, not yet handed out, and point the index at it (created if
-        /// `replacing` is nil, else swapped only while it still names `replacing`): two store
-        /// steps sent together, the second without waiting for the first (`afterOpen` once both
-        /// have answered). A store applies one caller's steps in the order they were sent, so
-        /// whoever reads the index finds the record; of concurrent challenges of one request
-        /// exactly one claims the index. `replacing`: the TxId the index names now (a transaction
-        /// no longer pending), nil if none.
+        /// Write this new record, not yet handed out, then point the index at it (created if
+        /// `replacing` is nil, else swapped only while it still names `replacing`), and only once
+        /// the record is written (`afterOpen` with both answers; a record not written claims
+        /// nothing): whoever reads the index must find the record, or it takes the entry for a
+        /// stale one and replaces it, a second TxId for the same request. Sending the two without
+        /// waiting is not enough: a store applies one caller's steps in the order sent only for
+        /// tidiness (Redis runs a script it no longer had after what was sent behind it, and the
+        /// record's create is a fenced script). Of concurrent challenges of one request exactly
+        /// one claims the index. `replacing`: the TxId the index names now (a transaction no
+        /// longer pending), nil if none.
         case open(TransactionRecord, Intent, ttlMs: Int, replacing: String?, attempts: Int)
         /// Count one more transaction waiting for the subject's approval (`afterCount`): only
         /// once the index is claimed, so that the losers of a race never count.

@@ -131,8 +131,9 @@ public enum ConditionalTake: Equatable, Sendable {
 /// Operations one caller sends from its executor's thread take effect in the order sent, even
 /// when it sends the next before the last has answered (Redis: one connection per loop,
 /// pipelined; SQLite: one serial queue, where those queued together share a commit). Callers
-/// may count on it for tidiness (a record written before the index that names it), never for
-/// safety: a script Redis no longer has is sent again whole, after whatever was sent behind it.
+/// may count on it for tidiness, never for safety or for anything another caller reads: a
+/// script Redis no longer has is sent again whole, after whatever was sent behind it (so a
+/// record and the index entry naming it are written one after the other, `PolicyDecider.Plan.open`).
 public protocol Store: AnyObject, Sendable {
     /// Sets `key` only if it does not exist (or has expired). True if it was created.
     func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
