@@ -55,6 +55,10 @@ let package = Package(
         // shim includes <hiredis/...>, and the module map links the library.
         .systemLibrary(name: "CHiredis", providers: [.apt(["libhiredis-dev"])]),
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // The gateway's memory allocator (the txgate executable only): Debian's libmimalloc
+        // exports malloc and free, and linked into the executable it serves every allocation of
+        // every library in the process (the Swift runtime, libevent, SQLite, hiredis, OpenSSL).
+        .systemLibrary(name: "CMimalloc", providers: [.apt(["libmimalloc-dev"])]),
 
         // The one thin layer over libevent: loops, HTTP/1.1 server and upstream client, TLS.
         // HTTP/1.1 message model and parsing, pure Swift (no sockets), shared by every layer.
@@ -89,7 +93,7 @@ let package = Package(
             .product(name: "Prometheus", package: "swift-prometheus"),
         ], swiftSettings: hotPathSettings),
         .executableTarget(name: "txgate", dependencies: [
-            "TxGate", "TxGateCore", "HTTPCore", "TxGateClient", .product(name: "ArgumentParser", package: "swift-argument-parser"),
+            "TxGate", "TxGateCore", "HTTPCore", "TxGateClient", "CMimalloc", .product(name: "ArgumentParser", package: "swift-argument-parser"),
             .product(name: "Logging", package: "swift-log"),
         ]),
         .executableTarget(name: "demo-bank", dependencies: [

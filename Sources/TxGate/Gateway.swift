@@ -12,6 +12,10 @@ public final class Gateway {
     public var configSource: ConfigSource? {
         didSet { loadedTopLevel = configSource?.topLevel() }
     }
+    /// The memory allocator the process runs on, for the "txgate started" line: the `txgate`
+    /// executable links mimalloc and says so; a gateway built into another program (the tests)
+    /// runs on the C library's.
+    public var allocator = "glibc malloc"
     /// The file as last loaded, to name what a reload changes.
     var loadedTopLevel: [String: JSONValue]?
     /// systemd's `$NOTIFY_SOCKET` (`Type=notify`), told when the gateway serves, reloads and
@@ -95,7 +99,7 @@ public final class Gateway {
         }
         logger.info("txgate started", metadata: [
             "version": .string(TxGateVersion.current), "commit": .string(TxGateVersion.commit),
-            "upstream": .string(shared.upstreamDescription), "workers": .stringConvertible(workers.count),
+            "allocator": .string(allocator), "upstream": .string(shared.upstreamDescription), "workers": .stringConvertible(workers.count),
             "public_url": .string(config.effectivePublicURL.description),
         ])
         // The listening sockets accept from init on and every worker's loop now runs.

@@ -94,6 +94,7 @@ struct Serve: ParsableCommand {
     var workers: Int?
 
     func run() throws {
+        Allocator.configure()
         let config: GatewayConfig
         let source = ConfigSource(path: options.config, overrides: ConfigOverrides(listen: listen, upstream: upstream, workers: workers))
         do {
@@ -122,6 +123,7 @@ struct Serve: ParsableCommand {
             throw ExitCode(1)
         }
         gateway.configSource = source
+        gateway.allocator = Allocator.description
         gateway.run()
     }
 }

@@ -14,7 +14,7 @@ struct OperationsTests {
         #expect(r.stdout.hasPrefix("txgate \(TxGateVersion.current) ("), "\(r)")
     }
 
-    @Test("the version is in the 'txgate started' log line and in /-/health")
+    @Test("the version is in the 'txgate started' log line and in /-/health; the line names the allocator, mimalloc")
     func versionInLogAndHealth() throws {
         let (gateway, _) = try Testbed.current.startGatewayWithBank()
         let health = try gateway.fetch("GET", "/-/health")
@@ -25,6 +25,8 @@ struct OperationsTests {
         let started = startedLine()
         #expect(started?["version"] as? String == TxGateVersion.current, "\(gateway.process.stderr)")
         #expect(started?["commit"] as? String == TxGateVersion.commit, "\(gateway.process.stderr)")
+        // The binary links mimalloc (Package.swift's CMimalloc): the version comes from the library itself.
+        #expect((started?["allocator"] as? String)?.hasPrefix("mimalloc 2.") == true, "\(gateway.process.stderr)")
     }
 
     @Test("a second txgate serve on the same address exits 1 naming the address; the first keeps serving all connections")
