@@ -16,6 +16,10 @@ public final class Gateway {
     /// executable links mimalloc and says so; a gateway built into another program (the tests)
     /// runs on the C library's.
     public var allocator = "glibc malloc"
+    /// Run on each worker's thread once a second, if set: gives back to the system the memory
+    /// that thread freed (the `txgate` executable: mimalloc's `mi_collect`, which otherwise does
+    /// it only when the thread next allocates, so a worker gone quiet kept what it had freed).
+    public var returnFreedMemory: (@Sendable () -> Void)?
     /// The file as last loaded, to name what a reload changes.
     var loadedTopLevel: [String: JSONValue]?
     /// systemd's `$NOTIFY_SOCKET` (`Type=notify`), told when the gateway serves, reloads and
@@ -91,7 +95,7 @@ public final class Gateway {
         // The signals are watched before the workers start and "txgate started" is logged.
         for w in workers {
             exited.enter()
-            w.start { exited.leave() }
+            w.start(returningFreedMemory: returnFreedMemory) { exited.leave() }
             logger.info("listening", metadata: [
                 "address": .string("\(config.listen.host):\(w.boundPort)"), "worker": .stringConvertible(w.index),
                 "tls": .stringConvertible(config.tls != nil),

@@ -166,8 +166,11 @@ final class Worker: @unchecked Sendable {
     }
 
     /// Runs the loop on a new thread; `onExit` is called from that thread when it ends.
-    func start(onExit: @escaping @Sendable () -> Void) {
-        loop.execute { [self] in readiness.start() }
+    func start(returningFreedMemory returnFreedMemory: (@Sendable () -> Void)? = nil, onExit: @escaping @Sendable () -> Void) {
+        loop.execute { [self] in
+            readiness.start()
+            if let returnFreedMemory { memoryTimer = Self.repeating(on: loop, everyMs: 1000, returnFreedMemory) }
+        }
         let t = Thread { [self] in
             loop.run()
             accessLogBuffer.flush()
@@ -177,12 +180,28 @@ final class Worker: @unchecked Sendable {
         t.start()
     }
 
+    /// `Gateway.returnFreedMemory`'s timer (on the loop's thread only).
+    private var memoryTimer: LoopTimer?
+
+    /// A timer that runs `body` every `ms` milliseconds on `loop`, from `ms` after now.
+    private static func repeating(on loop: EventLoop, everyMs ms: Int, _ body: @escaping () -> Void) -> LoopTimer {
+        var again: (() -> Void)?
+        let timer = LoopTimer(loop: loop) { again?() }
+        again = { [unowned timer] in
+            body()
+            timer.schedule(afterMs: ms)
+        }
+        timer.schedule(afterMs: ms)
+        return timer
+    }
+
     /// Graceful stop, on the worker's thread: no new connections, in-flight requests finish.
     func drain(then done: @escaping () -> Void) {
         loop.execute { [self] in
             readiness.stop()
             server.beginDrain { [self] in
                 pool.closeIdle()
+                memoryTimer?.cancel()
                 accessLogBuffer.flush()
                 shared.redis?.detach(from: loop)
                 done()

@@ -94,7 +94,6 @@ struct Serve: ParsableCommand {
     var workers: Int?
 
     func run() throws {
-        Allocator.configure()
         let config: GatewayConfig
         let source = ConfigSource(path: options.config, overrides: ConfigOverrides(listen: listen, upstream: upstream, workers: workers))
         do {
@@ -124,6 +123,7 @@ struct Serve: ParsableCommand {
         }
         gateway.configSource = source
         gateway.allocator = Allocator.description
+        gateway.returnFreedMemory = Allocator.returnFreedMemory
         gateway.run()
     }
 }
