@@ -105,6 +105,10 @@ public final class HTTPServer {
     private var nextConnectionId = 0
     private var memoryRelease: LoopTimer?
     private var memoryReleasePending = false
+    /// How `releaseMemorySoon` gives freed memory back to the system: glibc's `malloc_trim` by
+    /// default; a program on another allocator sets its own (the txgate executable: mimalloc's
+    /// `mi_collect`, on this loop's thread, where the bodies were freed).
+    public var releaseFreedMemory: () -> Void = { _ = malloc_trim(0) }
 
     /// `clients`: a table shared with other servers, to cap connections per client address
     /// across them; by default this server keeps its own (`limits.maxConnectionsPerClient`).
@@ -174,15 +178,16 @@ public final class HTTPServer {
 
     /// A large request body was dropped unfinished (a slow or abandoned client): give the
     /// freed memory back to the system 100 ms later (once the exchange has let go of the body
-    /// too; one trim for all the bodies dropped meanwhile). glibc keeps freed heap memory
-    /// otherwise, so twenty stalled 9 MiB bodies would stay in the resident set after their 408.
+    /// too; one release for all the bodies dropped meanwhile, `releaseFreedMemory`). glibc keeps
+    /// freed heap memory otherwise, and mimalloc gives it back only when the thread next
+    /// allocates, so twenty stalled 9 MiB bodies would stay in the resident set after their 408.
     func releaseMemorySoon() {
         guard !memoryReleasePending else { return }
         memoryReleasePending = true
         if memoryRelease == nil {
             memoryRelease = LoopTimer(loop: loop) { [weak self] in
                 self?.memoryReleasePending = false
-                _ = malloc_trim(0)
+                self?.releaseFreedMemory()
             }
         }
         memoryRelease?.schedule(afterMs: 100)

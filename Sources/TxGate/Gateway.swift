@@ -16,9 +16,9 @@ public final class Gateway {
     /// executable links mimalloc and says so; a gateway built into another program (the tests)
     /// runs on the C library's.
     public var allocator = "glibc malloc"
-    /// Run on each worker's thread once a second, if set: gives back to the system the memory
-    /// that thread freed (the `txgate` executable: mimalloc's `mi_collect`, which otherwise does
-    /// it only when the thread next allocates, so a worker gone quiet kept what it had freed).
+    /// How each worker gives back to the system the memory of large request bodies it dropped
+    /// (`HTTPServer.releaseFreedMemory`, on the worker's thread); nil: glibc's `malloc_trim`. The
+    /// `txgate` executable sets mimalloc's `mi_collect`.
     public var returnFreedMemory: (@Sendable () -> Void)?
     /// The file as last loaded, to name what a reload changes.
     var loadedTopLevel: [String: JSONValue]?

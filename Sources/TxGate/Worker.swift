@@ -169,7 +169,7 @@ final class Worker: @unchecked Sendable {
     func start(returningFreedMemory returnFreedMemory: (@Sendable () -> Void)? = nil, onExit: @escaping @Sendable () -> Void) {
         loop.execute { [self] in
             readiness.start()
-            if let returnFreedMemory { memoryTimer = Self.repeating(on: loop, everyMs: 1000, returnFreedMemory) }
+            if let returnFreedMemory { server.releaseFreedMemory = returnFreedMemory }
         }
         let t = Thread { [self] in
             loop.run()
@@ -180,28 +180,12 @@ final class Worker: @unchecked Sendable {
         t.start()
     }
 
-    /// `Gateway.returnFreedMemory`'s timer (on the loop's thread only).
-    private var memoryTimer: LoopTimer?
-
-    /// A timer that runs `body` every `ms` milliseconds on `loop`, from `ms` after now.
-    private static func repeating(on loop: EventLoop, everyMs ms: Int, _ body: @escaping () -> Void) -> LoopTimer {
-        var again: (() -> Void)?
-        let timer = LoopTimer(loop: loop) { again?() }
-        again = { [unowned timer] in
-            body()
-            timer.schedule(afterMs: ms)
-        }
-        timer.schedule(afterMs: ms)
-        return timer
-    }
-
     /// Graceful stop, on the worker's thread: no new connections, in-flight requests finish.
     func drain(then done: @escaping () -> Void) {
         loop.execute { [self] in
             readiness.stop()
             server.beginDrain { [self] in
                 pool.closeIdle()
-                memoryTimer?.cancel()
                 accessLogBuffer.flush()
                 shared.redis?.detach(from: loop)
                 done()

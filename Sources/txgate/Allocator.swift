@@ -11,14 +11,16 @@ import Glibc
 /// The library exports malloc and free itself; naming one of its functions here keeps the linker
 /// from dropping it as unused.
 enum Allocator {
-    /// On a worker's thread, once a second (`Gateway.returnFreedMemory`): gives back to the
-    /// system what the thread freed. mimalloc does it 25 ms after a free, but only when the same
-    /// thread next allocates, so a worker gone quiet after a burst of large bodies kept them
-    /// resident (SlowRequestTests: 180 MB still held 30 s after the body timeout freed them).
-    /// Giving memory back at every free instead (a decommit delay of 0) made each large body
-    /// fault its pages in again: 30 to 50 % more CPU per 256 KiB POST.
+    /// On a worker's thread, 100 ms after it dropped a large request body unfinished
+    /// (`Gateway.returnFreedMemory`, `HTTPServer.releaseMemorySoon`, which calls glibc's
+    /// `malloc_trim` otherwise): gives back to the system what the thread freed. mimalloc does
+    /// it 25 ms after a free, but only when the same thread next allocates, so a worker gone
+    /// quiet after a burst of stalled bodies kept them resident (SlowRequestTests: 180 MB still
+    /// held 30 s after the body timeout freed them). Giving memory back at every free instead
+    /// (a decommit delay of 0) made each large body fault its pages in again: 30 to 50 % more
+    /// CPU per 256 KiB POST.
     @Sendable static func returnFreedMemory() {
-        mi_collect(false)
+        mi_collect(true)
     }
 
     /// "mimalloc 2.0.9", once a block from `malloc` is seen to lie in mimalloc's heap; a

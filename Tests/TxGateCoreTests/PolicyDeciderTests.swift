@@ -91,9 +91,10 @@ import Testing
                              then: .uncountPending(subject: "alice", then: .failed(.tooManyTransactions(2)))))
     }
 
-    /// The record and the index entry are written together, so one may fail where the other
-    /// did not: what the other did is undone (the record withdrawn, an index entry naming it
-    /// cleared) and the challenge fails closed, never handing out a TxId, counting nothing.
+    /// One of the record and the index entry may fail where the other did not: what the other
+    /// did is undone (the record withdrawn, an index entry naming it cleared) and the challenge
+    /// fails closed, never handing out a TxId, counting nothing. (The executor claims the index
+    /// only once the record is written; the decider answers every combination all the same.)
     @Test func aFailedStepOfAnOpeningUndoesTheOtherAndFailsClosed() throws {
         let intent = try intent()
         let record = try newRecord(intent)

@@ -122,8 +122,9 @@ import TestSupport
     }
 
     /// Steps sent from one loop without waiting for each other's answers take effect in the
-    /// order sent (one connection per loop, pipelined): a challenge writes its record and claims
-    /// the index naming it in one go (`PolicyDecider.Plan.open`).
+    /// order sent (one connection per loop, pipelined): a promise for tidiness
+    /// only (`Store`): a challenge still waits for its record before it claims the index naming
+    /// it (`PolicyDecider.Plan.open`).
     @Test func stepsSentWithoutWaitingTakeEffectInTheOrderSent() async throws {
         let fixture = try RedisFixture()
         defer { fixture.close() }

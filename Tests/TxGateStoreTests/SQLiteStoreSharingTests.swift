@@ -58,8 +58,9 @@ import TestSupport
     }
 
     /// Steps one caller sends without waiting for each other's answers take effect in the order
-    /// sent (one serial queue; those queued together share one commit): a challenge writes its
-    /// record and claims the index naming it in one go (`PolicyDecider.Plan.open`).
+    /// sent (one serial queue; those queued together share one commit): a promise for tidiness
+    /// only (`Store`): a challenge still waits for its record before it claims the index naming
+    /// it (`PolicyDecider.Plan.open`).
     @Test func stepsSentWithoutWaitingTakeEffectInTheOrderSent() async throws {
         try await withStore { store, _ async throws in
             for round in 0..<50 {

@@ -201,7 +201,7 @@ public struct PolicyDecider: Sendable {
             && record.journey == intent.rule.journey && record.expires - now >= (intent.rule.ttlS + 1) / 2
     }
 
-    /// A new record for `intent`, written and indexed together (`Plan.open`).
+    /// A new record for `intent`, written, then indexed (`Plan.open`).
     func create(_ intent: Intent, replacing: String?, attempts: Int, nowMs: Int64) -> Plan {
         guard attempts > 0 else {
             return .failed(.unavailable("the pending index of this request kept changing under concurrent challenges; try again"))
