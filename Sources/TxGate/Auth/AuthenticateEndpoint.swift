@@ -13,13 +13,14 @@ final class AuthenticateEndpoint {
     private let identifier: SubjectIdentifier
     private let completion: JourneyCompletion
     private let settings: AuthenticateCommand.Settings
+    private let started = StartedRecords()
 
     init(auth: AuthService, loop: EventLoop) {
         self.auth = auth
         self.loop = loop
         services = auth.services(on: loop)
         identifier = auth.identifier(on: loop)
-        completion = JourneyCompletion(auth: auth, loop: loop)
+        completion = JourneyCompletion(auth: auth, loop: loop, started: started)
         settings = AuthenticateCommand.Settings(gotoPolicy: auth.gotoPolicy, cors: auth.config.cors,
                                                 loginJourney: auth.config.loginJourney, engine: auth.engine)
     }
@@ -100,7 +101,8 @@ final class AuthenticateEndpoint {
 
     /// Starts the journey that approves transaction `txid`, for its own subject only.
     private func approve(_ call: EndpointCall, _ txid: String, session: Subject, _ initial: JourneyState) {
-        auth.store.get(TransactionRecord.key(txid), on: loop) { [self] r in
+        let key = TransactionRecord.key(txid)
+        auth.store.get(key, on: loop) { [self] r in
             let bytes: [UInt8]?
             switch r {
             case .failure(let e): return call.fail(.storeUnavailable(e.description))
@@ -109,6 +111,8 @@ final class AuthenticateEndpoint {
             switch AuthenticateCommand.approval(initial, txid: txid, record: bytes.flatMap(TransactionRecord.decode), uid: session.uid,
                                                 sessionKey: SessionManager.key(session.token), settings, now: auth.now) {
             case .success(let state):
+                // What the journey's completion swaps from, if it completes on this worker.
+                if let bytes { started.remember(key, bytes) }
                 run(call, state)
             case .failure(.refused(let refusal)):
                 if refusal == .anotherSubject {

@@ -7,6 +7,8 @@ import TxGateCore
 struct JourneyCompletion {
     let auth: AuthService
     let loop: EventLoop
+    /// The records of the transactions whose journeys this worker started (`AuthenticateEndpoint`).
+    let started: StartedRecords
 
     static let loginFailure = AuthService.unauthorized("Login failure", members: #""detail":{"failureUrl":""}"#)
     static let timedOut = AuthService.unauthorized("Session has timed out", members: #""detail":{"errorCode":"110"}"#)
@@ -152,31 +154,48 @@ struct JourneyCompletion {
     }
 
     /// A journey run for a transaction completes it (a compare-and-swap over what was read);
-    /// the session stays as it was.
+    /// the session stays as it was. The record as read when this worker started the journey
+    /// is swapped from without reading it again; if it changed since, the swap fails and the
+    /// record is read (`StartedRecords`).
     private func completeTransaction(_ ctx: EndpointCall, _ state: JourneyState, _ txid: String) {
         let key = TransactionRecord.key(txid)
+        if let guess = started.take(key) {
+            complete(ctx, state, key, record: guess, guessed: true)
+        } else {
+            readAndComplete(ctx, state, key)
+        }
+    }
+
+    private func readAndComplete(_ ctx: EndpointCall, _ state: JourneyState, _ key: String) {
         auth.store.get(key, on: loop) { r in
             switch r {
             case .failure(let e): ctx.fail(.storeUnavailable(e.description))
-            case .success(let bytes):
-                // Approved with a passkey: the assertion's evidence is kept with the transaction.
-                let passkey = state.shared[PasskeyNodes.evidenceKey].flatMap { JSONValue.parse(Array($0.utf8)) }
-                guard let bytes, let tx = TransactionRecord.decode(bytes)?.approved(by: state.username, passkey: passkey) else {
-                    finish(ctx, .failure(reason: "transaction gone before completion"), submittedUser: state.username)
-                    return
-                }
-                // The approval's audit record is written by the same store step as the approval.
-                let audit = AuditAppend(ifChanged: AuditEvent.approved(tx, requestId: ctx.requestId).entry,
-                                        retentionMs: auth.config.audit.retentionMs)
-                auth.store.compareAndSwap(key, expected: bytes, new: tx.encoded, ttlMs: nil, audit: audit, on: loop) { r in
-                    switch r {
-                    case .failure(let e): ctx.fail(.storeUnavailable(e.description))
-                    case .success(false): finish(ctx, .failure(reason: "transaction changed during completion"), submittedUser: state.username)
-                    case .success(true):
-                        auth.metrics.audited(.approved)
-                        approved(ctx, state, tx)
-                    }
-                }
+            case .success(let bytes): complete(ctx, state, key, record: bytes, guessed: false)
+            }
+        }
+    }
+
+    /// `guessed`: `record` was read at the journey's start, not now; whatever it does not
+    /// settle is settled by reading the record.
+    private func complete(_ ctx: EndpointCall, _ state: JourneyState, _ key: String, record bytes: [UInt8]?, guessed: Bool) {
+        // Approved with a passkey: the assertion's evidence is kept with the transaction.
+        let passkey = state.shared[PasskeyNodes.evidenceKey].flatMap { JSONValue.parse(Array($0.utf8)) }
+        guard let bytes, let tx = TransactionRecord.decode(bytes)?.approved(by: state.username, passkey: passkey) else {
+            if guessed { return readAndComplete(ctx, state, key) }
+            finish(ctx, .failure(reason: "transaction gone before completion"), submittedUser: state.username)
+            return
+        }
+        // The approval's audit record is written by the same store step as the approval.
+        let audit = AuditAppend(ifChanged: AuditEvent.approved(tx, requestId: ctx.requestId).entry,
+                                retentionMs: auth.config.audit.retentionMs)
+        auth.store.compareAndSwap(key, expected: bytes, new: tx.encoded, ttlMs: nil, audit: audit, on: loop) { r in
+            switch r {
+            case .failure(let e): ctx.fail(.storeUnavailable(e.description))
+            case .success(false) where guessed: readAndComplete(ctx, state, key)
+            case .success(false): finish(ctx, .failure(reason: "transaction changed during completion"), submittedUser: state.username)
+            case .success(true):
+                auth.metrics.audited(.approved)
+                approved(ctx, state, tx)
             }
         }
     }
@@ -186,6 +205,7 @@ struct JourneyCompletion {
     /// Nothing changes state, so a store that cannot write it loses no decision: the answer is
     /// the same, and the loss is logged.
     private func declined(_ ctx: EndpointCall, _ state: JourneyState, txid: String, user: String, reason: String, answer: String) {
+        _ = started.take(TransactionRecord.key(txid))
         let event = AuditEvent(kind: .declined, txid: txid, subject: user, requestId: ctx.requestId, realm: state.realm,
                                journey: state.journey, display: state.shared["display"], reason: reason)
         auth.store.appendAudit(event.entry, foundKey: TransactionRecord.key(txid), retentionMs: auth.config.audit.retentionMs,

@@ -1,0 +1,49 @@
+/// The transaction records one worker read when it started their approval journeys, by store
+/// key, kept until the journey completes there.
+///
+/// The completion writes the approved record with a compare-and-swap over the record as read.
+/// Read at the start, that is a guess: the swap compares it byte for byte with what the store
+/// holds, so a guess still true saves the completion's store read (a Redis round trip, a
+/// SQLite query on the store's thread), and one that is not (the record changed, expired or
+/// is gone) only fails the swap, after which the completion reads the record and decides as
+/// it always did. A record is never answered from here: only the swap's expectation is.
+///
+/// Confined to the worker's loop (no lock). Bounded: past `capacity` records the oldest
+/// remembered is forgotten, and its completion reads the store.
+final class StartedRecords {
+    static let defaultCapacity = 1024
+
+    let capacity: Int
+    private var bytes: [String: [UInt8]] = [:]
+    /// Keys in the order remembered, a ring of `capacity`; a key taken since stays until overwritten.
+    private var order: [String] = []
+    private var next = 0
+
+    init(capacity: Int = StartedRecords.defaultCapacity) {
+        precondition(capacity >= 1, "StartedRecords: capacity must be at least 1")
+        self.capacity = capacity
+        order.reserveCapacity(capacity)
+    }
+
+    var count: Int { bytes.count }
+
+    /// The record `key` as read when its journey started.
+    func remember(_ key: String, _ value: [UInt8]) {
+        if bytes.updateValue(value, forKey: key) != nil { return }
+        if order.count < capacity {
+            order.append(key)
+        } else {
+            let oldest = order[next]
+            // A key taken and remembered again has two places in the ring: the older one
+            // forgets it early, which costs its completion one read.
+            if oldest != key { bytes[oldest] = nil }
+            order[next] = key
+            next = (next + 1) % capacity
+        }
+    }
+
+    /// The record `key` as remembered, forgotten here.
+    func take(_ key: String) -> [UInt8]? {
+        bytes.removeValue(forKey: key)
+    }
+}
