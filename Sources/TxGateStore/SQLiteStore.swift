@@ -128,6 +128,11 @@ public final class SQLiteStore: Store, @unchecked Sendable {
 
     // MARK: Store
 
+    /// True: every operation runs on one serial queue, in the order asked for, and is applied or
+    /// has failed before the next one runs. A batch whose commit is lost answers what it had
+    /// applied as failed; only then do the operations after the failure run.
+    public var appliesStepsInOrder: Bool { true }
+
     public func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
                        _ done: @escaping (StoreResult<Bool>) -> Void) {
         run("create", ttlMs: ttlMs, executor, done) { table, now, expiresAt in

@@ -32,6 +32,8 @@ final class MeasuredStore: Store {
         }
     }
 
+    var appliesStepsInOrder: Bool { inner.appliesStepsInOrder }
+
     func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
         inner.create(key, value: value, ttlMs: ttlMs, on: executor, measured(.create, on: executor, done))
     }

@@ -71,19 +71,37 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                 }
             }
         case .open(let record, let intent, let ttlMs, let replacing, let attempts):
-            // The index is written only once the record it names is (see `Plan.open`).
-            store.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: ttlMs, on: executor) { [self] written in
-                let claimed: (StoreResult<Bool>) -> Void = { [self] claimed in
-                    run(decider.afterOpen(record, intent, written: written, claimed: claimed, attempts: attempts),
-                        requestId: requestId, executor, done)
-                }
-                guard case .success = written else { return claimed(.success(false)) }
-                let txid = Array(record.txid.utf8)
+            let txid = Array(record.txid.utf8)
+            let claim: (@escaping (StoreResult<Bool>) -> Void) -> Void = { [store] claimed in
                 if let replacing {
                     store.compareAndSwap(intent.pendingKey, expected: Array(replacing.utf8), new: txid, ttlMs: ttlMs, on: executor, claimed)
                 } else {
                     store.create(intent.pendingKey, value: txid, ttlMs: ttlMs, on: executor, claimed)
                 }
+            }
+            let opened: (StoreResult<Bool>, StoreResult<Bool>) -> Void = { [self] written, claimed in
+                run(decider.afterOpen(record, intent, written: written, claimed: claimed, attempts: attempts),
+                    requestId: requestId, executor, done)
+            }
+            let key = TransactionRecord.key(record.txid)
+            guard store.appliesStepsInOrder else {
+                // The index is written only once the record it names is (see `Plan.open`).
+                store.create(key, value: record.encoded, ttlMs: ttlMs, on: executor) { written in
+                    guard case .success = written else { return opened(written, .success(false)) }
+                    claim { opened(written, $0) }
+                }
+                return
+            }
+            // A store that applies steps in order writes the record before the claim sent behind
+            // it: both are sent at once, one wait instead of two (SQLite: often one commit).
+            let opening = Opening()
+            store.create(key, value: record.encoded, ttlMs: ttlMs, on: executor) { written in
+                opening.written = written
+                if let claimed = opening.claimed { opened(written, claimed) }
+            }
+            claim { claimed in
+                opening.claimed = claimed
+                if let written = opening.written { opened(written, claimed) }
             }
         case .countPending(let record, let intent):
             // Bounded per subject so that a client cannot fill the store.
@@ -123,6 +141,12 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                 run(then, requestId: requestId, executor, done)
             }
         }
+    }
+
+    /// The answers to `Plan.open`'s two steps sent at once, as they arrive (both on the executor).
+    private final class Opening {
+        var written: StoreResult<Bool>?
+        var claimed: StoreResult<Bool>?
     }
 
     /// A store failure fails closed; a store answer gives the next plan.

@@ -93,11 +93,11 @@ public struct PolicyDecider: Sendable {
         /// the record is written (`afterOpen` with both answers; a record not written claims
         /// nothing): whoever reads the index must find the record, or it takes the entry for a
         /// stale one and replaces it, a second TxId for the same request. Sending the two without
-        /// waiting is not enough: a store applies one caller's steps in the order sent only for
-        /// tidiness (Redis runs a script it no longer had after what was sent behind it, and the
-        /// record's create is a fenced script). Of concurrent challenges of one request exactly
-        /// one claims the index. `replacing`: the TxId the index names now (a transaction no
-        /// longer pending), nil if none.
+        /// waiting is enough only for a store that applies steps in order
+        /// (`Store.appliesStepsInOrder`: SQLite); others do so for tidiness only (Redis runs a
+        /// script it no longer had after what was sent behind it, and the record's create is a
+        /// fenced script). Of concurrent challenges of one request exactly one claims the index.
+        /// `replacing`: the TxId the index names now (a transaction no longer pending), nil if none.
         case open(TransactionRecord, Intent, ttlMs: Int, replacing: String?, attempts: Int)
         /// Count one more transaction waiting for the subject's approval (`afterCount`): only
         /// once the index is claimed, so that the losers of a race never count.
