@@ -3,7 +3,7 @@ import Testing
 
 @Suite struct StartedRecordsTests {
     @Test func aRecordIsTakenOnce() {
-        let r = StartedRecords(capacity: 4)
+        let r = StartedRecords<[UInt8]>(capacity: 4)
         r.remember("tx:a", [1, 2])
         #expect(r.take("tx:b") == nil)
         #expect(r.take("tx:a") == [1, 2])
@@ -12,7 +12,7 @@ import Testing
     }
 
     @Test func aJourneyStartedAgainRemembersTheLaterRead() {
-        let r = StartedRecords(capacity: 4)
+        let r = StartedRecords<[UInt8]>(capacity: 4)
         r.remember("tx:a", [1])
         r.remember("tx:a", [2])
         #expect(r.count == 1)
@@ -20,7 +20,7 @@ import Testing
     }
 
     @Test func pastItsCapacityTheOldestIsForgotten() {
-        let r = StartedRecords(capacity: 3)
+        let r = StartedRecords<[UInt8]>(capacity: 3)
         for i in 0..<5 { r.remember("tx:\(i)", [UInt8(i)]) }
         #expect(r.count == 3)
         #expect(r.take("tx:0") == nil && r.take("tx:1") == nil)
@@ -32,7 +32,7 @@ import Testing
     }
 
     @Test func aKeyRememberedAgainAfterItWasTakenIsKeptUntilTheRingComesRound() {
-        let r = StartedRecords(capacity: 2)
+        let r = StartedRecords<[UInt8]>(capacity: 2)
         r.remember("tx:a", [1])
         _ = r.take("tx:a")
         r.remember("tx:a", [2])   // the ring: [a, a]

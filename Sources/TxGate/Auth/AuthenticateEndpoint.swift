@@ -13,7 +13,7 @@ final class AuthenticateEndpoint {
     private let identifier: SubjectIdentifier
     private let completion: JourneyCompletion
     private let settings: AuthenticateCommand.Settings
-    private let started = StartedRecords()
+    private let started = StartedRecords<JourneyCompletion.Started>()
 
     init(auth: AuthService, loop: EventLoop) {
         self.auth = auth
@@ -108,11 +108,12 @@ final class AuthenticateEndpoint {
             case .failure(let e): return call.fail(.storeUnavailable(e.description))
             case .success(let b): bytes = b
             }
-            switch AuthenticateCommand.approval(initial, txid: txid, record: bytes.flatMap(TransactionRecord.decode), uid: session.uid,
+            let record = bytes.flatMap(TransactionRecord.decode)
+            switch AuthenticateCommand.approval(initial, txid: txid, record: record, uid: session.uid,
                                                 sessionKey: SessionManager.key(session.token), settings, now: auth.now) {
             case .success(let state):
                 // What the journey's completion swaps from, if it completes on this worker.
-                if let bytes { started.remember(key, bytes) }
+                if let bytes, let record { started.remember(key, (bytes, record)) }
                 run(call, state)
             case .failure(.refused(let refusal)):
                 if refusal == .anotherSubject {

@@ -8,7 +8,10 @@ struct JourneyCompletion {
     let auth: AuthService
     let loop: EventLoop
     /// The records of the transactions whose journeys this worker started (`AuthenticateEndpoint`).
-    let started: StartedRecords
+    let started: StartedRecords<Started>
+
+    /// A transaction record as read and decoded when its journey started.
+    typealias Started = (bytes: [UInt8], record: TransactionRecord)
 
     static let loginFailure = AuthService.unauthorized("Login failure", members: #""detail":{"failureUrl":""}"#)
     static let timedOut = AuthService.unauthorized("Session has timed out", members: #""detail":{"errorCode":"110"}"#)
@@ -160,7 +163,7 @@ struct JourneyCompletion {
     private func completeTransaction(_ ctx: EndpointCall, _ state: JourneyState, _ txid: String) {
         let key = TransactionRecord.key(txid)
         if let guess = started.take(key) {
-            complete(ctx, state, key, record: guess, guessed: true)
+            complete(ctx, state, key, bytes: guess.bytes, record: guess.record, guessed: true)
         } else {
             readAndComplete(ctx, state, key)
         }
@@ -170,17 +173,18 @@ struct JourneyCompletion {
         auth.store.get(key, on: loop) { r in
             switch r {
             case .failure(let e): ctx.fail(.storeUnavailable(e.description))
-            case .success(let bytes): complete(ctx, state, key, record: bytes, guessed: false)
+            case .success(let bytes): complete(ctx, state, key, bytes: bytes, record: bytes.flatMap(TransactionRecord.decode), guessed: false)
             }
         }
     }
 
-    /// `guessed`: `record` was read at the journey's start, not now; whatever it does not
-    /// settle is settled by reading the record.
-    private func complete(_ ctx: EndpointCall, _ state: JourneyState, _ key: String, record bytes: [UInt8]?, guessed: Bool) {
+    /// `record`: what `bytes` decode to. `guessed`: both were read at the journey's start, not
+    /// now; whatever they do not settle is settled by reading the record.
+    private func complete(_ ctx: EndpointCall, _ state: JourneyState, _ key: String, bytes: [UInt8]?, record: TransactionRecord?,
+                          guessed: Bool) {
         // Approved with a passkey: the assertion's evidence is kept with the transaction.
         let passkey = state.shared[PasskeyNodes.evidenceKey].flatMap { JSONValue.parse(Array($0.utf8)) }
-        guard let bytes, let tx = TransactionRecord.decode(bytes)?.approved(by: state.username, passkey: passkey) else {
+        guard let bytes, let tx = record?.approved(by: state.username, passkey: passkey) else {
             if guessed { return readAndComplete(ctx, state, key) }
             finish(ctx, .failure(reason: "transaction gone before completion"), submittedUser: state.username)
             return

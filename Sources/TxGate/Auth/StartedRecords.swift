@@ -1,5 +1,6 @@
 /// The transaction records one worker read when it started their approval journeys, by store
-/// key, kept until the journey completes there.
+/// key, kept until the journey completes there: the bytes read and what they decoded to
+/// (`Value`; the tests keep bytes alone).
 ///
 /// The completion writes the approved record with a compare-and-swap over the record as read.
 /// Read at the start, that is a guess: the swap compares it byte for byte with what the store
@@ -8,13 +9,14 @@
 /// is gone) only fails the swap, after which the completion reads the record and decides as
 /// it always did. A record is never answered from here: only the swap's expectation is.
 ///
-/// Confined to the worker's loop (no lock). Bounded: past `capacity` records the oldest
-/// remembered is forgotten, and its completion reads the store.
-final class StartedRecords {
-    static let defaultCapacity = 1024
+/// Confined to the worker's loop (no lock). Bounded: past `capacity` records (a record and its
+/// decoding take one to two KiB) the oldest remembered is forgotten, and its completion reads
+/// the store.
+final class StartedRecords<Value> {
+    static var defaultCapacity: Int { 256 }
 
     let capacity: Int
-    private var bytes: [String: [UInt8]] = [:]
+    private var bytes: [String: Value] = [:]
     /// Keys in the order remembered, a ring of `capacity`; a key taken since stays until overwritten.
     private var order: [String] = []
     private var next = 0
@@ -28,7 +30,7 @@ final class StartedRecords {
     var count: Int { bytes.count }
 
     /// The record `key` as read when its journey started.
-    func remember(_ key: String, _ value: [UInt8]) {
+    func remember(_ key: String, _ value: Value) {
         if bytes.updateValue(value, forKey: key) != nil { return }
         if order.count < capacity {
             order.append(key)
@@ -43,7 +45,7 @@ final class StartedRecords {
     }
 
     /// The record `key` as remembered, forgotten here.
-    func take(_ key: String) -> [UInt8]? {
+    func take(_ key: String) -> Value? {
         bytes.removeValue(forKey: key)
     }
 }
