@@ -16,7 +16,7 @@ final class StartedRecords<Value> {
     static var defaultCapacity: Int { 256 }
 
     let capacity: Int
-    private var bytes: [String: Value] = [:]
+    private var values: [String: Value] = [:]
     /// Keys in the order remembered, a ring of `capacity`; a key taken since stays until overwritten.
     private var order: [String] = []
     private var next = 0
@@ -27,18 +27,18 @@ final class StartedRecords<Value> {
         order.reserveCapacity(capacity)
     }
 
-    var count: Int { bytes.count }
+    var count: Int { values.count }
 
     /// The record `key` as read when its journey started.
     func remember(_ key: String, _ value: Value) {
-        if bytes.updateValue(value, forKey: key) != nil { return }
+        if values.updateValue(value, forKey: key) != nil { return }
         if order.count < capacity {
             order.append(key)
         } else {
             let oldest = order[next]
             // A key taken and remembered again has two places in the ring: the older one
             // forgets it early, which costs its completion one read.
-            if oldest != key { bytes[oldest] = nil }
+            if oldest != key { values[oldest] = nil }
             order[next] = key
             next = (next + 1) % capacity
         }
@@ -46,6 +46,6 @@ final class StartedRecords<Value> {
 
     /// The record `key` as remembered, forgotten here.
     func take(_ key: String) -> Value? {
-        bytes.removeValue(forKey: key)
+        values.removeValue(forKey: key)
     }
 }
