@@ -151,7 +151,8 @@ import TestSupport
     static func links(_ markdown: String) -> [String] {
         var out: [String] = []
         for line in linesOutsideFences(markdown) {
-            for m in line.matches(of: #/\]\(([^)\s]+)\)/#) {
+            // Code spans are text, never links (`[UInt8](capacity:)` in prose).
+            for m in line.replacing(#/`[^`]*`/#, with: "").matches(of: #/\]\(([^)\s]+)\)/#) {
                 let target = String(m.1)
                 if target.contains("://") || target.hasPrefix("mailto:") { continue }
                 out.append(target)
@@ -173,11 +174,12 @@ import TestSupport
             [not](a-link.md)
             ```
             See [a](OAUTH.md#tokens), [b](#notes-1), [c](../README.md) and [d](https://example.com/x.md).
+            A code span is not a link: `[UInt8](unsafeUninitializedCapacity:)`, nor `[e](e.md)`; [f](F.md) is.
             """
         #expect(Self.anchors(text) == ["logs-metrics-and-the-audit-trail", "audit-trail-txgate-audit",
                                        "a-browser-approves-a-post-parked-requests", "3b-browsers-parked-requests-and-the-303",
                                        "notes", "notes-1"])
-        #expect(Self.links(text) == ["OAUTH.md#tokens", "#notes-1", "../README.md"])
+        #expect(Self.links(text) == ["OAUTH.md#tokens", "#notes-1", "../README.md", "F.md"])
     }
 
     /// Pages moved out of the README (and sections between pages): a link to a file that is not
