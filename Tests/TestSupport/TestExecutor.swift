@@ -25,6 +25,14 @@ public final class TestExecutor: CallbackExecutor, Sendable {
     public var isCurrent: Bool { DispatchQueue.getSpecific(key: key) == id }
 }
 
+/// Awaits one store call: `await call { store.get("k", on: $0, $1) }`.
+public func call<T: Sendable>(on executor: CallbackExecutor = TestExecutor(),
+                              _ operation: (CallbackExecutor, @escaping (StoreResult<T>) -> Void) -> Void) async -> StoreResult<T> {
+    await withCheckedContinuation { continuation in
+        operation(executor) { continuation.resume(returning: $0) }
+    }
+}
+
 /// Calls `body` for the first `run` only (a completion racing a test's own deadline).
 public final class Once<T>: @unchecked Sendable {
     // @unchecked: `body` is only read and cleared under `lock`.

@@ -4,14 +4,6 @@ import TxGateCore
 import TestSupport
 @testable import TxGateStore
 
-/// Awaits one store call: `await call { store.get("k", on: $0, $1) }`.
-func call<T: Sendable>(on executor: CallbackExecutor = TestExecutor(),
-             _ operation: (CallbackExecutor, @escaping (StoreResult<T>) -> Void) -> Void) async -> StoreResult<T> {
-    await withCheckedContinuation { continuation in
-        operation(executor) { continuation.resume(returning: $0) }
-    }
-}
-
 /// Starts `count` calls at once from several threads, each with one of `executors`, and
 /// returns every result once all have completed.
 func concurrently<T: Sendable>(_ count: Int, executors: [CallbackExecutor],

@@ -42,6 +42,15 @@ import TestSupport
         return (done, try storeOperations(g, "get") - gets, try storeOperations(g, "compare_and_swap") - swaps)
     }
 
+    /// `body` challenged on `g`, then its approval journey started on `h`: the TxId and the step.
+    static func started(challengedOn g: TestGateway, startedOn h: TestGateway, token: String,
+                        body: [UInt8] = Kit.transferBody) throws -> (txid: String, step: [String: Any]) {
+        let txid = try Kit.challengeTxid(try Kit.transfer(g, token: token, body: body))
+        let start = try Kit.startComposite(h, txid: txid, session: .header(token))
+        guard start.status == 200 else { throw HarnessError("approval of \(txid) did not start: \(start)") }
+        return (txid, try start.json())
+    }
+
     @Test(.timeLimit(.minutes(1)))
     func aJourneyCompletedWhereItStartedReadsTheRecordOnceLessThanElsewhere() throws {
         let (g1, g2, dir) = try Self.pair()
@@ -50,27 +59,23 @@ import TestSupport
         var codes = Kit.Codes(g1)
 
         // Started and completed on g1.
-        let here = try Kit.challengeTxid(try Kit.transfer(g1, token: token, body: Kit.transferBody))
-        let startedHere = try Kit.startComposite(g1, txid: here, session: .header(token))
-        #expect(startedHere.status == 200, "\(startedHere)")
-        let local = try Self.submit(g1, try startedHere.json(), code: codes.next(Kit.demoSecret), token: token)
+        let here = try Self.started(challengedOn: g1, startedOn: g1, token: token)
+        let local = try Self.submit(g1, here.step, code: codes.next(Kit.demoSecret), token: token)
         #expect(local.response.status == 200, "\(local.response)")
         #expect(local.swaps == 1)
 
         // Started on g2, completed on g1: g1 has not read this record, and reads it.
         let body = Array(#"{"amount":7,"currency":"EUR","payee":"Eve"}"#.utf8)
-        let there = try Kit.challengeTxid(try Kit.transfer(g1, token: token, body: body))
-        let startedThere = try Kit.startComposite(g2, txid: there, session: .header(token))
-        #expect(startedThere.status == 200, "\(startedThere)")
-        let remote = try Self.submit(g1, try startedThere.json(), code: codes.next(Kit.demoSecret), token: token)
+        let there = try Self.started(challengedOn: g1, startedOn: g2, token: token, body: body)
+        let remote = try Self.submit(g1, there.step, code: codes.next(Kit.demoSecret), token: token)
         #expect(remote.response.status == 200, "\(remote.response)")
         #expect(remote.swaps == 1)
         #expect(remote.gets == local.gets + 1, "gets during the completion: \(local.gets) where it started, \(remote.gets) elsewhere")
 
         // Both approvals count, once each.
-        #expect(try Kit.transfer(g1, token: token, body: Kit.transferBody, query: "?_txid=\(here)").status == 201)
-        #expect(try Kit.transfer(g1, token: token, body: body, query: "?_txid=\(there)").status == 201)
-        #expect(try Kit.transfer(g2, token: token, body: body, query: "?_txid=\(there)").status == 401)
+        #expect(try Kit.transfer(g1, token: token, body: Kit.transferBody, query: "?_txid=\(here.txid)").status == 201)
+        #expect(try Kit.transfer(g1, token: token, body: body, query: "?_txid=\(there.txid)").status == 201)
+        #expect(try Kit.transfer(g2, token: token, body: body, query: "?_txid=\(there.txid)").status == 401)
     }
 
     /// The record changed after the journey started here (it was approved on another
@@ -82,13 +87,11 @@ import TestSupport
         defer { g1.stop(); g2.stop(); _ = dir }
         let token = try Kit.login(g1)
         var codes = Kit.Codes(g1)
-        let txid = try Kit.challengeTxid(try Kit.transfer(g1, token: token, body: Kit.transferBody))
-        let started = try Kit.startComposite(g1, txid: txid, session: .header(token))
-        #expect(started.status == 200, "\(started)")
+        let (txid, step) = try Self.started(challengedOn: g1, startedOn: g1, token: token)
 
         try Kit.approve(g2, txid: txid, token: token, code: codes.next(Kit.demoSecret))
 
-        let late = try Self.submit(g1, try started.json(), code: codes.next(Kit.demoSecret), token: token)
+        let late = try Self.submit(g1, step, code: codes.next(Kit.demoSecret), token: token)
         #expect(late.response.status == 401, "a second approval of one transaction:\n\(late.response)")
         #expect(late.swaps == 1, "the swap from the record as started")
         #expect(g1.logText.contains("transaction gone before completion"), "the record read again decides")
