@@ -74,6 +74,22 @@ import Testing
         #expect(cache.count <= 2)
     }
 
+    /// An entry that expired and was dropped on a read leaves its ring slot behind: the next
+    /// key put there must forget the key the slot held before, or the cache grows past its bound.
+    @Test func decisionCacheStaysWithinItsBoundAfterExpiries() {
+        let cache = DecisionCache<String>(maxEntries: 2, defaultTtlMs: 1000)
+        let allow = Decision(resource: "r", actions: ["GET": true])
+        let short = Decision(resource: "r", actions: ["GET": true], ttl: 100)
+        cache.put("a", allow, nowMs: 0)
+        cache.put("b", short, nowMs: 0)
+        #expect(cache.get("b", nowMs: 200) == nil)  // expired: dropped
+        for (i, key) in ["c", "d", "e", "f"].enumerated() {
+            cache.put(key, allow, nowMs: 200)
+            #expect(cache.count <= 2, "after putting \(key) (\(i + 3) keys put): \(cache.count) entries")
+        }
+        #expect(cache.get("f", nowMs: 300) == allow)
+    }
+
     @Test func bindingDigestsChangeWithBoundFieldsOnly() {
         let rule = TransactionRule(journey: "J", bindFields: ["/amount", "/payee"])
         func b(_ body: String) -> TransactionBinding {

@@ -1,3 +1,5 @@
+import TxGateCore
+
 /// The transaction records one worker read when it started their approval journeys, by store
 /// key, kept until the journey completes there: the bytes read and what they decoded to
 /// (`Value`; the tests keep bytes alone).
@@ -9,43 +11,28 @@
 /// is gone) only fails the swap, after which the completion reads the record and decides as
 /// it always did. A record is never answered from here: only the swap's expectation is.
 ///
-/// Confined to the worker's loop (no lock). Bounded: past `capacity` records (a record and its
-/// decoding take one to two KiB) the oldest remembered is forgotten, and its completion reads
-/// the store.
+/// Confined to the worker's loop (no lock). Bounded (`RingMap`): past `capacity` records (a
+/// record and its decoding take one to two KiB) the oldest remembered is forgotten, and its
+/// completion reads the store.
 final class StartedRecords<Value> {
     static var defaultCapacity: Int { 256 }
 
-    let capacity: Int
-    private var values: [String: Value] = [:]
-    /// Keys in the order remembered, a ring of `capacity`; a key taken since stays until overwritten.
-    private var order: [String] = []
-    private var next = 0
+    private var records: RingMap<String, Value>
 
     init(capacity: Int = StartedRecords.defaultCapacity) {
-        precondition(capacity >= 1, "StartedRecords: capacity must be at least 1")
-        self.capacity = capacity
-        order.reserveCapacity(capacity)
+        records = RingMap(capacity: capacity)
     }
 
-    var count: Int { values.count }
+    var capacity: Int { records.capacity }
+    var count: Int { records.count }
 
     /// The record `key` as read when its journey started.
     func remember(_ key: String, _ value: Value) {
-        if values.updateValue(value, forKey: key) != nil { return }
-        if order.count < capacity {
-            order.append(key)
-        } else {
-            let oldest = order[next]
-            // A key taken and remembered again has two places in the ring: the older one
-            // forgets it early, which costs its completion one read.
-            if oldest != key { values[oldest] = nil }
-            order[next] = key
-            next = (next + 1) % capacity
-        }
+        records.set(value, for: key)
     }
 
     /// The record `key` as remembered, forgotten here.
     func take(_ key: String) -> Value? {
-        values.removeValue(forKey: key)
+        records.removeValue(forKey: key)
     }
 }

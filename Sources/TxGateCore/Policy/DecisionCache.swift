@@ -16,18 +16,19 @@ public struct DecisionKey: Hashable, Sendable {
 /// Caches decisions per key (`DecisionKey` in the gateway) with AM's rules: a decision with
 /// advices is never cached, an absolute `ttl` (epoch ms) is honoured, a missing one means the
 /// default time, and one whose ttl has passed is not cached. One cache per worker: no locks.
+/// At most `maxEntries`, the oldest put forgotten first (`RingMap`).
 public final class DecisionCache<Key: Hashable> {
     public let maxEntries: Int
     public let defaultTtlMs: Int64
-    private var entries: [Key: (decision: Decision, expiresMs: Int64)] = [:]
-    private var order: [Key] = []
-    private var head = 0
+    private var entries: RingMap<Key, (decision: Decision, expiresMs: Int64)>
     public private(set) var hits = 0
     public private(set) var misses = 0
 
     public init(maxEntries: Int, defaultTtlMs: Int64) {
         self.maxEntries = maxEntries
         self.defaultTtlMs = defaultTtlMs
+        // 0 caches nothing (`put`); the ring still needs a slot.
+        entries = RingMap(capacity: max(maxEntries, 1))
     }
 
     public var count: Int { entries.count }
@@ -47,16 +48,6 @@ public final class DecisionCache<Key: Hashable> {
         guard maxEntries > 0, d.advices.isEmpty else { return }
         let expires = d.ttl ?? (nowMs + defaultTtlMs)
         guard expires > nowMs else { return }
-        if entries[key] == nil {
-            // Oldest-first eviction over a ring of keys.
-            if entries.count >= maxEntries { evictOne() }
-            if order.count < maxEntries { order.append(key) } else { order[head] = key; head = (head + 1) % maxEntries }
-        }
-        entries[key] = (d, expires)
-    }
-
-    private func evictOne() {
-        guard !order.isEmpty else { return }
-        entries.removeValue(forKey: order[head])
+        entries.set((d, expires), for: key)
     }
 }
