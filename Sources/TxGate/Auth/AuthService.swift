@@ -62,9 +62,12 @@ final class AuthService: Sendable {
     }
 
     /// What a journey step sees: what is approved, where links point, who asks and in which session.
-    func context(_ state: JourneyState, _ services: EmbeddedJourneyServices, _ ctx: EndpointCall) -> JourneyContext {
+    /// `issued`: where the engine remembers the authIds it signs (the worker's, `IssuedAuthIds`).
+    func context(_ state: JourneyState, _ services: EmbeddedJourneyServices, _ ctx: EndpointCall,
+                 issued: IssuedAuthIds) -> JourneyContext {
         JourneyContext(services: services, display: state.shared["display"], publicURL: publicURL, source: ctx.client.address,
-                       session: state.shared[JourneyState.stepUpSessionKey] ?? state.shared[JourneyState.approvalSessionKey])
+                       session: state.shared[JourneyState.stepUpSessionKey] ?? state.shared[JourneyState.approvalSessionKey],
+                       issued: issued)
     }
 
     func identifier(on loop: EventLoop) -> SubjectIdentifier {

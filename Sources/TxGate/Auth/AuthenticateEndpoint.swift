@@ -14,6 +14,8 @@ final class AuthenticateEndpoint {
     private let completion: JourneyCompletion
     private let settings: AuthenticateCommand.Settings
     private let started = StartedRecords<JourneyCompletion.Started>()
+    /// The authIds this worker signed, so that their answers skip the signature check.
+    private let issued = IssuedAuthIds()
 
     init(auth: AuthService, loop: EventLoop) {
         self.auth = auth
@@ -28,7 +30,7 @@ final class AuthenticateEndpoint {
     private var engine: JourneyEngine { auth.engine }
 
     func handle(_ call: EndpointCall, realm: String) {
-        switch AuthenticateCommand.parse(call.head, body: call.exchange.body.bytes, realm: realm, settings, now: auth.now) {
+        switch AuthenticateCommand.parse(call.head, body: call.exchange.body.bytes, realm: realm, settings, now: auth.now, issued: issued) {
         case .failure(let refusal):
             refuse(call, refusal)
         case .success(.start(let state)):
@@ -62,7 +64,7 @@ final class AuthenticateEndpoint {
         case .success(.proceed(let state, let submitted)):
             call.ctx.approvalId = state.shared[JourneyState.decidesApprovalKey] ?? state.shared["approvalId"]
             let hint = submitted.first(where: { $0.type == "NameCallback" })?.text
-            engine.proceed(state, submitted: submitted, context: auth.context(state, services, call)) { [completion, auth] result in
+            engine.proceed(state, submitted: submitted, context: auth.context(state, services, call, issued: issued)) { [completion, auth] result in
                 auth.metrics.journey(state.journey, result)
                 completion.finish(call, result, submittedUser: state.username ?? hint, journey: state)
             }
@@ -83,7 +85,7 @@ final class AuthenticateEndpoint {
 
     private func run(_ call: EndpointCall, _ state: JourneyState) {
         auth.metrics.journeyStarted(state.journey)
-        engine.start(state, context: auth.context(state, services, call)) { [completion, auth] in
+        engine.start(state, context: auth.context(state, services, call, issued: issued)) { [completion, auth] in
             auth.metrics.journey(state.journey, $0)
             completion.finish(call, $0, submittedUser: nil, journey: state)
         }
@@ -177,7 +179,7 @@ final class AuthenticateEndpoint {
             }
             auth.logger.info("journey resumed", metadata: ["request_id": .string(call.requestId), "journey": .string(state.journey),
                                                            "user": .string(state.username ?? "-")])
-            engine.resume(state, context: auth.context(state, services, call)) { [completion, auth] in
+            engine.resume(state, context: auth.context(state, services, call, issued: issued)) { [completion, auth] in
                 auth.metrics.journey(state.journey, $0)
                 completion.finish(call, $0, submittedUser: state.username, journey: state)
             }

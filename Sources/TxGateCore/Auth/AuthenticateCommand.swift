@@ -59,18 +59,20 @@ public enum AuthenticateCommand: Equatable, Sendable {
 
     /// The request as a command, in the order the checks have always been made: cross-site
     /// rules, the body, then an authId (continue), a `suspendedId` (resume), or a new journey.
-    /// `now` (seconds) checks an authId's expiry. The method is checked before (POST only,
-    /// `AuthEndpointsPhase`).
+    /// `now` (seconds) checks an authId's expiry; `issued` holds the authIds this worker signed
+    /// (`JourneyEngine.decode`). The method is checked before (POST only, `AuthEndpointsPhase`).
     public static func parse(_ head: RequestHead, body raw: [UInt8], realm: String, _ settings: Settings,
-                             now: Int) -> Result<AuthenticateCommand, Refusal> {
+                             now: Int, issued: IssuedAuthIds? = nil) -> Result<AuthenticateCommand, Refusal> {
         if let refusal = crossSiteRefusal(head.headers, body: raw, gotoPolicy: settings.gotoPolicy, cors: settings.cors) {
             return .failure(refusal)
         }
         guard let body = body(raw) else { return .failure(.badRequest("the request body is not a JSON object")) }
-        let query = Query(target: head.target)
         if let authId = body["authId"]?.stringValue {
-            return proceed(authId: authId, callbacks: body["callbacks"], realm: realm, settings, now: now)
+            return proceed(authId: authId, callbacks: body["callbacks"], realm: realm, settings, now: now, issued: issued)
         }
+        // The query only matters to a request that continues no journey (an SDK posts each
+        // step to the URL that started it, advice and all).
+        let query = Query(target: head.target)
         if let suspendedId = query["suspendedId"] { return .success(.resume(suspendedId: suspendedId)) }
         return start(query, realm: realm, settings)
     }
@@ -103,9 +105,9 @@ public enum AuthenticateCommand: Equatable, Sendable {
     }
 
     private static func proceed(authId: String, callbacks: JSONValue?, realm: String, _ settings: Settings,
-                                now: Int) -> Result<AuthenticateCommand, Refusal> {
+                                now: Int, issued: IssuedAuthIds?) -> Result<AuthenticateCommand, Refusal> {
         let state: JourneyState
-        switch settings.engine.decode(authId: authId, now: now) {
+        switch settings.engine.decode(authId: authId, now: now, issued: issued) {
         case .success(let s): state = s
         case .failure(.timedOut): return .failure(.timedOut)
         case .failure(.rejected(let why)): return .failure(.rejected(why))

@@ -11,14 +11,18 @@ public struct JourneyContext {
     public let source: String
     /// The store key of the live session the journey runs in (step-up, approval), if any.
     public let session: String?
+    /// Where the engine remembers the authIds it signs in this step, for the worker that
+    /// reads their answers (`IssuedAuthIds`); nil: remembered nowhere.
+    public let issued: IssuedAuthIds?
 
     public init(services: JourneyServices, display: String? = nil, publicURL: String = "", source: String = "",
-                session: String? = nil) {
+                session: String? = nil, issued: IssuedAuthIds? = nil) {
         self.services = services
         self.display = display
         self.publicURL = publicURL
         self.source = source
         self.session = session
+        self.issued = issued
     }
 
     /// Whom an attempt on `user`'s account in this step counts against.

@@ -59,20 +59,30 @@ public final class JourneyEngine: Sendable {
         enter(state, journey, context, done)
     }
 
-    /// Reads and checks an authId: signature, expiry, and that its journey still exists.
-    public func decode(authId: String, now: Int) -> Result<JourneyState, JourneyResult> {
-        let claims: [String: JSONValue]
-        do {
-            claims = try JWT.verifiedClaims(authId, key: signingKey, now: now).members
-        } catch {
-            return .failure(error == .expired ? .timedOut : .rejected("invalid authId"))
+    /// Reads and checks an authId: signature, expiry, and that its journey still exists. One
+    /// found in `issued` (signed on this worker) is read from there instead of its signature
+    /// and claims; its expiry and journey are checked all the same.
+    public func decode(authId: String, now: Int, issued: IssuedAuthIds? = nil) -> Result<JourneyState, JourneyResult> {
+        let state: JourneyState
+        if let known = issued?.take(authId) {
+            guard known.expires > now else { return .failure(.timedOut) }
+            state = known.state
+        } else {
+            let claims: [String: JSONValue]
+            do {
+                claims = try JWT.verifiedClaims(authId, key: signingKey, now: now).members
+            } catch {
+                return .failure(error == .expired ? .timedOut : .rejected("invalid authId"))
+            }
+            guard claims["iss"] == .string("txgate"), let st = claims["st"].flatMap(JourneyState.init(json:)) else {
+                return .failure(.rejected("invalid authId"))
+            }
+            state = st
         }
-        guard claims["iss"] == .string("txgate"),
-              let st = claims["st"].flatMap(JourneyState.init(json:)),
-              let journey = journeys[st.journey], journey.nodes.indices.contains(st.node) else {
+        guard let journey = journeys[state.journey], journey.nodes.indices.contains(state.node) else {
             return .failure(.rejected("invalid authId"))
         }
-        return .success(st)
+        return .success(state)
     }
 
     /// Marks a state whose step shows an error text; answering it enters the node again.
@@ -149,7 +159,9 @@ public final class JourneyEngine: Sendable {
         claims.member("iat", now)
         claims.member("iss", "txgate")
         claims.member("st", object: state.canonicalBytes)
-        return JWT.sign(claimsJSON: claims.finish(), key: signingKey)
+        let authId = JWT.sign(claimsJSON: claims.finish(), key: signingKey)
+        context.issued?.remember(authId, state, expires: now + authIdTtlS)
+        return authId
     }
 
     /// `{"authId":"...","callbacks":[...]}` exactly as AM shapes it.
