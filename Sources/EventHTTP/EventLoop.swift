@@ -72,9 +72,15 @@ public final class EventLoop: @unchecked Sendable {
         event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK)
     }
 
-    /// Stops the loop once the current callbacks return. Thread-safe.
+    /// Stops the loop once the current callbacks return, or as soon as it runs if it has not
+    /// started yet. Thread-safe.
+    ///
+    /// The break is asked for from inside the loop: `event_base_loop` forgets a break asked
+    /// for before it started, so a `stop` racing a `run` that had not entered it yet (a server
+    /// stopped right after it was made, a shutdown during start-up) left the loop running for
+    /// good. A closure queued now runs inside the loop whenever it runs.
     public func stop() {
-        event_base_loopbreak(base)
+        execute { [base] in event_base_loopbreak(base) }
     }
 
     /// Whether the caller is on the thread that owns the loop (its creator until `run()`).
