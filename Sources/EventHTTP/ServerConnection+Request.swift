@@ -8,23 +8,22 @@ extension ServerConnection {
     /// Parses as far as the buffered input allows.
     func process() {
         while true {
-            switch state {
+            switch state.phase {
             case .head:
                 guard readHead() else { return }
             case .body:
                 guard readBody() else {
-                    if state == .body {
+                    if state.phase == .body {
                         startBodyClock()
                         // Decide before the rest of the body: the application asks for it
                         // only when the decision or the upstream needs it.
                         if exchange == nil { dispatch() }
                     }
                     // Answered at once (and kept alive): the next request may be buffered already.
-                    if state == .head { continue }
+                    if state.phase == .head { continue }
                     return
                 }
-                state = .handling
-                continueExpected = false
+                state.bodyComplete()
                 if let exchange {
                     body = nil
                     setReadTimeout(nil)
@@ -51,7 +50,7 @@ extension ServerConnection {
     /// it, an error to answer) is left, 0 taken, for the input and `readable`, as always.
     func takeWholeHead(_ bytes: UnsafeRawBufferPointer) -> Int {
         let n = bytes.count
-        guard state == .head, n >= 4, n <= limits.maxHeaderBytes, bytes[0] != 0x0D,
+        guard state.phase == .head, n >= 4, n <= limits.maxHeaderBytes, bytes[0] != 0x0D,
               bytes.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self) == 0x0A0D_0A0D else { return 0 }
         var length = 0
         var spare = HeadersSpare(lending: requestHeaders.take())
@@ -66,18 +65,19 @@ extension ServerConnection {
     private func accept(_ parsed: RequestHead) -> Bool {
         headDeadline = 0
         emptyLinesBeforeHead = 0
-        keepAlive = parsed.wantsKeepAlive && !server.draining
         if case .contentLength(let n) = framing, n > limits.maxBodyBytes {
             fail(413, "request body of \(n) bytes exceeds the limit of \(limits.maxBodyBytes) bytes")
             return false
         }
-        guard checkExpect(parsed) else { return false }
+        guard let expectsContinue = checkExpect(parsed) else { return false }
+        let hasBody = framing != .none
+        state.requestStarted(wantsKeepAlive: parsed.wantsKeepAlive, draining: server.draining, hasBody: hasBody,
+                             expectsContinue: expectsContinue)
         head = parsed
         bodyStartNanos = 0
         switch framing {
         case .none:
             body = bodilessBody()
-            state = .handling
             dispatch()
             return true
         case .contentLength(let n):
@@ -87,9 +87,8 @@ extension ServerConnection {
             body = Body()
             chunked = ChunkedDecoder()
         }
-        state = .body
         // Until a 100 Continue is sent, the client may be waiting for it: no body clock yet.
-        setReadTimeout(continueExpected ? nil : limits.bodyTimeoutMs)
+        setReadTimeout(state.continueExpected ? nil : limits.bodyTimeoutMs)
         return true
     }
 
@@ -167,34 +166,30 @@ extension ServerConnection {
         setReadTimeout(Int((headDeadline - now + 999_999) / 1_000_000))
     }
 
-    /// Refuses any expectation but `100-continue` (false after answering 417). The 100 itself
-    /// waits until the application asks for the body (`bodyWanted`).
-    private func checkExpect(_ parsed: RequestHead) -> Bool {
-        continueExpected = false
-        guard let expect = parsed.headers.first("Expect") else { return true }
+    /// Whether the request expects a `100 Continue` (an HTTP/1.1 `Expect: 100-continue`); nil
+    /// after answering 417 to any other expectation. The 100 itself waits until the
+    /// application asks for the body (`bodyWanted`).
+    private func checkExpect(_ parsed: RequestHead) -> Bool? {
+        guard let expect = parsed.headers.first("Expect") else { return false }
         guard asciiCaseInsensitiveEquals(expect, "100-continue") else {
             fail(417, "unsupported Expect '\(expect)'")
-            return false
+            return nil
         }
-        continueExpected = framing != .none && parsed.versionMinor >= 1
-        return true
+        return parsed.versionMinor >= 1
     }
 
     /// The application waits for the body: the client may send it now.
     func bodyWanted() {
-        guard state == .body else { return }
-        if continueExpected {
-            continueExpected = false
-            EvBuffer.append(output, "HTTP/1.1 100 Continue\r\n\r\n")
-            setReadTimeout(limits.bodyTimeoutMs)
-            startBodyClock()
-            flush()
-        }
+        guard state.bodyWanted() else { return }
+        EvBuffer.append(output, "HTTP/1.1 100 Continue\r\n\r\n")
+        setReadTimeout(limits.bodyTimeoutMs)
+        startBodyClock()
+        flush()
     }
 
     /// Starts measuring the body's rate (`minBodyRate`), unless a 100 Continue is still due.
     private func startBodyClock() {
-        if bodyStartNanos == 0 && !continueExpected { bodyStartNanos = EventLoop.coarseNanos() }
+        if bodyStartNanos == 0 && !state.continueExpected { bodyStartNanos = EventLoop.coarseNanos() }
     }
 
     /// Moves what has arrived of the body into it. True once it is complete; false while
@@ -250,19 +245,18 @@ extension ServerConnection {
         guard head != nil, let body else { return }
         // Moved out, not copied (a copy retains each of the head's fields, then releases them).
         let head = self.head.take()!
-        let complete = state == .handling
+        let complete = state.phase == .handling
         if complete {
             self.body = nil
             setReadTimeout(nil)
         }
-        responseComplete = false
         let ex = ServerExchange(connection: self, head: head, body: body, bodyComplete: complete)
         exchange = ex
         // An exchange answered before the handler returns does not start the next request from
         // inside the handler: this loop (`process`) reads it when the handler has returned.
-        dispatching = true
+        state.dispatchBegins()
         server.handler(ex)
-        dispatching = false
+        state.dispatchEnds()
     }
 
     /// Answers an error the HTTP layer detected itself and closes the connection afterwards.
@@ -270,7 +264,6 @@ extension ServerConnection {
     /// application's exchange is cut off and its wait for the body ends, without a second
     /// response; if its response had already started, the connection just closes.
     func fail(_ status: Int, _ message: String) {
-        keepAlive = false
         let app = exchange
         exchange = nil
         app?.detach()
@@ -279,7 +272,7 @@ extension ServerConnection {
             close()
             return
         }
-        state = .handling
+        state.layerFails()
         let methodHead = head ?? app?.head ?? RequestHead(method: "GET", target: "/")
         dropBody()
         head = nil

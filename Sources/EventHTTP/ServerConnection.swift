@@ -3,10 +3,11 @@ import CLibevent
 import HTTPCore
 
 /// One client connection: reads requests one at a time (see ServerConnection+Request.swift)
-/// and writes their responses.
+/// and writes their responses. The adapter between the socket and the connection's lifecycle
+/// (`ServerConnectionState`), which decides what each event leads to.
 ///
 /// An exchange is handed to the application as soon as its head is parsed; its body may still
-/// be arriving (state `.body` with an exchange), and is read on while the application decides.
+/// be arriving (phase `.body` with an exchange), and is read on while the application decides.
 final class ServerConnection: ChannelHandler {
     /// Strong: the server holds its open connections and each lets go when it closes
     /// (`HTTPServer.connectionClosed`). An `unowned` reference cost a checked retain and a
@@ -17,8 +18,8 @@ final class ServerConnection: ChannelHandler {
     let remoteIP: String
     let isTLS: Bool
 
-    enum State { case head, body, handling, lingering, closed }
-    var state = State.head
+    /// Where the connection is in its lifecycle, and its rules.
+    var state = ServerConnectionState()
     /// The request being read (between its head and the end of its body).
     var head: RequestHead?
     var framing = BodyFraming.none
@@ -28,21 +29,12 @@ final class ServerConnection: ChannelHandler {
     /// The body handed to each bodiless request in turn (`bodilessBody`).
     var spareBody: Body?
     var exchange: ServerExchange?
-    var keepAlive = true
-    var responseComplete = false
-    /// The handler is running for the exchange just dispatched (`dispatch`).
-    var dispatching = false
-    /// A turn of the loop is scheduled to read a request already buffered (`completeExchange`).
-    private var processScheduled = false
     /// When the request head must be complete (monotonic nanoseconds; 0: not counting yet).
     var headDeadline: UInt64 = 0
     /// Empty lines skipped before the request line being read (`HTTPParser.maxEmptyLinesBeforeRequest`).
     var emptyLinesBeforeHead = 0
     /// When the body clock started, for `minBodyRate` (0: not yet).
     var bodyStartNanos: UInt64 = 0
-    /// The request asked for `100 Continue`, which has not been sent: it is sent when the
-    /// application asks for the body, never when it answers without it.
-    var continueExpected = false
     /// Lingering ends at this instant however the client keeps sending.
     private var lingerDeadline: UInt64 = 0
 
@@ -72,7 +64,7 @@ final class ServerConnection: ChannelHandler {
 
     /// Sends buffered output now (see Channel.flush); writable() runs once all of it is gone.
     func flush() {
-        guard state != .closed else { return }
+        guard state.phase != .closed else { return }
         if channel.flush() { writable() }
     }
 
@@ -81,7 +73,7 @@ final class ServerConnection: ChannelHandler {
     }
 
     override func readable() {
-        switch state {
+        switch state.phase {
         case .lingering:
             evbuffer_drain(input, evbuffer_get_length(input))
             if EventLoop.coarseNanos() >= lingerDeadline { close() }
@@ -95,13 +87,13 @@ final class ServerConnection: ChannelHandler {
         }
     }
 
-    override var acceptsDirectRead: Bool { state == .head }
+    override var acceptsDirectRead: Bool { state.phase == .head }
 
     override func readable(direct bytes: UnsafeRawBufferPointer) -> Int { takeWholeHead(bytes) }
 
     override func writable() {
-        guard let exchange, state != .closed else { return }
-        if responseComplete {
+        guard let exchange, state.phase != .closed else { return }
+        if state.responseComplete {
             completeExchange()
         } else {
             exchange.onWritable?()
@@ -109,38 +101,31 @@ final class ServerConnection: ChannelHandler {
     }
 
     func responseFinished() {
-        responseComplete = true
+        state.responseWritten()
         flush()
     }
 
     private func completeExchange() {
-        guard let ex = exchange, state != .closed else { return }
-        let wasError = ex.isLayerError
-        // Answered before its body was all read: the rest of the body must never be parsed
-        // as a next request, so the connection closes (RFC 9110 §10.1.1, RFC 9112 §9.6).
-        let bodyUnread = state == .body
+        guard let ex = exchange, state.phase != .closed else { return }
         exchange = nil
         ex.detach()
         // Its headers' buffers go to the loop's pool, for a next request on any connection.
         requestHeaders.give(ex.head.headers)
-        if bodyUnread { keepAlive = false }
-        if !keepAlive || server.draining {
-            if (wasError || bodyUnread) && !isTLS { linger() } else { close() }
-            return
-        }
-        state = .head
-        headDeadline = 0
-        setReadTimeout(limits.idleTimeoutMs)
-        channel.setReading(true)
-        // A pipelined request already buffered is read on the loop's next turn, never from inside
-        // the call that ended this response (the application's callback, or the handler itself,
-        // whose `process` loop goes on when it returns): the stack stays flat however many
-        // requests a client pipelines.
-        guard !dispatching, evbuffer_get_length(input) > 0, !processScheduled else { return }
-        processScheduled = true
-        server.loop.execute { [self] in
-            processScheduled = false
-            if state == .head { process() }
+        switch state.exchangeEnded(layerError: ex.isLayerError, draining: server.draining, isTLS: isTLS,
+                                   inputBuffered: evbuffer_get_length(input) > 0) {
+        case .linger:
+            linger()
+        case .close:
+            close()
+        case .awaitNext(let readNow):
+            headDeadline = 0
+            setReadTimeout(limits.idleTimeoutMs)
+            channel.setReading(true)
+            if readNow {
+                server.loop.execute { [self] in
+                    if state.readScheduledRuns() { process() }
+                }
+            }
         }
     }
 
@@ -148,7 +133,6 @@ final class ServerConnection: ChannelHandler {
     /// client still sends, for 2 s at most, so that it reads the answer instead of a
     /// connection reset.
     private func linger() {
-        state = .lingering
         dropBody()
         head = nil
         lingerDeadline = EventLoop.coarseNanos() + 2_000_000_000
@@ -159,24 +143,16 @@ final class ServerConnection: ChannelHandler {
 
     override func event(_ what: Int32) {
         if what & BEV_EVENT_TIMEOUT != 0 && what & BEV_EVENT_READING != 0 {
-            switch state {
-            case .head where evbuffer_get_length(input) > 0:
-                fail(408, "the request head did not arrive within \(limits.headerTimeoutMs) ms")
-                return
-            case .body:
-                fail(408, "no request body bytes arrived for \(limits.bodyTimeoutMs) ms")
-                return
-            default:
-                close()
-                return
+            switch state.readTimedOut(inputBuffered: evbuffer_get_length(input) > 0) {
+            case .headTooSlow: fail(408, "the request head did not arrive within \(limits.headerTimeoutMs) ms")
+            case .bodyTooSlow: fail(408, "no request body bytes arrived for \(limits.bodyTimeoutMs) ms")
+            case .close: close()
             }
-        }
-        if what & BEV_EVENT_EOF != 0 && state == .handling && exchange != nil {
-            // The client half-closed after sending its request: it still reads the answer,
-            // after which the connection closes.
-            keepAlive = false
             return
         }
+        // The client half-closed after sending its request: it still reads the answer, after
+        // which the connection closes.
+        if what & BEV_EVENT_EOF != 0 && state.peerClosed(exchangeOpen: exchange != nil) { return }
         guard what & (BEV_EVENT_EOF | BEV_EVENT_ERROR | BEV_EVENT_TIMEOUT) != 0 else { return }
         close()
     }
@@ -188,12 +164,11 @@ final class ServerConnection: ChannelHandler {
     }
 
     func closeIfIdle() {
-        if state == .head && evbuffer_get_length(input) == 0 { close() }
+        if state.phase == .head && evbuffer_get_length(input) == 0 { close() }
     }
 
     func close() {
-        guard state != .closed else { return }
-        state = .closed
+        guard state.close() else { return }
         dropBody()
         let ex = exchange
         exchange = nil

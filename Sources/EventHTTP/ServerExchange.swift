@@ -182,8 +182,6 @@ public final class ServerExchange {
                                writeFields: (inout HeadWriter) -> Void) {
         guard let c = connection, !responseStarted else { return }
         responseStarted = true
-        // Answered before the body has all arrived: the connection closes afterwards.
-        if c.state == .body { c.keepAlive = false }
         self.status = status
         let wasEmpty = evbuffer_get_length(c.output) == 0
         let heads = loop.heads
@@ -191,6 +189,7 @@ public final class ServerExchange {
         if case .contentLength(let n) = framing, n > 0, status != 204, status != 304 { bodyFollows = true }
         let hold = mayHold && heads.mayHold && bodyFollows && wasEmpty && !c.isTLS
         func writeHead(_ w: inout HeadWriter) {
+            var unframed = false
             w.write("HTTP/1.1 ")
             w.write(status)
             w.write(" ")
@@ -215,11 +214,12 @@ public final class ServerExchange {
                     w.write("Transfer-Encoding: chunked\r\n")
                     chunkedOut = true
                 } else {
-                    c.keepAlive = false
+                    // Streamed to an HTTP/1.0 client, the body has no framing: it ends with
+                    // the connection.
+                    unframed = true
                 }
             }
-            if !c.keepAlive || c.server.draining {
-                c.keepAlive = false
+            if c.state.responseStarts(unframedBody: unframed, draining: c.server.draining) {
                 w.write("Connection: close\r\n")
             } else if head.versionMinor == 0 {
                 w.write("Connection: keep-alive\r\n")

@@ -82,6 +82,29 @@ import TestSupport
         #expect(try kept.readResponse().bodyText == first.bodyText)
     }
 
+    /// A body of unknown length streamed to an HTTP/1.0 client has no framing but the end of the
+    /// connection: the answer says `Connection: close` even to a client that asked to keep it,
+    /// and the server closes after it; an HTTP/1.1 client gets it chunked and keeps the connection.
+    @Test func aBodyStreamedToAnHTTP10ClientEndsWithTheConnection() throws {
+        let server = try LoopServer(limits: ServerLimits()) { ex in
+            ex.startResponse(status: 200, headers: HTTPHeaders(), framing: .stream)
+            ex.writeBody(Array("streamed".utf8))
+            ex.finish()
+        }
+        defer { server.stop() }
+        let old = try RawHTTPClient(port: server.port)
+        defer { old.close() }
+        try old.send("GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        let r = try old.readResponse()
+        #expect(r.header("Connection") == "close" && r.header("Transfer-Encoding") == nil && r.bodyText == "streamed", "\(r.headerSummary)")
+
+        let current = try RawHTTPClient(port: server.port)
+        defer { current.close() }
+        let first = try current.request("GET", "/")
+        #expect(first.header("Transfer-Encoding") == "chunked" && first.header("Connection") == nil && first.bodyText == "streamed")
+        #expect(try current.request("GET", "/").bodyText == "streamed", "kept alive")
+    }
+
     /// A server whose handler reads the body (and answers with it) when the path says so, and
     /// answers at once without it otherwise.
     static func bodyOnDemand() throws -> LoopServer {
