@@ -1,5 +1,5 @@
-/// The authIds one worker signed and has not yet seen answered, each with the journey state it
-/// carries and when it expires: the answer to a step this worker showed is read from here,
+/// The authIds one worker signed whose answers it has not seen yet, each with the journey state
+/// it carries and when it expires: the answer to a step this worker showed is read from here,
 /// without verifying the authId's signature and parsing its claims again (an HMAC over the
 /// whole authId and a JSON parse, on every step of every journey).
 ///
@@ -33,7 +33,7 @@ public final class IssuedAuthIds {
         issued.set(Issued(state: state, expires: expires), for: authId)
     }
 
-    /// What `authId` carries, if this worker signed it and has not been answered it since;
+    /// What `authId` carries, if this worker signed it and it has not been answered since;
     /// forgotten here.
     func take(_ authId: String) -> Issued? {
         issued.removeValue(forKey: authId)
