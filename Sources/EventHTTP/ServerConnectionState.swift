@@ -6,7 +6,7 @@
 /// (Tests/EventHTTPTests/ServerConnectionStateTests.swift): keep-alive and its end, pipelining,
 /// `100 Continue`, an answer given before the body was read, lingering close, draining.
 /// swift-nio's `HTTPServerPipelineHandler` keeps its state the same way.
-struct ServerConnectionState: Equatable {
+struct ServerConnectionState {
     enum Phase: Equatable {
         /// Waiting for the next request head, or reading it.
         case head
