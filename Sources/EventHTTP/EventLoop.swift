@@ -77,8 +77,8 @@ public final class EventLoop: @unchecked Sendable {
     ///
     /// The break is asked for from inside the loop: `event_base_loop` forgets a break asked
     /// for before it started, so a `stop` racing a `run` that had not entered it yet (a server
-    /// stopped right after it was made, a shutdown during start-up) left the loop running for
-    /// good. A closure queued now runs inside the loop whenever it runs.
+    /// stopped right after it was made) left the loop running for good. A closure queued now
+    /// runs inside the loop whenever it runs.
     public func stop() {
         execute { [base] in event_base_loopbreak(base) }
     }
