@@ -2,7 +2,7 @@
 /// in the order they were put; once the ring is full, putting a new key takes the oldest slot,
 /// and the entry of the key that held it is forgotten. A key removed and put again holds two
 /// slots, and the older one forgets it early. One owner (a worker's loop): no locks.
-/// Inlinable, so that its users in other modules (`StartedRecords`) get it specialized.
+/// Inlinable, so that its users in other modules (through `WorkerMemo`) get it specialized.
 public struct RingMap<Key: Hashable, Value> {
     public let capacity: Int
     @usableFromInline var values: [Key: Value] = [:]

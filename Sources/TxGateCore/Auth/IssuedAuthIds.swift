@@ -8,34 +8,12 @@
 /// with the same authId (a client's retry) is verified as any other. Anything not found here (an
 /// authId another instance or worker signed, one remembered past the bound, a forgery) is
 /// verified: the memo can make a step cheaper, never accept one the signature would refuse.
-///
-/// Confined to the worker's loop (no lock). Bounded (`RingMap`): past `capacity` authIds (one
-/// to two KiB each, with their states) the oldest is forgotten and its answer verified.
-public final class IssuedAuthIds {
-    public static var defaultCapacity: Int { 256 }
+/// An authId and its state take one to two KiB.
+public typealias IssuedAuthIds = WorkerMemo<String, IssuedAuthId>
 
-    public struct Issued: Equatable {
-        public let state: JourneyState
-        /// The `exp` signed (seconds); the authId is valid while `now` is before it.
-        public let expires: Int
-    }
-
-    private var issued: RingMap<String, Issued>
-
-    public init(capacity: Int = IssuedAuthIds.defaultCapacity) {
-        issued = RingMap(capacity: capacity)
-    }
-
-    public var capacity: Int { issued.capacity }
-    public var count: Int { issued.count }
-
-    func remember(_ authId: String, _ state: JourneyState, expires: Int) {
-        issued.set(Issued(state: state, expires: expires), for: authId)
-    }
-
-    /// What `authId` carries, if this worker signed it and it has not been answered since;
-    /// forgotten here.
-    func take(_ authId: String) -> Issued? {
-        issued.removeValue(forKey: authId)
-    }
+/// What a signed authId carries (`IssuedAuthIds`).
+public struct IssuedAuthId: Equatable {
+    public let state: JourneyState
+    /// The `exp` signed (seconds); the authId is valid while `now` is before it.
+    public let expires: Int
 }

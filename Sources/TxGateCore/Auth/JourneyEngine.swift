@@ -160,7 +160,7 @@ public final class JourneyEngine: Sendable {
         claims.member("iss", "txgate")
         claims.member("st", object: state.canonicalBytes)
         let authId = JWT.sign(claimsJSON: claims.finish(), key: signingKey)
-        context.issued?.remember(authId, state, expires: now + authIdTtlS)
+        context.issued?.remember(authId, IssuedAuthId(state: state, expires: now + authIdTtlS))
         return authId
     }
 
