@@ -113,6 +113,24 @@ public final class RedisStore: Store, Sendable {
         }
     }
 
+    /// One script: the create and the counter's move (`movesCounter`).
+    public func create(_ key: String, value: [UInt8], ttlMs: Int, moving counter: CounterMove, on executor: CallbackExecutor,
+                       _ done: @escaping (StoreResult<Int?>) -> Void) {
+        if let refused = refusal(of: counter) {
+            executor.execute { done(.failure(refused)) }
+            return
+        }
+        let kind = fenced.kind(of: key)
+        var c = kind != nil ? fencedEval(RedisFence.createMoving, key, counter: counter.key, room: value.count)
+            : eval(Self.createMovingScript, key, counter: counter.key, room: value.count)
+        c.add(value)
+        c.add(ttlMs == StoreExpiry.never ? "0" : String(ttlMs))
+        c.add(kind == .marker ? "1" : "0")
+        c.add(String(fenced.quarantine(of: key, ttlMs: ttlMs)))
+        addMove(counter, to: &c)
+        run(c, on: executor, oneShot: true, writes: true, done, Self.moved)
+    }
+
     public func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
                     _ done: @escaping (StoreResult<Void>) -> Void) {
         if fenced.kind(of: key) != nil {
@@ -150,9 +168,8 @@ public final class RedisStore: Store, Sendable {
     }
 
     public func increment(_ key: String, ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Int>) -> Void) {
-        if fenced.kind(of: key) != nil {
-            // A counter's digits would be read as the epoch stamp: fenced classes hold records.
-            executor.execute { done(.failure(.failed("increment of '\(key.prefix { $0 != ":" })' keys: that key class is fenced and holds records, not counters"))) }
+        if let refused = refusal(of: .up(key, ttlMs: ttlMs)) {
+            executor.execute { done(.failure(refused)) }
             return
         }
         var c = eval(Self.incrementScript, key)
@@ -199,6 +216,31 @@ public final class RedisStore: Store, Sendable {
         var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.compareAndSwap, key, audited: true, room: room)
             : eval(Self.compareAndSwapScript, key, audited: true, room: room)
         addAudit(audit, to: &c)
+        addSwap(expected: expected, new: new, ttlMs: ttlMs, to: &c)
+        run(c, on: executor, writes: true, done, Self.flag)
+    }
+
+    /// One script: the swap, its audit entry and the counter's move (`movesCounter`).
+    public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
+                               moving counter: CounterMove, on executor: CallbackExecutor,
+                               _ done: @escaping (StoreResult<Int?>) -> Void) {
+        if let refused = refusal(of: counter) {
+            executor.execute { done(.failure(refused)) }
+            return
+        }
+        let room = expected.count + (new?.count ?? 0) + audit.byteCount
+        var c = fenced.kind(of: key) != nil
+            ? fencedEval(RedisFence.compareAndSwapMoving, key, counter: counter.key, audited: true, room: room)
+            : eval(Self.compareAndSwapMovingScript, key, counter: counter.key, audited: true, room: room)
+        addAudit(audit, to: &c)
+        addSwap(expected: expected, new: new, ttlMs: ttlMs, to: &c)
+        addMove(counter, to: &c)
+        run(c, on: executor, writes: true, done, Self.moved)
+    }
+
+    /// ARGV[4...] of a compare-and-swap: expected, then 'set', the new value and its ttl ms
+    /// ('' keeps the expiry), or 'del'.
+    private func addSwap(expected: [UInt8], new: [UInt8]?, ttlMs: Int?, to c: inout RedisCommand) {
         c.add(expected)
         if let new {
             c.add("set")
@@ -207,7 +249,31 @@ public final class RedisStore: Store, Sendable {
         } else {
             c.add("del")
         }
-        run(c, on: executor, writes: true, done, Self.flag)
+    }
+
+    /// The last two ARGV of a script that moves a counter (`movesCounter`).
+    private func addMove(_ counter: CounterMove, to c: inout RedisCommand) {
+        switch counter {
+        case .up(_, let ttlMs):
+            c.add("+")
+            c.add(String(ttlMs))
+        case .down:
+            c.add("-")
+            c.add("0")
+        }
+    }
+
+    /// Why `counter` cannot be moved, if it cannot: a counter's digits would be read as a fenced
+    /// key's epoch stamp (fenced classes hold records), and a counter `up` starts needs a time to live.
+    private func refusal(of counter: CounterMove) -> StoreError? {
+        let key = counter.key
+        if fenced.kind(of: key) != nil {
+            return .failed("counter '\(key.prefix { $0 != ":" })' keys: that key class is fenced and holds records, not counters")
+        }
+        if case .up(_, let ttlMs) = counter, ttlMs <= 0 {
+            return .failed("counter '\(key.prefix { $0 != ":" })': ttlMs must be more than 0, got \(ttlMs)")
+        }
+        return nil
     }
 
     public func takeIf(_ key: String, fields: [String: String], audit: AuditAppend?, on executor: CallbackExecutor,
@@ -277,35 +343,71 @@ public final class RedisStore: Store, Sendable {
 
     // MARK: scripts
 
-    /// INCR, and the expiry only when the counter was just created: a window that does not slide.
-    static let incrementScript = RedisScript(
-        """
-        local n = redis.call('INCR', KEYS[1])
-        if n == 1 then redis.call('PEXPIRE', KEYS[1], ARGV[1]) end
-        return n
-        """
-    )
+    /// Lua: `up(counter, ttl)` adds 1 and gives the new value, the expiry (ttl ms) set only when
+    /// the counter was just created: a window that does not slide. `down(counter)` lowers it by
+    /// one, keeping its expiry, and gives the new value, or nil (nothing lowered) if it is
+    /// absent, at 0 or not a number.
+    static let counters = """
+        local function up(counter, ttl)
+          local n = redis.call('INCR', counter)
+          if n == 1 then redis.call('PEXPIRE', counter, ttl) end
+          return n
+        end
+        local function down(counter)
+          local v = redis.call('GET', counter)
+          if not v or not string.match(v, '^%d+$') then return nil end
+          local n = tonumber(v)
+          if n <= 0 then return nil end
+          redis.call('SET', counter, string.format('%d', n - 1), 'KEEPTTL')
+          return n - 1
+        end
 
-    /// Lowers a counter by one in one step (`Store.decrement`): not below 0, keeping its expiry.
-    static let decrementScript = RedisScript(
         """
-        local v = redis.call('GET', KEYS[1])
-        if not v or not string.match(v, '^%d+$') then return 0 end
-        local n = tonumber(v)
-        if n <= 0 then return 0 end
-        redis.call('SET', KEYS[1], string.format('%d', n - 1), 'KEEPTTL')
-        return 1
-        """
-    )
+
+    /// `Store.increment` in one step. ARGV[1] the ttl ms of a new counter.
+    static let incrementScript = RedisScript(counters + "return up(KEYS[1], ARGV[1])")
+
+    /// `Store.decrement` in one step: 1 lowered, 0 not.
+    static let decrementScript = RedisScript(counters + "if down(KEYS[1]) then return 1 end\nreturn 0")
 
     /// `Store.raise` in one step. ARGV[1] the value (decimal digits, no leading zero). Returns
     /// 1 raised, 0 already as high, -1 the value kept is not a number (left as it is).
-    static let raiseScript = RedisScript(
-        """
+    static let raiseScript = RedisScript(unfenced + raiseBody(quarantine: ""))
+
+    /// `current` and `stamped` of a key no fence guards: the value as it is.
+    static let unfenced = """
         local function current(raw) return raw end
         local function stamped(v) return v end
-        """ + "\n" + raiseBody(quarantine: "")
-    )
+
+        """
+
+    /// For a write that moves no counter: `made()` gives 1, and the write not made answers 0.
+    static let movesNothing = """
+        local notMade = 0
+        local function made() return 1 end
+
+        """
+
+    /// For a write that moves a counter (`CounterMove`) when it is made: `made()` moves the
+    /// counter at `key` (a Lua expression) and gives its value after the move; the write not
+    /// made answers -1. The move's arguments are the script's last two: '+' or '-', and the
+    /// time to live in ms of a counter '+' starts. A write calls `made()` before it writes
+    /// anything, so that a move Redis refuses (INCR of something other than a number) leaves
+    /// nothing written: a script that fails keeps what it wrote before the failure.
+    static func movesCounter(key: String) -> String {
+        counters + """
+        local notMade = -1
+        local function made()
+          if ARGV[#ARGV - 1] == '+' then return up(\(key), ARGV[#ARGV]) end
+          return down(\(key)) or 0
+        end
+
+        """
+    }
+
+    /// `Store.create(moving:)` of a key no fence guards: KEYS[1] the key, KEYS[2] the counter;
+    /// ARGV as the fenced create's (`RedisFence.createBody`, no quarantine), then the move's.
+    static let createMovingScript = RedisScript(unfenced + movesCounter(key: "KEYS[2]") + RedisFence.createBody)
 
     /// The body of a raise, shared with the fenced one (`RedisFence.raise`); `quarantine` runs
     /// before a first value is written. Numbers are compared as digit strings (a Lua number
@@ -349,21 +451,22 @@ public final class RedisStore: Store, Sendable {
 
     /// Compare and swap (or delete) in one step. ARGV[1..3] the audit (`auditPrelude`), then:
     /// expected, 'set'|'del', new value, ttl in ms ('' keeps the current expiry).
-    static let compareAndSwapScript = RedisScript(
-        auditPrelude + """
-        local function current(raw) return raw end
-        local function stamped(v) return v end
-        """ + "\n" + compareAndSwapBody
-    )
+    static let compareAndSwapScript = RedisScript(auditPrelude + unfenced + movesNothing + compareAndSwapBody)
+
+    /// `compareAndSwapScript` with a counter moved (`movesCounter`): KEYS[2] the counter (the
+    /// audit stream last), and the move's two arguments last.
+    static let compareAndSwapMovingScript = RedisScript(auditPrelude + unfenced + movesCounter(key: "KEYS[2]") + compareAndSwapBody)
 
     /// The body of a compareAndSwap, shared with the fenced one (`RedisFence.compareAndSwap`):
     /// `current(raw)` reads a stored value and `stamped(v)` makes one to store (the identity
-    /// here; the fence's epoch check and stamp there).
+    /// here; the fence's epoch check and stamp there). `made()` (`movesNothing`,
+    /// `movesCounter`) runs once the swap is known to be made, before anything is written.
     static let compareAndSwapBody = """
         if current(redis.call('GET', KEYS[1])) ~= ARGV[4] then
           audit(ARGV[2], nil)
-          return 0
+          return notMade
         end
+        local answer = made()
         if ARGV[5] == 'del' then
           redis.call('DEL', KEYS[1])
         elseif ARGV[7] == '' then
@@ -372,7 +475,7 @@ public final class RedisStore: Store, Sendable {
           redis.call('SET', KEYS[1], stamped(ARGV[6]), 'PX', ARGV[7])
         end
         audit(ARGV[1], nil)
-        return 1
+        return answer
         """
 
     /// Deletes the value only if it is a JSON object whose members ARGV[4] = ARGV[5], ... hold
@@ -455,24 +558,39 @@ public final class RedisStore: Store, Sendable {
         return c
     }
 
-    /// `EVALSHA <script> 1 <prefixed key>`, for the script's ARGV to be added; `audited` adds the
-    /// audit stream as the last key.
-    private func eval(_ script: RedisScript, _ key: String, audited: Bool = false, room: Int = 0) -> RedisCommand {
+    /// `EVALSHA <script> <numkeys> <prefixed key>`, for the script's ARGV to be added; `counter`
+    /// (a counter the script moves) is the next key, and `audited` adds the audit stream as the last.
+    private func eval(_ script: RedisScript, _ key: String, counter: String? = nil, audited: Bool = false,
+                      room: Int = 0) -> RedisCommand {
         var c = RedisCommand(script, room: room)
-        c.add(audited ? "2" : "1")
+        c.add(Self.keyCounts[1 + (counter == nil ? 0 : 1) + (audited ? 1 : 0)])
         c.add(keyPrefix, key)
+        if let counter { c.add(keyPrefix, counter) }
         if audited { c.add(auditKey) }
         return c
     }
 
-    /// `EVALSHA <script> 2 <prefixed key> <fence record>`: a fenced operation reads the epoch itself.
-    private func fencedEval(_ script: RedisScript, _ key: String, audited: Bool = false, room: Int = 0) -> RedisCommand {
+    /// `EVALSHA <script> <numkeys> <prefixed key> <fence record>`: a fenced operation reads the
+    /// epoch itself. Then `counter` and the audit stream, as `eval` adds them.
+    private func fencedEval(_ script: RedisScript, _ key: String, counter: String? = nil, audited: Bool = false,
+                            room: Int = 0) -> RedisCommand {
         var c = RedisCommand(script, room: room)
-        c.add(audited ? "3" : "2")
+        c.add(Self.keyCounts[2 + (counter == nil ? 0 : 1) + (audited ? 1 : 0)])
         c.add(keyPrefix, key)
         c.add(fence.key)
+        if let counter { c.add(keyPrefix, counter) }
         if audited { c.add(auditKey) }
         return c
+    }
+
+    /// `numkeys` of an EVALSHA, by count: literals, no number formatted per command.
+    private static let keyCounts = ["0", "1", "2", "3", "4"]
+
+    /// The answer of a script that moves a counter (`movesCounter`): -1 not made (nil), else the
+    /// counter's value after the move.
+    private static func moved(_ reply: RedisReply) -> Int?? {
+        guard case .integer(let n) = reply else { return nil }
+        return .some(n < 0 ? nil : n)
     }
 
     private static func optionalValue(_ reply: RedisReply) -> [UInt8]?? {

@@ -66,6 +66,15 @@ final class KeyValueTable {
         return db.changes > 0
     }
 
+    /// `Store.create(moving:)`: the counter's value after the move, nil if `key` was not
+    /// created. A move that fails undoes the create.
+    func create(_ key: String, value: [UInt8], expiresAt: Int64, now: Int64, moving counter: CounterMove) throws -> Int? {
+        try transaction {
+            guard try create(key, value: value, expiresAt: expiresAt, now: now) else { return nil }
+            return try move(counter, now: now)
+        }
+    }
+
     func put(_ key: String, value: [UInt8], expiresAt: Int64) throws {
         try upsert.use { s in
             try s.bind(1, key)
@@ -128,12 +137,28 @@ final class KeyValueTable {
 
     /// `Store.decrement` in one transaction: the counter lowered by one, keeping its expiry.
     func decrement(_ key: String, now: Int64) throws -> Bool {
-        try transaction {
-            guard let row = try live(key, now: now), let n = Int(String(decoding: row.value, as: UTF8.self)), n > 0 else {
-                return false
-            }
-            try replaceValue(key, Array(String(n - 1).utf8))
-            return true
+        try transaction { try lower(key, now: now) != nil }
+    }
+
+    /// The counter lowered by one, keeping its expiry: its new value, or nil if it is absent,
+    /// at 0 or not a number (then it is left as it is). In the caller's transaction.
+    private func lower(_ key: String, now: Int64) throws -> Int? {
+        guard let row = try live(key, now: now), let n = Int(String(decoding: row.value, as: UTF8.self)), n > 0 else {
+            return nil
+        }
+        try replaceValue(key, Array(String(n - 1).utf8))
+        return n - 1
+    }
+
+    /// A `CounterMove`, in the caller's transaction: the counter's value after it.
+    private func move(_ counter: CounterMove, now: Int64) throws -> Int {
+        switch counter {
+        case .up(let key, let ttlMs):
+            guard ttlMs > 0 else { throw StoreError.failed("counter '\(key)': ttlMs must be more than 0, got \(ttlMs)") }
+            let (expiresAt, overflow) = now.addingReportingOverflow(Int64(ttlMs))
+            return try increment(key, expiresAt: overflow ? .max : expiresAt, now: now)
+        case .down(let key):
+            return try lower(key, now: now) ?? 0
         }
     }
 
@@ -166,6 +191,19 @@ final class KeyValueTable {
                 try audit.append(entry, found: nil, retentionMs: append.retentionMs, now: now)
             }
             return swapped
+        }
+    }
+
+    /// `Store.compareAndSwap(moving:)`: the counter's value after the move, nil if nothing was
+    /// swapped. A move that fails undoes the swap and its audit entry.
+    func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, expiresAt: Int64?, now: Int64,
+                        audit append: AuditAppend?, moving counter: CounterMove) throws -> Int? {
+        try transaction {
+            let swapped = try swap(key, expected: expected, new: new, expiresAt: expiresAt, now: now)
+            if let append, let entry = append.entry(changed: swapped) {
+                try audit.append(entry, found: nil, retentionMs: append.retentionMs, now: now)
+            }
+            return swapped ? try move(counter, now: now) : nil
         }
     }
 

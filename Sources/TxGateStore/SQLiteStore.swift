@@ -140,6 +140,13 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         }
     }
 
+    public func create(_ key: String, value: [UInt8], ttlMs: Int, moving counter: CounterMove, on executor: CallbackExecutor,
+                       _ done: @escaping (StoreResult<Int?>) -> Void) {
+        run("create", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
+            try table.create(key, value: value, expiresAt: expiresAt, now: now, moving: counter)
+        }
+    }
+
     public func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
                     _ done: @escaping (StoreResult<Void>) -> Void) {
         run("put", ttlMs: ttlMs, executor, done) { table, _, expiresAt in
@@ -181,6 +188,20 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         }
         run("compareAndSwap", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
             try table.compareAndSwap(key, expected: expected, new: new, expiresAt: expiresAt, now: now, audit: audit)
+        }
+    }
+
+    public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
+                               moving counter: CounterMove, on executor: CallbackExecutor,
+                               _ done: @escaping (StoreResult<Int?>) -> Void) {
+        guard let ttlMs else {
+            run("compareAndSwap", executor, done) { table, now in
+                try table.compareAndSwap(key, expected: expected, new: new, expiresAt: nil, now: now, audit: audit, moving: counter)
+            }
+            return
+        }
+        run("compareAndSwap", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
+            try table.compareAndSwap(key, expected: expected, new: new, expiresAt: expiresAt, now: now, audit: audit, moving: counter)
         }
     }
 

@@ -65,3 +65,11 @@ public final class Collected<T>: @unchecked Sendable {
     public var items: [T] { lock.withLock { stored } }
     public var count: Int { lock.withLock { stored.count } }
 }
+
+extension Result {
+    /// The failure, or nil for a success.
+    public var error: Failure? {
+        if case .failure(let e) = self { return e }
+        return nil
+    }
+}

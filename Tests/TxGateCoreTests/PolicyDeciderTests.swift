@@ -76,37 +76,42 @@ import Testing
         #expect(record.expires == Int(Self.t0 / 1000) + 180)
         #expect(record.state == .created && record.subject == "alice" && record.journey == "Confirm")
         #expect(record.display == "Pay 100 to Bob?")
-        #expect(decider.afterOpen(record, intent, written: .success(true), claimed: .success(true), attempts: 3)
-                == .countPending(record, intent))
-        let challenge = try #require(decision(decider.afterCount(record, intent, pending: 1)))
+        // The claim of the index counted the transaction in the same step: the count is its answer.
+        let challenge = try #require(decision(decider.afterOpen(record, intent, written: .success(true), claimed: .success(1),
+                                                                attempts: 3)))
         #expect(challenge.advices[Advices.transaction] == [record.txid])
     }
 
-    @Test func pendingLimitWithdrawsTheRecordAndItsIndexEntry() throws {
+    @Test func pendingLimitWithdrawsTheRecordItsIndexEntryAndItsCount() throws {
         let intent = try intent()
         let record = try newRecord(intent)
-        #expect(decider.afterCount(record, intent, pending: 2) == decider.created(record))
-        #expect(decider.afterCount(record, intent, pending: 3)
+        func opened(pending: Int) -> PolicyDecider.Plan {
+            decider.afterOpen(record, intent, written: .success(true), claimed: .success(pending), attempts: 3)
+        }
+        #expect(opened(pending: 2) == decider.created(record))
+        #expect(opened(pending: 3)
                 == .withdraw(txid: record.txid, unindex: intent.pendingKey,
                              then: .uncountPending(subject: "alice", then: .failed(.tooManyTransactions(2)))))
     }
 
     /// One of the record and the index entry may fail where the other did not: what the other
-    /// did is undone (the record withdrawn, an index entry naming it cleared) and the challenge
-    /// fails closed, never handing out a TxId, counting nothing. (The executor claims the index
-    /// only once the record is written; the decider answers every combination all the same.)
+    /// did is undone (the record withdrawn, an index entry naming it cleared, the count that
+    /// came with it lowered) and the challenge fails closed, never handing out a TxId, leaving
+    /// nothing counted. (The executor claims the index only once the record is written; the
+    /// decider answers every combination all the same.)
     @Test func aFailedStepOfAnOpeningUndoesTheOtherAndFailsClosed() throws {
         let intent = try intent()
         let record = try newRecord(intent)
         let down = StoreError.unavailable("redis down")
         let failed = PolicyDecider.Plan.failed(.unavailable(down.description))
-        func opened(_ written: StoreResult<Bool>, _ claimed: StoreResult<Bool>) -> PolicyDecider.Plan {
+        func opened(_ written: StoreResult<Bool>, _ claimed: StoreResult<Int?>) -> PolicyDecider.Plan {
             decider.afterOpen(record, intent, written: written, claimed: claimed, attempts: 3)
         }
         #expect(opened(.success(true), .failure(down)) == .withdraw(txid: record.txid, unindex: nil, then: failed))
-        // The index names a record that was never written: the entry is cleared.
-        #expect(opened(.failure(down), .success(true)) == .withdraw(txid: record.txid, unindex: intent.pendingKey, then: failed))
-        #expect(opened(.failure(down), .success(false)) == .withdraw(txid: record.txid, unindex: nil, then: failed))
+        // The index names a record that was never written: the entry is cleared, its count lowered.
+        #expect(opened(.failure(down), .success(1))
+                == .withdraw(txid: record.txid, unindex: intent.pendingKey, then: .uncountPending(subject: "alice", then: failed)))
+        #expect(opened(.failure(down), .success(nil)) == .withdraw(txid: record.txid, unindex: nil, then: failed))
         #expect(opened(.failure(down), .failure(down)) == failed)
     }
 
@@ -172,7 +177,7 @@ import Testing
         let intent = try intent()
         let record = try newRecord(intent)
         func lost(attempts: Int) -> PolicyDecider.Plan {
-            decider.afterOpen(record, intent, written: .success(true), claimed: .success(false), attempts: attempts)
+            decider.afterOpen(record, intent, written: .success(true), claimed: .success(nil), attempts: attempts)
         }
         #expect(lost(attempts: 3) == .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: 2)))
         #expect(lost(attempts: 1) == .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: 0)))

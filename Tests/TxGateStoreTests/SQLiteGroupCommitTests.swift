@@ -78,6 +78,25 @@ private final class Started<T: Sendable>: @unchecked Sendable {
 
     /// After some errors (I/O, a full disk) SQLite rolls the whole transaction back: what the
     /// operations before the failing one wrote is gone, and they must not be answered as done.
+    /// A write whose counter cannot move, in a batch: the write and the move are undone
+    /// together, and nothing else.
+    @Test func aWriteWhoseCounterCannotMoveIsUndoneAloneInABatch() async throws {
+        try await withStore { store, _ async throws in
+            try await call { store.put("session", value: bytes("not a counter"), ttlMs: 60_000, on: $0, $1) }.get()
+            let resume = store.hold()
+            let first = Started { store.create("a", value: [1], ttlMs: 60_000, moving: .up("count", ttlMs: 60_000), on: $0, $1) }
+            let failing = Started { store.create("b", value: [2], ttlMs: 60_000, moving: .up("session", ttlMs: 60_000), on: $0, $1) }
+            let last = Started { store.create("c", value: [3], ttlMs: 60_000, moving: .up("count", ttlMs: 60_000), on: $0, $1) }
+            resume()
+            #expect(try await first.answer.get() == 1)
+            #expect(await failing.answer.error == .failed("increment: the value is not a counter"))
+            #expect(try await last.answer.get() == 2)
+            #expect(try await call { store.get("b", on: $0, $1) }.get() == nil)
+            #expect(try await call { store.get("c", on: $0, $1) }.get() == [3])
+            #expect(try await call { store.get("count", on: $0, $1) }.get() == bytes("2"))
+        }
+    }
+
     @Test func aBatchSQLiteRolledBackAnswersNothingAsDone() async throws {
         try await withStore { store, _ async throws in
             let resume = store.hold()
@@ -131,13 +150,6 @@ private final class Started<T: Sendable>: @unchecked Sendable {
             }
             #expect(failures >= 8)
         }
-    }
-}
-
-private extension Result {
-    var error: Failure? {
-        if case .failure(let e) = self { return e }
-        return nil
     }
 }
 

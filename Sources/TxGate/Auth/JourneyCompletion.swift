@@ -189,15 +189,17 @@ struct JourneyCompletion {
             finish(ctx, .failure(reason: "transaction gone before completion"), submittedUser: state.username)
             return
         }
-        // The approval's audit record is written by the same store step as the approval.
+        // The approval's audit record is written by the same store step as the approval, and
+        // the transaction, no longer waiting, stops counting against maxPendingTransactions.
         let audit = AuditAppend(ifChanged: AuditEvent.approved(tx, requestId: ctx.requestId).entry,
                                 retentionMs: auth.config.audit.retentionMs)
-        auth.store.compareAndSwap(key, expected: bytes, new: tx.encoded, ttlMs: nil, audit: audit, on: loop) { r in
+        auth.store.compareAndSwap(key, expected: bytes, new: tx.encoded, ttlMs: nil, audit: audit,
+                                  moving: .down(TransactionRecord.pendingKey(tx.subject)), on: loop) { r in
             switch r {
             case .failure(let e): ctx.fail(.storeUnavailable(e.description))
-            case .success(false) where guessed: readAndComplete(ctx, state, key)
-            case .success(false): finish(ctx, .failure(reason: "transaction changed during completion"), submittedUser: state.username)
-            case .success(true):
+            case .success(nil) where guessed: readAndComplete(ctx, state, key)
+            case .success(nil): finish(ctx, .failure(reason: "transaction changed during completion"), submittedUser: state.username)
+            case .success:
                 auth.metrics.audited(.approved)
                 approved(ctx, state, tx)
             }
@@ -232,12 +234,6 @@ struct JourneyCompletion {
             "request_id": .string(ctx.requestId), "txid": .string(masked(tx.txid)),
             "user": .string(tx.subject), "journey": .string(tx.journey),
         ])
-        // No longer waiting: it stops counting against maxPendingTransactions.
-        auth.store.decrement(TransactionRecord.pendingKey(tx.subject), on: loop) { [logger = auth.logger] r in
-            if case .failure(let e) = r {
-                logger.warning("pending transaction count not lowered", metadata: ["error": .string(e.description)])
-            }
-        }
         success(ctx, token: auth.sessions.token(in: ctx.head.headers) ?? "", state)
     }
 }

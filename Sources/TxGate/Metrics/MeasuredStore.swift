@@ -38,6 +38,11 @@ final class MeasuredStore: Store {
         inner.create(key, value: value, ttlMs: ttlMs, on: executor, measured(.create, on: executor, done))
     }
 
+    func create(_ key: String, value: [UInt8], ttlMs: Int, moving counter: CounterMove, on executor: CallbackExecutor,
+                _ done: @escaping (StoreResult<Int?>) -> Void) {
+        inner.create(key, value: value, ttlMs: ttlMs, moving: counter, on: executor, measured(.create, on: executor, done))
+    }
+
     func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {
         inner.put(key, value: value, ttlMs: ttlMs, on: executor, measured(.put, on: executor, done))
     }
@@ -65,6 +70,12 @@ final class MeasuredStore: Store {
     func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
                         on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
         inner.compareAndSwap(key, expected: expected, new: new, ttlMs: ttlMs, audit: audit, on: executor, measured(.compareAndSwap, on: executor, done))
+    }
+
+    func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?, moving counter: CounterMove,
+                        on executor: CallbackExecutor, _ done: @escaping (StoreResult<Int?>) -> Void) {
+        inner.compareAndSwap(key, expected: expected, new: new, ttlMs: ttlMs, audit: audit, moving: counter, on: executor,
+                             measured(.compareAndSwap, on: executor, done))
     }
 
     func takeIf(_ key: String, fields: [String: String], audit: AuditAppend?, on executor: CallbackExecutor,

@@ -278,8 +278,9 @@ struct CIBAEndpoint {
     }
 
     /// The person approved the transaction on the approval page: it is COMPLETED now (a
-    /// compare-and-swap over what was read, with its audit record in the same step), so that
-    /// the access token's `txn` opens that one request.
+    /// compare-and-swap over what was read, with its audit record and the user's count of
+    /// waiting transactions lowered in the same step), so that the access token's `txn` opens
+    /// that one request.
     private func complete(_ ctx: EndpointCall, txid: String, uid: String, then: @escaping (TransactionRecord) -> Void) {
         let key = TransactionRecord.key(txid)
         store.get(key, on: loop) { r in
@@ -291,14 +292,14 @@ struct CIBAEndpoint {
                     return
                 }
                 let audit = AuditAppend(ifChanged: AuditEvent.approved(tx, requestId: ctx.requestId).entry, retentionMs: auth.config.audit.retentionMs)
-                store.compareAndSwap(key, expected: bytes, new: tx.encoded, ttlMs: nil, audit: audit, on: loop) { r in
+                store.compareAndSwap(key, expected: bytes, new: tx.encoded, ttlMs: nil, audit: audit,
+                                     moving: .down(TransactionRecord.pendingKey(uid)), on: loop) { r in
                     switch r {
                     case .failure(let e): ctx.fail(.storeUnavailable(e.description))
-                    case .success(false): OAuthProvider.refuse(ctx, .invalidGrant("the transaction changed before the request was redeemed"))
-                    case .success(true):
+                    case .success(nil): OAuthProvider.refuse(ctx, .invalidGrant("the transaction changed before the request was redeemed"))
+                    case .success:
                         auth.metrics.audited(.approved)
                         auth.metrics.transactionsCompleted.increment()
-                        store.decrement(TransactionRecord.pendingKey(uid), on: loop) { _ in }
                         then(tx)
                     }
                 }

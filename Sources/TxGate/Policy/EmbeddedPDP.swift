@@ -72,22 +72,32 @@ final class EmbeddedPDP: PolicyDecisionPoint {
             }
         case .open(let record, let intent, let ttlMs, let replacing, let attempts):
             let txid = Array(record.txid.utf8)
-            let claim: (@escaping (StoreResult<Bool>) -> Void) -> Void = { [store] claimed in
+            // Bounded per subject so that a client cannot fill the store: the claim counts.
+            let count = CounterMove.up(TransactionRecord.pendingKey(intent.binding.subject), ttlMs: ttlMs)
+            let claim: (@escaping (StoreResult<Int?>) -> Void) -> Void = { [store] claimed in
                 if let replacing {
-                    store.compareAndSwap(intent.pendingKey, expected: Array(replacing.utf8), new: txid, ttlMs: ttlMs, on: executor, claimed)
+                    store.compareAndSwap(intent.pendingKey, expected: Array(replacing.utf8), new: txid, ttlMs: ttlMs, audit: nil,
+                                         moving: count, on: executor, claimed)
                 } else {
-                    store.create(intent.pendingKey, value: txid, ttlMs: ttlMs, on: executor, claimed)
+                    store.create(intent.pendingKey, value: txid, ttlMs: ttlMs, moving: count, on: executor, claimed)
                 }
             }
-            let opened: (StoreResult<Bool>, StoreResult<Bool>) -> Void = { [self] written, claimed in
-                run(decider.afterOpen(record, intent, written: written, claimed: claimed, attempts: attempts),
-                    requestId: requestId, executor, done)
+            let opened: (StoreResult<Bool>, StoreResult<Int?>) -> Void = { [self] written, claimed in
+                let next = decider.afterOpen(record, intent, written: written, claimed: claimed, attempts: attempts)
+                if case .decided = next {
+                    metrics.transactionsCreated.increment()
+                    logger.info("transaction created", metadata: [
+                        "request_id": .string(requestId), "txid": .string(masked(record.txid)), "user": .string(record.subject),
+                        "journey": .string(record.journey), "method": .string(record.method), "resource": .string(record.resource),
+                    ])
+                }
+                run(next, requestId: requestId, executor, done)
             }
             let key = TransactionRecord.key(record.txid)
             guard store.appliesStepsInOrder else {
                 // The index is written only once the record it names is (see `Plan.open`).
                 store.create(key, value: record.encoded, ttlMs: ttlMs, on: executor) { written in
-                    guard case .success = written else { return opened(written, .success(false)) }
+                    guard case .success = written else { return opened(written, .success(nil)) }
                     claim { opened(written, $0) }
                 }
                 return
@@ -102,21 +112,6 @@ final class EmbeddedPDP: PolicyDecisionPoint {
             claim { claimed in
                 opening.claimed = claimed
                 if let written = opening.written { opened(written, claimed) }
-            }
-        case .countPending(let record, let intent):
-            // Bounded per subject so that a client cannot fill the store.
-            store.increment(TransactionRecord.pendingKey(intent.binding.subject), ttlMs: intent.rule.ttlS * 1000, on: executor) { [self] r in
-                step(r, requestId, executor, done) { pending in
-                    let next = decider.afterCount(record, intent, pending: pending)
-                    if case .decided = next {
-                        metrics.transactionsCreated.increment()
-                        logger.info("transaction created", metadata: [
-                            "request_id": .string(requestId), "txid": .string(masked(record.txid)), "user": .string(record.subject),
-                            "journey": .string(record.journey), "method": .string(record.method), "resource": .string(record.resource),
-                        ])
-                    }
-                    return next
-                }
             }
         case .withdraw(let txid, let unindex, let then):
             store.delete(TransactionRecord.key(txid), on: executor) { [self] r in
@@ -146,7 +141,7 @@ final class EmbeddedPDP: PolicyDecisionPoint {
     /// The answers to `Plan.open`'s two steps sent at once, as they arrive (both on the executor).
     private final class Opening {
         var written: StoreResult<Bool>?
-        var claimed: StoreResult<Bool>?
+        var claimed: StoreResult<Int?>?
     }
 
     /// A store failure fails closed; a store answer gives the next plan.

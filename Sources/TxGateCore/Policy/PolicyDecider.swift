@@ -89,9 +89,12 @@ public struct PolicyDecider: Sendable {
         /// Read the transaction the index names (`afterCheckPending`).
         case checkPending(txid: String, Intent, attempts: Int)
         /// Write this new record, not yet handed out, then point the index at it (created if
-        /// `replacing` is nil, else swapped only while it still names `replacing`), and only once
-        /// the record is written (`afterOpen` with both answers; a record not written claims
-        /// nothing): whoever reads the index must find the record, or it takes the entry for a
+        /// `replacing` is nil, else swapped only while it still names `replacing`), counting one
+        /// more transaction waiting for the subject's approval in the same step as the claim
+        /// (`CounterMove.up` of `TransactionRecord.pendingKey`, the rule's ttl: the losers of a
+        /// race never count), and only once the record is written (`afterOpen` with both
+        /// answers; a record not written claims nothing): whoever reads the index must find the
+        /// record, or it takes the entry for a
         /// stale one and replaces it, a second TxId for the same request. Sending the two without
         /// waiting is enough only for a store that applies steps in order
         /// (`Store.appliesStepsInOrder`: SQLite); others do so for tidiness only (Redis runs a
@@ -99,9 +102,6 @@ public struct PolicyDecider: Sendable {
         /// fenced script). Of concurrent challenges of one request exactly one claims the index.
         /// `replacing`: the TxId the index names now (a transaction no longer pending), nil if none.
         case open(TransactionRecord, Intent, ttlMs: Int, replacing: String?, attempts: Int)
-        /// Count one more transaction waiting for the subject's approval (`afterCount`): only
-        /// once the index is claimed, so that the losers of a race never count.
-        case countPending(TransactionRecord, Intent)
         /// Delete a record never handed out (and the index entry naming it, if `unindex`), then
         /// go on with `then`. A failure here only leaves a record that expires unused.
         case withdraw(txid: String, unindex: String?, then: Plan)
@@ -215,39 +215,39 @@ public struct PolicyDecider: Sendable {
         return .open(record, intent, ttlMs: rule.ttlS * 1000, replacing: replacing, attempts: attempts)
     }
 
-    /// After both steps of `Plan.open` answered: the record written (`written`), and whether the
-    /// index now names it (`claimed`).
-    /// - Both done: the winner counts its transaction.
+    /// After both steps of `Plan.open` answered: the record written (`written`), and the index
+    /// claimed with the subject's count of waiting transactions moved up in the same step
+    /// (`claimed`: the count, this transaction included; nil if the claim lost, and nothing was
+    /// counted).
+    /// - Both done, within `maxPending`: challenge with the TxId.
+    /// - Over the limit: the record, its index entry and its count are withdrawn before the refusal.
     /// - The claim lost to a concurrent challenge of the same request: the record is withdrawn,
     ///   unseen, and the index read again (it now names the winner's record).
     /// - A step failed: what the other did is undone, as far as the store lets it (the record
-    ///   withdrawn, the index entry naming it cleared), and the challenge fails closed; anything
-    ///   left over expires unused, and an entry left naming a record that is gone is replaced by
-    ///   the next challenge.
-    public func afterOpen(_ record: TransactionRecord, _ intent: Intent, written: StoreResult<Bool>, claimed: StoreResult<Bool>,
+    ///   withdrawn, the index entry naming it cleared and its count lowered), and the challenge
+    ///   fails closed; anything left over expires unused, and an entry left naming a record that
+    ///   is gone is replaced by the next challenge.
+    public func afterOpen(_ record: TransactionRecord, _ intent: Intent, written: StoreResult<Bool>, claimed: StoreResult<Int?>,
                           attempts: Int) -> Plan {
         switch (written, claimed) {
-        case (.success, .success(true)):
-            return .countPending(record, intent)
-        case (.success, .success(false)):
+        case (.success, .success(let pending?)):
+            guard pending <= maxPending else { return unclaim(record, intent, then: .failed(.tooManyTransactions(maxPending))) }
+            return created(record)
+        case (.success, .success(nil)):
             return .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: attempts - 1))
-        case (.failure(let e), .success(let indexed)):
-            return .withdraw(txid: record.txid, unindex: indexed ? intent.pendingKey : nil, then: .failed(.unavailable(e.description)))
-        case (.success, .failure(let e)):
+        case (.failure(let e), .success(nil)), (.success, .failure(let e)):
             return .withdraw(txid: record.txid, unindex: nil, then: .failed(.unavailable(e.description)))
+        case (.failure(let e), .success):
+            return unclaim(record, intent, then: .failed(.unavailable(e.description)))
         case (.failure(let e), .failure):
             return .failed(.unavailable(e.description))
         }
     }
 
-    /// After counting the subject's pending transactions (this one included): over the limit,
-    /// the record, its index entry and its count are withdrawn before the refusal.
-    public func afterCount(_ record: TransactionRecord, _ intent: Intent, pending: Int) -> Plan {
-        guard pending <= maxPending else {
-            return .withdraw(txid: record.txid, unindex: intent.pendingKey,
-                             then: .uncountPending(subject: record.subject, then: .failed(.tooManyTransactions(maxPending))))
-        }
-        return created(record)
+    /// The record withdrawn with the index entry that claimed it and the count that came with
+    /// the claim, then `then`.
+    private func unclaim(_ record: TransactionRecord, _ intent: Intent, then: Plan) -> Plan {
+        .withdraw(txid: record.txid, unindex: intent.pendingKey, then: .uncountPending(subject: record.subject, then: then))
     }
 
     /// The record is written: challenge with its TxId.

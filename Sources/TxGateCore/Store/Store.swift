@@ -169,6 +169,18 @@ public protocol Store: AnyObject, Sendable {
     /// its entry for the outcome is appended to the audit trail in the same step.
     func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
                         on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// `create`, and, only if `key` was created, `counter` moved in the same step (`CounterMove`).
+    /// `done` gets the counter's value after the move, or nil if `key` was not created (it
+    /// exists, and nothing moved). A counter that holds something other than a number fails
+    /// the step, and `key` is not created.
+    func create(_ key: String, value: [UInt8], ttlMs: Int, moving counter: CounterMove, on executor: CallbackExecutor,
+                _ done: @escaping (StoreResult<Int?>) -> Void)
+    /// `compareAndSwap`, and, only if the value was swapped, `counter` moved in the same step
+    /// (`CounterMove`). `done` gets the counter's value after the move, or nil if nothing was
+    /// swapped (and nothing moved). A counter that holds something other than a number fails an
+    /// `up` move, and nothing is swapped.
+    func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
+                        moving counter: CounterMove, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Int?>) -> Void)
     /// Checks the value and removes it in one step (see `ConditionalTake.matches`), so that a
     /// record is consumed exactly once and only in the state the caller names. With `audit`,
     /// its entry for the outcome (taken, or absent/kept) is appended to the audit trail in the

@@ -1,0 +1,103 @@
+import EventHTTP
+import Foundation
+import Testing
+import TxGateCore
+import TxGateRedis
+import TestSupport
+
+/// A counter moved by the same script as a write (`CounterMove`) on a real redis-server, for a
+/// key no fence guards (a challenge's pending index entry) and a fenced one (a transaction).
+@Suite(.serialized) struct RedisCounterMoveTests {
+    static let keys = ["txpending:a", TransactionRecord.key("a")]
+
+    @Test(arguments: keys)
+    func aWriteMovesItsCounterOnlyWhenItIsMade(_ key: String) async throws {
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
+        let up = CounterMove.up("txrate:alice", ttlMs: 60_000)
+        #expect(try await call(on: loop) { store.create(key, value: bytes("created"), ttlMs: 600_000, moving: up, on: $0, $1) }.get() == 1)
+        #expect(try await call(on: loop) { store.get(key, on: $0, $1) }.get() == bytes("created"))
+        #expect(try await call(on: loop) { store.get("txrate:alice", on: $0, $1) }.get() == bytes("1"))
+        let ttl = try redis.pttl("t:txrate:alice")
+        #expect(ttl > 50_000 && ttl <= 60_000, "the counter's own time to live: \(ttl)")
+        #expect(try redis.pttl("t:" + key) > 500_000, "the key's: its own")
+        // Not created: nothing moves.
+        #expect(try await call(on: loop) { store.create(key, value: bytes("again"), ttlMs: 600_000, moving: up, on: $0, $1) }.get()
+                == .some(nil))
+        #expect(try await call(on: loop) { store.increment("txrate:alice", ttlMs: 1, on: $0, $1) }.get() == 2)
+
+        // A swap: not made, nothing moves; made, the counter moves with it and with its audit record.
+        let down = CounterMove.down("txrate:alice")
+        let audit = AuditAppend(ifChanged: bytes("approved"), retentionMs: 60_000)
+        let streamBefore = try redis.command(["XLEN", "t:audit"])
+        #expect(try await call(on: loop) {
+            store.compareAndSwap(key, expected: bytes("other"), new: bytes("x"), ttlMs: nil, audit: nil, moving: down, on: $0, $1)
+        }.get() == .some(nil))
+        #expect(try await call(on: loop) {
+            store.compareAndSwap(key, expected: bytes("created"), new: bytes("approved"), ttlMs: nil, audit: audit, moving: down,
+                                 on: $0, $1)
+        }.get() == 1)
+        #expect(try await call(on: loop) { store.get(key, on: $0, $1) }.get() == bytes("approved"))
+        #expect(try await call(on: loop) { store.get("txrate:alice", on: $0, $1) }.get() == bytes("1"))
+        #expect(try redis.pttl("t:txrate:alice") > 50_000, "lowered, it keeps its expiry")
+        let streamAfter = try redis.command(["XLEN", "t:audit"])
+        #expect(streamBefore == .integer(0) && streamAfter == .integer(1))
+        // Never below 0; an absent counter stays absent; the swaps are made all the same.
+        for (expected, new, counter) in [("approved", "a2", "txrate:alice"), ("a2", "a3", "txrate:alice"), ("a3", "a4", "absent")] {
+            #expect(try await call(on: loop) {
+                store.compareAndSwap(key, expected: bytes(expected), new: bytes(new), ttlMs: nil, audit: nil, moving: .down(counter),
+                                     on: $0, $1)
+            }.get() == 0)
+        }
+        #expect(try await call(on: loop) { store.get(key, on: $0, $1) }.get() == bytes("a4"))
+        #expect(try await call(on: loop) { store.get("txrate:alice", on: $0, $1) }.get() == bytes("0"))
+        #expect(try redis.command(["EXISTS", "t:absent"]) == .integer(0))
+        // Up with a swap, and a script Redis no longer has is sent whole.
+        _ = try redis.command(["SCRIPT", "FLUSH"])
+        #expect(try await call(on: loop) {
+            store.compareAndSwap(key, expected: bytes("a4"), new: nil, ttlMs: nil, audit: nil, moving: up, on: $0, $1)
+        }.get() == 1)
+        #expect(try await call(on: loop) { store.get(key, on: $0, $1) }.get() == nil)
+    }
+
+    /// A counter that holds something else fails the move before anything is written: the key
+    /// not created, the value not swapped, no audit record.
+    @Test(arguments: keys)
+    func aCounterThatCannotMoveLeavesTheWriteUnmade(_ key: String) async throws {
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
+        _ = try redis.command(["SET", "t:txrate:alice", "not a counter"])
+        let up = CounterMove.up("txrate:alice", ttlMs: 60_000)
+        let created = await call(on: loop) { store.create(key, value: bytes("created"), ttlMs: 600_000, moving: up, on: $0, $1) }
+        #expect(created.error != nil, "\(created)")
+        #expect(try await call(on: loop) { store.get(key, on: $0, $1) }.get() == nil)
+
+        #expect(try await call(on: loop) { store.create(key, value: bytes("created"), ttlMs: 600_000, on: $0, $1) }.get() == true)
+        let audit = AuditAppend(ifChanged: bytes("approved"), retentionMs: 60_000)
+        let swapped = await call(on: loop) {
+            store.compareAndSwap(key, expected: bytes("created"), new: bytes("approved"), ttlMs: nil, audit: audit, moving: up,
+                                 on: $0, $1)
+        }
+        #expect(swapped.error != nil, "\(swapped)")
+        #expect(try await call(on: loop) { store.get(key, on: $0, $1) }.get() == bytes("created"))
+        #expect(try redis.command(["XLEN", "t:audit"]) == .integer(0))
+        #expect(try redis.command(["GET", "t:txrate:alice"]) == .bulk(bytes("not a counter")))
+    }
+
+    /// What no store step may be asked: a counter in a fenced class (its digits would be read as
+    /// an epoch stamp), a counter started without a time to live.
+    @Test func countersThatCannotBeAskedForAreRefusedBeforeAnythingIsSent() async throws {
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
+        let fenced = await call(on: loop) {
+            store.create("txpending:a", value: [1], ttlMs: 60_000, moving: .up(TransactionRecord.key("n"), ttlMs: 60_000), on: $0, $1)
+        }
+        #expect(fenced.error == .failed("counter 'tx' keys: that key class is fenced and holds records, not counters"))
+        let forever = await call(on: loop) { store.create("txpending:a", value: [1], ttlMs: 60_000, moving: .up("n", ttlMs: 0), on: $0, $1) }
+        #expect(forever.error == .failed("counter 'n': ttlMs must be more than 0, got 0"))
+        #expect(try redis.command(["EXISTS", "t:txpending:a"]) == .integer(0))
+    }
+}
