@@ -183,7 +183,7 @@ final class RedisFence: Sendable {
     /// `RedisStore.raiseBody` on the value of this epoch; the first value of a marker (ARGV[2]
     /// '1') is refused in its quarantine (ARGV[3] ms), as `create` refuses it.
     static let raise = RedisScript(
-        prelude + RedisStore.raiseBody(quarantine: "if ARGV[2] == '1' then\n" + quarantine("ARGV[3]") + "\nend")
+        prelude + RedisStore.raiseBody(quarantine: "if ARGV[2] == '1' then\n" + quarantine("ARGV[3]") + "\nend", firstGuard: 3)
     )
 
     /// ARGV: value, ttl ms.

@@ -121,8 +121,8 @@ public final class RedisStore: Store, Sendable {
             return
         }
         let kind = fenced.kind(of: key)
-        var c = kind != nil ? fencedEval(RedisFence.createMoving, key, counter: counter.key, room: value.count)
-            : eval(Self.createMovingScript, key, counter: counter.key, room: value.count)
+        var c = kind != nil ? fencedEval(RedisFence.createMoving, key, more: [counter.key], room: value.count)
+            : eval(Self.createMovingScript, key, more: [counter.key], room: value.count)
         c.add(value)
         c.add(ttlMs == StoreExpiry.never ? "0" : String(ttlMs))
         c.add(kind == .marker ? "1" : "0")
@@ -193,19 +193,31 @@ public final class RedisStore: Store, Sendable {
     /// One script instead of a read and a create or compare-and-swap (a user's last TOTP step,
     /// at every one-time code).
     public func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
+        raise(key, to: value, unlessPresent: [], on: executor) { r in done(r.map { $0 == .raised }) }
+    }
+
+    /// One script: the guards checked (`EXISTS`), then the raise (no guard: the same script).
+    public func raise(_ key: String, to value: UInt64, unlessPresent guards: [String], on executor: CallbackExecutor,
+                      _ done: @escaping (StoreResult<GuardedRaise>) -> Void) {
+        if let fencedGuard = guards.first(where: { fenced.kind(of: $0) != nil }) {
+            let refused = StoreError.failed("raise '\(key)' unless '\(fencedGuard.prefix { $0 != ":" })' keys: that key class is fenced and holds records, not guards")
+            executor.execute { done(.failure(refused)) }
+            return
+        }
         let kind = fenced.kind(of: key)
-        var c = kind != nil ? fencedEval(RedisFence.raise, key) : eval(Self.raiseScript, key)
+        var c = kind != nil ? fencedEval(RedisFence.raise, key, more: guards) : eval(Self.raiseScript, key, more: guards)
         c.add(String(value))
         c.add(kind == .marker ? "1" : "0")
         c.add(String(fenced.quarantine(of: key, ttlMs: StoreExpiry.never)))
         run(c, on: executor, oneShot: true, writes: true, { (r: StoreResult<Int>) in
             switch r {
             case .success(-1): done(.failure(.failed("raise '\(key)': the value kept there is not a number")))
-            case .success(let n): done(.success(n == 1))
+            case .success(-2): done(.success(.blocked))
+            case .success(let n): done(.success(n == 1 ? .raised : .notHigher))
             case .failure(let e): done(.failure(e))
             }
         }) { reply in
-            if case .integer(let n) = reply, (-1...1).contains(n) { return n }
+            if case .integer(let n) = reply, (-2...1).contains(n) { return n }
             return nil
         }
     }
@@ -230,8 +242,8 @@ public final class RedisStore: Store, Sendable {
         }
         let room = expected.count + (new?.count ?? 0) + audit.byteCount
         var c = fenced.kind(of: key) != nil
-            ? fencedEval(RedisFence.compareAndSwapMoving, key, counter: counter.key, audited: true, room: room)
-            : eval(Self.compareAndSwapMovingScript, key, counter: counter.key, audited: true, room: room)
+            ? fencedEval(RedisFence.compareAndSwapMoving, key, more: [counter.key], audited: true, room: room)
+            : eval(Self.compareAndSwapMovingScript, key, more: [counter.key], audited: true, room: room)
         addAudit(audit, to: &c)
         addSwap(expected: expected, new: new, ttlMs: ttlMs, to: &c)
         addMove(counter, to: &c)
@@ -372,7 +384,7 @@ public final class RedisStore: Store, Sendable {
 
     /// `Store.raise` in one step. ARGV[1] the value (decimal digits, no leading zero). Returns
     /// 1 raised, 0 already as high, -1 the value kept is not a number (left as it is).
-    static let raiseScript = RedisScript(unfenced + raiseBody(quarantine: ""))
+    static let raiseScript = RedisScript(unfenced + raiseBody(quarantine: "", firstGuard: 2))
 
     /// `current` and `stamped` of a key no fence guards: the value as it is.
     static let unfenced = """
@@ -411,9 +423,13 @@ public final class RedisStore: Store, Sendable {
 
     /// The body of a raise, shared with the fenced one (`RedisFence.raise`); `quarantine` runs
     /// before a first value is written. Numbers are compared as digit strings (a Lua number
-    /// has 53 bits; these have 64).
-    static func raiseBody(quarantine: String) -> String {
+    /// has 53 bits; these have 64). The keys from KEYS[firstGuard] on are guards
+    /// (`Store.raise(unlessPresent:)`): any of them there, nothing is raised and the answer is -2.
+    static func raiseBody(quarantine: String, firstGuard: Int) -> String {
         """
+        for i = \(firstGuard), #KEYS do
+          if redis.call('EXISTS', KEYS[i]) == 1 then return -2 end
+        end
         local v = current(redis.call('GET', KEYS[1]))
         if v then
           if not string.match(v, '^%d+$') then return -1 end
@@ -558,33 +574,35 @@ public final class RedisStore: Store, Sendable {
         return c
     }
 
-    /// `EVALSHA <script> <numkeys> <prefixed key>`, for the script's ARGV to be added; `counter`
-    /// (a counter the script moves) is the next key, and `audited` adds the audit stream as the last.
-    private func eval(_ script: RedisScript, _ key: String, counter: String? = nil, audited: Bool = false,
+    /// `EVALSHA <script> <numkeys> <prefixed key>`, for the script's ARGV to be added; `more`
+    /// (a counter the script moves, the keys that block it) are the next keys, and `audited`
+    /// adds the audit stream as the last.
+    private func eval(_ script: RedisScript, _ key: String, more: [String] = [], audited: Bool = false,
                       room: Int = 0) -> RedisCommand {
         var c = RedisCommand(script, room: room)
-        c.add(Self.keyCounts[1 + (counter == nil ? 0 : 1) + (audited ? 1 : 0)])
+        c.add(Self.keyCount(1 + more.count + (audited ? 1 : 0)))
         c.add(keyPrefix, key)
-        if let counter { c.add(keyPrefix, counter) }
+        for k in more { c.add(keyPrefix, k) }
         if audited { c.add(auditKey) }
         return c
     }
 
     /// `EVALSHA <script> <numkeys> <prefixed key> <fence record>`: a fenced operation reads the
-    /// epoch itself. Then `counter` and the audit stream, as `eval` adds them.
-    private func fencedEval(_ script: RedisScript, _ key: String, counter: String? = nil, audited: Bool = false,
+    /// epoch itself. Then `more` and the audit stream, as `eval` adds them.
+    private func fencedEval(_ script: RedisScript, _ key: String, more: [String] = [], audited: Bool = false,
                             room: Int = 0) -> RedisCommand {
         var c = RedisCommand(script, room: room)
-        c.add(Self.keyCounts[2 + (counter == nil ? 0 : 1) + (audited ? 1 : 0)])
+        c.add(Self.keyCount(2 + more.count + (audited ? 1 : 0)))
         c.add(keyPrefix, key)
         c.add(fence.key)
-        if let counter { c.add(keyPrefix, counter) }
+        for k in more { c.add(keyPrefix, k) }
         if audited { c.add(auditKey) }
         return c
     }
 
-    /// `numkeys` of an EVALSHA, by count: literals, no number formatted per command.
-    private static let keyCounts = ["0", "1", "2", "3", "4"]
+    /// `numkeys` of an EVALSHA: a literal for the usual counts, no number formatted per command.
+    private static func keyCount(_ n: Int) -> String { n < keyCounts.count ? keyCounts[n] : String(n) }
+    private static let keyCounts = ["0", "1", "2", "3", "4", "5"]
 
     /// The answer of a script that moves a counter (`movesCounter`): -1 not made (nil), else the
     /// counter's value after the move.

@@ -178,6 +178,14 @@ final class KeyValueTable {
         }
     }
 
+    /// `Store.raise(unlessPresent:)` in one transaction.
+    func raise(_ key: String, to value: UInt64, unlessPresent guards: [String], now: Int64) throws -> GuardedRaise {
+        try transaction {
+            for guardKey in guards where try live(guardKey, now: now) != nil { return .blocked }
+            return try raise(key, to: value, now: now) ? .raised : .notHigher
+        }
+    }
+
     /// `expiresAt` nil keeps the row's expiry. The value compares byte for byte (both are blobs).
     /// With an audit entry for the outcome, the swap and the entry are one transaction.
     func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, expiresAt: Int64?, now: Int64,

@@ -249,6 +249,12 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         run("raise", executor, done) { table, now in try table.raise(key, to: value, now: now) }
     }
 
+    /// One transaction: the guards read, then the raise.
+    public func raise(_ key: String, to value: UInt64, unlessPresent guards: [String], on executor: CallbackExecutor,
+                      _ done: @escaping (StoreResult<GuardedRaise>) -> Void) {
+        run("raise", executor, done) { table, now in try table.raise(key, to: value, unlessPresent: guards, now: now) }
+    }
+
     // MARK: Running operations
 
     /// Runs `body` on the store queue, then `done` on `executor` once what it wrote is

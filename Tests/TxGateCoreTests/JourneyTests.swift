@@ -30,11 +30,13 @@ final class FakeServices: JourneyServices {
         if failures[username]! >= 3 { locked.insert(username) }
         done(.success(max(0, 3 - failures[username]!)))
     }
-    func acceptTOTPStep(_ step: UInt64, of username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        if stepStoreDown { done(.failure(.unavailable("down"))); return }
-        if let last = totpSteps[username], last >= step { done(.success(false)); return }
+    func acceptTOTPStep(_ step: UInt64, of username: String, unlessLockedOut who: Attempter,
+                        _ done: @escaping (StoreResult<GuardedRaise>) -> Void) {
+        if stepStoreDown || storeDown { done(.failure(.unavailable("down"))); return }
+        if locked.contains(who.user) { done(.success(.blocked)); return }
+        if let last = totpSteps[username], last >= step { done(.success(.notHigher)); return }
         totpSteps[username] = step
-        done(.success(true))
+        done(.success(.raised))
     }
     var saved: [String: [UInt8]] = [:]
     func keyedDigest(_ value: [UInt8]) -> [UInt8] { Crypto.hmacSHA256(key: Array("test key".utf8), data: value) }
@@ -210,6 +212,26 @@ final class FakeServices: JourneyServices {
             Issue.record("the next step's code must pass"); return
         }
         #expect(services.totpSteps["demo"] == totp.counter(at: t + 30))
+    }
+
+    /// Locked out, a TOTP step fails as locked out whether the code is right or wrong: a right
+    /// code is not recorded (the step that would record it checks the lockout), a wrong one is
+    /// not counted, and the two answers are the same.
+    @Test func aLockedOutUsersCodeIsRefusedRightOrWrongAndNothingIsRecorded() {
+        let e = engine(["Confirm": [NodeConfig(type: "TOTP")]])
+        let s = JourneyState(realm: "/", journey: "Confirm", username: "demo")
+        services.locked.insert("demo")
+        for code in [totpCode, "000000"] {
+            guard case .failure(let reason, let kind, let left) = run(e, s, [[SubmittedCallback(type: "PasswordCallback", inputs: [.string(code)])]]) else {
+                Issue.record("a locked-out user's code must fail"); return
+            }
+            #expect(reason == "user is locked out" && kind == .lockedOut && left == nil)
+        }
+        #expect(services.totpSteps["demo"] == nil && services.failures["demo"] == nil)
+        services.locked.remove("demo")
+        guard case .success = run(e, s, [[SubmittedCallback(type: "PasswordCallback", inputs: [.string(totpCode)])]]) else {
+            Issue.record("the lockout over, the code passes"); return
+        }
     }
 
     @Test func totpFailsClosedWhenItsStepCannotBeRecorded() {

@@ -100,4 +100,26 @@ import TestSupport
         #expect(forever.error == .failed("counter 'n': ttlMs must be more than 0, got 0"))
         #expect(try redis.command(["EXISTS", "t:txpending:a"]) == .integer(0))
     }
+
+    /// A raise that a guard key blocks, in the same script, on a plain key and on a fenced marker
+    /// (each user's last TOTP step).
+    @Test(arguments: ["step", TOTPStepRecord.key("demo")])
+    func aGuardKeyBlocksARaise(_ key: String) async throws {
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
+        let guards = ["lock:source:a", "lock:user:demo"]
+        #expect(try await call(on: loop) { store.raise(key, to: 5, unlessPresent: guards, on: $0, $1) }.get() == .raised)
+        _ = try redis.command(["SET", "t:lock:user:demo", "1", "PX", "300"])
+        #expect(try await call(on: loop) { store.raise(key, to: 6, unlessPresent: guards, on: $0, $1) }.get() == .blocked)
+        #expect(try await call(on: loop) { store.get(key, on: $0, $1) }.get() == bytes("5"))
+        #expect(try await call(on: loop) { store.raise(key, to: 6, unlessPresent: ["lock:user:eve"], on: $0, $1) }.get() == .raised)
+        try await Task.sleep(for: .milliseconds(400))
+        #expect(try await call(on: loop) { store.raise(key, to: 6, unlessPresent: guards, on: $0, $1) }.get() == .notHigher)
+        #expect(try await call(on: loop) { store.raise(key, to: 7, unlessPresent: guards, on: $0, $1) }.get() == .raised)
+        // The plain raise is the same script with no guard.
+        #expect(try await call(on: loop) { store.raise(key, to: 8, on: $0, $1) }.get() == true)
+        let fenced = await call(on: loop) { store.raise(key, to: 9, unlessPresent: [TransactionRecord.key("x")], on: $0, $1) }
+        #expect(fenced.error != nil, "a fenced guard is refused: \(fenced)")
+    }
 }

@@ -96,4 +96,23 @@ import TestSupport
             #expect(try await call { store.get("b", on: $0, $1) }.get() == nil)
         }
     }
+
+    /// A raise that a guard key blocks, in the same transaction: a user's TOTP step is not
+    /// recorded while a lockout of theirs is set.
+    @Test func aGuardKeyBlocksARaise() async throws {
+        let clock = ManualClock()
+        try await withStore(clock: clock) { store, _ async throws in
+            let guards = ["lock:source:a", "lock:user:demo"]
+            #expect(try await call { store.raise("step", to: 5, unlessPresent: guards, on: $0, $1) }.get() == .raised)
+            try await call { store.put("lock:user:demo", value: [1], ttlMs: 300, on: $0, $1) }.get()
+            #expect(try await call { store.raise("step", to: 6, unlessPresent: guards, on: $0, $1) }.get() == .blocked)
+            #expect(try await call { store.get("step", on: $0, $1) }.get() == bytes("5"))
+            // Another user's lockout blocks nothing; the lockout expired blocks nothing either.
+            #expect(try await call { store.raise("step", to: 6, unlessPresent: ["lock:user:eve"], on: $0, $1) }.get() == .raised)
+            clock.advance(ms: 300)
+            #expect(try await call { store.raise("step", to: 6, unlessPresent: guards, on: $0, $1) }.get() == .notHigher)
+            #expect(try await call { store.raise("step", to: 7, unlessPresent: guards, on: $0, $1) }.get() == .raised)
+            #expect(try await call { store.raise("other", to: 1, unlessPresent: [], on: $0, $1) }.get() == .raised)
+        }
+    }
 }

@@ -70,8 +70,11 @@ final class EmbeddedJourneyServices: JourneyServices {
     }
 
     func isLockedOut(_ who: Attempter, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        anyLocked(counters(who).map { "lock:" + $0.subject }[...], done)
+        anyLocked(lockKeys(who)[...], done)
     }
+
+    /// The lockouts that stop `who`: one per counter.
+    private func lockKeys(_ who: Attempter) -> [String] { counters(who).map { "lock:" + $0.subject } }
 
     private func anyLocked(_ keys: ArraySlice<String>, _ done: @escaping (StoreResult<Bool>) -> Void) {
         guard let key = keys.first else { done(.success(false)); return }
@@ -149,8 +152,9 @@ final class EmbeddedJourneyServices: JourneyServices {
         store.take(key, on: loop, done)
     }
 
-    func acceptTOTPStep(_ step: UInt64, of username: String, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        store.raise(TOTPStepRecord.key(username), to: step, on: loop, done)
+    func acceptTOTPStep(_ step: UInt64, of username: String, unlessLockedOut who: Attempter,
+                        _ done: @escaping (StoreResult<GuardedRaise>) -> Void) {
+        store.raise(TOTPStepRecord.key(username), to: step, unlessPresent: lockKeys(who), on: loop, done)
     }
 
     // MARK: Approve elsewhere

@@ -99,4 +99,9 @@ final class MeasuredStore: Store {
     func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
         inner.raise(key, to: value, on: executor, measured(.raise, on: executor, done))
     }
+
+    func raise(_ key: String, to value: UInt64, unlessPresent guards: [String], on executor: CallbackExecutor,
+               _ done: @escaping (StoreResult<GuardedRaise>) -> Void) {
+        inner.raise(key, to: value, unlessPresent: guards, on: executor, measured(.raise, on: executor, done))
+    }
 }

@@ -132,10 +132,13 @@ public protocol JourneyServices: AnyObject {
     /// `who` may have before a lockout (the fewest of its counters); 0 when this one locked.
     func recordFailure(_ who: Attempter, _ done: @escaping (StoreResult<Int>) -> Void)
     /// Records `step` as the last TOTP time step accepted for `username` if it is later than the
-    /// one recorded (RFC 6238 §5.2). False if it is not: that code, or a later one, was accepted
-    /// already. The record never expires, so that no purge and no clock step can re-open a code;
-    /// of concurrent callers with the same step, exactly one gets true.
-    func acceptTOTPStep(_ step: UInt64, of username: String, _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// one recorded (RFC 6238 §5.2), unless `who` is locked out (`isLockedOut`), in one store
+    /// step: `.raised` accepted; `.notHigher` that code, or a later one, was accepted already;
+    /// `.blocked` locked out, nothing recorded. The record never expires, so that no purge and
+    /// no clock step can re-open a code; of concurrent callers with the same step, exactly one
+    /// gets `.raised`.
+    func acceptTOTPStep(_ step: UInt64, of username: String, unlessLockedOut who: Attempter,
+                        _ done: @escaping (StoreResult<GuardedRaise>) -> Void)
     /// Unix time in seconds.
     var now: Int { get }
     /// Sends an email; the error says what failed.
@@ -364,22 +367,26 @@ struct TOTPNode: JourneyNode {
             return
         }
         let code = (submitted.last?.text ?? "").trimmingWhitespaces()
-        services.unlessLockedOut(context.attempter(username), done) {
-            guard let secret = services.user(named: username)?.totpSecret.flatMap(Base32.decode),
-                  let counter = TOTP(secret: secret, digits: 6, period: Self.period)
-                    .matchingCounter(code, at: services.now, window: Self.window) else {
-                services.failAttempt(context.attempter(username), reason: "wrong one-time password", kind: .wrongCode, done)
-                return
+        let who = context.attempter(username)
+        guard let secret = services.user(named: username)?.totpSecret.flatMap(Base32.decode),
+              let counter = TOTP(secret: secret, digits: 6, period: Self.period)
+                .matchingCounter(code, at: services.now, window: Self.window) else {
+            // Locked out, a wrong code is answered as a right one is: locked out, nothing counted.
+            services.unlessLockedOut(who, done) {
+                services.failAttempt(who, reason: "wrong one-time password", kind: .wrongCode, done)
             }
-            // Not a marker per code that expires on the wall clock: a clock stepped back past a
-            // purged marker would accept the spent code again.
-            services.acceptTOTPStep(counter, of: username) { accepted in
-                switch accepted {
-                case .failure(let e): done(.unavailable(e.description))
-                case .success(false):
-                    done(.failure(reason: "one-time password already used (or an earlier one than the last accepted)", kind: .codeUsed))
-                case .success(true): done(.next(state))
-                }
+            return
+        }
+        // The lockout is checked by the step that records the code, not read before it. Not a
+        // marker per code that expires on the wall clock: a clock stepped back past a purged
+        // marker would accept the spent code again.
+        services.acceptTOTPStep(counter, of: username, unlessLockedOut: who) { accepted in
+            switch accepted {
+            case .failure(let e): done(.unavailable(e.description))
+            case .success(.blocked): done(.failure(reason: "user is locked out", kind: .lockedOut))
+            case .success(.notHigher):
+                done(.failure(reason: "one-time password already used (or an earlier one than the last accepted)", kind: .codeUsed))
+            case .success(.raised): done(.next(state))
             }
         }
     }

@@ -204,4 +204,10 @@ public protocol Store: AnyObject, Sendable {
     /// true. A value that is not a number fails rather than being overwritten. (A default built
     /// from `get`, `create` and `compareAndSwap` is provided; a store may do it in one step.)
     func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void)
+    /// `raise`, unless one of `guards` is there (live) in the same step: then nothing is raised
+    /// and `done` gets `.blocked` (a user's TOTP step, accepted only while no lockout of theirs
+    /// is set, without a read of its own for the lockout). Guards are plain keys, never of a
+    /// fenced class.
+    func raise(_ key: String, to value: UInt64, unlessPresent guards: [String], on executor: CallbackExecutor,
+               _ done: @escaping (StoreResult<GuardedRaise>) -> Void)
 }

@@ -1,3 +1,6 @@
+// Store steps that do what took two before: a write and the counter it moves
+// (`CounterMove`), a raise and the keys that block it (`GuardedRaise`).
+
 /// A counter (`Store.increment`'s) moved by the same store step as a write, and only when the
 /// write is made (`Store.create(_:value:ttlMs:moving:on:_:)`,
 /// `Store.compareAndSwap(_:expected:new:ttlMs:audit:moving:on:_:)`): a user's count of
@@ -17,4 +20,14 @@ public enum CounterMove: Equatable, Sendable {
         case .up(let key, _), .down(let key): key
         }
     }
+}
+
+/// What `Store.raise(_:to:unlessPresent:on:_:)` did.
+public enum GuardedRaise: Equatable, Sendable {
+    /// The number was raised (or set: the key was absent).
+    case raised
+    /// The number kept is the value or more: nothing changed.
+    case notHigher
+    /// One of the guard keys is there (live): nothing was read or changed.
+    case blocked
 }
