@@ -144,28 +144,24 @@ final class RedisFence: Sendable {
     /// (its own time to live, or a high-water mark's fixed time). A marker claimed less than its
     /// quarantine after the epoch moved on is refused: a marker of the same name may have been
     /// lost with the old epoch, and its absence proves nothing until it would have expired.
-    static let create = RedisScript(prelude + RedisStore.movesNothing + createBody)
-
-    /// `create` with a counter moved (`RedisStore.movesCounter`): KEYS[3] the counter, and the
-    /// move's two arguments after `create`'s.
-    static let createMoving = RedisScript(prelude + RedisStore.movesCounter(key: "KEYS[3]") + createBody)
-
-    /// The body of a create, shared with the unfenced one that moves a counter
-    /// (`RedisStore.createMovingScript`, which never asks for a quarantine: ARGV[3] '0').
-    /// `made()` runs once the key is known to be created, before anything is written.
-    static let createBody = """
-        if current(redis.call('GET', KEYS[1])) then return notMade end
+    static let create = RedisScript(
+        prelude + """
+        if current(redis.call('GET', KEYS[1])) then return 0 end
         if ARGV[3] == '1' then
         """ + "\n" + quarantine("ARGV[4]") + "\n" + """
         end
-        local answer = made()
         if ARGV[2] == '0' then
           redis.call('SET', KEYS[1], stamped(ARGV[1]))
         else
           redis.call('SET', KEYS[1], stamped(ARGV[1]), 'PX', ARGV[2])
         end
-        return answer
+        return 1
         """
+    )
+
+    /// `Store.writeAll` with a fenced key among those written (`RedisStore.writeAllBody`):
+    /// KEYS[1] the counter, KEYS[2] the fence record (the prelude's), the written keys from KEYS[3].
+    static let writeAll = RedisScript(prelude + RedisStore.movesCounter(key: "KEYS[1]") + RedisStore.writeAllBody(firstKey: 3))
 
     /// Refuses a marker claimed less than `ms` (a Lua expression) after the epoch moved on.
     private static func quarantine(_ ms: String) -> String {

@@ -113,20 +113,41 @@ public final class RedisStore: Store, Sendable {
         }
     }
 
-    /// One script: the create and the counter's move (`movesCounter`).
-    public func create(_ key: String, value: [UInt8], ttlMs: Int, moving counter: CounterMove, on executor: CallbackExecutor,
-                       _ done: @escaping (StoreResult<Int?>) -> Void) {
-        if let refused = refusal(of: counter) {
+    /// One script (`writeAllBody`): every condition read, then every write and the move.
+    public func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, on executor: CallbackExecutor,
+                         _ done: @escaping (StoreResult<Int?>) -> Void) {
+        if let refused = refusal(of: counter) ?? refusal(of: writes) {
             executor.execute { done(.failure(refused)) }
             return
         }
-        let kind = fenced.kind(of: key)
-        var c = kind != nil ? fencedEval(RedisFence.createMoving, key, more: [counter.key], room: value.count)
-            : eval(Self.createMovingScript, key, more: [counter.key], room: value.count)
-        c.add(value)
-        c.add(ttlMs == StoreExpiry.never ? "0" : String(ttlMs))
-        c.add(kind == .marker ? "1" : "0")
-        c.add(String(fenced.quarantine(of: key, ttlMs: ttlMs)))
+        let keys = writes.map(\.key)
+        let anyFenced = keys.contains { fenced.kind(of: $0) != nil }
+        let room = writes.reduce(0) { room, write in
+            switch write {
+            case .create(_, let value, _): room + value.count
+            case .swap(_, let expected, let new, _): room + expected.count + new.count
+            }
+        }
+        var c = anyFenced ? fencedEval(RedisFence.writeAll, counter.key, more: keys, room: room)
+            : eval(Self.writeAllScript, counter.key, more: keys, room: room)
+        for write in writes {
+            let ttlMs: Int?
+            switch write {
+            case .create(let key, let value, let ttl):
+                c.add("c")
+                c.add(fenced.kind(of: key) != nil ? "1" : "0")
+                c.add("")
+                c.add(value)
+                ttlMs = ttl
+            case .swap(let key, let expected, let new, let ttl):
+                c.add("s")
+                c.add(fenced.kind(of: key) != nil ? "1" : "0")
+                c.add(expected)
+                c.add(new)
+                ttlMs = ttl
+            }
+            c.add(ttlMs.map { $0 == StoreExpiry.never ? "0" : String($0) } ?? "")
+        }
         addMove(counter, to: &c)
         run(c, on: executor, oneShot: true, writes: true, done, Self.moved)
     }
@@ -275,6 +296,16 @@ public final class RedisStore: Store, Sendable {
         }
     }
 
+    /// Why `writes` cannot be sent, if they cannot: the shared checks (`ConditionalWrite.problem`),
+    /// and no one-time marker among them (their claims need a quarantine `create` and `raise` apply).
+    private func refusal(of writes: [ConditionalWrite]) -> StoreError? {
+        if let problem = ConditionalWrite.problem(in: writes) { return .failed(problem) }
+        if let marker = writes.first(where: { fenced.kind(of: $0.key) == .marker }) {
+            return .failed("writeAll '\(marker.key.prefix { $0 != ":" })' keys: one-time markers are written by create or raise, alone")
+        }
+        return nil
+    }
+
     /// Why `counter` cannot be moved, if it cannot: a counter's digits would be read as a fenced
     /// key's epoch stamp (fenced classes hold records), and a counter `up` starts needs a time to live.
     private func refusal(of counter: CounterMove) -> StoreError? {
@@ -417,9 +448,43 @@ public final class RedisStore: Store, Sendable {
         """
     }
 
-    /// `Store.create(moving:)` of a key no fence guards: KEYS[1] the key, KEYS[2] the counter;
-    /// ARGV as the fenced create's (`RedisFence.createBody`, no quarantine), then the move's.
-    static let createMovingScript = RedisScript(unfenced + movesCounter(key: "KEYS[2]") + RedisFence.createBody)
+    /// `Store.writeAll` of keys no fence guards: KEYS[1] the counter, the written keys from KEYS[2].
+    static let writeAllScript = RedisScript(unfenced + movesCounter(key: "KEYS[1]") + writeAllBody(firstKey: 2))
+
+    /// The body of a `Store.writeAll`, shared with the fenced one (`RedisFence.writeAll`): the
+    /// written keys from KEYS[firstKey] on; ARGV five per write (`c` create or `s` swap; `1` if
+    /// its key is fenced; the value expected, '' for a create; the value to write; its ttl ms,
+    /// '' keeping the expiry, '0' never expiring), then the counter's move (`movesCounter`).
+    /// Every condition is read before anything is written, and the move (which Redis may
+    /// refuse) comes before the writes.
+    static func writeAllBody(firstKey: Int) -> String {
+        """
+        local writes = (#ARGV - 2) / 5
+        local function arg(i, j) return ARGV[(i - 1) * 5 + j] end
+        for i = 1, writes do
+          local v = redis.call('GET', KEYS[\(firstKey - 1) + i])
+          if arg(i, 2) == '1' then v = current(v) end
+          if arg(i, 1) == 'c' then
+            if v then return notMade end
+          elseif v ~= arg(i, 3) then
+            return notMade
+          end
+        end
+        local answer = made()
+        for i = 1, writes do
+          local key, value, ttl = KEYS[\(firstKey - 1) + i], arg(i, 4), arg(i, 5)
+          if arg(i, 2) == '1' then value = stamped(value) end
+          if ttl == '' then
+            redis.call('SET', key, value, 'KEEPTTL')
+          elseif ttl == '0' then
+            redis.call('SET', key, value)
+          else
+            redis.call('SET', key, value, 'PX', ttl)
+          end
+        end
+        return answer
+        """
+    }
 
     /// The body of a raise, shared with the fenced one (`RedisFence.raise`); `quarantine` runs
     /// before a first value is written. Numbers are compared as digit strings (a Lua number

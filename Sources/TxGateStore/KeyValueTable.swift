@@ -66,13 +66,39 @@ final class KeyValueTable {
         return db.changes > 0
     }
 
-    /// `Store.create(moving:)`: the counter's value after the move, nil if `key` was not
-    /// created. A move that fails undoes the create.
-    func create(_ key: String, value: [UInt8], expiresAt: Int64, now: Int64, moving counter: CounterMove) throws -> Int? {
+    /// `Store.writeAll`: every condition read first, then every write and the move, in one
+    /// transaction. The counter's value after the move, nil if a condition failed (nothing
+    /// written). A move that fails undoes the writes.
+    func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, now: Int64) throws -> Int? {
         try transaction {
-            guard try create(key, value: value, expiresAt: expiresAt, now: now) else { return nil }
+            for write in writes {
+                let found = try live(write.key, now: now)?.value
+                switch write {
+                case .create: if found != nil { return nil }
+                case .swap(_, let expected, _, _): if found != expected { return nil }
+                }
+            }
+            for write in writes {
+                switch write {
+                case .create(let key, let value, let ttlMs):
+                    try put(key, value: value, expiresAt: try Self.expiry(of: "writeAll '\(key)'", now: now, ttlMs: ttlMs))
+                case .swap(let key, _, let new, let ttlMs?):
+                    try put(key, value: new, expiresAt: try Self.expiry(of: "writeAll '\(key)'", now: now, ttlMs: ttlMs))
+                case .swap(let key, _, let new, nil):
+                    try replaceValue(key, new)
+                }
+            }
             return try move(counter, now: now)
         }
+    }
+
+    /// When a row written now with `ttlMs` expires (`StoreExpiry.never`: never); `what` names
+    /// it in the error for a `ttlMs` that is not positive.
+    private static func expiry(of what: String, now: Int64, ttlMs: Int) throws -> Int64 {
+        guard ttlMs > 0 else { throw StoreError.failed("\(what): ttlMs must be more than 0, got \(ttlMs)") }
+        if ttlMs == StoreExpiry.never { return .max }
+        let (expiresAt, overflow) = now.addingReportingOverflow(Int64(ttlMs))
+        return overflow ? .max : expiresAt
     }
 
     func put(_ key: String, value: [UInt8], expiresAt: Int64) throws {
@@ -154,9 +180,7 @@ final class KeyValueTable {
     private func move(_ counter: CounterMove, now: Int64) throws -> Int {
         switch counter {
         case .up(let key, let ttlMs):
-            guard ttlMs > 0 else { throw StoreError.failed("counter '\(key)': ttlMs must be more than 0, got \(ttlMs)") }
-            let (expiresAt, overflow) = now.addingReportingOverflow(Int64(ttlMs))
-            return try increment(key, expiresAt: overflow ? .max : expiresAt, now: now)
+            return try increment(key, expiresAt: try Self.expiry(of: "counter '\(key)'", now: now, ttlMs: ttlMs), now: now)
         case .down(let key):
             return try lower(key, now: now) ?? 0
         }

@@ -128,11 +128,6 @@ public final class SQLiteStore: Store, @unchecked Sendable {
 
     // MARK: Store
 
-    /// True: every operation runs on one serial queue, in the order asked for, and is applied or
-    /// has failed before the next one runs. A batch whose commit is lost answers what it had
-    /// applied as failed; only then do the operations after the failure run.
-    public var appliesStepsInOrder: Bool { true }
-
     public func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
                        _ done: @escaping (StoreResult<Bool>) -> Void) {
         run("create", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
@@ -140,11 +135,14 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         }
     }
 
-    public func create(_ key: String, value: [UInt8], ttlMs: Int, moving counter: CounterMove, on executor: CallbackExecutor,
-                       _ done: @escaping (StoreResult<Int?>) -> Void) {
-        run("create", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
-            try table.create(key, value: value, expiresAt: expiresAt, now: now, moving: counter)
+    public func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, on executor: CallbackExecutor,
+                         _ done: @escaping (StoreResult<Int?>) -> Void) {
+        if let problem = ConditionalWrite.problem(in: writes) {
+            let reply = Completion(on: executor, done)
+            queue.async { reply(.failure(.failed(problem))) }
+            return
         }
+        run("writeAll", executor, done) { table, now in try table.writeAll(writes, moving: counter, now: now) }
     }
 
     public func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,

@@ -76,9 +76,8 @@ import Testing
         #expect(record.expires == Int(Self.t0 / 1000) + 180)
         #expect(record.state == .created && record.subject == "alice" && record.journey == "Confirm")
         #expect(record.display == "Pay 100 to Bob?")
-        // The claim of the index counted the transaction in the same step: the count is its answer.
-        let challenge = try #require(decision(decider.afterOpen(record, intent, written: .success(true), claimed: .success(1),
-                                                                attempts: 3)))
+        // The record, its index entry and the count are one step: the count is its answer.
+        let challenge = try #require(decision(decider.afterOpen(record, intent, opened: .success(1), attempts: 3)))
         #expect(challenge.advices[Advices.transaction] == [record.txid])
     }
 
@@ -86,7 +85,7 @@ import Testing
         let intent = try intent()
         let record = try newRecord(intent)
         func opened(pending: Int) -> PolicyDecider.Plan {
-            decider.afterOpen(record, intent, written: .success(true), claimed: .success(pending), attempts: 3)
+            decider.afterOpen(record, intent, opened: .success(pending), attempts: 3)
         }
         #expect(opened(pending: 2) == decider.created(record))
         #expect(opened(pending: 3)
@@ -94,25 +93,13 @@ import Testing
                              then: .uncountPending(subject: "alice", then: .failed(.tooManyTransactions(2)))))
     }
 
-    /// One of the record and the index entry may fail where the other did not: what the other
-    /// did is undone (the record withdrawn, an index entry naming it cleared, the count that
-    /// came with it lowered) and the challenge fails closed, never handing out a TxId, leaving
-    /// nothing counted. (The executor claims the index only once the record is written; the
-    /// decider answers every combination all the same.)
-    @Test func aFailedStepOfAnOpeningUndoesTheOtherAndFailsClosed() throws {
+    /// The step that writes the record and its index entry failed: nothing was written or
+    /// counted (all or nothing), so nothing is undone, and the challenge fails closed.
+    @Test func aFailedOpeningFailsClosedWithNothingToUndo() throws {
         let intent = try intent()
         let record = try newRecord(intent)
         let down = StoreError.unavailable("redis down")
-        let failed = PolicyDecider.Plan.failed(.unavailable(down.description))
-        func opened(_ written: StoreResult<Bool>, _ claimed: StoreResult<Int?>) -> PolicyDecider.Plan {
-            decider.afterOpen(record, intent, written: written, claimed: claimed, attempts: 3)
-        }
-        #expect(opened(.success(true), .failure(down)) == .withdraw(txid: record.txid, unindex: nil, then: failed))
-        // The index names a record that was never written: the entry is cleared, its count lowered.
-        #expect(opened(.failure(down), .success(1))
-                == .withdraw(txid: record.txid, unindex: intent.pendingKey, then: .uncountPending(subject: "alice", then: failed)))
-        #expect(opened(.failure(down), .success(nil)) == .withdraw(txid: record.txid, unindex: nil, then: failed))
-        #expect(opened(.failure(down), .failure(down)) == failed)
+        #expect(decider.afterOpen(record, intent, opened: .failure(down), attempts: 3) == .failed(.unavailable(down.description)))
     }
 
     // MARK: The same request challenged again (issue 23 item 9)
@@ -171,16 +158,16 @@ import Testing
         }
     }
 
-    /// Concurrent challenges of one request: the loser of the claim withdraws its record and
-    /// reads the index again (the winner's); the race is not run forever.
+    /// Concurrent challenges of one request: the loser of the claim, which wrote nothing, reads
+    /// the index again (the winner's); the race is not run forever.
     @Test func aLostClaimWithdrawsAndLooksAgain() throws {
         let intent = try intent()
         let record = try newRecord(intent)
         func lost(attempts: Int) -> PolicyDecider.Plan {
-            decider.afterOpen(record, intent, written: .success(true), claimed: .success(nil), attempts: attempts)
+            decider.afterOpen(record, intent, opened: .success(nil), attempts: attempts)
         }
-        #expect(lost(attempts: 3) == .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: 2)))
-        #expect(lost(attempts: 1) == .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: 0)))
+        #expect(lost(attempts: 3) == .findPending(intent, attempts: 2))
+        #expect(lost(attempts: 1) == .findPending(intent, attempts: 0))
         // With no attempt left, still the winner's if it is reusable…
         #expect(decision(decider.afterCheckPending(intent, txid: record.txid, record: record.encoded, attempts: 0, nowMs: Self.t0)) != nil)
         // …otherwise a clear failure, never an endless loop.

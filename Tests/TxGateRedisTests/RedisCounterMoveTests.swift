@@ -5,8 +5,9 @@ import TxGateCore
 import TxGateRedis
 import TestSupport
 
-/// A counter moved by the same script as a write (`CounterMove`) on a real redis-server, for a
-/// key no fence guards (a challenge's pending index entry) and a fenced one (a transaction).
+/// Writes made all or none with the counter they move (`ConditionalWrite`, `CounterMove`), and a
+/// raise blocked by guard keys (`GuardedRaise`), each one script on a real redis-server, for keys
+/// no fence guards (a challenge's pending index entry) and fenced ones (a transaction).
 @Suite(.serialized) struct RedisCounterMoveTests {
     static let keys = ["txpending:a", TransactionRecord.key("a")]
 
@@ -16,15 +17,18 @@ import TestSupport
         defer { fixture.close() }
         let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
         let up = CounterMove.up("txrate:alice", ttlMs: 60_000)
-        #expect(try await call(on: loop) { store.create(key, value: bytes("created"), ttlMs: 600_000, moving: up, on: $0, $1) }.get() == 1)
+        #expect(try await call(on: loop) {
+            store.writeAll([.create(key, value: bytes("created"), ttlMs: 600_000)], moving: up, on: $0, $1)
+        }.get() == 1)
         #expect(try await call(on: loop) { store.get(key, on: $0, $1) }.get() == bytes("created"))
         #expect(try await call(on: loop) { store.get("txrate:alice", on: $0, $1) }.get() == bytes("1"))
         let ttl = try redis.pttl("t:txrate:alice")
         #expect(ttl > 50_000 && ttl <= 60_000, "the counter's own time to live: \(ttl)")
         #expect(try redis.pttl("t:" + key) > 500_000, "the key's: its own")
         // Not created: nothing moves.
-        #expect(try await call(on: loop) { store.create(key, value: bytes("again"), ttlMs: 600_000, moving: up, on: $0, $1) }.get()
-                == .some(nil))
+        #expect(try await call(on: loop) {
+            store.writeAll([.create(key, value: bytes("again"), ttlMs: 600_000)], moving: up, on: $0, $1)
+        }.get() == .some(nil))
         #expect(try await call(on: loop) { store.increment("txrate:alice", ttlMs: 1, on: $0, $1) }.get() == 2)
 
         // A swap: not made, nothing moves; made, the counter moves with it and with its audit record.
@@ -61,6 +65,52 @@ import TestSupport
         #expect(try await call(on: loop) { store.get(key, on: $0, $1) }.get() == nil)
     }
 
+    /// A transaction record (fenced: stamped with the epoch) and its index entry (plain), made
+    /// all or none with the count, as a challenge writes them.
+    @Test func writesAreMadeAllOrNoneWithTheirCounter() async throws {
+        let fixture = try RedisFixture()
+        defer { fixture.close() }
+        let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
+        let up = CounterMove.up("txrate:alice", ttlMs: 60_000)
+        func writeAll(_ writes: [ConditionalWrite], _ counter: CounterMove) async throws -> Int? {
+            try await call(on: loop) { store.writeAll(writes, moving: counter, on: $0, $1) }.get()
+        }
+        func get(_ key: String) async throws -> [UInt8]? { try await call(on: loop) { store.get(key, on: $0, $1) }.get() }
+        let (a, b, c) = (TransactionRecord.key("a"), TransactionRecord.key("b"), TransactionRecord.key("c"))
+        #expect(try await writeAll([.create(a, value: bytes("r1"), ttlMs: 600_000), .create("txpending:x", value: bytes("a"), ttlMs: 300_000)],
+                                   up) == 1)
+        #expect(try await get(a) == bytes("r1"))
+        #expect(try await get("txpending:x") == bytes("a"))
+        #expect(try await get("txrate:alice") == bytes("1"))
+        #expect(try redis.command(["GET", "t:" + a]) == .bulk(bytes("1:r1")), "the record carries the epoch")
+        #expect(try redis.command(["GET", "t:txpending:x"]) == .bulk(bytes("a")), "the index does not")
+        #expect(try redis.pttl("t:txpending:x") <= 300_000)
+        #expect(try redis.pttl("t:" + a) > 500_000)
+        // One condition fails: nothing is written, nothing moves.
+        #expect(try await writeAll([.create(b, value: bytes("r2"), ttlMs: 600_000), .create("txpending:x", value: bytes("b"), ttlMs: 600_000)],
+                                   up) == nil)
+        #expect(try await writeAll([.create(b, value: bytes("r2"), ttlMs: 600_000),
+                                    .swap("txpending:x", expected: bytes("z"), new: bytes("b"), ttlMs: nil)], up) == nil)
+        #expect(try await get(b) == nil)
+        #expect(try await get("txpending:x") == bytes("a"))
+        #expect(try await get("txrate:alice") == bytes("1"))
+        // The swap keeps the entry's expiry.
+        #expect(try await writeAll([.create(b, value: bytes("r2"), ttlMs: 600_000),
+                                    .swap("txpending:x", expected: bytes("a"), new: bytes("b"), ttlMs: nil)], up) == 2)
+        #expect(try await get(b) == bytes("r2"))
+        #expect(try await get("txpending:x") == bytes("b"))
+        #expect(try redis.pttl("t:txpending:x") <= 300_000)
+        // A record of an older epoch is absent to a create (and swapped from by nobody).
+        _ = try redis.command(["SET", "t:" + c, "0:old"])
+        #expect(try await writeAll([.swap(c, expected: bytes("old"), new: bytes("r3"), ttlMs: nil)], up) == nil)
+        #expect(try await writeAll([.create(c, value: bytes("r3"), ttlMs: StoreExpiry.never)], .down("txrate:alice")) == 1)
+        #expect(try await get(c) == bytes("r3"))
+        #expect(try redis.pttl("t:" + c) == -1, "never expiring")
+        // Sent whole when Redis has lost the script.
+        _ = try redis.command(["SCRIPT", "FLUSH"])
+        #expect(try await writeAll([.create("txpending:y", value: [1], ttlMs: 60_000)], .down("txrate:alice")) == 0)
+    }
+
     /// A counter that holds something else fails the move before anything is written: the key
     /// not created, the value not swapped, no audit record.
     @Test(arguments: keys)
@@ -70,9 +120,13 @@ import TestSupport
         let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
         _ = try redis.command(["SET", "t:txrate:alice", "not a counter"])
         let up = CounterMove.up("txrate:alice", ttlMs: 60_000)
-        let created = await call(on: loop) { store.create(key, value: bytes("created"), ttlMs: 600_000, moving: up, on: $0, $1) }
+        let created = await call(on: loop) {
+            store.writeAll([.create(key, value: bytes("created"), ttlMs: 600_000), .create("other", value: [1], ttlMs: 60_000)],
+                           moving: up, on: $0, $1)
+        }
         #expect(created.error != nil, "\(created)")
         #expect(try await call(on: loop) { store.get(key, on: $0, $1) }.get() == nil)
+        #expect(try redis.command(["EXISTS", "t:other"]) == .integer(0))
 
         #expect(try await call(on: loop) { store.create(key, value: bytes("created"), ttlMs: 600_000, on: $0, $1) }.get() == true)
         let audit = AuditAppend(ifChanged: bytes("approved"), retentionMs: 60_000)
@@ -92,12 +146,19 @@ import TestSupport
         let fixture = try RedisFixture()
         defer { fixture.close() }
         let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
-        let fenced = await call(on: loop) {
-            store.create("txpending:a", value: [1], ttlMs: 60_000, moving: .up(TransactionRecord.key("n"), ttlMs: 60_000), on: $0, $1)
+        func writeAll(_ writes: [ConditionalWrite], _ counter: CounterMove) async -> StoreError? {
+            await call(on: loop) { store.writeAll(writes, moving: counter, on: $0, $1) }.error
         }
-        #expect(fenced.error == .failed("counter 'tx' keys: that key class is fenced and holds records, not counters"))
-        let forever = await call(on: loop) { store.create("txpending:a", value: [1], ttlMs: 60_000, moving: .up("n", ttlMs: 0), on: $0, $1) }
-        #expect(forever.error == .failed("counter 'n': ttlMs must be more than 0, got 0"))
+        let index = ConditionalWrite.create("txpending:a", value: [1], ttlMs: 60_000)
+        #expect(await writeAll([index], .up(TransactionRecord.key("n"), ttlMs: 60_000))
+                == .failed("counter 'tx' keys: that key class is fenced and holds records, not counters"))
+        #expect(await writeAll([index], .up("n", ttlMs: 0)) == .failed("counter 'n': ttlMs must be more than 0, got 0"))
+        #expect(await writeAll([index, .swap("txpending:a", expected: [1], new: [2], ttlMs: nil)], .up("n", ttlMs: 1))
+                == .failed("writeAll: 'txpending:a' is written twice"))
+        #expect(await writeAll([index, .create("b", value: [1], ttlMs: 0)], .up("n", ttlMs: 1))
+                == .failed("writeAll 'b': ttlMs must be more than 0, got 0"))
+        #expect(await writeAll([index, .create(TOTPStepRecord.key("demo"), value: [1], ttlMs: 60_000)], .up("n", ttlMs: 1))
+                == .failed("writeAll 'totp-step' keys: one-time markers are written by create or raise, alone"))
         #expect(try redis.command(["EXISTS", "t:txpending:a"]) == .integer(0))
     }
 

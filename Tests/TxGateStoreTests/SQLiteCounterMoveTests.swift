@@ -4,30 +4,57 @@ import TxGateCore
 import TestSupport
 @testable import TxGateStore
 
-/// A counter moved by the same step as a write (`CounterMove`): a user's count of waiting
-/// transactions goes up with the index entry a challenge claims and down with the approval.
+/// Writes made all or none with the counter they move (`ConditionalWrite`, `CounterMove`): a
+/// challenge's record, its index entry and its user's count of waiting transactions; the
+/// approval and the count lowered.
 @Suite struct SQLiteCounterMoveTests {
-    @Test func aCreateMovesItsCounterOnlyWhenItCreates() async throws {
+    @Test func writesAreMadeAllOrNoneWithTheirCounter() async throws {
         let clock = ManualClock()
         try await withStore(clock: clock) { store, _ async throws in
             let up = CounterMove.up("count", ttlMs: 400)
-            #expect(try await call { store.create("a", value: [1], ttlMs: 60_000, moving: up, on: $0, $1) }.get() == 1)
-            #expect(try await call { store.get("a", on: $0, $1) }.get() == [1])
-            #expect(try await call { store.get("count", on: $0, $1) }.get() == bytes("1"))
-            // Not created: nothing moves.
-            #expect(try await call { store.create("a", value: [2], ttlMs: 60_000, moving: up, on: $0, $1) }.get() == .some(nil))
-            #expect(try await call { store.get("a", on: $0, $1) }.get() == [1])
+            func writeAll(_ writes: [ConditionalWrite], _ counter: CounterMove = up) async -> StoreResult<Int?> {
+                await call { store.writeAll(writes, moving: counter, on: $0, $1) }
+            }
+            func get(_ key: String) async throws -> [UInt8]? { try await call { store.get(key, on: $0, $1) }.get() }
+            #expect(try await writeAll([.create("tx:a", value: [1], ttlMs: 60_000), .create("index", value: [1], ttlMs: 300)]).get() == 1)
+            #expect(try await get("tx:a") == [1])
+            #expect(try await get("index") == [1])
+            #expect(try await get("count") == bytes("1"))
+            // One condition fails: nothing is written, nothing moves.
+            #expect(try await writeAll([.create("tx:b", value: [2], ttlMs: 60_000), .create("index", value: [2], ttlMs: 60_000)]).get()
+                    == .some(nil))
+            #expect(try await writeAll([.create("tx:b", value: [2], ttlMs: 60_000),
+                                        .swap("index", expected: [9], new: [2], ttlMs: nil)]).get() == .some(nil))
+            #expect(try await get("tx:b") == nil)
+            #expect(try await get("index") == [1])
+            #expect(try await get("count") == bytes("1"))
+            // A swap that keeps the expiry, and a counter that keeps its first move's.
             clock.advance(ms: 200)
             let later = CounterMove.up("count", ttlMs: 60_000)
-            #expect(try await call { store.create("b", value: [2], ttlMs: 60_000, moving: later, on: $0, $1) }.get() == 2)
-            // The counter keeps the expiry of its first move, as `increment`'s does; the keys keep theirs.
-            clock.advance(ms: 200)
-            #expect(try await call { store.get("count", on: $0, $1) }.get() == nil)
-            #expect(try await call { store.get("b", on: $0, $1) }.get() == [2])
-            #expect(try await call { store.create("c", value: [3], ttlMs: 60_000, moving: later, on: $0, $1) }.get() == 1)
-            // Down with a create: the value after the move.
-            #expect(try await call { store.create("d", value: [4], ttlMs: 60_000, moving: .down("count"), on: $0, $1) }.get() == 0)
-            #expect(try await call { store.get("count", on: $0, $1) }.get() == bytes("0"))
+            #expect(try await writeAll([.create("tx:b", value: [2], ttlMs: 60_000), .swap("index", expected: [1], new: [2], ttlMs: nil)],
+                                       later).get() == 2)
+            #expect(try await get("tx:b") == [2])
+            #expect(try await get("index") == [2])
+            clock.advance(ms: 100)
+            #expect(try await get("index") == nil, "the swap kept the entry's expiry")
+            #expect(try await get("count") == bytes("2"))
+            clock.advance(ms: 100)
+            #expect(try await get("count") == nil, "the counter kept its first move's expiry")
+            // An expired key is absent to a create; a swap may set a new expiry; never expiring.
+            #expect(try await writeAll([.create("index", value: [3], ttlMs: 60_000), .swap("tx:b", expected: [2], new: [3], ttlMs: 100),
+                                        .create("forever", value: [4], ttlMs: StoreExpiry.never)], later).get() == 1)
+            clock.advance(ms: 100)
+            #expect(try await get("tx:b") == nil)
+            #expect(try await get("index") == [3])
+            #expect(try await get("forever") == [4])
+            // Down with writes: the value after the move.
+            #expect(try await writeAll([.create("d", value: [4], ttlMs: 60_000)], .down("count")).get() == 0)
+            #expect(try await get("count") == bytes("0"))
+            // Asked wrongly: refused before anything is done.
+            #expect(await writeAll([.create("e", value: [1], ttlMs: 60_000), .swap("e", expected: [1], new: [2], ttlMs: nil)]).error
+                    == .failed("writeAll: 'e' is written twice"))
+            #expect(await writeAll([.create("e", value: [1], ttlMs: 0)]).error == .failed("writeAll 'e': ttlMs must be more than 0, got 0"))
+            #expect(try await get("e") == nil)
         }
     }
 
@@ -67,16 +94,19 @@ import TestSupport
         }
     }
 
-    /// A counter that holds something else fails the move, and the write it came with is
-    /// undone: the key not created, the value not swapped, no audit record of a swap.
+    /// A counter that holds something else fails the move, and the writes it came with are
+    /// undone: the keys not created, the value not swapped, no audit record of a swap.
     @Test func aCounterThatCannotMoveUndoesItsWrite() async throws {
         let clock = ManualClock()
         try await withStore(clock: clock) { store, folder async throws in
             try await call { store.put("count", value: bytes("not a counter"), ttlMs: 60_000, on: $0, $1) }.get()
             let up = CounterMove.up("count", ttlMs: 60_000)
-            let created = await call { store.create("a", value: [1], ttlMs: 60_000, moving: up, on: $0, $1) }
+            let created = await call {
+                store.writeAll([.create("a", value: [1], ttlMs: 60_000), .create("b", value: [1], ttlMs: 60_000)], moving: up, on: $0, $1)
+            }
             #expect(created.error == .failed("increment: the value is not a counter"))
             #expect(try await call { store.get("a", on: $0, $1) }.get() == nil)
+            #expect(try await call { store.get("b", on: $0, $1) }.get() == nil)
 
             try await call { store.put("tx", value: bytes("created"), ttlMs: 60_000, on: $0, $1) }.get()
             let audit = AuditAppend(ifChanged: bytes("swapped"), retentionMs: 60_000)
@@ -91,7 +121,7 @@ import TestSupport
             #expect(records == 0)
             #expect(try await call { store.get("count", on: $0, $1) }.get() == bytes("not a counter"))
 
-            let never = await call { store.create("b", value: [1], ttlMs: 60_000, moving: .up("n", ttlMs: 0), on: $0, $1) }
+            let never = await call { store.writeAll([.create("b", value: [1], ttlMs: 60_000)], moving: .up("n", ttlMs: 0), on: $0, $1) }
             #expect(never.error == .failed("counter 'n': ttlMs must be more than 0, got 0"))
             #expect(try await call { store.get("b", on: $0, $1) }.get() == nil)
         }

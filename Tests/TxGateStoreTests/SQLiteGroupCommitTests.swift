@@ -84,9 +84,9 @@ private final class Started<T: Sendable>: @unchecked Sendable {
         try await withStore { store, _ async throws in
             try await call { store.put("session", value: bytes("not a counter"), ttlMs: 60_000, on: $0, $1) }.get()
             let resume = store.hold()
-            let first = Started { store.create("a", value: [1], ttlMs: 60_000, moving: .up("count", ttlMs: 60_000), on: $0, $1) }
-            let failing = Started { store.create("b", value: [2], ttlMs: 60_000, moving: .up("session", ttlMs: 60_000), on: $0, $1) }
-            let last = Started { store.create("c", value: [3], ttlMs: 60_000, moving: .up("count", ttlMs: 60_000), on: $0, $1) }
+            let first = Started { store.writeAll([.create("a", value: [1], ttlMs: 60_000)], moving: .up("count", ttlMs: 60_000), on: $0, $1) }
+            let failing = Started { store.writeAll([.create("b", value: [2], ttlMs: 60_000)], moving: .up("session", ttlMs: 60_000), on: $0, $1) }
+            let last = Started { store.writeAll([.create("c", value: [3], ttlMs: 60_000)], moving: .up("count", ttlMs: 60_000), on: $0, $1) }
             resume()
             #expect(try await first.answer.get() == 1)
             #expect(await failing.answer.error == .failed("increment: the value is not a counter"))

@@ -175,7 +175,7 @@ final class GatewayMetrics: @unchecked Sendable {
 
 /// The store's operations, numbered from 0 (their slots in `WorkerStats`).
 enum StoreOperation: Int, CaseIterable, Sendable {
-    case create, put, get, touch, delete, take, increment, compareAndSwap, takeIf, appendAudit, ping, decrement, raise
+    case create, put, get, touch, delete, take, increment, compareAndSwap, takeIf, appendAudit, ping, decrement, raise, writeAll
 
     /// The `operation` label.
     var label: String {
@@ -193,6 +193,7 @@ enum StoreOperation: Int, CaseIterable, Sendable {
         case .ping: "ping"
         case .decrement: "decrement"
         case .raise: "raise"
+        case .writeAll: "write_all"
         }
     }
 }

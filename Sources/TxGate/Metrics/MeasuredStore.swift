@@ -32,15 +32,13 @@ final class MeasuredStore: Store {
         }
     }
 
-    var appliesStepsInOrder: Bool { inner.appliesStepsInOrder }
-
     func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
         inner.create(key, value: value, ttlMs: ttlMs, on: executor, measured(.create, on: executor, done))
     }
 
-    func create(_ key: String, value: [UInt8], ttlMs: Int, moving counter: CounterMove, on executor: CallbackExecutor,
-                _ done: @escaping (StoreResult<Int?>) -> Void) {
-        inner.create(key, value: value, ttlMs: ttlMs, moving: counter, on: executor, measured(.create, on: executor, done))
+    func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, on executor: CallbackExecutor,
+                  _ done: @escaping (StoreResult<Int?>) -> Void) {
+        inner.writeAll(writes, moving: counter, on: executor, measured(.writeAll, on: executor, done))
     }
 
     func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Void>) -> Void) {

@@ -71,19 +71,15 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                 }
             }
         case .open(let record, let intent, let ttlMs, let replacing, let attempts):
+            // The record, its index entry and the count bounding the subject's transactions (so
+            // that a client cannot fill the store), in one step.
             let txid = Array(record.txid.utf8)
-            // Bounded per subject so that a client cannot fill the store: the claim counts.
-            let count = CounterMove.up(TransactionRecord.pendingKey(intent.binding.subject), ttlMs: ttlMs)
-            let claim: (@escaping (StoreResult<Int?>) -> Void) -> Void = { [store] claimed in
-                if let replacing {
-                    store.compareAndSwap(intent.pendingKey, expected: Array(replacing.utf8), new: txid, ttlMs: ttlMs, audit: nil,
-                                         moving: count, on: executor, claimed)
-                } else {
-                    store.create(intent.pendingKey, value: txid, ttlMs: ttlMs, moving: count, on: executor, claimed)
-                }
-            }
-            let opened: (StoreResult<Bool>, StoreResult<Int?>) -> Void = { [self] written, claimed in
-                let next = decider.afterOpen(record, intent, written: written, claimed: claimed, attempts: attempts)
+            let index: ConditionalWrite = replacing.map { .swap(intent.pendingKey, expected: Array($0.utf8), new: txid, ttlMs: ttlMs) }
+                ?? .create(intent.pendingKey, value: txid, ttlMs: ttlMs)
+            let writes: [ConditionalWrite] = [.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: ttlMs), index]
+            store.writeAll(writes, moving: .up(TransactionRecord.pendingKey(intent.binding.subject), ttlMs: ttlMs),
+                           on: executor) { [self] opened in
+                let next = decider.afterOpen(record, intent, opened: opened, attempts: attempts)
                 if case .decided = next {
                     metrics.transactionsCreated.increment()
                     logger.info("transaction created", metadata: [
@@ -92,26 +88,6 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                     ])
                 }
                 run(next, requestId: requestId, executor, done)
-            }
-            let key = TransactionRecord.key(record.txid)
-            guard store.appliesStepsInOrder else {
-                // The index is written only once the record it names is (see `Plan.open`).
-                store.create(key, value: record.encoded, ttlMs: ttlMs, on: executor) { written in
-                    guard case .success = written else { return opened(written, .success(nil)) }
-                    claim { opened(written, $0) }
-                }
-                return
-            }
-            // A store that applies steps in order writes the record before the claim sent behind
-            // it: both are sent at once, one wait instead of two (SQLite: often one commit).
-            let opening = Opening()
-            store.create(key, value: record.encoded, ttlMs: ttlMs, on: executor) { written in
-                opening.written = written
-                if let claimed = opening.claimed { opened(written, claimed) }
-            }
-            claim { claimed in
-                opening.claimed = claimed
-                if let written = opening.written { opened(written, claimed) }
             }
         case .withdraw(let txid, let unindex, let then):
             store.delete(TransactionRecord.key(txid), on: executor) { [self] r in
@@ -136,12 +112,6 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                 run(then, requestId: requestId, executor, done)
             }
         }
-    }
-
-    /// The answers to `Plan.open`'s two steps sent at once, as they arrive (both on the executor).
-    private final class Opening {
-        var written: StoreResult<Bool>?
-        var claimed: StoreResult<Int?>?
     }
 
     /// A store failure fails closed; a store answer gives the next plan.

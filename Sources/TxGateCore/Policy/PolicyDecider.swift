@@ -88,18 +88,13 @@ public struct PolicyDecider: Sendable {
         case findPending(Intent, attempts: Int)
         /// Read the transaction the index names (`afterCheckPending`).
         case checkPending(txid: String, Intent, attempts: Int)
-        /// Write this new record, not yet handed out, then point the index at it (created if
-        /// `replacing` is nil, else swapped only while it still names `replacing`), counting one
-        /// more transaction waiting for the subject's approval in the same step as the claim
-        /// (`CounterMove.up` of `TransactionRecord.pendingKey`, the rule's ttl: the losers of a
-        /// race never count), and only once the record is written (`afterOpen` with both
-        /// answers; a record not written claims nothing): whoever reads the index must find the
-        /// record, or it takes the entry for a
-        /// stale one and replaces it, a second TxId for the same request. Sending the two without
-        /// waiting is enough only for a store that applies steps in order
-        /// (`Store.appliesStepsInOrder`: SQLite); others do so for tidiness only (Redis runs a
-        /// script it no longer had after what was sent behind it, and the record's create is a
-        /// fenced script). Of concurrent challenges of one request exactly one claims the index.
+        /// Write this new record, not yet handed out, point the index at it (created if
+        /// `replacing` is nil, else swapped only while it still names `replacing`) and count one
+        /// more transaction waiting for the subject's approval (`CounterMove.up` of
+        /// `TransactionRecord.pendingKey`, the rule's ttl), all in one store step, all or nothing
+        /// (`Store.writeAll`; `afterOpen`): whoever reads the index finds the record it names,
+        /// and of concurrent challenges of one request exactly one claims the index and counts,
+        /// the others writing nothing.
         /// `replacing`: the TxId the index names now (a transaction no longer pending), nil if none.
         case open(TransactionRecord, Intent, ttlMs: Int, replacing: String?, attempts: Int)
         /// Delete a record never handed out (and the index entry naming it, if `unindex`), then
@@ -215,31 +210,21 @@ public struct PolicyDecider: Sendable {
         return .open(record, intent, ttlMs: rule.ttlS * 1000, replacing: replacing, attempts: attempts)
     }
 
-    /// After both steps of `Plan.open` answered: the record written (`written`), and the index
-    /// claimed with the subject's count of waiting transactions moved up in the same step
-    /// (`claimed`: the count, this transaction included; nil if the claim lost, and nothing was
-    /// counted).
-    /// - Both done, within `maxPending`: challenge with the TxId.
+    /// After `Plan.open`'s step: the subject's count of waiting transactions, this one included
+    /// (the record and its index entry written), or nil if the index no longer named what it
+    /// was read naming (a concurrent challenge of the same request claimed it; nothing written).
+    /// - Within `maxPending`: challenge with the TxId.
     /// - Over the limit: the record, its index entry and its count are withdrawn before the refusal.
-    /// - The claim lost to a concurrent challenge of the same request: the record is withdrawn,
-    ///   unseen, and the index read again (it now names the winner's record).
-    /// - A step failed: what the other did is undone, as far as the store lets it (the record
-    ///   withdrawn, the index entry naming it cleared and its count lowered), and the challenge
-    ///   fails closed; anything left over expires unused, and an entry left naming a record that
-    ///   is gone is replaced by the next challenge.
-    public func afterOpen(_ record: TransactionRecord, _ intent: Intent, written: StoreResult<Bool>, claimed: StoreResult<Int?>,
-                          attempts: Int) -> Plan {
-        switch (written, claimed) {
-        case (.success, .success(let pending?)):
+    /// - The claim lost: the index is read again (it now names the winner's record).
+    /// - The step failed: nothing was written; the challenge fails closed.
+    public func afterOpen(_ record: TransactionRecord, _ intent: Intent, opened: StoreResult<Int?>, attempts: Int) -> Plan {
+        switch opened {
+        case .success(let pending?):
             guard pending <= maxPending else { return unclaim(record, intent, then: .failed(.tooManyTransactions(maxPending))) }
             return created(record)
-        case (.success, .success(nil)):
-            return .withdraw(txid: record.txid, unindex: nil, then: .findPending(intent, attempts: attempts - 1))
-        case (.failure(let e), .success(nil)), (.success, .failure(let e)):
-            return .withdraw(txid: record.txid, unindex: nil, then: .failed(.unavailable(e.description)))
-        case (.failure(let e), .success):
-            return unclaim(record, intent, then: .failed(.unavailable(e.description)))
-        case (.failure(let e), .failure):
+        case .success(nil):
+            return .findPending(intent, attempts: attempts - 1)
+        case .failure(let e):
             return .failed(.unavailable(e.description))
         }
     }

@@ -1,11 +1,40 @@
-// Store steps that do what took two before: a write and the counter it moves
-// (`CounterMove`), a raise and the keys that block it (`GuardedRaise`).
+// Store steps that do what took several before: writes made all or none and the counter they
+// move (`ConditionalWrite`, `CounterMove`), a raise and the keys that block it (`GuardedRaise`).
+
+/// One write of `Store.writeAll`, made only if its condition holds (and only with the others).
+public enum ConditionalWrite: Equatable, Sendable {
+    /// Sets `key` only if it is absent (or expired), as `Store.create`.
+    case create(String, value: [UInt8], ttlMs: Int)
+    /// Replaces the value only if it equals `expected`, as `Store.compareAndSwap`; `ttlMs` nil
+    /// keeps the expiry.
+    case swap(String, expected: [UInt8], new: [UInt8], ttlMs: Int?)
+
+    public var key: String {
+        switch self {
+        case .create(let key, _, _), .swap(let key, _, _, _): key
+        }
+    }
+
+    /// What makes `writes` no valid `Store.writeAll`, checked before anything is sent: a key
+    /// written twice, a time to live that is not positive.
+    public static func problem(in writes: [ConditionalWrite]) -> String? {
+        for (i, write) in writes.enumerated() {
+            if writes[..<i].contains(where: { $0.key == write.key }) { return "writeAll: '\(write.key)' is written twice" }
+            switch write {
+            case .create(_, _, let ttlMs), .swap(_, _, _, let ttlMs?):
+                if ttlMs <= 0 { return "writeAll '\(write.key)': ttlMs must be more than 0, got \(ttlMs)" }
+            case .swap(_, _, _, nil): break
+            }
+        }
+        return nil
+    }
+}
 
 /// A counter (`Store.increment`'s) moved by the same store step as a write, and only when the
-/// write is made (`Store.create(_:value:ttlMs:moving:on:_:)`,
-/// `Store.compareAndSwap(_:expected:new:ttlMs:audit:moving:on:_:)`): a user's count of
-/// transactions waiting for approval goes up with the index entry a challenge claims and down
-/// with the approval, never one without the other, and without a store step of its own.
+/// write is made (`Store.writeAll`, `Store.compareAndSwap(_:expected:new:ttlMs:audit:moving:on:_:)`):
+/// a user's count of transactions waiting for approval goes up with the record and the index
+/// entry a challenge writes and down with the approval, never one without the other, and
+/// without a store step of its own.
 public enum CounterMove: Equatable, Sendable {
     /// Adds 1, as `increment`: a counter that is absent (or expired) starts at 1 and expires
     /// after `ttlMs`; a live one keeps its expiry.

@@ -92,9 +92,6 @@ extension Store {
 }
 
 extension Store {
-    /// False: a store applies one caller's steps in the order sent for tidiness only (`Store`).
-    public var appliesStepsInOrder: Bool { false }
-
     /// `compareAndSwap` with no audit record.
     public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, on executor: CallbackExecutor,
                                _ done: @escaping (StoreResult<Bool>) -> Void) {
@@ -134,19 +131,10 @@ public enum ConditionalTake: Equatable, Sendable {
 /// Operations one caller sends from its executor's thread take effect in the order sent, even
 /// when it sends the next before the last has answered (Redis: one connection per loop,
 /// pipelined; SQLite: one serial queue, where those queued together share a commit). Callers
-/// may count on it for tidiness, never for safety or for anything another caller reads, unless
-/// the store says it applies steps in order (`appliesStepsInOrder`): a script Redis no longer
-/// has is sent again whole, after whatever was sent behind it (so there a record and the index
-/// entry naming it are written one after the other, `PolicyDecider.Plan.open`).
+/// may count on it for tidiness, never for safety or for anything another caller reads: a
+/// script Redis no longer has is sent again whole, after whatever was sent behind it. Writes
+/// that must not be seen one without the other are one step (`writeAll`).
 public protocol Store: AnyObject, Sendable {
-    /// Whether a step is never applied after a step the same caller sent behind it, whatever
-    /// happens to the store's connection: each step is applied, or has failed, before any step
-    /// sent after it is applied. Then a caller may send a step that must follow another without
-    /// waiting for the first's answer, and count on the order for what other callers read.
-    /// SQLite: true (one serial queue). Redis: false (a script it no longer has runs after what
-    /// was sent behind it). A default of false is provided.
-    var appliesStepsInOrder: Bool { get }
-
     /// Sets `key` only if it does not exist (or has expired). True if it was created.
     func create(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
                 _ done: @escaping (StoreResult<Bool>) -> Void)
@@ -169,12 +157,13 @@ public protocol Store: AnyObject, Sendable {
     /// its entry for the outcome is appended to the audit trail in the same step.
     func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
                         on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void)
-    /// `create`, and, only if `key` was created, `counter` moved in the same step (`CounterMove`).
-    /// `done` gets the counter's value after the move, or nil if `key` was not created (it
-    /// exists, and nothing moved). A counter that holds something other than a number fails
-    /// the step, and `key` is not created.
-    func create(_ key: String, value: [UInt8], ttlMs: Int, moving counter: CounterMove, on executor: CallbackExecutor,
-                _ done: @escaping (StoreResult<Int?>) -> Void)
+    /// Every write of `writes` (keys all different), and `counter` moved, in one step, only if
+    /// the condition of every write holds: all or nothing. `done` gets the counter's value after
+    /// the move, or nil if a condition failed (and nothing was written or moved). A counter that
+    /// holds something other than a number fails an `up` move, and nothing is written. Keys of
+    /// a fenced class must be records, not markers (`FencedKeys`).
+    func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, on executor: CallbackExecutor,
+                  _ done: @escaping (StoreResult<Int?>) -> Void)
     /// `compareAndSwap`, and, only if the value was swapped, `counter` moved in the same step
     /// (`CounterMove`). `done` gets the counter's value after the move, or nil if nothing was
     /// swapped (and nothing moved). A counter that holds something other than a number fails an
