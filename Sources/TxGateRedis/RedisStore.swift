@@ -115,7 +115,7 @@ public final class RedisStore: Store, Sendable {
 
     /// One script (`writeAllBody`): every condition read, then every write and the move.
     public func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, on executor: CallbackExecutor,
-                         _ done: @escaping (StoreResult<Int?>) -> Void) {
+                         _ done: @escaping (StoreResult<WriteOutcome>) -> Void) {
         if let refused = refusal(of: counter) ?? refusal(of: writes) {
             executor.execute { done(.failure(refused)) }
             return
@@ -149,7 +149,21 @@ public final class RedisStore: Store, Sendable {
             c.add(ttlMs.map { $0 == StoreExpiry.never ? "0" : String($0) } ?? "")
         }
         addMove(counter, to: &c)
-        run(c, on: executor, oneShot: true, writes: true, done, Self.moved)
+        run(c, on: executor, oneShot: true, writes: true, done) { reply in
+            switch reply {
+            case .integer(let count) where count >= 0:
+                return .written(count: count)
+            case .array(let items):
+                guard case .integer(let i)? = items.first, writes.indices.contains(i - 1) else { return nil }
+                switch items.dropFirst().first {
+                case nil: return .refused(key: writes[i - 1].key, found: nil)
+                case .string(let found)?: return .refused(key: writes[i - 1].key, found: found)
+                default: return nil
+                }
+            default:
+                return nil
+            }
+        }
     }
 
     public func put(_ key: String, value: [UInt8], ttlMs: Int, on executor: CallbackExecutor,
@@ -456,7 +470,8 @@ public final class RedisStore: Store, Sendable {
     /// its key is fenced; the value expected, '' for a create; the value to write; its ttl ms,
     /// '' keeping the expiry, '0' never expiring), then the counter's move (`movesCounter`).
     /// Every condition is read before anything is written, and the move (which Redis may
-    /// refuse) comes before the writes.
+    /// refuse) comes before the writes. Returns the counter's value after the move, or, for
+    /// the first write whose condition failed, {its index, the value found (none if absent)}.
     static func writeAllBody(firstKey: Int) -> String {
         """
         local writes = (#ARGV - 2) / 5
@@ -464,10 +479,11 @@ public final class RedisStore: Store, Sendable {
         for i = 1, writes do
           local v = redis.call('GET', KEYS[\(firstKey - 1) + i])
           if arg(i, 2) == '1' then v = current(v) end
-          if arg(i, 1) == 'c' then
-            if v then return notMade end
-          elseif v ~= arg(i, 3) then
-            return notMade
+          local holds
+          if arg(i, 1) == 'c' then holds = not v else holds = v == arg(i, 3) end
+          if not holds then
+            if v then return {i, v} end
+            return {i}
           end
         end
         local answer = made()

@@ -67,16 +67,16 @@ final class KeyValueTable {
     }
 
     /// `Store.writeAll`: every condition read first, then every write and the move, in one
-    /// transaction. The counter's value after the move, nil if a condition failed (nothing
-    /// written). A move that fails undoes the writes.
-    func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, now: Int64) throws -> Int? {
+    /// transaction. A move that fails undoes the writes.
+    func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, now: Int64) throws -> WriteOutcome {
         try transaction {
             for write in writes {
                 let found = try live(write.key, now: now)?.value
-                switch write {
-                case .create: if found != nil { return nil }
-                case .swap(_, let expected, _, _): if found != expected { return nil }
+                let holds = switch write {
+                case .create: found == nil
+                case .swap(_, let expected, _, _): found == expected
                 }
+                if !holds { return .refused(key: write.key, found: found) }
             }
             for write in writes {
                 switch write {
@@ -88,7 +88,7 @@ final class KeyValueTable {
                     try replaceValue(key, new)
                 }
             }
-            return try move(counter, now: now)
+            return .written(count: try move(counter, now: now))
         }
     }
 

@@ -136,7 +136,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     }
 
     public func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, on executor: CallbackExecutor,
-                         _ done: @escaping (StoreResult<Int?>) -> Void) {
+                         _ done: @escaping (StoreResult<WriteOutcome>) -> Void) {
         if let problem = ConditionalWrite.problem(in: writes) {
             let reply = Completion(on: executor, done)
             queue.async { reply(.failure(.failed(problem))) }

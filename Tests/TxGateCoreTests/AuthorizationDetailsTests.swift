@@ -160,7 +160,7 @@ import Testing
         guard case .consume(_, let ahead) = decider.decide(q, nowMs: 0) else { Issue.record("no consume"); return }
         #expect(ConditionalTake.matches(tx.encoded, TransactionRecord.consumable(seal: ahead.seal)))
         // Not taken: the challenge that follows is this request's own.
-        guard case .findPending(let next, _) = decider.afterConsume(ahead, txid: "t", .absent, nowMs: 0) else { Issue.record("no challenge"); return }
+        guard case .open(_, let next, _, _, _) = decider.afterConsume(ahead, txid: "t", .absent, nowMs: 0) else { Issue.record("no challenge"); return }
         #expect(next.seal == next.binding.seal)
     }
 

@@ -26,7 +26,7 @@ import TxGateCrypto
 
     @Test("when: the named tool call needs its transaction; any other request is allowed, and never cached")
     func whenSelectsTheCall() throws {
-        guard case .findPending = plan(#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"transfer","arguments":{"amount":5}}}"#) else {
+        guard case .open = plan(#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"transfer","arguments":{"amount":5}}}"#) else {
             Issue.record("the tool call was not challenged"); return
         }
         for other in [#"{"jsonrpc":"2.0","id":1,"method":"initialize","params":{}}"#,

@@ -49,10 +49,10 @@ import Testing
         #expect(decision(decider.decide(query("GET", "/admin/x", admin), nowMs: Self.t0))?.allows("GET") == true)
     }
 
-    /// The intent of a request that needs its own transaction (the plan is to look for one first).
+    /// The intent of a request that needs its own transaction (the plan is to open one at once).
     func intent(_ subject: Subject = PolicyDeciderTests.alice, body: [UInt8] = PolicyDeciderTests.body) throws -> PolicyDecider.Intent {
         let plan = decider.decide(query("POST", "/transfer", subject, body: body), nowMs: Self.t0)
-        guard case .findPending(let intent, let attempts) = plan else { throw PlanError("expected findPending, got \(plan)") }
+        guard case .open(_, let intent, _, nil, let attempts) = plan else { throw PlanError("expected open, got \(plan)") }
         #expect(attempts == PolicyDecider.claimAttempts)
         return intent
     }
@@ -77,7 +77,8 @@ import Testing
         #expect(record.state == .created && record.subject == "alice" && record.journey == "Confirm")
         #expect(record.display == "Pay 100 to Bob?")
         // The record, its index entry and the count are one step: the count is its answer.
-        let challenge = try #require(decision(decider.afterOpen(record, intent, opened: .success(1), attempts: 3)))
+        let challenge = try #require(decision(decider.afterOpen(record, intent, replacing: nil, opened: .success(.written(count: 1)),
+                                                                attempts: 3, nowMs: Self.t0)))
         #expect(challenge.advices[Advices.transaction] == [record.txid])
     }
 
@@ -85,7 +86,7 @@ import Testing
         let intent = try intent()
         let record = try newRecord(intent)
         func opened(pending: Int) -> PolicyDecider.Plan {
-            decider.afterOpen(record, intent, opened: .success(pending), attempts: 3)
+            decider.afterOpen(record, intent, replacing: nil, opened: .success(.written(count: pending)), attempts: 3, nowMs: Self.t0)
         }
         #expect(opened(pending: 2) == decider.created(record))
         #expect(opened(pending: 3)
@@ -99,7 +100,8 @@ import Testing
         let intent = try intent()
         let record = try newRecord(intent)
         let down = StoreError.unavailable("redis down")
-        #expect(decider.afterOpen(record, intent, opened: .failure(down), attempts: 3) == .failed(.unavailable(down.description)))
+        #expect(decider.afterOpen(record, intent, replacing: nil, opened: .failure(down), attempts: 3, nowMs: Self.t0)
+                == .failed(.unavailable(down.description)))
     }
 
     // MARK: The same request challenged again (issue 23 item 9)
@@ -158,16 +160,28 @@ import Testing
         }
     }
 
-    /// Concurrent challenges of one request: the loser of the claim, which wrote nothing, reads
-    /// the index again (the winner's); the race is not run forever.
-    @Test func aLostClaimWithdrawsAndLooksAgain() throws {
+    /// The index names a transaction already (the same request challenged again, a stale entry,
+    /// or a concurrent challenge of the same request that won the race): nothing was written,
+    /// and the one it names is checked; the race is not run forever.
+    @Test func anOpeningRefusedByTheIndexChecksWhatItNames() throws {
         let intent = try intent()
         let record = try newRecord(intent)
-        func lost(attempts: Int) -> PolicyDecider.Plan {
-            decider.afterOpen(record, intent, opened: .success(nil), attempts: attempts)
+        let winner = "3f2b8c1e-0000-4000-8000-000000000009"
+        func refused(_ found: String?, attempts: Int) -> PolicyDecider.Plan {
+            decider.afterOpen(record, intent, replacing: nil, opened: .success(.refused(key: intent.pendingKey, found: found.map { Array($0.utf8) })),
+                              attempts: attempts, nowMs: Self.t0)
         }
-        #expect(lost(attempts: 3) == .findPending(intent, attempts: 2))
-        #expect(lost(attempts: 1) == .findPending(intent, attempts: 0))
+        #expect(refused(winner, attempts: 4) == .checkPending(txid: winner, intent, attempts: 3))
+        #expect(refused(winner, attempts: 1) == .checkPending(txid: winner, intent, attempts: 0))
+        // The entry went away meanwhile (a swap that found nothing): a new transaction, as for none.
+        guard case .open(_, intent, _, nil, 2) = refused(nil, attempts: 3) else { Issue.record("expected a new open"); return }
+        // The record's own key was taken (a TxId generator that repeats itself, as this test's
+        // does): a new record, the same claim, one attempt fewer, so that it ends.
+        let taken = decider.afterOpen(record, intent, replacing: winner,
+                                      opened: .success(.refused(key: TransactionRecord.key(record.txid), found: [1])), attempts: 3, nowMs: Self.t0)
+        guard case .open(_, intent, _, winner, 2) = taken else { Issue.record("expected another open, got \(taken)"); return }
+        #expect(decider.afterOpen(record, intent, replacing: winner, opened: .success(.refused(key: TransactionRecord.key(record.txid), found: [1])),
+                                  attempts: 1, nowMs: Self.t0) == .failed(.unavailable("the pending index of this request kept changing under concurrent challenges; try again")))
         // With no attempt left, still the winner's if it is reusable…
         #expect(decision(decider.afterCheckPending(intent, txid: record.txid, record: record.encoded, attempts: 0, nowMs: Self.t0)) != nil)
         // …otherwise a clear failure, never an endless loop.
@@ -190,13 +204,15 @@ import Testing
         #expect(allow.consumed == nil)
         #expect(decider.refusal(intent, .taken([]), nowMs: Self.t0) == nil)
         // Not taken: the request's pending transaction, or a new one.
-        #expect(decider.afterConsume(intent, txid: txid, .absent, nowMs: Self.t0) == .findPending(intent, attempts: PolicyDecider.claimAttempts))
+        guard case .open(_, intent, _, nil, PolicyDecider.claimAttempts) = decider.afterConsume(intent, txid: txid, .absent, nowMs: Self.t0) else {
+            Issue.record("expected a new transaction opened"); return
+        }
         #expect(decider.refusal(intent, .absent, nowMs: Self.t0)?.message == "unknown, expired or consumed")
     }
 
     @Test func malformedTxIdIsIgnored() {
         let plan = decider.decide(query("POST", "/transfer", Self.alice, txid: "../../x", body: Self.body), nowMs: Self.t0)
-        guard case .findPending = plan else { Issue.record("expected findPending, got \(plan)"); return }
+        guard case .open = plan else { Issue.record("expected open, got \(plan)"); return }
     }
 
     /// Why a kept record was refused, from the record and the clock.

@@ -19,7 +19,7 @@ import TestSupport
         let up = CounterMove.up("txrate:alice", ttlMs: 60_000)
         #expect(try await call(on: loop) {
             store.writeAll([.create(key, value: bytes("created"), ttlMs: 600_000)], moving: up, on: $0, $1)
-        }.get() == 1)
+        }.get() == .written(count: 1))
         #expect(try await call(on: loop) { store.get(key, on: $0, $1) }.get() == bytes("created"))
         #expect(try await call(on: loop) { store.get("txrate:alice", on: $0, $1) }.get() == bytes("1"))
         let ttl = try redis.pttl("t:txrate:alice")
@@ -28,7 +28,7 @@ import TestSupport
         // Not created: nothing moves.
         #expect(try await call(on: loop) {
             store.writeAll([.create(key, value: bytes("again"), ttlMs: 600_000)], moving: up, on: $0, $1)
-        }.get() == .some(nil))
+        }.get() == .refused(key: key, found: bytes("created")))
         #expect(try await call(on: loop) { store.increment("txrate:alice", ttlMs: 1, on: $0, $1) }.get() == 2)
 
         // A swap: not made, nothing moves; made, the counter moves with it and with its audit record.
@@ -72,13 +72,13 @@ import TestSupport
         defer { fixture.close() }
         let (redis, store, loop) = (fixture.redis, fixture.store, fixture.loop)
         let up = CounterMove.up("txrate:alice", ttlMs: 60_000)
-        func writeAll(_ writes: [ConditionalWrite], _ counter: CounterMove) async throws -> Int? {
+        func writeAll(_ writes: [ConditionalWrite], _ counter: CounterMove) async throws -> WriteOutcome {
             try await call(on: loop) { store.writeAll(writes, moving: counter, on: $0, $1) }.get()
         }
         func get(_ key: String) async throws -> [UInt8]? { try await call(on: loop) { store.get(key, on: $0, $1) }.get() }
         let (a, b, c) = (TransactionRecord.key("a"), TransactionRecord.key("b"), TransactionRecord.key("c"))
         #expect(try await writeAll([.create(a, value: bytes("r1"), ttlMs: 600_000), .create("txpending:x", value: bytes("a"), ttlMs: 300_000)],
-                                   up) == 1)
+                                   up) == .written(count: 1))
         #expect(try await get(a) == bytes("r1"))
         #expect(try await get("txpending:x") == bytes("a"))
         #expect(try await get("txrate:alice") == bytes("1"))
@@ -88,27 +88,32 @@ import TestSupport
         #expect(try redis.pttl("t:" + a) > 500_000)
         // One condition fails: nothing is written, nothing moves.
         #expect(try await writeAll([.create(b, value: bytes("r2"), ttlMs: 600_000), .create("txpending:x", value: bytes("b"), ttlMs: 600_000)],
-                                   up) == nil)
+                                   up) == .refused(key: "txpending:x", found: bytes("a")))
         #expect(try await writeAll([.create(b, value: bytes("r2"), ttlMs: 600_000),
-                                    .swap("txpending:x", expected: bytes("z"), new: bytes("b"), ttlMs: nil)], up) == nil)
+                                    .swap("txpending:x", expected: bytes("z"), new: bytes("b"), ttlMs: nil)], up)
+                == .refused(key: "txpending:x", found: bytes("a")))
+        #expect(try await writeAll([.swap("txpending:none", expected: bytes("z"), new: bytes("b"), ttlMs: nil)], up)
+                == .refused(key: "txpending:none", found: nil))
+        #expect(try await writeAll([.create(b, value: bytes("r2"), ttlMs: 600_000), .create(a, value: bytes("again"), ttlMs: 600_000)], up)
+                == .refused(key: a, found: bytes("r1")), "a fenced value found is given without its epoch")
         #expect(try await get(b) == nil)
         #expect(try await get("txpending:x") == bytes("a"))
         #expect(try await get("txrate:alice") == bytes("1"))
         // The swap keeps the entry's expiry.
         #expect(try await writeAll([.create(b, value: bytes("r2"), ttlMs: 600_000),
-                                    .swap("txpending:x", expected: bytes("a"), new: bytes("b"), ttlMs: nil)], up) == 2)
+                                    .swap("txpending:x", expected: bytes("a"), new: bytes("b"), ttlMs: nil)], up) == .written(count: 2))
         #expect(try await get(b) == bytes("r2"))
         #expect(try await get("txpending:x") == bytes("b"))
         #expect(try redis.pttl("t:txpending:x") <= 300_000)
         // A record of an older epoch is absent to a create (and swapped from by nobody).
         _ = try redis.command(["SET", "t:" + c, "0:old"])
-        #expect(try await writeAll([.swap(c, expected: bytes("old"), new: bytes("r3"), ttlMs: nil)], up) == nil)
-        #expect(try await writeAll([.create(c, value: bytes("r3"), ttlMs: StoreExpiry.never)], .down("txrate:alice")) == 1)
+        #expect(try await writeAll([.swap(c, expected: bytes("old"), new: bytes("r3"), ttlMs: nil)], up) == .refused(key: c, found: nil))
+        #expect(try await writeAll([.create(c, value: bytes("r3"), ttlMs: StoreExpiry.never)], .down("txrate:alice")) == .written(count: 1))
         #expect(try await get(c) == bytes("r3"))
         #expect(try redis.pttl("t:" + c) == -1, "never expiring")
         // Sent whole when Redis has lost the script.
         _ = try redis.command(["SCRIPT", "FLUSH"])
-        #expect(try await writeAll([.create("txpending:y", value: [1], ttlMs: 60_000)], .down("txrate:alice")) == 0)
+        #expect(try await writeAll([.create("txpending:y", value: [1], ttlMs: 60_000)], .down("txrate:alice")) == .written(count: 0))
     }
 
     /// A counter that holds something else fails the move before anything is written: the key

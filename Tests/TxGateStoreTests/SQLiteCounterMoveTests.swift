@@ -12,19 +12,21 @@ import TestSupport
         let clock = ManualClock()
         try await withStore(clock: clock) { store, _ async throws in
             let up = CounterMove.up("count", ttlMs: 400)
-            func writeAll(_ writes: [ConditionalWrite], _ counter: CounterMove = up) async -> StoreResult<Int?> {
+            func writeAll(_ writes: [ConditionalWrite], _ counter: CounterMove = up) async -> StoreResult<WriteOutcome> {
                 await call { store.writeAll(writes, moving: counter, on: $0, $1) }
             }
             func get(_ key: String) async throws -> [UInt8]? { try await call { store.get(key, on: $0, $1) }.get() }
-            #expect(try await writeAll([.create("tx:a", value: [1], ttlMs: 60_000), .create("index", value: [1], ttlMs: 300)]).get() == 1)
+            #expect(try await writeAll([.create("tx:a", value: [1], ttlMs: 60_000), .create("index", value: [1], ttlMs: 300)]).get() == .written(count: 1))
             #expect(try await get("tx:a") == [1])
             #expect(try await get("index") == [1])
             #expect(try await get("count") == bytes("1"))
-            // One condition fails: nothing is written, nothing moves.
+            // One condition fails: nothing is written, nothing moves; the first that failed says what it found.
             #expect(try await writeAll([.create("tx:b", value: [2], ttlMs: 60_000), .create("index", value: [2], ttlMs: 60_000)]).get()
-                    == .some(nil))
+                    == .refused(key: "index", found: [1]))
             #expect(try await writeAll([.create("tx:b", value: [2], ttlMs: 60_000),
-                                        .swap("index", expected: [9], new: [2], ttlMs: nil)]).get() == .some(nil))
+                                        .swap("index", expected: [9], new: [2], ttlMs: nil)]).get() == .refused(key: "index", found: [1]))
+            #expect(try await writeAll([.swap("nothing", expected: [9], new: [2], ttlMs: nil),
+                                        .create("index", value: [2], ttlMs: 60_000)]).get() == .refused(key: "nothing", found: nil))
             #expect(try await get("tx:b") == nil)
             #expect(try await get("index") == [1])
             #expect(try await get("count") == bytes("1"))
@@ -32,7 +34,7 @@ import TestSupport
             clock.advance(ms: 200)
             let later = CounterMove.up("count", ttlMs: 60_000)
             #expect(try await writeAll([.create("tx:b", value: [2], ttlMs: 60_000), .swap("index", expected: [1], new: [2], ttlMs: nil)],
-                                       later).get() == 2)
+                                       later).get() == .written(count: 2))
             #expect(try await get("tx:b") == [2])
             #expect(try await get("index") == [2])
             clock.advance(ms: 100)
@@ -42,13 +44,13 @@ import TestSupport
             #expect(try await get("count") == nil, "the counter kept its first move's expiry")
             // An expired key is absent to a create; a swap may set a new expiry; never expiring.
             #expect(try await writeAll([.create("index", value: [3], ttlMs: 60_000), .swap("tx:b", expected: [2], new: [3], ttlMs: 100),
-                                        .create("forever", value: [4], ttlMs: StoreExpiry.never)], later).get() == 1)
+.create("forever", value: [4], ttlMs: StoreExpiry.never)], later).get() == .written(count: 1))
             clock.advance(ms: 100)
             #expect(try await get("tx:b") == nil)
             #expect(try await get("index") == [3])
             #expect(try await get("forever") == [4])
             // Down with writes: the value after the move.
-            #expect(try await writeAll([.create("d", value: [4], ttlMs: 60_000)], .down("count")).get() == 0)
+            #expect(try await writeAll([.create("d", value: [4], ttlMs: 60_000)], .down("count")).get() == .written(count: 0))
             #expect(try await get("count") == bytes("0"))
             // Asked wrongly: refused before anything is done.
             #expect(await writeAll([.create("e", value: [1], ttlMs: 60_000), .swap("e", expected: [1], new: [2], ttlMs: nil)]).error

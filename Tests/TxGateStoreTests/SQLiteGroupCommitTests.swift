@@ -88,9 +88,9 @@ private final class Started<T: Sendable>: @unchecked Sendable {
             let failing = Started { store.writeAll([.create("b", value: [2], ttlMs: 60_000)], moving: .up("session", ttlMs: 60_000), on: $0, $1) }
             let last = Started { store.writeAll([.create("c", value: [3], ttlMs: 60_000)], moving: .up("count", ttlMs: 60_000), on: $0, $1) }
             resume()
-            #expect(try await first.answer.get() == 1)
+            #expect(try await first.answer.get() == .written(count: 1))
             #expect(await failing.answer.error == .failed("increment: the value is not a counter"))
-            #expect(try await last.answer.get() == 2)
+            #expect(try await last.answer.get() == .written(count: 2))
             #expect(try await call { store.get("b", on: $0, $1) }.get() == nil)
             #expect(try await call { store.get("c", on: $0, $1) }.get() == [3])
             #expect(try await call { store.get("count", on: $0, $1) }.get() == bytes("2"))

@@ -37,7 +37,7 @@ final class MeasuredStore: Store {
     }
 
     func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, on executor: CallbackExecutor,
-                  _ done: @escaping (StoreResult<Int?>) -> Void) {
+                  _ done: @escaping (StoreResult<WriteOutcome>) -> Void) {
         inner.writeAll(writes, moving: counter, on: executor, measured(.writeAll, on: executor, done))
     }
 

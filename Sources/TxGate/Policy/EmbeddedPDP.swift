@@ -52,10 +52,6 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                     return decider.afterConsume(intent, txid: txid, take, nowMs: nowMs)
                 }
             }
-        case .findPending(let intent, let attempts):
-            store.get(intent.pendingKey, on: executor) { [self] r in
-                step(r, requestId, executor, done) { decider.afterFindPending(intent, indexed: $0, attempts: attempts, nowMs: clock.nowMs()) }
-            }
         case .checkPending(let txid, let intent, let attempts):
             store.get(TransactionRecord.key(txid), on: executor) { [self] r in
                 step(r, requestId, executor, done) { bytes in
@@ -76,10 +72,12 @@ final class EmbeddedPDP: PolicyDecisionPoint {
             let txid = Array(record.txid.utf8)
             let index: ConditionalWrite = replacing.map { .swap(intent.pendingKey, expected: Array($0.utf8), new: txid, ttlMs: ttlMs) }
                 ?? .create(intent.pendingKey, value: txid, ttlMs: ttlMs)
-            let writes: [ConditionalWrite] = [.create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: ttlMs), index]
+            // The index first: when both conditions fail, what the index names is what matters.
+            let writes: [ConditionalWrite] = [index, .create(TransactionRecord.key(record.txid), value: record.encoded, ttlMs: ttlMs)]
             store.writeAll(writes, moving: .up(TransactionRecord.pendingKey(intent.binding.subject), ttlMs: ttlMs),
                            on: executor) { [self] opened in
-                let next = decider.afterOpen(record, intent, opened: opened, attempts: attempts)
+                let next = decider.afterOpen(record, intent, replacing: replacing, opened: opened, attempts: attempts,
+                                             nowMs: clock.nowMs())
                 if case .decided = next {
                     metrics.transactionsCreated.increment()
                     logger.info("transaction created", metadata: [

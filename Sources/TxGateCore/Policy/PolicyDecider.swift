@@ -82,20 +82,20 @@ public struct PolicyDecider: Sendable {
         /// Take the completed transaction `txid` if it is sealed to this request; if it was
         /// taken, allow once (`afterConsume`).
         case consume(txid: String, Intent)
-        /// Read which transaction, if any, was last created for this very request
-        /// (`Intent.pendingKey`), so that the same request challenged again gets the same TxId
-        /// (`afterFindPending`). `attempts`: lookups left before the race for the index is given up.
-        case findPending(Intent, attempts: Int)
-        /// Read the transaction the index names (`afterCheckPending`).
+        /// Read the transaction the pending index names (`afterCheckPending`).
         case checkPending(txid: String, Intent, attempts: Int)
-        /// Write this new record, not yet handed out, point the index at it (created if
-        /// `replacing` is nil, else swapped only while it still names `replacing`) and count one
-        /// more transaction waiting for the subject's approval (`CounterMove.up` of
-        /// `TransactionRecord.pendingKey`, the rule's ttl), all in one store step, all or nothing
-        /// (`Store.writeAll`; `afterOpen`): whoever reads the index finds the record it names,
-        /// and of concurrent challenges of one request exactly one claims the index and counts,
-        /// the others writing nothing.
+        /// Write this new record, not yet handed out, point the request's pending index
+        /// (`Intent.pendingKey`) at it (created if `replacing` is nil, else swapped only while it
+        /// still names `replacing`) and count one more transaction waiting for the subject's
+        /// approval (`CounterMove.up` of `TransactionRecord.pendingKey`, the rule's ttl), all in
+        /// one store step, all or nothing (`Store.writeAll`; `afterOpen`): whoever reads the
+        /// index finds the record it names, and of concurrent challenges of one request exactly
+        /// one claims the index and counts, the others writing nothing. A challenge opens at
+        /// once, without reading the index first: an index that names a transaction already
+        /// refuses the step and says which (`afterOpen`), so that the same request challenged
+        /// again gets the same TxId (`afterFindPending`).
         /// `replacing`: the TxId the index names now (a transaction no longer pending), nil if none.
+        /// `attempts`: opens left before the race for the index is given up.
         case open(TransactionRecord, Intent, ttlMs: Int, replacing: String?, attempts: Int)
         /// Delete a record never handed out (and the index entry naming it, if `unindex`), then
         /// go on with `then`. A failure here only leaves a record that expires unused.
@@ -105,8 +105,9 @@ public struct PolicyDecider: Sendable {
         case uncountPending(subject: String, then: Plan)
     }
 
-    /// Lookups of the pending index one challenge makes before giving up the race for it.
-    public static let claimAttempts = 3
+    /// Opens one challenge tries before giving up the race for its pending index: the first,
+    /// and three more once the index was found naming a transaction that cannot be reused.
+    public static let claimAttempts = 4
 
     public func decide(_ q: DecisionQuery, nowMs: Int64) -> Plan {
         let deny = Decision(resource: q.resource)
@@ -140,7 +141,7 @@ public struct PolicyDecider: Sendable {
                 intent.approvedAhead = q.txidApprovedAhead
                 return .consume(txid: txid, intent)
             }
-            return .findPending(intent, attempts: Self.claimAttempts)
+            return create(intent, replacing: nil, attempts: Self.claimAttempts, nowMs: nowMs)
         }
     }
 
@@ -150,7 +151,7 @@ public struct PolicyDecider: Sendable {
         guard case .taken(let bytes) = take else {
             var own = intent
             own.approvedAhead = false  // the challenge is for this very request
-            return .findPending(own, attempts: Self.claimAttempts)
+            return create(own, replacing: nil, attempts: Self.claimAttempts, nowMs: nowMs)
         }
         // A one-shot allow must never be cached: its ttl has already passed.
         return .decided(.consuming(txid, record: bytes, resource: intent.binding.resource, method: intent.binding.method, ttl: nowMs - 1))
@@ -166,7 +167,8 @@ public struct PolicyDecider: Sendable {
         }
     }
 
-    /// After reading the pending index: the transaction it names, to be checked, or a new one.
+    /// The pending index found naming `indexed` (nil: nothing): the transaction it names, to be
+    /// checked, or a new one.
     public func afterFindPending(_ intent: Intent, indexed: [UInt8]?, attempts: Int, nowMs: Int64) -> Plan {
         guard let indexed else { return create(intent, replacing: nil, attempts: attempts, nowMs: nowMs) }
         let txid = String(decoding: indexed, as: UTF8.self)
@@ -210,20 +212,25 @@ public struct PolicyDecider: Sendable {
         return .open(record, intent, ttlMs: rule.ttlS * 1000, replacing: replacing, attempts: attempts)
     }
 
-    /// After `Plan.open`'s step: the subject's count of waiting transactions, this one included
-    /// (the record and its index entry written), or nil if the index no longer named what it
-    /// was read naming (a concurrent challenge of the same request claimed it; nothing written).
+    /// After `Plan.open`'s step (`replacing` as the plan had it): written, the subject's count of
+    /// waiting transactions, this one included; refused, nothing was written or counted.
     /// - Within `maxPending`: challenge with the TxId.
     /// - Over the limit: the record, its index entry and its count are withdrawn before the refusal.
-    /// - The claim lost: the index is read again (it now names the winner's record).
+    /// - The index named another transaction than `replacing` (the same request challenged
+    ///   again; a stale entry; a concurrent challenge of the same request that won the race):
+    ///   that one is checked (`afterFindPending`), and reused or replaced.
+    /// - The new TxId was taken already (a generator that repeats itself): another one.
     /// - The step failed: nothing was written; the challenge fails closed.
-    public func afterOpen(_ record: TransactionRecord, _ intent: Intent, opened: StoreResult<Int?>, attempts: Int) -> Plan {
+    public func afterOpen(_ record: TransactionRecord, _ intent: Intent, replacing: String?, opened: StoreResult<WriteOutcome>,
+                          attempts: Int, nowMs: Int64) -> Plan {
         switch opened {
-        case .success(let pending?):
+        case .success(.written(let pending)):
             guard pending <= maxPending else { return unclaim(record, intent, then: .failed(.tooManyTransactions(maxPending))) }
             return created(record)
-        case .success(nil):
-            return .findPending(intent, attempts: attempts - 1)
+        case .success(.refused(let key, let found)) where key == intent.pendingKey:
+            return afterFindPending(intent, indexed: found, attempts: attempts - 1, nowMs: nowMs)
+        case .success(.refused):
+            return create(intent, replacing: replacing, attempts: attempts - 1, nowMs: nowMs)
         case .failure(let e):
             return .failed(.unavailable(e.description))
         }

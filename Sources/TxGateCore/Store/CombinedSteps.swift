@@ -30,6 +30,16 @@ public enum ConditionalWrite: Equatable, Sendable {
     }
 }
 
+/// What `Store.writeAll` did.
+public enum WriteOutcome: Equatable, Sendable {
+    /// Every write was made, and the counter moved: its value after the move.
+    case written(count: Int)
+    /// The condition of the write of `key` (the first, in the order given, whose condition
+    /// failed) did not hold: `found` is the live value there (nil: absent). Nothing was written
+    /// or moved.
+    case refused(key: String, found: [UInt8]?)
+}
+
 /// A counter (`Store.increment`'s) moved by the same store step as a write, and only when the
 /// write is made (`Store.writeAll`, `Store.compareAndSwap(_:expected:new:ttlMs:audit:moving:on:_:)`):
 /// a user's count of transactions waiting for approval goes up with the record and the index

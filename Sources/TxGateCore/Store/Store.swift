@@ -158,12 +158,12 @@ public protocol Store: AnyObject, Sendable {
     func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
                         on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void)
     /// Every write of `writes` (keys all different), and `counter` moved, in one step, only if
-    /// the condition of every write holds: all or nothing. `done` gets the counter's value after
-    /// the move, or nil if a condition failed (and nothing was written or moved). A counter that
-    /// holds something other than a number fails an `up` move, and nothing is written. Keys of
-    /// a fenced class must be records, not markers (`FencedKeys`).
+    /// the condition of every write holds: all or nothing (`WriteOutcome`: the counter's value
+    /// after the move, or the first write whose condition failed and what it found there). A
+    /// counter that holds something other than a number fails an `up` move, and nothing is
+    /// written. Keys of a fenced class must be records, not markers (`FencedKeys`).
     func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, on executor: CallbackExecutor,
-                  _ done: @escaping (StoreResult<Int?>) -> Void)
+                  _ done: @escaping (StoreResult<WriteOutcome>) -> Void)
     /// `compareAndSwap`, and, only if the value was swapped, `counter` moved in the same step
     /// (`CounterMove`). `done` gets the counter's value after the move, or nil if nothing was
     /// swapped (and nothing moved). A counter that holds something other than a number fails an
