@@ -63,7 +63,11 @@ import TxGateCrypto
         let authId = try firstStep(e, JourneyState(realm: "/", journey: "Login"), issued)
         var parts = authId.split(separator: ".").map(String.init)
         parts[1] = Base64URL.encode(Array(#"{"exp":9999999999,"iat":0,"iss":"txgate","st":{"journey":"Login","node":0,"realm":"/","shared":{},"username":"admin"}}"#.utf8))
-        guard case .failure(.rejected) = e.decode(authId: parts.joined(separator: "."), now: services.now, issued: issued) else {
+        // The same signature, so the same hash in the memo (`AuthIdKey` hashes the text's end):
+        // still not the same key, which is the whole text.
+        let tampered = parts.joined(separator: ".")
+        #expect(AuthIdKey(tampered).hashValue == AuthIdKey(authId).hashValue && AuthIdKey(tampered) != AuthIdKey(authId))
+        guard case .failure(.rejected) = e.decode(authId: tampered, now: services.now, issued: issued) else {
             Issue.record("a tampered authId was accepted"); return
         }
         // Signed by another gateway's key, or by this one on another worker: not in this memo.

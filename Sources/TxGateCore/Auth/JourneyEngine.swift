@@ -64,7 +64,7 @@ public final class JourneyEngine: Sendable {
     /// and claims; its expiry and journey are checked all the same.
     public func decode(authId: String, now: Int, issued: IssuedAuthIds? = nil) -> Result<JourneyState, JourneyResult> {
         let state: JourneyState
-        if let known = issued?.take(authId) {
+        if let known = issued?.take(AuthIdKey(authId)) {
             guard known.expires > now else { return .failure(.timedOut) }
             state = known.state
         } else {
@@ -160,7 +160,7 @@ public final class JourneyEngine: Sendable {
         claims.member("iss", "txgate")
         claims.member("st", object: state.canonicalBytes)
         let authId = JWT.sign(claimsJSON: claims.finish(), key: signingKey)
-        context.issued?.remember(authId, IssuedAuthId(state: state, expires: now + authIdTtlS))
+        context.issued?.remember(AuthIdKey(authId), IssuedAuthId(state: state, expires: now + authIdTtlS))
         return authId
     }
 
