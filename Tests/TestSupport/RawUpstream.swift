@@ -74,21 +74,27 @@ public final class RawUpstream: @unchecked Sendable {
 
     deinit { stop() }
 
-    /// Closes the listener and every connection. Safe to call more than once.
+    /// Ends the listener and every connection (the peers see them closed). Safe to call more
+    /// than once.
+    ///
+    /// Only shut down here: each descriptor is closed by the thread that uses it, once it is
+    /// done. Closed here, a number could be handed to a new socket (another test's server or
+    /// connection) while a thread still blocked on the old one went on to read the new one, and
+    /// answer another test's request with this server's script.
     public func stop() {
-        lock.lock()
-        let was = stopped
-        stopped = true
-        let open = clients
-        clients = []
-        lock.unlock()
-        guard !was else { return }
-        shutdown(listener, Int32(SHUT_RDWR))
-        Glibc.close(listener)
-        for fd in open { Glibc.close(fd) }
+        lock.withLock {
+            guard !stopped else { return }
+            stopped = true
+            shutdown(listener, Int32(SHUT_RDWR))
+            // Under the lock: a connection's thread takes its descriptor out of `clients` (under
+            // the lock) before it closes it, so none shut down here can have been closed.
+            for fd in clients { shutdown(fd, Int32(SHUT_RDWR)) }
+            clients = []
+        }
     }
 
     private func acceptLoop() {
+        defer { Glibc.close(listener) }
         while true {
             let fd = accept(listener, nil, nil)
             if fd < 0 {
@@ -105,8 +111,16 @@ public final class RawUpstream: @unchecked Sendable {
         }
     }
 
-    /// Reads requests (head, then a `Content-Length` body) and answers each with its response.
+    /// Reads requests (head, then a `Content-Length` body) and answers each with its response;
+    /// closes `fd` when done (a reset on purpose closes it its own way).
     private func serve(_ fd: Int32) {
+        var closed = false
+        defer {
+            if !closed {
+                lock.withLock { clients.removeAll { $0 == fd } }
+                Glibc.close(fd)
+            }
+        }
         var pending: [UInt8] = []
         var chunk = [UInt8](repeating: 0, count: 16_384)
         var onThisConnection = 0
@@ -123,17 +137,15 @@ public final class RawUpstream: @unchecked Sendable {
                 pending.removeSubrange(0..<(end + length))
                 onThisConnection += 1
                 if onThisConnection == resetAt {
-                    let mine = lock.withLock {
+                    lock.withLock {
                         heads.append(request)
-                        let had = clients.contains(fd)
                         clients.removeAll { $0 == fd }
-                        return had
                     }
-                    guard mine else { return }  // stop() closed it
                     // A zero linger makes close() send a reset.
                     var l = linger(l_onoff: 1, l_linger: 0)
                     setsockopt(fd, SOL_SOCKET, SO_LINGER, &l, socklen_t(MemoryLayout<linger>.size))
                     Glibc.close(fd)
+                    closed = true
                     return
                 }
                 let response = lock.withLock {
