@@ -94,7 +94,6 @@ final class EmbeddedPDP: PolicyDecisionPoint {
                         "request_id": .string(requestId), "txid": .string(masked(txid)), "error": .string(e.description),
                     ])
                 }
-                guard let unindex else { run(then, requestId: requestId, executor, done); return }
                 store.compareAndSwap(unindex, expected: Array(txid.utf8), new: nil, ttlMs: nil, on: executor) { [self] _ in
                     // Left behind, the entry names a record that is gone: the next challenge replaces it.
                     run(then, requestId: requestId, executor, done)

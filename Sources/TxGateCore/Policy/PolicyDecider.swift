@@ -97,9 +97,9 @@ public struct PolicyDecider: Sendable {
         /// `replacing`: the TxId the index names now (a transaction no longer pending), nil if none.
         /// `attempts`: opens left before the race for the index is given up.
         case open(TransactionRecord, Intent, ttlMs: Int, replacing: String?, attempts: Int)
-        /// Delete a record never handed out (and the index entry naming it, if `unindex`), then
-        /// go on with `then`. A failure here only leaves a record that expires unused.
-        case withdraw(txid: String, unindex: String?, then: Plan)
+        /// Delete a record never handed out and the index entry `unindex` naming it, then go on
+        /// with `then`. A failure here only leaves a record that expires unused.
+        case withdraw(txid: String, unindex: String, then: Plan)
         /// Lower the subject's count of waiting transactions by the one just refused, then go on
         /// with `then`: a refused challenge leaves nothing waiting, so it does not count.
         case uncountPending(subject: String, then: Plan)
@@ -198,7 +198,7 @@ public struct PolicyDecider: Sendable {
             && record.journey == intent.rule.journey && record.expires - now >= (intent.rule.ttlS + 1) / 2
     }
 
-    /// A new record for `intent`, written, then indexed (`Plan.open`).
+    /// A new record for `intent`, written with its index entry and its count (`Plan.open`).
     func create(_ intent: Intent, replacing: String?, attempts: Int, nowMs: Int64) -> Plan {
         guard attempts > 0 else {
             return .failed(.unavailable("the pending index of this request kept changing under concurrent challenges; try again"))
@@ -225,7 +225,10 @@ public struct PolicyDecider: Sendable {
                           attempts: Int, nowMs: Int64) -> Plan {
         switch opened {
         case .success(.written(let pending)):
-            guard pending <= maxPending else { return unclaim(record, intent, then: .failed(.tooManyTransactions(maxPending))) }
+            guard pending <= maxPending else {
+                return .withdraw(txid: record.txid, unindex: intent.pendingKey,
+                                 then: .uncountPending(subject: record.subject, then: .failed(.tooManyTransactions(maxPending))))
+            }
             return created(record)
         case .success(.refused(let key, let found)) where key == intent.pendingKey:
             return afterFindPending(intent, indexed: found, attempts: attempts - 1, nowMs: nowMs)
@@ -234,12 +237,6 @@ public struct PolicyDecider: Sendable {
         case .failure(let e):
             return .failed(.unavailable(e.description))
         }
-    }
-
-    /// The record withdrawn with the index entry that claimed it and the count that came with
-    /// the claim, then `then`.
-    private func unclaim(_ record: TransactionRecord, _ intent: Intent, then: Plan) -> Plan {
-        .withdraw(txid: record.txid, unindex: intent.pendingKey, then: .uncountPending(subject: record.subject, then: then))
     }
 
     /// The record is written: challenge with its TxId.
