@@ -116,12 +116,13 @@ public final class RedisStore: Store, Sendable {
     /// One script (`writeAllBody`): every condition read, then every write and the move.
     public func writeAll(_ writes: [ConditionalWrite], moving counter: CounterMove, on executor: CallbackExecutor,
                          _ done: @escaping (StoreResult<WriteOutcome>) -> Void) {
-        if let refused = refusal(of: counter) ?? refusal(of: writes) {
+        let keys = writes.map(\.key)
+        let kinds = keys.map(fenced.kind(of:))
+        if let refused = refusal(of: counter) ?? refusal(of: writes, kinds: kinds) {
             executor.execute { done(.failure(refused)) }
             return
         }
-        let keys = writes.map(\.key)
-        let anyFenced = keys.contains { fenced.kind(of: $0) != nil }
+        let anyFenced = kinds.contains { $0 != nil }
         let room = writes.reduce(0) { room, write in
             switch write {
             case .create(_, let value, _): room + value.count
@@ -130,18 +131,18 @@ public final class RedisStore: Store, Sendable {
         }
         var c = anyFenced ? fencedEval(RedisFence.writeAll, counter.key, more: keys, room: room)
             : eval(Self.writeAllScript, counter.key, more: keys, room: room)
-        for write in writes {
+        for (write, kind) in zip(writes, kinds) {
             let ttlMs: Int?
             switch write {
-            case .create(let key, let value, let ttl):
+            case .create(_, let value, let ttl):
                 c.add("c")
-                c.add(fenced.kind(of: key) != nil ? "1" : "0")
+                c.add(kind != nil ? "1" : "0")
                 c.add("")
                 c.add(value)
                 ttlMs = ttl
-            case .swap(let key, let expected, let new, let ttl):
+            case .swap(_, let expected, let new, let ttl):
                 c.add("s")
-                c.add(fenced.kind(of: key) != nil ? "1" : "0")
+                c.add(kind != nil ? "1" : "0")
                 c.add(expected)
                 c.add(new)
                 ttlMs = ttl
@@ -259,11 +260,7 @@ public final class RedisStore: Store, Sendable {
 
     public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
                                on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        let room = expected.count + (new?.count ?? 0) + audit.byteCount
-        var c = fenced.kind(of: key) != nil ? fencedEval(RedisFence.compareAndSwap, key, audited: true, room: room)
-            : eval(Self.compareAndSwapScript, key, audited: true, room: room)
-        addAudit(audit, to: &c)
-        addSwap(expected: expected, new: new, ttlMs: ttlMs, to: &c)
+        let c = swapCommand(key, expected: expected, new: new, ttlMs: ttlMs, audit: audit, moving: nil)
         run(c, on: executor, writes: true, done, Self.flag)
     }
 
@@ -275,19 +272,24 @@ public final class RedisStore: Store, Sendable {
             executor.execute { done(.failure(refused)) }
             return
         }
-        let room = expected.count + (new?.count ?? 0) + audit.byteCount
-        var c = fenced.kind(of: key) != nil
-            ? fencedEval(RedisFence.compareAndSwapMoving, key, more: [counter.key], audited: true, room: room)
-            : eval(Self.compareAndSwapMovingScript, key, more: [counter.key], audited: true, room: room)
-        addAudit(audit, to: &c)
-        addSwap(expected: expected, new: new, ttlMs: ttlMs, to: &c)
-        addMove(counter, to: &c)
+        let c = swapCommand(key, expected: expected, new: new, ttlMs: ttlMs, audit: audit, moving: counter)
         run(c, on: executor, writes: true, done, Self.moved)
     }
 
-    /// ARGV[4...] of a compare-and-swap: expected, then 'set', the new value and its ttl ms
-    /// ('' keeps the expiry), or 'del'.
-    private func addSwap(expected: [UInt8], new: [UInt8]?, ttlMs: Int?, to c: inout RedisCommand) {
+    /// A compare-and-swap's script (fenced or not, moving `counter` or not) with its keys and
+    /// ARGV: the audit (`addAudit`), expected, then 'set', the new value and its ttl ms ('' keeps
+    /// the expiry), or 'del'; then the counter's move (`addMove`).
+    private func swapCommand(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
+                             moving counter: CounterMove?) -> RedisCommand {
+        let room = expected.count + (new?.count ?? 0) + audit.byteCount
+        let more = counter.map { [$0.key] } ?? []
+        var c = switch (fenced.kind(of: key) != nil, counter != nil) {
+        case (true, false): fencedEval(RedisFence.compareAndSwap, key, audited: true, room: room)
+        case (true, true): fencedEval(RedisFence.compareAndSwapMoving, key, more: more, audited: true, room: room)
+        case (false, false): eval(Self.compareAndSwapScript, key, audited: true, room: room)
+        case (false, true): eval(Self.compareAndSwapMovingScript, key, more: more, audited: true, room: room)
+        }
+        addAudit(audit, to: &c)
         c.add(expected)
         if let new {
             c.add("set")
@@ -296,6 +298,8 @@ public final class RedisStore: Store, Sendable {
         } else {
             c.add("del")
         }
+        if let counter { addMove(counter, to: &c) }
+        return c
     }
 
     /// The last two ARGV of a script that moves a counter (`movesCounter`).
@@ -310,12 +314,13 @@ public final class RedisStore: Store, Sendable {
         }
     }
 
-    /// Why `writes` cannot be sent, if they cannot: the shared checks (`ConditionalWrite.problem`),
-    /// and no one-time marker among them (their claims need a quarantine `create` and `raise` apply).
-    private func refusal(of writes: [ConditionalWrite]) -> StoreError? {
+    /// Why `writes` (their keys' classes `kinds`) cannot be sent, if they cannot: the shared
+    /// checks (`ConditionalWrite.problem`), and no one-time marker among them (their claims need
+    /// the quarantine `create` and `raise` apply).
+    private func refusal(of writes: [ConditionalWrite], kinds: [FencedKeys.Kind?]) -> StoreError? {
         if let problem = ConditionalWrite.problem(in: writes) { return .failed(problem) }
-        if let marker = writes.first(where: { fenced.kind(of: $0.key) == .marker }) {
-            return .failed("writeAll '\(marker.key.prefix { $0 != ":" })' keys: one-time markers are written by create or raise, alone")
+        if let marker = kinds.firstIndex(of: .marker) {
+            return .failed("writeAll '\(writes[marker].key.prefix { $0 != ":" })' keys: one-time markers are written by create or raise, alone")
         }
         return nil
     }

@@ -92,13 +92,17 @@ final class KeyValueTable {
         }
     }
 
-    /// When a row written now with `ttlMs` expires (`StoreExpiry.never`: never); `what` names
-    /// it in the error for a `ttlMs` that is not positive.
-    private static func expiry(of what: String, now: Int64, ttlMs: Int) throws -> Int64 {
-        guard ttlMs > 0 else { throw StoreError.failed("\(what): ttlMs must be more than 0, got \(ttlMs)") }
-        if ttlMs == StoreExpiry.never { return .max }
+    /// When a row written now with `ttlMs` (> 0) expires: never (`Int64.max`) past the clock's
+    /// range, as `StoreExpiry.never` is.
+    static func expiry(now: Int64, ttlMs: Int) -> Int64 {
         let (expiresAt, overflow) = now.addingReportingOverflow(Int64(ttlMs))
         return overflow ? .max : expiresAt
+    }
+
+    /// `expiry`, for a `ttlMs` not checked yet; `what` names it in the error when it is not positive.
+    private static func expiry(of what: String, now: Int64, ttlMs: Int) throws -> Int64 {
+        guard ttlMs > 0 else { throw StoreError.failed("\(what): ttlMs must be more than 0, got \(ttlMs)") }
+        return expiry(now: now, ttlMs: ttlMs)
     }
 
     func put(_ key: String, value: [UInt8], expiresAt: Int64) throws {
@@ -231,11 +235,8 @@ final class KeyValueTable {
     func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, expiresAt: Int64?, now: Int64,
                         audit append: AuditAppend?, moving counter: CounterMove) throws -> Int? {
         try transaction {
-            let swapped = try swap(key, expected: expected, new: new, expiresAt: expiresAt, now: now)
-            if let append, let entry = append.entry(changed: swapped) {
-                try audit.append(entry, found: nil, retentionMs: append.retentionMs, now: now)
-            }
-            return swapped ? try move(counter, now: now) : nil
+            try compareAndSwap(key, expected: expected, new: new, expiresAt: expiresAt, now: now, audit: append)
+                ? try move(counter, now: now) : nil
         }
     }
 

@@ -178,13 +178,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
 
     public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
                                on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
-        guard let ttlMs else {
-            run("compareAndSwap", executor, done) { table, now in
-                try table.compareAndSwap(key, expected: expected, new: new, expiresAt: nil, now: now, audit: audit)
-            }
-            return
-        }
-        run("compareAndSwap", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
+        run("compareAndSwap", ttlMsOrKeep: ttlMs, executor, done) { table, now, expiresAt in
             try table.compareAndSwap(key, expected: expected, new: new, expiresAt: expiresAt, now: now, audit: audit)
         }
     }
@@ -192,13 +186,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     public func compareAndSwap(_ key: String, expected: [UInt8], new: [UInt8]?, ttlMs: Int?, audit: AuditAppend?,
                                moving counter: CounterMove, on executor: CallbackExecutor,
                                _ done: @escaping (StoreResult<Int?>) -> Void) {
-        guard let ttlMs else {
-            run("compareAndSwap", executor, done) { table, now in
-                try table.compareAndSwap(key, expected: expected, new: new, expiresAt: nil, now: now, audit: audit, moving: counter)
-            }
-            return
-        }
-        run("compareAndSwap", ttlMs: ttlMs, executor, done) { table, now, expiresAt in
+        run("compareAndSwap", ttlMsOrKeep: ttlMs, executor, done) { table, now, expiresAt in
             try table.compareAndSwap(key, expected: expected, new: new, expiresAt: expiresAt, now: now, audit: audit, moving: counter)
         }
     }
@@ -380,10 +368,19 @@ public final class SQLiteStore: Store, @unchecked Sendable {
             queue.async { reply(.failure(.failed("\(operation): ttlMs must be more than 0, got \(ttlMs)"))) }
             return
         }
-        run(operation, executor, done) { table, now in
-            let (expiresAt, overflow) = now.addingReportingOverflow(Int64(ttlMs))
-            return try body(table, now, overflow ? .max : expiresAt)
+        run(operation, executor, done) { table, now in try body(table, now, KeyValueTable.expiry(now: now, ttlMs: ttlMs)) }
+    }
+
+    /// As `run(ttlMs:)` for a `ttlMs` that may be nil (an operation that then keeps the key's
+    /// expiry: `expiresAt` nil).
+    private func run<T: Sendable>(_ operation: String, ttlMsOrKeep ttlMs: Int?, _ executor: CallbackExecutor,
+                                  _ done: @escaping (StoreResult<T>) -> Void,
+                                  _ body: @escaping @Sendable (KeyValueTable, Int64, Int64?) throws -> T) {
+        guard let ttlMs else {
+            run(operation, executor, done) { table, now in try body(table, now, nil) }
+            return
         }
+        run(operation, ttlMs: ttlMs, executor, done) { table, now, expiresAt in try body(table, now, expiresAt) }
     }
 
     /// Must be called on the queue. The clock is read here, when the operation runs.
