@@ -214,8 +214,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
             let db = try SQLiteConnection(path: path)
             defer { db.close() }
             try db.execute("PRAGMA busy_timeout=5000")
-            try db.execute(AuditTable.schema)
-            try AuditTable.read(db, sinceMs: sinceMs, untilMs: untilMs, each)
+            try AuditTable(db).read(sinceMs: sinceMs, untilMs: untilMs, each)
         } catch let error as SQLiteError {
             throw storeError(error, operation: "audit export", path: path)
         }
