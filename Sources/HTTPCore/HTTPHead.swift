@@ -367,17 +367,23 @@ public enum HTTPParser {
 /// one's headers cost no allocation. Whatever still holds the previous headers keeps them as
 /// they are (the buffers are copy-on-write); the next headers are then made in new buffers.
 public struct HeadersSpare {
-    var headers: HTTPHeaders?
+    // Spelled out, with no default, and taken from the argument: so written, the lending
+    // initializer moves the headers in. As `HTTPHeaders?` (nil first) set with `= headers`, it
+    // copied them in and released the argument: two retains and two releases a request.
+    var headers: Optional<HTTPHeaders>
     /// Whether the parser keeps the new headers' buffers here for the next message.
     let keepsParsed: Bool
 
     /// A connection's spare: empty at first, then the buffers of each head parsed with it.
-    public init() { keepsParsed = true }
+    public init() {
+        headers = nil
+        keepsParsed = true
+    }
 
     /// Lends `headers`' buffers (from a pool of finished messages' headers) to one parse, and
     /// keeps nothing afterwards.
-    public init(lending headers: HTTPHeaders?) {
-        self.headers = headers
+    public init(lending headers: consuming HTTPHeaders?) {
+        self.headers = headers.take()
         keepsParsed = false
     }
 

@@ -96,7 +96,7 @@ final class AuditTable {
         let (last, overflow) = now.subtractingReportingOverflow(retention)
         guard !overflow, last < .max else { return 0 }
         // Before the records go (a crash between the two keeps a floor and loses nothing).
-        try raiseFloor.use { try $0.step() }
+        _ = try raiseFloor.use { try $0.step() }
         try purgeOlder.use { s in
             try s.bind(1, layout == .timeKeyed ? Self.firstId(atMs: last + 1) : last + 1)
             try s.step()
