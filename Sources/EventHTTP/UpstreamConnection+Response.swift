@@ -42,7 +42,7 @@ extension UpstreamConnection {
         var headLength = 0
         guard state == .waitingHead,
               let head = try? HTTPParser.parseResponseHead(bytes, reusing: &spareHeaders, headLength: &headLength),
-              head.status >= 200, let framing = try? HTTPParser.responseFraming(head, requestMethod: method) else {
+              head.status >= 200, let framing = try? HTTPParser.responseFraming(head, answersHEAD: requestIsHEAD) else {
             return 0
         }
         bytesReceived = true
@@ -86,7 +86,7 @@ extension UpstreamConnection {
         do {
             head = try HTTPParser.parseResponseHead(UnsafeRawBufferPointer(start: evbuffer_pullup(input, n), count: n),
                                                     reusing: &spareHeaders)
-            framing = try HTTPParser.responseFraming(head, requestMethod: method)
+            framing = try HTTPParser.responseFraming(head, answersHEAD: requestIsHEAD)
         } catch {
             fail(.protocolError(error.message))
             return nil

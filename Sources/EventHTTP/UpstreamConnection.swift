@@ -13,7 +13,9 @@ final class UpstreamConnection: ChannelHandler {
     enum State { case connecting, waitingHead, body, idle, closed }
     var state = State.connecting
     var call: UpstreamCall?
-    var method = "GET"
+    /// Whether the call's request is a HEAD (its response has no body): a flag, not the method
+    /// kept as a string (a retain and a release a request).
+    var requestIsHEAD = false
     var framing = BodyFraming.none
     var remaining = 0
     var chunked = ChunkedDecoder()
@@ -67,7 +69,7 @@ final class UpstreamConnection: ChannelHandler {
         guard let channel else { call.finish(.connectFailed("connection closed")); return }
         self.call = call
         call.connection = self
-        method = call.method
+        requestIsHEAD = call.method == "HEAD"
         bytesReceived = false
         requestCount += 1
         call.writeRequest(to: channel, with: pool.loop.heads)

@@ -189,7 +189,13 @@ public enum HTTPParser {
 
     /// The framing of a response body, given the request method (RFC 9112 §6.3).
     public static func responseFraming(_ head: ResponseHead, requestMethod: String) throws(HTTPParseError) -> BodyFraming {
-        if requestMethod == "HEAD" || head.status / 100 == 1 || head.status == 204 || head.status == 304 {
+        try responseFraming(head, answersHEAD: requestMethod == "HEAD")
+    }
+
+    /// `responseFraming(_:requestMethod:)` for a caller that knows whether the request was a
+    /// HEAD, and keeps no method string for it.
+    public static func responseFraming(_ head: ResponseHead, answersHEAD: Bool) throws(HTTPParseError) -> BodyFraming {
+        if answersHEAD || head.status / 100 == 1 || head.status == 204 || head.status == 304 {
             return .none
         }
         switch head.headers.notedFraming() {

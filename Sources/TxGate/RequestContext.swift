@@ -167,7 +167,7 @@ final class RequestContext {
 
     /// The loop: each phase's returned status says what comes next; a suspended phase returns
     /// here through its token (`resumed`), from its callback, at the same depth.
-    private func drive(_ first: Outcome) {
+    private func drive(_ first: consuming Outcome) {
         var outcome = first
         while true {
             switch outcome {
@@ -188,11 +188,10 @@ final class RequestContext {
                 if case .next = status, flow == .inPhase { continue }
                 switch status {
                 case .suspended:
-                    guard flow == .resumedInPhase, let o = resumedOutcome else {
+                    guard flow == .resumedInPhase, let o = resumedOutcome.take() else {
                         flow = .suspended
                         return
                     }
-                    resumedOutcome = nil
                     outcome = o
                 case .reply(let r) where flow == .inPhase:
                     outcome = .reply(r)
@@ -236,7 +235,9 @@ final class RequestContext {
         pipeline.misuse(self, what)
     }
 
-    fileprivate func resumed(_ outcome: Outcome) {
+    /// The outcome is moved through, not copied (a copy retained what it carries, and its
+    /// destroy released it).
+    fileprivate func resumed(_ outcome: consuming Outcome) {
         switch flow {
         case .inPhase:
             resumedOutcome = outcome
@@ -418,10 +419,8 @@ struct PhaseResume: ~Copyable {
         }
     }
 
-    private mutating func go(_ outcome: RequestContext.Outcome) {
-        let c = ctx
-        ctx = nil
-        c?.resumed(outcome)
+    private mutating func go(_ outcome: consuming RequestContext.Outcome) {
+        ctx.take()?.resumed(outcome)
     }
 
     deinit {
