@@ -69,15 +69,17 @@ final class UpstreamConnection: ChannelHandler {
         guard let channel else { call.finish(.connectFailed("connection closed")); return }
         self.call = call
         call.connection = self
-        requestIsHEAD = call.method == "HEAD"
+        requestIsHEAD = call.method.utf8.count == 4 && call.method == "HEAD"
         bytesReceived = false
         requestCount += 1
-        call.writeRequest(to: channel, with: pool.loop.heads)
+        call.writeRequest(to: channel, with: pool.heads)
         if state == .idle {
             state = .waitingHead
-            armResponseTimeout()
+            // Through the channel held here: each read of `self.channel` for a call on it
+            // retained and released it around the call.
+            armResponseTimeout(channel)
             channel.setReading(true)
-            flushOutput()
+            _ = channel.flush()
             // Bytes that arrived while idle mean a broken upstream.
             if evbuffer_get_length(channel.input) > 0 {
                 fail(.protocolError("unsolicited data on an idle connection"))
@@ -89,14 +91,8 @@ final class UpstreamConnection: ChannelHandler {
     /// that a reused connection needs no timer changes (each one is libevent heap work).
     private var timeoutsArmed = false
 
-    /// Sends the request now once connected (see Channel.flush).
-    private func flushOutput() {
-        guard let channel, state != .connecting else { return }
-        _ = channel.flush()
-    }
-
-    private func armResponseTimeout() {
-        guard !timeoutsArmed, let channel else { return }
+    private func armResponseTimeout(_ channel: Channel) {
+        guard !timeoutsArmed else { return }
         timeoutsArmed = true
         let ms = pool.endpoint.responseTimeoutMs
         channel.setTimeouts(readMs: ms, writeMs: ms)
@@ -175,11 +171,13 @@ final class UpstreamConnection: ChannelHandler {
     private func connected() {
         connectTimer?.cancel()
         connectTimer = nil
-        if let channel { setNoDelay(channel.socket) }
+        guard let channel else { return }
+        setNoDelay(channel.socket)
         if state == .connecting {
             state = .waitingHead
-            armResponseTimeout()
-            flushOutput()
+            armResponseTimeout(channel)
+            // Sends the request now that the connection is up (see Channel.flush).
+            _ = channel.flush()
         }
     }
 

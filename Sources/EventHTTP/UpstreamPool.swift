@@ -4,6 +4,9 @@ import HTTPCore
 /// its calls and connections (checked in debug builds).
 public final class UpstreamPool {
     public let loop: EventLoop
+    /// The loop's head writer, for the requests its connections send. Unowned and unchecked:
+    /// the loop, held above, owns it; `loop.heads` retained and released it at every request.
+    unowned(unsafe) let heads: HeadScratch
     public let endpoint: UpstreamEndpoint
     private var idle: [UpstreamConnection] = []
     /// Connections open (connecting, busy or idle).
@@ -18,6 +21,7 @@ public final class UpstreamPool {
     public init(loop: EventLoop, endpoint: UpstreamEndpoint) {
         loop.preconditionInEventLoop()
         self.loop = loop
+        heads = loop.heads
         self.endpoint = endpoint
     }
 

@@ -283,7 +283,7 @@ struct PathFamily: OptionSet {
     init(_ path: String) {
         if path.hasASCIIPrefix("/-/") {
             self = .gateway
-        } else if path == "/am" || path.hasASCIIPrefix("/am/") || path.hasASCIIPrefix("/.well-known/") {
+        } else if path.utf8.count == 3 && path == "/am" || path.hasASCIIPrefix("/am/") || path.hasASCIIPrefix("/.well-known/") {
             self = .auth
         } else {
             self = .other

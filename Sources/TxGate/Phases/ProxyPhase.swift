@@ -10,7 +10,8 @@ struct ProxyPhase: RequestPhase {
     let basePath: String
 
     func handle(_ ctx: RequestContext) -> PhaseStatus {
-        ctx.suspend { ctx.proxy(target: basePath + ctx.target, on: pool, $0) }
+        // Most upstreams have no path: the target goes as it is (`+` made a new string of it).
+        ctx.suspend { ctx.proxy(target: basePath.isEmpty ? ctx.target : basePath + ctx.target, on: pool, $0) }
     }
 }
 
