@@ -34,11 +34,6 @@ public final class UpstreamCall {
     /// appended by reference (`Body.reference(into:)`).
     static let bodyWithHeadLimit = 16 << 10
 
-    /// Writes the request to `channel`: its head in one piece, written with the loop's reused
-    /// writer (`HeadScratch`), and its body. Sent at once when the connection is idle
-    /// (`Channel.write`); a small body goes in the same system call as the head, so that the
-    /// upstream gets the request in one segment rather than its head and then its body.
-    /// The body stays whole either way, for a retry.
     /// Whether a request with this method and no body still says `Content-Length: 0` (POST, PUT,
     /// PATCH). By length first: two strings that differ compare through a call into the
     /// standard library, and a GET took three of them.
@@ -51,6 +46,11 @@ public final class UpstreamCall {
         }
     }
 
+    /// Writes the request to `channel`: its head in one piece, written with the loop's reused
+    /// writer (`HeadScratch`), and its body. Sent at once when the connection is idle
+    /// (`Channel.write`); a small body goes in the same system call as the head, so that the
+    /// upstream gets the request in one segment rather than its head and then its body.
+    /// The body stays whole either way, for a retry.
     func writeRequest(to channel: Channel, with heads: HeadScratch) {
         let n = body?.count ?? 0
         let small = n > 0 && n <= Self.bodyWithHeadLimit ? body?.contiguousBytes : nil
