@@ -71,14 +71,19 @@ final class AuditTable {
         return ms << sequenceBits
     }
 
+    /// The bound, at millisecond `ms`, of a range of records in the column this layout orders
+    /// them by: the id (`firstId`) or `time_ms`.
+    private func bound(atMs ms: Int64) -> Int64 {
+        layout == .timeKeyed ? Self.firstId(atMs: ms) : ms
+    }
+
     /// Inside the caller's transaction (or as one statement of its own).
     func append(_ entry: [UInt8], found: [UInt8]?, retentionMs: Int, now: Int64) throws {
         guard retentionMs > 0 else { throw StoreError.failed("audit: retentionMs must be more than 0, got \(retentionMs)") }
-        let (expiresAt, overflow) = now.addingReportingOverflow(Int64(retentionMs))
         try insert.use { s in
             try s.bind(1, Self.firstId(atMs: now))
             try s.bind(2, now)
-            try s.bind(3, overflow ? .max : expiresAt)
+            try s.bind(3, KeyValueTable.expiry(now: now, ttlMs: retentionMs))
             try s.bind(4, entry)
             try s.bind(5, found)
             try s.step()
@@ -98,7 +103,7 @@ final class AuditTable {
         // Before the records go (a crash between the two keeps a floor and loses nothing).
         _ = try raiseFloor.use { try $0.step() }
         try purgeOlder.use { s in
-            try s.bind(1, layout == .timeKeyed ? Self.firstId(atMs: last + 1) : last + 1)
+            try s.bind(1, bound(atMs: last + 1))
             try s.step()
         }
         return db.changes
@@ -117,8 +122,8 @@ final class AuditTable {
                 "SELECT id, time_ms, entry, found FROM audit WHERE time_ms >= ?1 AND time_ms < ?2 ORDER BY time_ms, id")
         }
         try select.use { s in
-            try s.bind(1, layout == .timeKeyed ? Self.firstId(atMs: sinceMs) : sinceMs)
-            try s.bind(2, layout == .timeKeyed ? Self.firstId(atMs: untilMs) : untilMs)
+            try s.bind(1, bound(atMs: sinceMs))
+            try s.bind(2, bound(atMs: untilMs))
             while try s.step() {
                 try each(StoredAuditRecord(timeMs: s.int64(1), id: String(s.int64(0)), entry: s.bytes(2),
                                            found: s.isNull(3) ? nil : s.bytes(3)))
