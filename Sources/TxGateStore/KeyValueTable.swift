@@ -13,7 +13,8 @@ final class KeyValueTable {
     /// Internal for tests, which make it fail as a disk would.
     let db: SQLiteConnection
     private let begin, commit, rollback, savepoint, release, rollbackToSavepoint: SQLiteStatement
-    private let selectLive, upsert, touchLive, deleteLive, deleteKey, purgeExpired, ping: SQLiteStatement
+    private let selectLive, upsert, touchLive, deleteLive, deleteKey, ping: SQLiteStatement
+    private let purgeChunkEnd, purgeRange, purgeTail: SQLiteStatement
     private let insertUnlessLive, swapIfEqual, swapIfEqualKeepingExpiry, deleteIfEqual, updateValue: SQLiteStatement
     private let audit: AuditTable
 
@@ -25,7 +26,7 @@ final class KeyValueTable {
         try db.execute("PRAGMA synchronous=NORMAL")
         try db.execute("""
             CREATE TABLE IF NOT EXISTS kv (key TEXT PRIMARY KEY, value BLOB NOT NULL, expires_at INTEGER NOT NULL) WITHOUT ROWID;
-            CREATE INDEX IF NOT EXISTS kv_expires_at ON kv (expires_at);
+            DROP INDEX IF EXISTS kv_expires_at;
             """)
         begin = try db.prepare("BEGIN IMMEDIATE")
         commit = try db.prepare("COMMIT")
@@ -38,7 +39,11 @@ final class KeyValueTable {
         touchLive = try db.prepare("UPDATE kv SET expires_at = ?2 WHERE key = ?1 AND expires_at > ?3")
         deleteLive = try db.prepare("DELETE FROM kv WHERE key = ?1 AND expires_at > ?2")
         deleteKey = try db.prepare("DELETE FROM kv WHERE key = ?1")
-        purgeExpired = try db.prepare("DELETE FROM kv WHERE expires_at <= ?1")
+        // The purge walks the primary key a chunk at a time: the first key past the chunk, then
+        // the chunk's expired rows (`purgeChunk`).
+        purgeChunkEnd = try db.prepare("SELECT key FROM kv WHERE key >= ?1 ORDER BY key LIMIT 1 OFFSET ?2")
+        purgeRange = try db.prepare("DELETE FROM kv WHERE key >= ?1 AND key < ?2 AND expires_at <= ?3")
+        purgeTail = try db.prepare("DELETE FROM kv WHERE key >= ?1 AND expires_at <= ?2")
         ping = try db.prepare("SELECT 1 FROM kv LIMIT 1")
         // An expired row may still be there: replacing it is creating.
         insertUnlessLive = try db.prepare("""
@@ -344,14 +349,58 @@ final class KeyValueTable {
         try ping.use { s in _ = try s.step() }
     }
 
-    /// Deletes expired rows, and audit records past their retention; returns how many.
-    func purge(now: Int64) throws -> Int {
-        try purgeExpired.use { s in
-            try s.bind(1, now)
-            try s.step()
+    /// Rows the purge reads in one transaction (`purgeChunk`): about a millisecond of the
+    /// store's thread.
+    static let purgeChunkRows = 1000
+
+    /// Deletes expired rows, and audit records past their retention, all in one call; returns
+    /// how many. The store's minute purge runs the same chunks one queue turn at a time.
+    func purge(now: Int64, chunkRows: Int = purgeChunkRows) throws -> Int {
+        var deleted = 0
+        var from: String? = ""
+        while let start = from {
+            let chunk = try purgeChunk(from: start, now: now, rows: chunkRows)
+            deleted += chunk.deleted
+            from = chunk.next
         }
-        let rows = db.changes
-        return rows + (try audit.purge(now: now))
+        return deleted + (try purgeAudit(now: now))
+    }
+
+    /// Deletes the expired rows among the `rows` keys from `start` on (in key order), in one
+    /// transaction; returns how many, and the key the next chunk starts at (nil: none left).
+    ///
+    /// The table has no index on `expires_at`: every write that creates, deletes or re-times a
+    /// row would change a page of it too, one more page in the log at each commit of the step-up
+    /// cycle. The purge reads the table instead, by its primary key, a chunk at a time, so that
+    /// operations wait for one chunk at most.
+    func purgeChunk(from start: String, now: Int64, rows: Int = purgeChunkRows) throws -> (deleted: Int, next: String?) {
+        try transaction {
+            let next: String? = try purgeChunkEnd.use { s in
+                try s.bind(1, start)
+                try s.bind(2, Int64(rows))
+                return try s.step() ? s.text(0) : nil
+            }
+            if let next {
+                try purgeRange.use { s in
+                    try s.bind(1, start)
+                    try s.bind(2, next)
+                    try s.bind(3, now)
+                    try s.step()
+                }
+            } else {
+                try purgeTail.use { s in
+                    try s.bind(1, start)
+                    try s.bind(2, now)
+                    try s.step()
+                }
+            }
+            return (db.changes, next)
+        }
+    }
+
+    /// Deletes the audit records past their retention; returns how many.
+    func purgeAudit(now: Int64) throws -> Int {
+        try audit.purge(now: now)
     }
 
     func close() { db.close() }

@@ -17,7 +17,12 @@ final class SQLiteConnection {
     private var db: OpaquePointer?
     private var statements: [SQLiteStatement] = []
 
+    /// Done once, before the process's first SQLite connection: no memory statistics
+    /// (`txg_sqlite3_disable_memstatus`), so SQLite's allocations take no global mutex.
+    private static let configured: Void = { _ = txg_sqlite3_disable_memstatus() }()
+
     init(path: String) throws {
+        _ = Self.configured
         var handle: OpaquePointer?
         let flags = SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE | SQLITE_OPEN_NOMUTEX
         let rc = sqlite3_open_v2(path, &handle, flags, nil)
@@ -155,6 +160,12 @@ final class SQLiteStatement {
     }
 
     func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(stmt, column) }
+
+    /// A TEXT column (written from a Swift `String`, so UTF-8).
+    func text(_ column: Int32) -> String {
+        guard let base = sqlite3_column_text(stmt, column) else { return "" }
+        return String(decoding: UnsafeBufferPointer(start: base, count: Int(sqlite3_column_bytes(stmt, column))), as: UTF8.self)
+    }
 
     func bytes(_ column: Int32) -> [UInt8] {
         // column_blob before column_bytes, as SQLite advises; an empty blob has no pointer.

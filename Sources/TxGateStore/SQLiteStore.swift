@@ -39,6 +39,9 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     // when nothing else can hold the store).
     private var table: KeyValueTable?
     private var purgeTimer: DispatchSourceTimer?
+    /// The minute's purge while it runs (on `queue`): where its next chunk starts, the time it
+    /// compares expiries against, and the rows it deleted so far.
+    private var purgePass: (next: String, now: Int64, deleted: Int)?
     /// Checkpoints the log off `queue` (closed after `table`, whose connection calls it).
     let checkpointer: WALCheckpointer
 
@@ -81,11 +84,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         }
         let timer = DispatchSource.makeTimerSource(queue: queue)
         timer.schedule(deadline: .now() + Self.purgeInterval, repeating: Self.purgeInterval, leeway: .seconds(5))
-        timer.setEventHandler { [weak self] in
-            guard let self else { return }
-            // A failed purge loses nothing: expired rows are ignored by every read anyway.
-            if let purged = try? self.table?.purge(now: self.clock()) { self.purged(purged) }
-        }
+        timer.setEventHandler { [weak self] in self?.startPurgePass() }
         timer.resume()
         purgeTimer = timer
     }
@@ -119,6 +118,40 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         let purged = try onQueue { try perform("purge") { table, now in try table.purge(now: now) }.get() }
         self.purged(purged)
         return purged
+    }
+
+    /// Starts the minute's purge now (for tests: the timer starts it every minute).
+    func startPurge() {
+        queue.async { [weak self] in self?.startPurgePass() }
+    }
+
+    /// The minute's purge (on `queue`): one chunk of the table a queue turn
+    /// (`KeyValueTable.purgeChunk`), so that operations queued meanwhile run between chunks
+    /// instead of after the whole table; the audit trail's expired records at the end. A pass
+    /// still running when the timer fires again goes on alone.
+    private func startPurgePass() {
+        guard purgePass == nil else { return }
+        purgePass = (next: "", now: clock(), deleted: 0)
+        purgeNextChunk()
+    }
+
+    private func purgeNextChunk() {
+        guard var pass = purgePass, let table else { purgePass = nil; return }
+        purgePass = nil
+        // A failed purge loses nothing: expired rows are ignored by every read anyway, and the
+        // next minute's pass starts over.
+        do {
+            let chunk = try table.purgeChunk(from: pass.next, now: pass.now)
+            pass.deleted += chunk.deleted
+            if let next = chunk.next {
+                pass.next = next
+                purgePass = pass
+                queue.async { [weak self] in self?.purgeNextChunk() }
+                return
+            }
+            pass.deleted += try table.purgeAudit(now: pass.now)
+        } catch {}
+        purged(pass.deleted)
     }
 
     /// After a purge: a large one leaves a large log file behind, truncated off the store's queue.
