@@ -6,18 +6,18 @@ public enum EmailTemplate {
     /// again, so user input cannot pull in other values.
     /// Names are letters, digits, `_`, `-`, `.` and `/` (JSON Pointers).
     public static func render(_ template: String, _ values: [String: String]) -> String {
-        expand(template) { values[String($0)] }
+        expand(template) { values[$0] }
     }
 
     /// `render` with each value from `lookup`, asked only for the names the template holds.
-    public static func render(_ template: String, _ lookup: (Substring) -> String?) -> String {
+    public static func render(_ template: String, _ lookup: (String) -> String?) -> String {
         expand(template, lookup)
     }
 
     /// The placeholders of `template` (names without braces), in order, as `render` sees them.
     public static func placeholders(in template: String) -> [String] {
         var names: [String] = []
-        _ = expand(template) { names.append(String($0)); return nil }
+        _ = expand(template) { names.append($0); return nil }
         return names
     }
 
@@ -29,8 +29,11 @@ public enum EmailTemplate {
 
     /// One pass over `template`: each `{name}` becomes `lookup(name)`, or stays as written when
     /// that is nil.
-    private static func expand(_ template: String, _ lookup: (Substring) -> String?) -> String {
-        if template.utf8.allSatisfy({ $0 < 0x80 }) { return expandASCII(template, lookup) }
+    private static func expand(_ template: String, _ lookup: (String) -> String?) -> String {
+        if template.utf8.allSatisfy({ $0 < 0x80 }),
+           let out = template.utf8.withContiguousStorageIfAvailable({ expandASCII($0, lookup) }) {
+            return out
+        }
         var out = ""
         var rest = template[...]
         while let open = rest.firstIndex(of: "{") {
@@ -38,7 +41,7 @@ public enum EmailTemplate {
             let afterOpen = rest.index(after: open)
             let name = rest[afterOpen...].prefix { $0.isASCII && ($0.isLetter || $0.isNumber || "_-./".contains($0)) }
             let close = name.endIndex
-            if !name.isEmpty, close < rest.endIndex, rest[close] == "}", let value = lookup(name) {
+            if !name.isEmpty, close < rest.endIndex, rest[close] == "}", let value = lookup(String(name)) {
                 out += value
                 rest = rest[rest.index(after: close)...]
             } else {
@@ -51,31 +54,32 @@ public enum EmailTemplate {
     }
 
     /// `expand` for an ASCII template (a transaction's display text is rendered at every
-    /// step-up), on bytes: in ASCII every byte is a Character (CR LF aside, which is neither a
-    /// brace nor in a name), so the result is the same as walking Characters, at a fraction of
-    /// the cost.
-    private static func expandASCII(_ template: String, _ lookup: (Substring) -> String?) -> String {
-        let u = template.utf8
-        var out = ""
-        out.reserveCapacity(u.count + 32)
-        var copied = u.startIndex
-        var i = u.startIndex
-        while let open = u[i...].firstIndex(of: UInt8(ascii: "{")) {
-            let afterOpen = u.index(after: open)
+    /// challenge), on its bytes: in ASCII every byte is a Character (CR LF aside, which is
+    /// neither a brace nor in a name), so the result is the same as walking Characters, at a
+    /// fraction of the cost. The template is read in place and the text written into a buffer
+    /// of bytes: pieces of it as `Substring`s retained the template (shared by every worker)
+    /// twice a placeholder.
+    private static func expandASCII(_ t: UnsafeBufferPointer<UInt8>, _ lookup: (String) -> String?) -> String {
+        var out: [UInt8] = []
+        out.reserveCapacity(t.count + 32)
+        var copied = 0
+        var i = 0
+        while let open = t[i...].firstIndex(of: UInt8(ascii: "{")) {
+            let afterOpen = open + 1
             var close = afterOpen
-            while close < u.endIndex, isNameByte(u[close]) { close = u.index(after: close) }
-            if close > afterOpen, close < u.endIndex, u[close] == UInt8(ascii: "}"),
-               let value = lookup(Substring(u[afterOpen..<close])) {
-                out += Substring(u[copied..<open])
-                out += value
-                i = u.index(after: close)
+            while close < t.count, isNameByte(t[close]) { close += 1 }
+            if close > afterOpen, close < t.count, t[close] == UInt8(ascii: "}"),
+               let value = lookup(String(decoding: UnsafeBufferPointer(rebasing: t[afterOpen..<close]), as: UTF8.self)) {
+                out.append(contentsOf: UnsafeBufferPointer(rebasing: t[copied..<open]))
+                out.append(contentsOf: value.utf8)
+                i = close + 1
                 copied = i
             } else {
                 i = afterOpen
             }
         }
-        out += Substring(u[copied...])
-        return out
+        out.append(contentsOf: UnsafeBufferPointer(rebasing: t[copied...]))
+        return String(decoding: out, as: UTF8.self)
     }
 
     private static func isNameByte(_ b: UInt8) -> Bool {

@@ -18,33 +18,86 @@ public enum Requirement: Equatable, Sendable {
 }
 
 public struct TransactionRule: Equatable, Sendable {
-    public var journey: String
-    public var ttlS: Int
+    /// The rule's values, in one object the configuration builds once: a decision copies the
+    /// rule out of its policy, into the intent and the challenge's record, and a copy is then one
+    /// retain instead of one per string, array and dictionary. Every worker shares these
+    /// objects, and each retain of them is a write to a cache line the other cores fetch back.
+    private struct Values: Equatable, Sendable {
+        var journey: String
+        var ttlS: Int
+        var bindFields: [String]
+        var bindWholeBody: Bool
+        var display: String?
+        var fieldTypes: [String: FieldType]
+        var when: [String: JSONValue] = [:]
+        var authorizationDetails: DetailsMapping?
+    }
+
+    private final class Box: Sendable {
+        let values: Values
+        init(_ values: Values) { self.values = values }
+    }
+
+    private var box: Box
+
+    /// Sets one value (while the configuration is read): a new box, the others' values kept.
+    private mutating func set(_ change: (inout Values) -> Void) {
+        var values = box.values
+        change(&values)
+        box = Box(values)
+    }
+
+    public var journey: String {
+        get { box.values.journey }
+        set { set { $0.journey = newValue } }
+    }
+    public var ttlS: Int {
+        get { box.values.ttlS }
+        set { set { $0.ttlS = newValue } }
+    }
     /// JSON Pointers of body fields the approval is bound to.
-    public var bindFields: [String]
+    public var bindFields: [String] {
+        get { box.values.bindFields }
+        set { set { $0.bindFields = newValue } }
+    }
     /// Bind the digest of the whole body.
-    public var bindWholeBody: Bool
+    public var bindWholeBody: Bool {
+        get { box.values.bindWholeBody }
+        set { set { $0.bindWholeBody = newValue } }
+    }
     /// Prompt shown to the user, with `{field}` replaced by the bound values.
-    public var display: String?
+    public var display: String? {
+        get { box.values.display }
+        set { set { $0.display = newValue } }
+    }
     /// The declared types of bound fields (`bind.types`), by JSON Pointer.
-    public var fieldTypes: [String: FieldType]
+    public var fieldTypes: [String: FieldType] {
+        get { box.values.fieldTypes }
+        set { set { $0.fieldTypes = newValue } }
+    }
     /// Which requests of the policy need the transaction, by JSON Pointer into the JSON body and
     /// the exact value (`{"/method": "tools/call", "/params/name": "transfer"}`: one MCP tool);
     /// the others are allowed as the policy's subjects, never from the decision cache. Empty:
     /// every request of the policy.
-    public var when: [String: JSONValue] = [:]
+    public var when: [String: JSONValue] {
+        get { box.values.when }
+        set { set { $0.when = newValue } }
+    }
     /// RFC 9396: the `authorization_details` type whose approval, asked for ahead of the request,
     /// opens a request of this policy with the same values (`transaction.authorizationDetails`).
-    public var authorizationDetails: DetailsMapping?
+    public var authorizationDetails: DetailsMapping? {
+        get { box.values.authorizationDetails }
+        set { set { $0.authorizationDetails = newValue } }
+    }
 
     public init(journey: String, ttlS: Int = 180, bindFields: [String] = [], bindWholeBody: Bool = false, display: String? = nil,
                 fieldTypes: [String: FieldType] = [:]) {
-        self.journey = journey
-        self.ttlS = ttlS
-        self.bindFields = bindFields
-        self.bindWholeBody = bindWholeBody
-        self.display = display
-        self.fieldTypes = fieldTypes
+        box = Box(Values(journey: journey, ttlS: ttlS, bindFields: bindFields, bindWholeBody: bindWholeBody, display: display,
+                         fieldTypes: fieldTypes))
+    }
+
+    public static func == (a: TransactionRule, b: TransactionRule) -> Bool {
+        a.box === b.box || a.box.values == b.box.values
     }
 }
 
@@ -54,7 +107,10 @@ public struct TransactionRule: Equatable, Sendable {
 /// depth, neither `*` nor `/**` ever matches a `.` or `..` segment, and a pattern may not name one.
 public struct ResourcePattern: Equatable, Sendable {
     public let text: String
-    let segments: [Substring]
+    /// Each its own `String`: most are small enough to be held inline, and matching copies
+    /// none out of the pattern's text (a `Substring` of it retained that text, which every
+    /// worker shares, at every comparison).
+    let segments: [String]
     let anyDepth: Bool
 
     public init?(_ text: String) {
@@ -68,7 +124,7 @@ public struct ResourcePattern: Equatable, Sendable {
             anyDepth = false
         }
         if segs.contains("**") || segs.contains(where: Self.isDotSegment) { return nil }
-        segments = segs
+        segments = segs.map(String.init)
     }
 
     /// The path's segments are the parts after its first `/`. Every request asks (once per
@@ -96,10 +152,10 @@ public struct ResourcePattern: Equatable, Sendable {
 
     /// Byte equality, and String equality (canonical equivalence) when either is not ASCII,
     /// as the split-and-compare this replaces did.
-    private static func same(_ a: Substring, _ b: Substring) -> Bool {
+    private static func same(_ a: Substring, _ b: String) -> Bool {
         if a.utf8.elementsEqual(b.utf8) { return true }
         if a.utf8.allSatisfy({ $0 < 0x80 }) && b.utf8.allSatisfy({ $0 < 0x80 }) { return false }
-        return a == b
+        return a == b[...]
     }
 
     static func isDotSegment(_ s: Substring) -> Bool { s == "." || s == ".." }

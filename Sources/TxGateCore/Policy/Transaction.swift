@@ -483,7 +483,7 @@ public struct TransactionBinding: Equatable, Sendable {
     public static func display(_ template: String?, bound: [String: JSONValue]) -> String? {
         guard let template else { return nil }
         return EmailTemplate.render(template) { name in
-            (name.first == "/" ? bound[String(name)] : bound["/" + name])?.displayText
+            (name.utf8.first == UInt8(ascii: "/") ? bound[name] : bound["/" + name])?.displayText
         }
     }
 }
