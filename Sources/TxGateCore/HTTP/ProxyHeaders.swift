@@ -101,7 +101,13 @@ public enum ProxyHeaders {
             case .other:
                 if isNamed(f.name, named) || f.name.contains(0x5F) {
                     out.drop(at: i)
-                } else if let credentials, credentials.mayConcern(f.name) {
+                } else if let credentials, let concern = credentials.concern(f.name) {
+                    // The session's own field (every request of a session sends it) is dropped
+                    // as bytes; only a Cookie or Authorization field is read as text.
+                    if concern == .credential {
+                        out.drop(at: i)
+                        return
+                    }
                     let field = f.field
                     if let kept = credentials.withoutCredentials(field) {
                         if kept != field { out.replace(at: i, with: kept) }
@@ -180,7 +186,7 @@ public struct GatewayCredentials: Sendable {
     }
 
     /// What a field of this name may carry of the gateway's credentials. The one list of
-    /// those names: `mayConcern` (the proxy's pass over the bytes) and `withoutCredentials`
+    /// those names: `ProxyHeaders.upstreamRequest`'s pass over the bytes and `withoutCredentials`
     /// both ask it.
     enum Concern { case credential, authorization, cookie }
 
@@ -191,10 +197,6 @@ public struct GatewayCredentials: Sendable {
         if bearerToken != nil && equalsLowercased(name, "authorization") { return .authorization }
         return equalsLowercased(name, "cookie") ? .cookie : nil
     }
-
-    /// Whether a field with this name may carry the gateway's credentials (`withoutCredentials`
-    /// decides); every other field goes upstream as its bytes.
-    public func mayConcern(_ name: UnsafeBufferPointer<UInt8>) -> Bool { concern(name) != nil }
 
     /// `f` as it may go upstream: nil when it is a credential, a `Cookie` without the session
     /// cookie (nil when nothing else is left), any other field as it is.
