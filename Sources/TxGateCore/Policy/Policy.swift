@@ -123,7 +123,7 @@ public struct ResourcePattern: Equatable, Sendable {
         } else {
             anyDepth = false
         }
-        if segs.contains("**") || segs.contains(where: Self.isDotSegment) { return nil }
+        if segs.contains("**") || segs.contains(where: { Self.isDotSegment($0.utf8) }) { return nil }
         segments = segs.map(String.init)
     }
 
@@ -135,7 +135,9 @@ public struct ResourcePattern: Equatable, Sendable {
         var n = 0
         while true {
             let end = bytes[start...].firstIndex(of: 0x2F) ?? bytes.endIndex
-            let part = path[start..<end]
+            // Bytes, not a Substring: slicing the String checks the range's ends are Character
+            // boundaries (about 140 instructions a segment).
+            let part = bytes[start..<end]
             // What `*` and `/**` stand for must not be a step up or a step in place.
             if Self.isDotSegment(part) { return false }
             if n < segments.count {
@@ -152,15 +154,14 @@ public struct ResourcePattern: Equatable, Sendable {
 
     /// Byte equality, and String equality (canonical equivalence) when either is not ASCII,
     /// as the split-and-compare this replaces did.
-    private static func same(_ a: Substring, _ b: String) -> Bool {
-        if a.utf8.elementsEqual(b.utf8) { return true }
-        if a.utf8.allSatisfy({ $0 < 0x80 }) && b.utf8.allSatisfy({ $0 < 0x80 }) { return false }
-        return a == b[...]
+    private static func same(_ a: Substring.UTF8View, _ b: String) -> Bool {
+        if a.elementsEqual(b.utf8) { return true }
+        if a.allSatisfy({ $0 < 0x80 }) && b.utf8.allSatisfy({ $0 < 0x80 }) { return false }
+        return Substring(a) == b[...]
     }
 
     /// On the bytes: String `==` is a generic comparison, twice a segment of every request's path.
-    static func isDotSegment(_ s: Substring) -> Bool {
-        let u = s.utf8
+    static func isDotSegment(_ u: Substring.UTF8View) -> Bool {
         switch u.count {
         case 1: return u.first == 0x2E
         case 2: return u.first == 0x2E && u.last == 0x2E
