@@ -35,6 +35,8 @@ struct RequestSummary {
     /// The connection's peer, when a trusted proxy named the client.
     var peer: String? { ctx.client.viaTrustedProxy ? ctx.exchange.remoteIP : nil }
     var decision: Decision? { ctx.decision }
+    /// The decision as the metrics count it (`RequestContext.decisionCount`).
+    var decisionCount: (advice: String?, allowed: Bool)? { ctx.decisionCount }
     var policyName: String? { ctx.policyName }
     /// The applicable policy's index, when the pipeline has policies.
     var policyIndex: Int? { ctx.hasPolicies ? ctx.policyIndex : nil }

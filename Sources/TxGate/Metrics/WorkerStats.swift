@@ -106,12 +106,13 @@ final class WorkerStats: Sendable {
         if failed { slots.add(base + bounds.count + 2) }
     }
 
-    func decided(_ d: Decision, method: String) {
-        if let advice = d.advices.entries.first {
-            let i = Self.challengeAdvices.firstIndex(of: advice.name) ?? Self.challengeAdvices.count - 1
+    /// A decision: the name of its first advice (a challenge), else whether it allowed.
+    func decided(advice: String?, allowed: Bool) {
+        if let advice {
+            let i = Self.challengeAdvices.firstIndex(of: advice) ?? Self.challengeAdvices.count - 1
             slots.add(decisions + 2 + i)
         } else {
-            slots.add(decisions + (d.allows(method) ? 0 : 1))
+            slots.add(decisions + (allowed ? 0 : 1))
         }
     }
 
