@@ -66,15 +66,12 @@ final class RequestContext {
         guard let id = decision?.consumedTxid ?? txid, decision?.allows(method) == true else { return nil }
         return id
     }
-    /// The decision as the metrics count it: its first advice's name, else whether it allowed
-    /// the decided method (nil: no decision). Read in place: a copy of the decision retained
-    /// and released everything in it.
-    var decisionCount: (advice: String?, allowed: Bool)? {
+    /// The decision as the metrics count it, for the decided method (nil: no decision). Read in
+    /// place: a copy of the decision retained and released everything in it.
+    var decisionCount: WorkerStats.DecisionCount? {
         switch decision {
         case nil: return nil
-        case let d?:
-            if let advice = d.advices.entries.first { return (advice.name, false) }
-            return (nil, d.allows(method))
+        case let d?: return WorkerStats.DecisionCount(d, method: method)
         }
     }
     /// The name of the policy that applied to the request, when one did.

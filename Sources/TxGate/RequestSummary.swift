@@ -36,7 +36,7 @@ struct RequestSummary {
     var peer: String? { ctx.client.viaTrustedProxy ? ctx.exchange.remoteIP : nil }
     var decision: Decision? { ctx.decision }
     /// The decision as the metrics count it (`RequestContext.decisionCount`).
-    var decisionCount: (advice: String?, allowed: Bool)? { ctx.decisionCount }
+    var decisionCount: WorkerStats.DecisionCount? { ctx.decisionCount }
     var policyName: String? { ctx.policyName }
     /// The applicable policy's index, when the pipeline has policies.
     var policyIndex: Int? { ctx.hasPolicies ? ctx.policyIndex : nil }

@@ -50,6 +50,21 @@ import Testing
         }
     }
 
+    /// A decision with a few methods compares them; one with many looks the method up: the same
+    /// answers either way, a method set to false or absent being no allow.
+    @Test func aDecisionAllowsExactlyTheMethodsItSetsTrue() {
+        let few = Decision(resource: "r", actions: ["GET": true, "POST": false])
+        let many = Decision(resource: "r", actions: ["GET": true, "POST": false, "PUT": true, "DELETE": false, "PATCH": true, "HEAD": true])
+        for d in [few, many] {
+            #expect(d.allows("GET"))
+            #expect(!d.allows("POST"))
+            #expect(!d.allows("OPTIONS"))
+            #expect(!d.allows("get"))
+        }
+        #expect(many.allows("PUT") && many.allows("PATCH") && !many.allows("DELETE"))
+        #expect(!Decision(resource: "r").allows("GET"))
+    }
+
     @Test func decisionJSONIsAMsShape() {
         let d = Decision(resource: "https://gw/transfer", advices: Advices([(Advices.transaction, ["t"])]))
         #expect(d.json == #"{"resource":"https://gw/transfer","actions":{},"attributes":{},"advices":{"TransactionConditionAdvice":["t"]}}"#)

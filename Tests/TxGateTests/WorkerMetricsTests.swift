@@ -52,10 +52,10 @@ import EventHTTP
         m.workers[1].dispatched(reused: true)
         m.workers[2].dispatched(reused: true)
         let allow = Decision(resource: "r", actions: ["GET": true])
-        m.workers[0].decided(allow, method: "GET")
-        m.workers[1].decided(allow, method: "POST")  // GET only: a deny for POST
-        m.workers[2].decided(Decision(resource: "r", advices: Advices([(Advices.transaction, ["t"])])), method: "POST")
-        m.workers[2].decided(Decision(resource: "r", advices: Advices([("SomethingElseAdvice", ["x"])])), method: "GET")
+        m.workers[0].decided(.init(allow, method: "GET"))
+        m.workers[1].decided(.init(allow, method: "POST"))  // GET only: a deny for POST
+        m.workers[2].decided(.init(Decision(resource: "r", advices: Advices([(Advices.transaction, ["t"])])), method: "POST"))
+        m.workers[2].decided(.init(Decision(resource: "r", advices: Advices([("SomethingElseAdvice", ["x"])])), method: "GET"))
         m.workers[0].connectionsChanged(by: 1)
         m.workers[0].connectionsChanged(by: 1)
         m.workers[1].connectionsChanged(by: 1)

@@ -27,7 +27,7 @@ final class RequestMetrics {
         let statusClass = min(4, max(0, r.status / 100 - 1))
         counts.count(policy: r.policyIndex, method: Self.methodIndex(r.method), statusClass: statusClass)
         // Every decision a request got (from the cache or the PDP), by what it said.
-        if let d = r.decisionCount { stats.decided(advice: d.advice, allowed: d.allowed) }
+        if let d = r.decisionCount { stats.decided(d) }
         if let u = r.upstreamNanos { stats.upstreamResponded(nanos: u) }
     }
 

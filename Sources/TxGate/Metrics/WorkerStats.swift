@@ -106,13 +106,27 @@ final class WorkerStats: Sendable {
         if failed { slots.add(base + bounds.count + 2) }
     }
 
-    /// A decision: the name of its first advice (a challenge), else whether it allowed.
-    func decided(advice: String?, allowed: Bool) {
-        if let advice {
+    /// A decision as the metrics count it: the name of its first advice (a challenge), else
+    /// whether it allowed the method.
+    struct DecisionCount {
+        let advice: String?
+        let allowed: Bool
+
+        init(_ d: Decision, method: String) {
+            if let first = d.advices.entries.first {
+                (advice, allowed) = (first.name, false)
+            } else {
+                (advice, allowed) = (nil, d.allows(method))
+            }
+        }
+    }
+
+    func decided(_ count: DecisionCount) {
+        if let advice = count.advice {
             let i = Self.challengeAdvices.firstIndex(of: advice) ?? Self.challengeAdvices.count - 1
             slots.add(decisions + 2 + i)
         } else {
-            slots.add(decisions + (allowed ? 0 : 1))
+            slots.add(decisions + (count.allowed ? 0 : 1))
         }
     }
 
