@@ -12,8 +12,9 @@ public struct ForwardedFields: Sendable {
     private var replacements: [Replacement] = []
     /// The proxy's forwarding fields, written after the client's.
     public var forwarding: Forwarding?
-    /// Fields added after the forwarding fields (`add`).
-    private var added = HTTPHeaders()
+    /// Fields added after the forwarding fields (`add`): as `Field`s, one array holding the
+    /// strings given (as `HTTPHeaders`, their bytes were copied into two new buffers).
+    private var added: [HTTPHeaders.Field] = []
 
     /// The fields the proxy sets for every request it forwards.
     public struct Forwarding: Sendable {
@@ -60,7 +61,7 @@ public struct ForwardedFields: Sendable {
     }
 
     /// Adds a field after the forwarding fields.
-    public mutating func add(_ name: String, _ value: String) { added.add(name, value) }
+    public mutating func add(_ name: String, _ value: String) { added.append(HTTPHeaders.Field(name: name, value: value)) }
 
     /// Removes the client's fields and the added fields called `name` (the forwarding fields
     /// are the proxy's and stay).
@@ -75,7 +76,7 @@ public struct ForwardedFields: Sendable {
         if !replacements.isEmpty {
             replacements.removeAll { asciiCaseInsensitiveEquals($0.field.name, name) }
         }
-        added.remove(name)
+        if !added.isEmpty { added.removeAll { asciiCaseInsensitiveEquals($0.name, name) } }
     }
 
     /// Calls `body` with each field that goes upstream, in order, as bytes.
@@ -87,13 +88,7 @@ public struct ForwardedFields: Sendable {
             guard r < replacements.count, replacements[r].index == i else { return }
             let field = replacements[r].field
             r += 1
-            field.name.withUTF8Bytes { name in
-                if let received = field.received {
-                    received.withUnsafeBufferPointer { body(HTTPHeaders.RawField(name: name, value: $0, isUTF8: false)) }
-                } else {
-                    field.value.withUTF8Bytes { body(HTTPHeaders.RawField(name: name, value: $0, isUTF8: true)) }
-                }
-            }
+            Self.withRaw(field, body)
         }
         if let fw = forwarding {
             @inline(__always) func field(_ name: StaticString, _ value: UnsafeBufferPointer<UInt8>, isUTF8: Bool = true) {
@@ -109,7 +104,18 @@ public struct ForwardedFields: Sendable {
             }
             fw.requestId.withUTF8Bytes { field("X-Request-Id", $0) }
         }
-        added.forEachRaw(body)
+        for field in added { Self.withRaw(field, body) }
+    }
+
+    /// `body` with `field` as bytes: the bytes received when they are not UTF-8.
+    private static func withRaw(_ field: HTTPHeaders.Field, _ body: (HTTPHeaders.RawField) -> Void) {
+        field.name.withUTF8Bytes { name in
+            if let received = field.received {
+                received.withUnsafeBufferPointer { body(HTTPHeaders.RawField(name: name, value: $0, isUTF8: false)) }
+            } else {
+                field.value.withUTF8Bytes { body(HTTPHeaders.RawField(name: name, value: $0, isUTF8: true)) }
+            }
+        }
     }
 
     /// The fields as `HTTPHeaders` (a copy: for tests and for callers that need one).
