@@ -24,6 +24,8 @@
 # listens on 127.0.0.1; every process it started and its temp dir are removed on exit.
 set -euo pipefail
 
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+
 TLS=0
 HANDSHAKES=0
 ALLOW=0
@@ -187,20 +189,7 @@ PY
   wait_port "$T" "$TPID"
   WRK_ARGS=("${NGINX_WRK_ARGS[@]}")
   if [ "$ALLOW" = 1 ]; then
-    TOKEN="$(python3 - "$T" "$SCHEME" <<'PY'
-import json, ssl, sys, urllib.request
-url = f"{sys.argv[2]}://127.0.0.1:{sys.argv[1]}/am/json/realms/root/authenticate"
-unverified = ssl._create_unverified_context()  # the bench's own self-signed certificate
-def post(body):
-    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else b"", method="POST",
-                                 headers={"Content-Type": "application/json"})
-    return json.load(urllib.request.urlopen(req, timeout=60, context=unverified))
-step = post(None)
-step["callbacks"][0]["input"][0]["value"] = "bench"
-step["callbacks"][1]["input"][0]["value"] = "bench-password"
-print(post(step)["tokenId"])
-PY
-)"
+    TOKEN="$(python3 "$ROOT/bench/login.py" "$T" bench bench-password "$SCHEME")"
     WRK_ARGS+=(-H "iPlanetDirectoryPro: $TOKEN")
   fi
   measure "txgate-$i" "$TPID" "$T"

@@ -321,19 +321,7 @@ PY
 }
 
 login_token() {  # login_token PORT: a session token for the bench user
-  python3 - "$1" "$SCHEME" <<'PY'
-import json, ssl, sys, urllib.request
-url = f"{sys.argv[2]}://127.0.0.1:{sys.argv[1]}/am/json/realms/root/authenticate"
-unverified = ssl._create_unverified_context()  # the bench's own self-signed certificate
-def post(body):
-    req = urllib.request.Request(url, data=json.dumps(body).encode() if body is not None else b"", method="POST",
-                                 headers={"Content-Type": "application/json"})
-    return json.load(urllib.request.urlopen(req, timeout=10, context=unverified))
-step = post(None)
-step["callbacks"][0]["input"][0]["value"] = "bench"
-step["callbacks"][1]["input"][0]["value"] = "bench-password"
-print(post(step)["tokenId"])
-PY
+  python3 "$ROOT/bench/login.py" "$1" bench bench-password "$SCHEME"
 }
 
 start_txgate() {  # start_txgate KIND -> sets T, TXGATE_PID
