@@ -7,27 +7,24 @@ import TestSupport
 /// The purge of expired rows without an index on their expiry: it walks the table by its
 /// primary key, a chunk at a time.
 @Suite struct SQLitePurgeTests {
-    /// The names of the file's indexes on `kv` (SQLite's own for the primary key aside).
-    private func kvIndexes(_ path: String) throws -> [String] {
+    /// The first column of every row `sql` selects from the file at `path`, as text.
+    private func texts(_ path: String, _ sql: String) throws -> [String] {
         let db = try SQLiteConnection(path: path)
         defer { db.close() }
-        let select = try db.prepare("SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'kv' AND sql IS NOT NULL")
-        return try select.use { s in
-            var names: [String] = []
-            while try s.step() { names.append(s.text(0)) }
-            return names
+        return try db.prepare(sql).use { s in
+            var out: [String] = []
+            while try s.step() { out.append(s.text(0)) }
+            return out
         }
     }
 
+    /// The names of the file's indexes on `kv` (SQLite's own for the primary key aside).
+    private func kvIndexes(_ path: String) throws -> [String] {
+        try texts(path, "SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'kv' AND sql IS NOT NULL")
+    }
+
     private func keys(_ path: String) throws -> [String] {
-        let db = try SQLiteConnection(path: path)
-        defer { db.close() }
-        let select = try db.prepare("SELECT key FROM kv ORDER BY key")
-        return try select.use { s in
-            var keys: [String] = []
-            while try s.step() { keys.append(s.text(0)) }
-            return keys
-        }
+        try texts(path, "SELECT key FROM kv ORDER BY key")
     }
 
     /// A write that creates, deletes or re-times a row changes the table's page and no other:
@@ -115,34 +112,26 @@ import TestSupport
     /// The minute's purge runs its chunks one queue turn at a time, to the end of the table:
     /// every expired row goes, the live ones stay, and a purge that large truncates the log.
     @Test func theMinutesPurgeGoesThroughTheWholeTable() async throws {
-        let folder = try TemporaryDirectory()
-        defer { folder.remove() }
-        let path = folder.path("store.db")
         let clock = ManualClock()
-        let store = try SQLiteStore(path: path, clock: clock.read)
-        defer { store.close() }
-        let expiring = 3 * KeyValueTable.purgeChunkRows + 17
-        for i in 0..<expiring {
-            try await call { store.put("e\(i)", value: [1], ttlMs: 1_000, on: $0, $1) }.get()
+        try await withStore(clock: clock) { store, folder async throws in
+            let path = folder.path("store.db")
+            let expiring = 3 * KeyValueTable.purgeChunkRows + 17
+            for i in 0..<expiring {
+                try await call { store.put("e\(i)", value: [1], ttlMs: 1_000, on: $0, $1) }.get()
+            }
+            for key in ["a", "m", "z"] {
+                try await call { store.put(key, value: [2], ttlMs: 60_000, on: $0, $1) }.get()
+            }
+            clock.advance(ms: 1_000)
+            let truncatedBefore = store.checkpointer.truncated.load(ordering: .relaxed)
+            store.startPurge()
+            try await eventually(10, "the pass deleted every expired row") { try keys(path).count <= 3 }
+            #expect(try keys(path) == ["a", "m", "z"])
+            try await eventually(10, "the log truncated after the pass") {
+                store.checkpointer.truncated.load(ordering: .relaxed) != truncatedBefore
+            }
+            #expect(store.checkpointer.truncated.load(ordering: .relaxed) > truncatedBefore)
+            #expect(try await call { store.get("m", on: $0, $1) }.get() == [2])
         }
-        for key in ["a", "m", "z"] {
-            try await call { store.put(key, value: [2], ttlMs: 60_000, on: $0, $1) }.get()
-        }
-        clock.advance(ms: 1_000)
-        let truncatedBefore = store.checkpointer.truncated.load(ordering: .relaxed)
-        store.startPurge()
-        var waited = 0
-        while (try keys(path)).count > 3 && waited < 200 {
-            try await Task.sleep(for: .milliseconds(50))
-            waited += 1
-        }
-        #expect(try keys(path) == ["a", "m", "z"])
-        waited = 0
-        while store.checkpointer.truncated.load(ordering: .relaxed) == truncatedBefore && waited < 200 {
-            try await Task.sleep(for: .milliseconds(50))
-            waited += 1
-        }
-        #expect(store.checkpointer.truncated.load(ordering: .relaxed) > truncatedBefore)
-        #expect(try await call { store.get("m", on: $0, $1) }.get() == [2])
     }
 }
