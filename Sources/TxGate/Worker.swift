@@ -53,7 +53,7 @@ final class Worker: @unchecked Sendable {
                                 accessLog: shared.accessLog, accessLogBuffer: accessLogBuffer,
                                 upstreamDescription: shared.upstreamDescription,
                                 trustedProxies: shared.config.trustedProxies)
-        pipeline.policies = shared.policies
+        pipeline.policies = shared.policies.copiedForWorker()
         pipeline.metrics = RequestMetrics(shared.metrics, worker: worker, policyNames: shared.policies.policies.map(\.name))
         return pipeline
     }

@@ -29,6 +29,20 @@ import Testing
         return nil
     }
 
+    /// A worker's copy: objects of its own, the same policies in the same order.
+    @Test func aWorkersCopyOfThePoliciesMatchesAsTheOriginals() {
+        let copy = Self.policies.copiedForWorker()
+        #expect(copy.policies.count == Self.policies.policies.count)
+        for (c, p) in zip(copy.policies, Self.policies.policies) {
+            #expect(c !== p)
+            #expect(c.name == p.name && c.actions == p.actions && c.transactionJourney == p.transactionJourney)
+        }
+        for (path, method) in [("/health", "GET"), ("/accounts/7", "GET"), ("/admin/x/y", "GET"), ("/transfer", "POST"), ("/transfer", "GET")] {
+            #expect(copy.applicableIndex(path: Substring(path), method: method)
+                    == Self.policies.applicableIndex(path: Substring(path), method: method))
+        }
+    }
+
     @Test func openDenyAndLogin() throws {
         #expect(decision(decider.decide(query("GET", "/health", nil), nowMs: Self.t0))?.allows("GET") == true)
         let nothing = try #require(decision(decider.decide(query("GET", "/nothing", Self.alice), nowMs: Self.t0)))

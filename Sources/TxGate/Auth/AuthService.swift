@@ -71,7 +71,7 @@ final class AuthService: Sendable {
     }
 
     func identifier(on loop: EventLoop) -> SubjectIdentifier {
-        SubjectIdentifier(sessions: sessions, users: users, loop: loop, clock: clock)
+        SubjectIdentifier(sessions: sessions, users: users, loop: loop, clock: clock, sessionCache: sessions.cache.shard(for: loop))
     }
 
     /// `/am/json/realms/root[/realms/NAME]/<endpoint>` → (realm, endpoint); also `/am/json/<endpoint>`.
@@ -101,6 +101,8 @@ struct SubjectIdentifier {
     let users: [String: UserRecord]
     let loop: EventLoop
     let clock: WallClock
+    /// `loop`'s table of the sessions read in the last second.
+    let sessionCache: SessionCache.Shard
 
     /// The session token a request carries (token header or cookie).
     func sessionToken(in headers: HTTPHeaders) -> String? { sessions.token(in: headers) }
@@ -108,7 +110,7 @@ struct SubjectIdentifier {
     /// The live session for `token` as a subject; nil for no token or no live session.
     func identify(token: String?, _ done: @escaping (StoreResult<Subject?>) -> Void) {
         guard let token else { done(.success(nil)); return }
-        sessions.lookup(token, now: clock.now, on: loop) { [self] r in
+        sessions.lookup(token, now: clock.now, on: loop, shard: sessionCache) { [self] r in
             done(r.map { s in s.map { subject(of: $0, token: token) } })
         }
     }

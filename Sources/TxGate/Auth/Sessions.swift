@@ -44,7 +44,8 @@ final class SessionManager: Sendable {
     let store: Store
     let config: SessionConfig
     let secureCookie: Bool
-    /// Sessions read in the last second (`SessionCache`: the bound, and what invalidates).
+    /// Sessions read in the last second, one table per loop (`SessionCache`: the bound, and
+    /// what invalidates).
     let cache = SessionCache()
     /// Sliding expiry is written at most this often, not on every request.
     static let touchIntervalS = 60
@@ -92,15 +93,18 @@ final class SessionManager: Sendable {
     }
 
     /// The live session for `token`, sliding its idle expiry; nil if unknown or expired.
-    /// A session read less than a second ago is answered from `cache`, without the store.
-    func lookup(_ token: String, now: Int, on loop: EventLoop, _ done: @escaping (StoreResult<Session?>) -> Void) {
-        if let s = recent(token, now: now) {
+    /// A session read less than a second ago is answered from `loop`'s table of `cache`
+    /// (`shard`, when the caller keeps it), without the store.
+    func lookup(_ token: String, now: Int, on loop: EventLoop, shard: SessionCache.Shard? = nil,
+                _ done: @escaping (StoreResult<Session?>) -> Void) {
+        let shard = shard ?? cache.shard(for: loop)
+        if let s = recent(token, now: now, in: shard) {
             done(.success(s))
             return
         }
         let key = Self.key(token)
         // Before the read: a logout on another worker while it is in flight must not be undone.
-        let generation = cache.generation()
+        let generation = shard.generation()
         store.get(key, on: loop) { [self] r in
             switch r {
             case .failure(let e): done(.failure(e))
@@ -123,16 +127,16 @@ final class SessionManager: Sendable {
                     store.compareAndSwap(key, expected: bytes, new: value, ttlMs: min(config.idleTimeoutS, remainingLife) * 1000,
                                          on: loop) { _ in }
                 }
-                cache.put(token, storeKey: key, s, now: now, readSince: generation)
+                shard.put(token, storeKey: key, s, now: now, readSince: generation)
                 done(.success(s))
             }
         }
     }
 
-    /// The session for `token` if it was read less than a second ago (`cache`) and is still
-    /// within its lifetime; nil means: look it up.
-    func recent(_ token: String, now: Int) -> Session? {
-        guard let s = cache.get(token, now: now), s.created + config.maxLifetimeS - now > 0 else { return nil }
+    /// The session for `token` if it was read less than a second ago (`shard`, a loop's table of
+    /// `cache`) and is still within its lifetime; nil means: look it up.
+    func recent(_ token: String, now: Int, in shard: SessionCache.Shard) -> Session? {
+        guard let s = shard.get(token, now: now), s.created + config.maxLifetimeS - now > 0 else { return nil }
         return s
     }
 

@@ -5,6 +5,15 @@ public struct PolicySet: Sendable {
 
     public init(_ policies: [Policy]) { self.policies = policies }
 
+    /// The same policies in objects of their own, for one worker: every request retains its
+    /// policy and the array, and on objects that every worker shared those retains were atomic
+    /// writes to the same cache lines from every core. Their fields are still shared: they
+    /// are read in place, not retained, on the request path.
+    public func copiedForWorker() -> PolicySet {
+        PolicySet(policies.map { Policy(name: $0.name, resources: $0.resources, actions: $0.actions, subjects: $0.subjects,
+                                        requirement: $0.requirement) })
+    }
+
     public var isEmpty: Bool { policies.isEmpty }
 
     /// The policy that decides `method` on `path`, if any (no match is a deny).
