@@ -18,7 +18,7 @@
 #              uprobe on `ProxyPhase.handle`)
 #   --plain    the plain proxy, per request
 #
-# --allow and --plain also print the places that retain most, shared or not (the 40 first).
+# --allow and --plain also print the places that retain heap objects most, shared or not.
 # BENCH_KEEP_TMP=1 keeps the recording and its text. Needs root (uprobes), perf, and for
 # --allow/--plain nginx and wrk. The uprobes slow the gateway down a hundredfold; the figures
 # are counts per unit, which do not depend on that. Objects in the binary's or the runtime's
@@ -190,10 +190,10 @@ def flush():
     global total
     if obj is None: return
     total += 1
+    if not heap(obj): return
     callers = [f for f in frames if not f.startswith("swift_") and "ValueWitnesses" not in f and "RefCounts" not in f]
     chains[" <- ".join(callers[:3]) or "?"] += 1
-    if heap(obj):
-        count[obj] += 1; threads[obj][tid] += 1; sites[obj][callers[0] if callers else "?"] += 1
+    count[obj] += 1; threads[obj][tid] += 1; sites[obj][callers[0] if callers else "?"] += 1
 for line in open(events):
     if "txgate_cycle" in line:
         flush(); obj = None; units += 1
@@ -213,7 +213,9 @@ by_site = collections.Counter()
 for o in shared:
     by_site.update(sites[o])
 n = sum(count[o] for o in shared)
-print(f"{unit}s {units}; retains {total / units:.1f} per {unit}, of heap objects two threads retained {n / units:.1f} per {unit} ({len(shared)} objects)")
+# Calls on a small string or an immortal object return without writing: counted apart.
+print(f"{unit}s {units}; retain calls {total / units:.1f} per {unit}, of heap objects {sum(count.values()) / units:.1f}, "
+      f"of heap objects two threads retained {n / units:.1f} ({len(shared)} objects)")
 def show(title, counter, limit, width):
     top = [(s, c) for s, c in counter.most_common(limit) if c / units >= 0.05]
     if not top: return
@@ -224,5 +226,5 @@ def show(title, counter, limit, width):
         print(f"{c / units:6.1f}  {name[:width]}")
 show("shared, by place:", by_site, 15, 150)
 if unit == "request":
-    show("all, by place (three frames):", chains, 40, 260)
+    show("retains of heap objects, by place (three frames):", chains, 40, 260)
 PY

@@ -210,7 +210,10 @@ import TestSupport
         let samples = traffic.stop()
 
         let before = samples.filter { $0.end < killedAt }
-        let after = samples.filter { $0.start > killedAt + 0.5 }
+        // A session read from Redis less than a second before the kill is still answered from
+        // the gateway's session cache until that second is up (`SessionCache.maxAgeNanos`, the
+        // documented bound), so "well after" starts past it.
+        let after = samples.filter { $0.start > killedAt + 1.2 }
         #expect(!before.isEmpty && !after.isEmpty, "\(before.count) requests before the kill, \(after.count) after")
         #expect(before.allSatisfy { (try? $0.result.get().status) == 200 },
                 "before the kill: \(before.compactMap { try? $0.result.get().status })")

@@ -1,6 +1,7 @@
 import EventHTTP
 import Testing
 @testable import TxGate
+import TxGateCore
 
 /// The sessions read in the last second (`SessionCache`): one table per event loop, and what a
 /// logout or a step-up recorded on one worker does to every worker's table.
@@ -61,5 +62,32 @@ import Testing
         shard.put("token-1", storeKey: "session:1", Self.session("alice"), now: Self.now, readSince: shard.generation())
         #expect(shard.get("token-1", now: Self.now + 1) != nil)
         #expect(shard.get("token-1", now: Self.now + 2) == nil)
+    }
+
+    /// The subject of a cached read is made by its first request, then the same one is
+    /// answered until the entry goes; a session past its lifetime has none.
+    @Test func aCachedReadsSubjectIsMadeOnce() {
+        let cache = SessionCache()
+        let shard = cache.shard(for: EventLoop())
+        var made = 0
+        func make(_ s: Session) -> Subject {
+            made += 1
+            return Subject(uid: s.uid, realm: s.realm, journeys: s.journeys, attributes: [:], token: "token-1")
+        }
+        #expect(shard.subject("token-1", now: Self.now, maxLifetimeS: 3600, make: make) == nil)
+        shard.put("token-1", storeKey: "session:1", Self.session("alice"), now: Self.now, readSince: shard.generation())
+        #expect(shard.subject("token-1", now: Self.now, maxLifetimeS: 3600, make: make)?.uid == "alice")
+        #expect(shard.subject("token-1", now: Self.now, maxLifetimeS: 3600, make: make)?.uid == "alice")
+        #expect(made == 1)
+        #expect(shard.subject("token-1", now: Self.now, maxLifetimeS: 0, make: make) == nil)
+
+        // A new read, a new subject (a step-up recorded adds a journey).
+        cache.invalidate(storeKey: "session:1")
+        #expect(shard.subject("token-1", now: Self.now, maxLifetimeS: 3600, make: make) == nil)
+        var stepped = Self.session("alice")
+        stepped.journeys.append("Strong")
+        shard.put("token-1", storeKey: "session:1", stepped, now: Self.now, readSince: shard.generation())
+        #expect(shard.subject("token-1", now: Self.now, maxLifetimeS: 3600, make: make)?.journeys == ["Login", "Strong"])
+        #expect(made == 2)
     }
 }

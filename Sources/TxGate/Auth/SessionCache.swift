@@ -1,5 +1,6 @@
 import EventHTTP
 import Synchronization
+import TxGateCore
 
 /// Sessions read from the store in the last second, by token, so that a client's requests in
 /// quick succession read the store once per second rather than once per request (a SQLite
@@ -29,12 +30,24 @@ final class SessionCache: Sendable {
     /// Beyond this many entries in one table, expired ones are dropped; if none are, all are.
     static let maxEntries = 10_000
 
-    struct Entry {
+    /// A reference: a request reads an entry's subject, which the first request made, without
+    /// copying the session out of the table.
+    final class Entry {
         let session: Session
         let storeKey: String
         let fetchedNanos: UInt64
         /// The wall-clock second of the store read: a clock moved on (tests, a fake clock) ends it too.
         let fetchedSecond: Int
+        /// The policies' subject for this session and token, made by the first request that asked
+        /// (`Shard.subject`); changed only under its table's lock.
+        var subject: Subject?
+
+        init(session: Session, storeKey: String, fetchedNanos: UInt64, fetchedSecond: Int) {
+            self.session = session
+            self.storeKey = storeKey
+            self.fetchedNanos = fetchedNanos
+            self.fetchedSecond = fetchedSecond
+        }
     }
 
     /// One loop's table.
@@ -53,16 +66,31 @@ final class SessionCache: Sendable {
 
         /// The session read for `token` less than a second ago, if any.
         func get(_ token: String, now: Int) -> Session? {
-            let nanos = EventLoop.nowNanos()
-            return table.withLock { t in
-                guard let e = t.byToken[token] else { return nil }
-                guard nanos &- e.fetchedNanos < SessionCache.maxAgeNanos, now >= e.fetchedSecond, now <= e.fetchedSecond + 1 else {
-                    t.byToken[token] = nil
-                    t.tokenByKey[e.storeKey] = nil
-                    return nil
-                }
-                return e.session
+            table.withLock { t in Self.fresh(&t, token, now: now)?.session }
+        }
+
+        /// The subject of the session read for `token` less than a second ago, if that session
+        /// is within its lifetime (`maxLifetimeS` from its creation): made by `make` for the
+        /// entry's first request, the same one after that.
+        func subject(_ token: String, now: Int, maxLifetimeS: Int, make: (Session) -> Subject) -> Subject? {
+            table.withLock { t in
+                guard let e = Self.fresh(&t, token, now: now), e.session.created + maxLifetimeS - now > 0 else { return nil }
+                if let s = e.subject { return s }
+                let s = make(e.session)
+                e.subject = s
+                return s
             }
+        }
+
+        private static func fresh(_ t: inout Table, _ token: String, now: Int) -> Entry? {
+            guard let e = t.byToken[token] else { return nil }
+            guard EventLoop.nowNanos() &- e.fetchedNanos < SessionCache.maxAgeNanos, now >= e.fetchedSecond,
+                  now <= e.fetchedSecond + 1 else {
+                t.byToken[token] = nil
+                t.tokenByKey[e.storeKey] = nil
+                return nil
+            }
+            return e
         }
 
         /// To take before a store read whose answer may be `put`.
@@ -74,11 +102,11 @@ final class SessionCache: Sendable {
         /// (taken before the read began): the read may predate a logout. True if kept.
         @discardableResult
         func put(_ token: String, storeKey: String, _ session: Session, now: Int, readSince generation: UInt64) -> Bool {
-            let entry = Entry(session: session, storeKey: storeKey, fetchedNanos: EventLoop.nowNanos(), fetchedSecond: now)
+            let nanos = EventLoop.nowNanos()
             return table.withLock { t in
                 guard t.generation == generation else { return false }
-                if t.byToken.count >= SessionCache.maxEntries { Self.prune(&t, nanos: entry.fetchedNanos) }
-                t.byToken[token] = entry
+                if t.byToken.count >= SessionCache.maxEntries { Self.prune(&t, nanos: nanos) }
+                t.byToken[token] = Entry(session: session, storeKey: storeKey, fetchedNanos: nanos, fetchedSecond: now)
                 t.tokenByKey[storeKey] = token
                 return true
             }

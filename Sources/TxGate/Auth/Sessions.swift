@@ -140,6 +140,11 @@ final class SessionManager: Sendable {
         return s
     }
 
+    /// `recent`'s session as the policies' subject, made by `make` once per cached read.
+    func recentSubject(_ token: String, now: Int, in shard: SessionCache.Shard, make: (Session) -> Subject) -> Subject? {
+        shard.subject(token, now: now, maxLifetimeS: config.maxLifetimeS, make: make)
+    }
+
     /// Whether the session stored under `key` is still live and `uid`'s (not logged out, not
     /// expired): what an approver journey checks before its approval counts.
     func isLive(key: String, uid: String, now: Int, on loop: EventLoop, _ done: @escaping (StoreResult<Bool>) -> Void) {

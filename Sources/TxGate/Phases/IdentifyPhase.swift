@@ -129,7 +129,7 @@ extension SubjectIdentifying {
 
 extension SubjectIdentifier: SubjectIdentifying {
     func recentSubject(token: String) -> Subject? {
-        sessions.recent(token, now: clock.now, in: sessionCache).map { subject(of: $0, token: token) }
+        sessions.recentSubject(token, now: clock.now, in: sessionCache) { subject(of: $0, token: token) }
     }
 
     func identifySubject(token: String?, receivedNanos: UInt64, _ done: @escaping (Result<Subject?, RequestFailure>) -> Void) {

@@ -1,15 +1,34 @@
 /// What a cached decision is for: the method, the request-target (`_txid` removed: the resource
 /// without the gateway's public URL, which is the same for every request) and who asks. Built
 /// from the request's own strings, without joining them, for every request the cache answers.
-public struct DecisionKey: Hashable, Sendable {
-    public var method: String
-    public var target: String
-    public var subject: SubjectKey?
+///
+/// A reference: the dictionary copies the keys it compares out of its storage, and a copy of
+/// four members was up to seven retains and releases; one object is one. Compared in place.
+public final class DecisionKey: Hashable, Sendable {
+    public let method: String
+    public let target: String
+    public let subject: SubjectKey?
 
     public init(method: String, target: String, subject: SubjectKey?) {
         self.method = method
         self.target = target
         self.subject = subject
+    }
+
+    public static func == (a: DecisionKey, b: DecisionKey) -> Bool {
+        if a === b { return true }
+        guard a.method == b.method, a.target == b.target else { return false }
+        switch (a.subject, b.subject) {
+        case (nil, nil): return true
+        case (let x?, let y?): return x.id == y.id && x.journeys == y.journeys
+        default: return false
+        }
+    }
+
+    public func hash(into h: inout Hasher) {
+        h.combine(method)
+        h.combine(target)
+        h.combine(subject)
     }
 }
 

@@ -187,8 +187,12 @@ public final class Policy: Sendable {
         self.requirement = requirement
     }
 
+    /// Every request asks, once per policy until one applies: the patterns are matched where
+    /// they are (`contains(where:)` copied each one out, retaining its members).
     public func applies(path: Substring, method: String) -> Bool {
-        actions.contains(method) && resources.contains { $0.matches(path) }
+        guard actions.contains(method) else { return false }
+        for i in resources.indices where resources[i].matches(path) { return true }
+        return false
     }
 }
 
@@ -376,41 +380,63 @@ private final class ConsumedRecord: Equatable, Sendable {
 }
 
 /// AM's decision for one resource (WIRE.md §1).
+///
+/// Its members live in one immutable box: a request copies its decision a few times (out of the
+/// worker's cache, into the request, into its summary), and a copy of six members was seven
+/// retains and releases; it is now one. A change makes a new box.
 public struct Decision: Equatable, Sendable {
-    public var resource: String
-    public var actions: [String: Bool]
-    public var attributes: [String: [String]]
-    public var advices: Advices
+    private struct Members: Equatable {
+        var resource: String
+        var actions: [String: Bool]
+        var attributes: [String: [String]]
+        var advices: Advices
+        var ttl: Int64?
+        var consumedRecord: ConsumedRecord?
+    }
+
+    private final class Box: Sendable {
+        let m: Members
+        init(_ m: Members) { self.m = m }
+    }
+
+    private var box: Box
+
+    private mutating func update(_ change: (inout Members) -> Void) {
+        var members = box.m
+        change(&members)
+        box = Box(members)
+    }
+
+    public var resource: String { get { box.m.resource } set { update { $0.resource = newValue } } }
+    public var actions: [String: Bool] { get { box.m.actions } set { update { $0.actions = newValue } } }
+    public var attributes: [String: [String]] { get { box.m.attributes } set { update { $0.attributes = newValue } } }
+    public var advices: Advices { get { box.m.advices } set { update { $0.advices = newValue } } }
     /// Absolute expiry in epoch milliseconds; nil means "use the default cache time".
-    public var ttl: Int64?
+    public var ttl: Int64? { get { box.m.ttl } set { update { $0.ttl = newValue } } }
     /// The transaction this one-shot allow consumed (what the user approved, for the
     /// Transaction Token); not part of AM's format.
     public var consumed: TransactionRecord? {
-        get { consumedRecord?.record }
-        set { consumedRecord = newValue.map(ConsumedRecord.init) }
+        get { box.m.consumedRecord?.record }
+        set { update { $0.consumedRecord = newValue.map(ConsumedRecord.init) } }
     }
     /// The TxId of the transaction consumed, without reading its record.
-    public var consumedTxid: String? { consumedRecord?.txid }
-    /// `consumed`, boxed: a record held inline made every decision (and every optional one, set
-    /// or not) as large as a transaction record, and every request copies its decision a few times.
-    private var consumedRecord: ConsumedRecord?
+    public var consumedTxid: String? { box.m.consumedRecord?.txid }
 
     public init(resource: String, actions: [String: Bool] = [:], attributes: [String: [String]] = [:],
                 advices: Advices = Advices([]), ttl: Int64? = nil, consumed: TransactionRecord? = nil) {
-        self.resource = resource
-        self.actions = actions
-        self.attributes = attributes
-        self.advices = advices
-        self.ttl = ttl
-        self.consumed = consumed
+        self.init(Members(resource: resource, actions: actions, attributes: attributes, advices: advices, ttl: ttl,
+                          consumedRecord: consumed.map(ConsumedRecord.init)))
     }
+
+    private init(_ m: Members) { box = Box(m) }
+
+    public static func == (a: Decision, b: Decision) -> Bool { a.box === b.box || a.box.m == b.box.m }
 
     /// A one-shot allow that consumed transaction `txid`, whose record the store returned as
     /// `record` (decoded when `consumed` is read).
     public static func consuming(_ txid: String, record: [UInt8], resource: String, method: String, ttl: Int64) -> Decision {
-        var d = Decision(resource: resource, actions: [method: true], ttl: ttl)
-        d.consumedRecord = ConsumedRecord(txid: txid, bytes: record)
-        return d
+        Decision(Members(resource: resource, actions: [method: true], attributes: [:], advices: Advices([]), ttl: ttl,
+                         consumedRecord: ConsumedRecord(txid: txid, bytes: record)))
     }
 
     public func allows(_ method: String) -> Bool {

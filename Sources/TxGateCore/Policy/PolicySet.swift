@@ -23,7 +23,8 @@ public struct PolicySet: Sendable {
 
     /// The index of that policy in `policies`.
     public func applicableIndex(path: Substring, method: String) -> Int? {
-        policies.firstIndex { $0.applies(path: path, method: method) }
+        for i in policies.indices where policies[i].applies(path: path, method: method) { return i }
+        return nil
     }
 
 
