@@ -49,11 +49,13 @@ final class Worker: @unchecked Sendable {
 
     static func pipeline(_ shared: SharedState, worker: Int, loop: EventLoop, pool: UpstreamPool, readiness: Readiness,
                          accessLogBuffer: AccessLogBuffer) -> Pipeline {
-        let pipeline = Pipeline(phases(shared, loop: loop, pool: pool, readiness: readiness), logger: shared.logger,
-                                accessLog: shared.accessLog, accessLogBuffer: accessLogBuffer,
+        // The worker's own policy objects, for its requests and its PDP (`PolicySet.copiedForWorker`).
+        let policies = shared.policies.copiedForWorker()
+        let pipeline = Pipeline(phases(shared, policies: policies, loop: loop, pool: pool, readiness: readiness),
+                                logger: shared.logger, accessLog: shared.accessLog, accessLogBuffer: accessLogBuffer,
                                 upstreamDescription: shared.upstreamDescription,
                                 trustedProxies: shared.config.trustedProxies)
-        pipeline.policies = shared.policies.copiedForWorker()
+        pipeline.policies = policies
         pipeline.metrics = RequestMetrics(shared.metrics, worker: worker, policyNames: shared.policies.policies.map(\.name))
         return pipeline
     }
@@ -68,12 +70,14 @@ final class Worker: @unchecked Sendable {
         }
     }
 
-    /// The phases of the configuration's plan (`PipelinePlan`), built for one worker.
-    static func phases(_ shared: SharedState, loop: EventLoop, pool: UpstreamPool, readiness: Readiness) -> [RequestPhase] {
+    /// The phases of the configuration's plan (`PipelinePlan`), built for one worker; `policies`
+    /// are the worker's own copy.
+    static func phases(_ shared: SharedState, policies: PolicySet, loop: EventLoop, pool: UpstreamPool,
+                       readiness: Readiness) -> [RequestPhase] {
         let config = shared.config
         let plan = shared.plan
         let publicURL = config.effectivePublicURL.description
-        let decider = plan.decisions == .none ? nil : Decider(shared, plan: plan, loop: loop)
+        let decider = plan.decisions == .none ? nil : Decider(shared, policies: policies, plan: plan, loop: loop)
         return plan.slots.map { slot -> RequestPhase in
             switch slot {
             case .canonicalRequest: return CanonicalRequestPhase(paths: config.paths)
@@ -125,7 +129,7 @@ final class Worker: @unchecked Sendable {
         let accessTokens: AccessTokenCache?
         let externalIssuers: ExternalIssuers?
 
-        init(_ shared: SharedState, plan: PipelinePlan, loop: EventLoop) {
+        init(_ shared: SharedState, policies: PolicySet, plan: PipelinePlan, loop: EventLoop) {
             let config = shared.config
             externalIssuers = plan.externalIssuers
                 ? ExternalIssuers(config: config.bearer, endpoints: shared.externalIssuerEndpoints, loop: loop, clock: shared.clock,
@@ -136,7 +140,7 @@ final class Worker: @unchecked Sendable {
                 guard let pdp = shared.pdp, let auth = shared.auth, let store = shared.store else {
                     preconditionFailure("the pipeline plan has the embedded PDP, the shared state does not")
                 }
-                self.pdp = pdp
+                self.pdp = pdp.forWorker(policies: policies)
                 identifier = auth.identifier(on: loop)
                 amURI = config.effectivePublicURL.description + "/am/"
                 parking = RequestParking(store: store, loop: loop, maxBodyBytes: config.limits.maxParkedBodyBytes, logger: shared.logger)

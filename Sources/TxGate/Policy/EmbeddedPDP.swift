@@ -23,6 +23,11 @@ final class EmbeddedPDP: PolicyDecisionPoint {
         self.logger = logger
     }
 
+    func forWorker(policies: PolicySet) -> PolicyDecisionPoint {
+        EmbeddedPDP(decider: decider.with(policies: policies), store: store, clock: clock, logger: logger, metrics: metrics,
+                    auditRetentionMs: auditRetentionMs)
+    }
+
     func needsSubject(applicable: Policy?) -> Bool {
         applicable.map { $0.subjects != .anyone } ?? false
     }

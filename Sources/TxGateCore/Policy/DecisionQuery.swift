@@ -121,10 +121,15 @@ public protocol PolicyDecisionPoint: AnyObject, Sendable {
     /// Who a cached decision is for: the user and the journeys done (embedded), or the session
     /// itself (remote: only the AM knows what else the session carries).
     func cacheKey(for subject: Subject) -> SubjectKey
+    /// The PDP one worker asks, deciding with `policies`: that worker's own objects for the
+    /// configuration's policies (`PolicySet.copiedForWorker`), so that what a decision retains
+    /// is not written from every core. A PDP that holds no policies answers itself.
+    func forWorker(policies: PolicySet) -> PolicyDecisionPoint
 }
 
 extension PolicyDecisionPoint {
     public func cacheKey(for subject: Subject) -> SubjectKey { SubjectKey(id: subject.uid, journeys: subject.journeys) }
+    public func forWorker(policies: PolicySet) -> PolicyDecisionPoint { self }
 }
 
 /// Who a cached decision is for (`PolicyDecisionPoint.cacheKey`): a user and the journeys their

@@ -21,6 +21,11 @@ public struct PolicyDecider: Sendable {
         self.newTxId = newTxId
     }
 
+    /// The same decider over `policies` (a worker's own copy of the same policies).
+    public func with(policies: PolicySet) -> PolicyDecider {
+        PolicyDecider(policies: policies, loginJourney: loginJourney, maxPending: maxPending, newTxId: newTxId)
+    }
+
     /// A request that needs its own transaction: the rule and what the request binds.
     ///
     /// The rule, the binding and the seal never change once made, and an intent travels through

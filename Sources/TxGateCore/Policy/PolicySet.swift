@@ -6,12 +6,15 @@ public struct PolicySet: Sendable {
     public init(_ policies: [Policy]) { self.policies = policies }
 
     /// The same policies in objects of their own, for one worker: every request retains its
-    /// policy and the array, and on objects that every worker shared those retains were atomic
-    /// writes to the same cache lines from every core. Their fields are still shared: they
-    /// are read in place, not retained, on the request path.
+    /// policy, the array, and the arrays a match reads, and on objects that every worker shared
+    /// those retains were atomic writes to the same cache lines from every core. The matching
+    /// parts are rebuilt (new arrays, patterns parsed again from their text); the names and
+    /// the requirement are still shared, read in place on the request path.
     public func copiedForWorker() -> PolicySet {
-        PolicySet(policies.map { Policy(name: $0.name, resources: $0.resources, actions: $0.actions, subjects: $0.subjects,
-                                        requirement: $0.requirement) })
+        PolicySet(policies.map { p in
+            Policy(name: p.name, resources: p.resources.map { ResourcePattern($0.text)! }, actions: p.actions.map { $0 },
+                   subjects: p.subjects, requirement: p.requirement)
+        })
     }
 
     public var isEmpty: Bool { policies.isEmpty }
