@@ -89,7 +89,7 @@ public enum Crypto {
     /// HMAC with the given hash function.
     public static func hmac(_ algorithm: HashAlgorithm, key: [UInt8], data: [UInt8]) -> [UInt8] {
         precondition(key.count <= Int(Int32.max), "hmac: key too long")
-        return HMACKeys.shared.mac(algorithm, key: key, data: data)
+        return HMACKeys.current.mac(algorithm, key: key, data: data)
     }
 
     /// HMAC of bytes in place, written to the start of `out` (at least the algorithm's
@@ -98,7 +98,7 @@ public enum Crypto {
                             into out: UnsafeMutableRawBufferPointer) {
         precondition(key.count <= Int(Int32.max), "hmac: key too long")
         precondition(out.count >= algorithm.digestLength, "hmac: the output has no room for the MAC")
-        HMACKeys.shared.context(algorithm, key: key).mac(data, into: out)
+        HMACKeys.current.context(algorithm, key: key).mac(data, into: out)
     }
 
     public static func hmacSHA256(key: [UInt8], data: [UInt8]) -> [UInt8] {

@@ -1,5 +1,9 @@
 import COpenSSL
-import Synchronization
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// Keyed HMAC states, each set up once and copied for every message.
 ///
@@ -9,8 +13,11 @@ import Synchronization
 /// up once (`KeyedContext`) and copied per message. The table keeps the last `capacity` keys
 /// seen (the server's own keys, in practice); when it is full it starts over, so keys seen once
 /// (a user's TOTP secret) cost what they cost before and nothing grows.
-final class HMACKeys: Sendable {
-    static let shared = HMACKeys()
+///
+/// One table per thread (`current`): a worker's loop, the store's thread. One table for the
+/// process put a lock, and contexts that every HMAC retained, on cache lines that every core
+/// wrote; a key is now set up once per thread that uses it, which is a few times per key.
+final class HMACKeys {
     static let capacity = 32
 
     private struct Key: Hashable {
@@ -18,7 +25,24 @@ final class HMACKeys: Sendable {
         let bytes: [UInt8]
     }
 
-    private let table = Mutex<[Key: KeyedContext]>([:])
+    private var table: [Key: KeyedContext] = [:]
+
+    /// The calling thread's table, made on its first HMAC and released when the thread ends.
+    static var current: HMACKeys {
+        if let p = pthread_getspecific(threadKey) { return Unmanaged<HMACKeys>.fromOpaque(p).takeUnretainedValue() }
+        let keys = HMACKeys()
+        pthread_setspecific(threadKey, Unmanaged.passRetained(keys).toOpaque())
+        return keys
+    }
+
+    private static let threadKey: pthread_key_t = {
+        var key = pthread_key_t()
+        let rc = pthread_key_create(&key) { p in
+            if let p { Unmanaged<HMACKeys>.fromOpaque(p).release() }
+        }
+        precondition(rc == 0, "HMACKeys: pthread_key_create failed (\(rc))")
+        return key
+    }()
 
     /// The MAC of `data` under `key`.
     func mac(_ algorithm: Crypto.HashAlgorithm, key: [UInt8], data: [UInt8]) -> [UInt8] {
@@ -28,13 +52,11 @@ final class HMACKeys: Sendable {
     /// `key`'s state, set up now if the table does not have it.
     func context(_ algorithm: Crypto.HashAlgorithm, key: [UInt8]) -> KeyedContext {
         let k = Key(algorithm: algorithm, bytes: key)
-        return table.withLock { t -> KeyedContext in
-            if let c = t[k] { return c }
-            let c = KeyedContext(algorithm, key: key)
-            if t.count >= Self.capacity { t.removeAll() }
-            t[k] = c
-            return c
-        }
+        if let c = table[k] { return c }
+        let c = KeyedContext(algorithm, key: key)
+        if table.count >= Self.capacity { table.removeAll() }
+        table[k] = c
+        return c
     }
 }
 

@@ -83,8 +83,9 @@ private func bytes(_ s: String) -> [UInt8] { Array(s.utf8) }
                 == "b613679a0814d9ec772f95d778c35fc5ff1697c493715653c6c712144292c5ad")
     }
 
-    /// A key used again is answered from a context keyed once (`HMACKeys`): the same MAC, from
-    /// several threads at once, and again after more keys than the table holds have passed.
+    /// A key used again is answered from a context keyed once (`HMACKeys`, a table per thread):
+    /// the same MAC, from several threads at once, and again after more keys than the table
+    /// holds have passed.
     @Test func hmacKeyedOnceGivesTheSameAnswers() {
         let key = bytes("Jefe"), data = bytes("what do ya want for nothing?")
         let expected = "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"

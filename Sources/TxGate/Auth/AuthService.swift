@@ -96,13 +96,25 @@ final class AuthService: Sendable {
 }
 
 /// Finds the subject behind a session token, on one worker's loop.
-struct SubjectIdentifier {
+///
+/// An object each user of it on a loop makes: a lookup's callbacks capture it, and a struct
+/// copied into them retained each of its members, most of them objects every worker shares
+/// (the session manager, the users).
+final class SubjectIdentifier {
     let sessions: SessionManager
     let users: [String: UserRecord]
     let loop: EventLoop
     let clock: WallClock
     /// `loop`'s table of the sessions read in the last second.
     let sessionCache: SessionCache.Shard
+
+    init(sessions: SessionManager, users: [String: UserRecord], loop: EventLoop, clock: WallClock, sessionCache: SessionCache.Shard) {
+        self.sessions = sessions
+        self.users = users
+        self.loop = loop
+        self.clock = clock
+        self.sessionCache = sessionCache
+    }
 
     /// The session token a request carries (token header or cookie).
     func sessionToken(in headers: HTTPHeaders) -> String? { sessions.token(in: headers) }
