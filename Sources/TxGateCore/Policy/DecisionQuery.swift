@@ -4,51 +4,30 @@
 /// request, for the decision cache's key, into the query), and a copy of its members was
 /// six retains and releases; it is now one.
 public struct Subject: Equatable, Sendable {
-    private final class Box: Sendable {
-        let uid: String
-        let realm: String
-        let journeys: [String]
-        let attributes: [String: String]
-        let token: String
-        let authTime: Int?
-
-        init(uid: String, realm: String, journeys: [String], attributes: [String: String], token: String, authTime: Int?) {
-            self.uid = uid
-            self.realm = realm
-            self.journeys = journeys
-            self.attributes = attributes
-            self.token = token
-            self.authTime = authTime
-        }
+    private struct Members: Equatable {
+        var uid: String
+        var realm: String
+        var journeys: [String]
+        var attributes: [String: String]
+        var token: String
+        var authTime: Int?
     }
 
-    private var box: Box
+    private var box: Boxed<Members>
 
-    /// A change makes a new box (the subject's members are not changed on the request path).
-    private mutating func update(uid: String? = nil, realm: String? = nil, journeys: [String]? = nil,
-                                 attributes: [String: String]? = nil, token: String? = nil, authTime: Int?? = nil) {
-        box = Box(uid: uid ?? box.uid, realm: realm ?? box.realm, journeys: journeys ?? box.journeys,
-                  attributes: attributes ?? box.attributes, token: token ?? box.token, authTime: authTime ?? box.authTime)
-    }
-
-    public var uid: String { get { box.uid } set { update(uid: newValue) } }
-    public var realm: String { get { box.realm } set { update(realm: newValue) } }
+    public var uid: String { get { box.members.uid } set { box.update { $0.uid = newValue } } }
+    public var realm: String { get { box.members.realm } set { box.update { $0.realm = newValue } } }
     /// Journeys the session has completed (for step-up policies).
-    public var journeys: [String] { get { box.journeys } set { update(journeys: newValue) } }
-    public var attributes: [String: String] { get { box.attributes } set { update(attributes: newValue) } }
+    public var journeys: [String] { get { box.members.journeys } set { box.update { $0.journeys = newValue } } }
+    public var attributes: [String: String] { get { box.members.attributes } set { box.update { $0.attributes = newValue } } }
     /// The session token (or the bearer access token), to answer a completed journey with the same session.
-    public var token: String { get { box.token } set { update(token: newValue) } }
+    public var token: String { get { box.members.token } set { box.update { $0.token = newValue } } }
     /// When the subject last authenticated (unix seconds): a session's last journey, a token's
     /// `auth_time`; a step-up policy's `maxAgeS` counts from it.
-    public var authTime: Int? { get { box.authTime } set { update(authTime: .some(newValue)) } }
+    public var authTime: Int? { get { box.members.authTime } set { box.update { $0.authTime = newValue } } }
 
     public init(uid: String, realm: String, journeys: [String], attributes: [String: String], token: String, authTime: Int? = nil) {
-        box = Box(uid: uid, realm: realm, journeys: journeys, attributes: attributes, token: token, authTime: authTime)
-    }
-
-    public static func == (a: Subject, b: Subject) -> Bool {
-        a.box === b.box || (a.uid == b.uid && a.realm == b.realm && a.journeys == b.journeys && a.attributes == b.attributes
-                            && a.token == b.token && a.authTime == b.authTime)
+        box = Boxed(Members(uid: uid, realm: realm, journeys: journeys, attributes: attributes, token: token, authTime: authTime))
     }
 
     /// Whether `entry` (a username or an `attribute=value` pair) names this subject.

@@ -33,72 +33,59 @@ public struct TransactionRule: Equatable, Sendable {
         var authorizationDetails: DetailsMapping?
     }
 
-    private final class Box: Sendable {
-        let values: Values
-        init(_ values: Values) { self.values = values }
-    }
-
-    private var box: Box
-
-    /// Sets one value (while the configuration is read): a new box, the others' values kept.
-    private mutating func set(_ change: (inout Values) -> Void) {
-        var values = box.values
-        change(&values)
-        box = Box(values)
-    }
+    /// Set while the configuration is read: each change makes a new box.
+    private var box: Boxed<Values>
 
     public var journey: String {
-        get { box.values.journey }
-        set { set { $0.journey = newValue } }
+        get { box.members.journey }
+        set { box.update { $0.journey = newValue } }
     }
     public var ttlS: Int {
-        get { box.values.ttlS }
-        set { set { $0.ttlS = newValue } }
+        get { box.members.ttlS }
+        set { box.update { $0.ttlS = newValue } }
     }
     /// JSON Pointers of body fields the approval is bound to.
     public var bindFields: [String] {
-        get { box.values.bindFields }
-        set { set { $0.bindFields = newValue } }
+        get { box.members.bindFields }
+        set { box.update { $0.bindFields = newValue } }
     }
     /// Bind the digest of the whole body.
     public var bindWholeBody: Bool {
-        get { box.values.bindWholeBody }
-        set { set { $0.bindWholeBody = newValue } }
+        get { box.members.bindWholeBody }
+        set { box.update { $0.bindWholeBody = newValue } }
     }
     /// Prompt shown to the user, with `{field}` replaced by the bound values.
     public var display: String? {
-        get { box.values.display }
-        set { set { $0.display = newValue } }
+        get { box.members.display }
+        set { box.update { $0.display = newValue } }
     }
     /// The declared types of bound fields (`bind.types`), by JSON Pointer.
     public var fieldTypes: [String: FieldType] {
-        get { box.values.fieldTypes }
-        set { set { $0.fieldTypes = newValue } }
+        get { box.members.fieldTypes }
+        set { box.update { $0.fieldTypes = newValue } }
     }
     /// Which requests of the policy need the transaction, by JSON Pointer into the JSON body and
     /// the exact value (`{"/method": "tools/call", "/params/name": "transfer"}`: one MCP tool);
     /// the others are allowed as the policy's subjects, never from the decision cache. Empty:
     /// every request of the policy.
     public var when: [String: JSONValue] {
-        get { box.values.when }
-        set { set { $0.when = newValue } }
+        get { box.members.when }
+        set { box.update { $0.when = newValue } }
     }
     /// RFC 9396: the `authorization_details` type whose approval, asked for ahead of the request,
     /// opens a request of this policy with the same values (`transaction.authorizationDetails`).
     public var authorizationDetails: DetailsMapping? {
-        get { box.values.authorizationDetails }
-        set { set { $0.authorizationDetails = newValue } }
+        get { box.members.authorizationDetails }
+        set { box.update { $0.authorizationDetails = newValue } }
     }
 
     public init(journey: String, ttlS: Int = 180, bindFields: [String] = [], bindWholeBody: Bool = false, display: String? = nil,
                 fieldTypes: [String: FieldType] = [:]) {
-        box = Box(Values(journey: journey, ttlS: ttlS, bindFields: bindFields, bindWholeBody: bindWholeBody, display: display,
+        box = Boxed(Values(journey: journey, ttlS: ttlS, bindFields: bindFields, bindWholeBody: bindWholeBody, display: display,
                          fieldTypes: fieldTypes))
     }
 
-    public static func == (a: TransactionRule, b: TransactionRule) -> Bool {
-        a.box === b.box || a.box.values == b.box.values
-    }
+    public static func == (a: TransactionRule, b: TransactionRule) -> Bool { a.box == b.box }
 }
 
 /// A resource pattern: exact segments, `*` for one segment, a final `/**` for any depth.
@@ -394,33 +381,22 @@ public struct Decision: Equatable, Sendable {
         var consumedRecord: ConsumedRecord?
     }
 
-    private final class Box: Sendable {
-        let m: Members
-        init(_ m: Members) { self.m = m }
-    }
+    private var box: Boxed<Members>
 
-    private var box: Box
-
-    private mutating func update(_ change: (inout Members) -> Void) {
-        var members = box.m
-        change(&members)
-        box = Box(members)
-    }
-
-    public var resource: String { get { box.m.resource } set { update { $0.resource = newValue } } }
-    public var actions: [String: Bool] { get { box.m.actions } set { update { $0.actions = newValue } } }
-    public var attributes: [String: [String]] { get { box.m.attributes } set { update { $0.attributes = newValue } } }
-    public var advices: Advices { get { box.m.advices } set { update { $0.advices = newValue } } }
+    public var resource: String { get { box.members.resource } set { box.update { $0.resource = newValue } } }
+    public var actions: [String: Bool] { get { box.members.actions } set { box.update { $0.actions = newValue } } }
+    public var attributes: [String: [String]] { get { box.members.attributes } set { box.update { $0.attributes = newValue } } }
+    public var advices: Advices { get { box.members.advices } set { box.update { $0.advices = newValue } } }
     /// Absolute expiry in epoch milliseconds; nil means "use the default cache time".
-    public var ttl: Int64? { get { box.m.ttl } set { update { $0.ttl = newValue } } }
+    public var ttl: Int64? { get { box.members.ttl } set { box.update { $0.ttl = newValue } } }
     /// The transaction this one-shot allow consumed (what the user approved, for the
     /// Transaction Token); not part of AM's format.
     public var consumed: TransactionRecord? {
-        get { box.m.consumedRecord?.record }
-        set { update { $0.consumedRecord = newValue.map(ConsumedRecord.init) } }
+        get { box.members.consumedRecord?.record }
+        set { box.update { $0.consumedRecord = newValue.map(ConsumedRecord.init) } }
     }
     /// The TxId of the transaction consumed, without reading its record.
-    public var consumedTxid: String? { box.m.consumedRecord?.txid }
+    public var consumedTxid: String? { box.members.consumedRecord?.txid }
 
     public init(resource: String, actions: [String: Bool] = [:], attributes: [String: [String]] = [:],
                 advices: Advices = Advices([]), ttl: Int64? = nil, consumed: TransactionRecord? = nil) {
@@ -428,9 +404,9 @@ public struct Decision: Equatable, Sendable {
                           consumedRecord: consumed.map(ConsumedRecord.init)))
     }
 
-    private init(_ m: Members) { box = Box(m) }
+    private init(_ m: Members) { box = Boxed(m) }
 
-    public static func == (a: Decision, b: Decision) -> Bool { a.box === b.box || a.box.m == b.box.m }
+    public static func == (a: Decision, b: Decision) -> Bool { a.box == b.box }
 
     /// A one-shot allow that consumed transaction `txid`, whose record the store returned as
     /// `record` (decoded when `consumed` is read).

@@ -32,19 +32,10 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
         }
     }
 
-    private final class Box: Sendable {
-        let m: Members
-        init(_ m: Members) { self.m = m }
-    }
+    private var box: Boxed<Members>
+    private var m: Members { box.members }
 
-    private var box: Box
-    private var m: Members { box.m }
-
-    private mutating func update(_ change: (inout Members) -> Void) {
-        var members = box.m
-        change(&members)
-        box = Box(members)
-    }
+    private mutating func update(_ change: (inout Members) -> Void) { box.update(change) }
 
     /// A change to a member the seal digests forgets the seal known.
     private mutating func updateSealed(_ change: (inout Members) -> Void) {
@@ -84,16 +75,16 @@ public struct TransactionRecord: Codable, Equatable, Sendable {
     public init(txid: String, state: State = .created, realm: String, resource: String, method: String, subject: String,
                 journey: String, bodyDigest: String?, bound: [String: JSONValue], display: String?, expires: Int,
                 passkey: JSONValue? = nil, authorizationDetails: JSONValue? = nil, seal: String? = nil) {
-        box = Box(Members(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
+        box = Boxed(Members(txid: txid, state: state, realm: realm, resource: resource, method: method, subject: subject,
                           journey: journey, bodyDigest: bodyDigest, bound: bound, display: display, expires: expires,
                           passkey: passkey, authorizationDetails: authorizationDetails, knownSeal: Unequated(seal)))
     }
 
-    public init(from decoder: Decoder) throws { box = Box(try Members(from: decoder)) }
+    public init(from decoder: Decoder) throws { box = Boxed(try Members(from: decoder)) }
 
     public func encode(to encoder: Encoder) throws { try m.encode(to: encoder) }
 
-    public static func == (a: TransactionRecord, b: TransactionRecord) -> Bool { a.box === b.box || a.m == b.m }
+    public static func == (a: TransactionRecord, b: TransactionRecord) -> Bool { a.box == b.box }
 
     /// What the store checks, in the same step as it deletes the record, before a retry may pass:
     /// `seal` is the request's (`PolicyDecider.Intent.seal`).
