@@ -6,7 +6,7 @@
 # instruction count does not depend on the machine's load, so it is the figure to compare two
 # builds by on a shared machine (CPU time per request, bench/proxy.sh, is the other).
 #
-#   bash bench/callgrind.sh [--tls] [--handshakes] [--allow] TXGATE_BIN...
+#   bash bench/callgrind.sh [--tls] [--handshakes] [--allow] [--log] [--sim] TXGATE_BIN...
 #
 #   --allow        txgate on its allow path (bench/proxy.sh's): a user, a SQLite store, a policy
 #                  for authenticated users on every path; wrk sends a session token it logged in
@@ -17,6 +17,12 @@
 #                  keep-alive: wrk's connections do one handshake each, during the warm-up)
 #   --handshakes   with --tls: every request carries `Connection: close`, so each one is a new
 #                  connection and a full TLS handshake (what a handshake costs the server)
+#   --log          access logs on both sides: nginx's buffered `combined` log to a file
+#                  (`buffer=64k flush=1s`, as proxy.sh's), txgate's `log.access` at level info
+#   --sim          also simulate the caches and branch predictors (callgrind's simple model, so
+#                  slower) and print, per request: first-level instruction and data misses,
+#                  last-level misses and mispredicted branches. For two builds whose instruction
+#                  counts agree and whose CPU times do not.
 #
 # Environment: BENCH_CONNECTIONS (default 4), BENCH_DURATION (measured seconds, default 5),
 # BENCH_WARMUP (seconds, default 3), BENCH_KEEP_TMP=1 (keep the callgrind.out files).
@@ -29,13 +35,17 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 TLS=0
 HANDSHAKES=0
 ALLOW=0
+SIM=0
+LOG=0
 BINS=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --tls) TLS=1 ;;
     --handshakes) HANDSHAKES=1 ;;
     --allow) ALLOW=1 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --sim) SIM=1 ;;
+    --log) LOG=1 ;;
+    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) [ -x "$1" ] || { echo "callgrind.sh: $1 is not an executable" >&2; exit 2; }; BINS+=("$1") ;;
   esac
   shift
@@ -137,14 +147,26 @@ measure() {
   if grep -q 'Non-2xx' "$TMP/wrk-$name.txt"; then echo "callgrind.sh: $name answered non-2xx:" >&2; cat "$TMP/wrk-$name.txt" >&2; exit 1; fi
   ir="$(cat "$TMP/callgrind.out.$pid"* 2>/dev/null | awk '/^totals:/ { s += $2 } END { print s + 0 }')"
   printf '%-40s %8s requests %14s Ir %10.0f Ir/request\n' "$name" "$requests" "$ir" "$(awk -v a="$ir" -v b="$requests" 'BEGIN { print (b > 0) ? a / b : 0 }')"
+  [ "$SIM" = 1 ] || return 0
+  # Each dump names its events ("events: Ir Dr Dw I1mr D1mr ...") before its totals.
+  cat "$TMP/callgrind.out.$pid"* 2>/dev/null | awk -v n="$requests" -v name="$name" '
+    /^events:/ { for (i = 2; i <= NF; i++) ev[i] = $i }
+    /^totals:/ { for (i = 2; i <= NF; i++) t[ev[i]] += $i }
+    END { if (n <= 0) exit
+      printf "%-40s per request: I1 misses %.1f, D1 misses %.1f, LL misses %.2f, mispredicted: conditional %.1f (of %.0f), indirect %.1f (of %.0f)\n", name,
+        t["I1mr"] / n, (t["D1mr"] + t["D1mw"]) / n, (t["ILmr"] + t["DLmr"] + t["DLmw"]) / n, t["Bcm"] / n, t["Bc"] / n, t["Bim"] / n, t["Bi"] / n }'
 }
 
 CG=(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/callgrind.out.%p")
+[ "$SIM" = 1 ] && CG+=(--cache-sim=yes --branch-sim=yes)
 
+NGINX_LOG=""
+[ "$LOG" = 1 ] && NGINX_LOG="
+            access_log $TMP/proxy/access.log combined buffer=64k flush=1s;"
 N="$(free_port)"
 nginx_conf "$TMP/proxy" "$N" '            proxy_pass http://backend_upstream;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";' "    upstream backend_upstream { server 127.0.0.1:$B; keepalive 64; keepalive_requests 1000000; }" "$TLS"
+            proxy_set_header Connection "";'"$NGINX_LOG" "    upstream backend_upstream { server 127.0.0.1:$B; keepalive 64; keepalive_requests 1000000; }" "$TLS"
 "${CG[@]}" nginx -p "$TMP/proxy" -c "$TMP/proxy/nginx.conf" -e "$TMP/proxy/error.log" </dev/null >"$TMP/proxy/valgrind.log" 2>&1 &
 NPID=$!
 PIDS+=("$NPID")
@@ -167,11 +189,11 @@ for bin in "${BINS[@]}"; do
   i=$((i + 1))
   echo "txgate-$i: $bin"
   T="$(free_port)"
-  python3 - "$T" "$B" "$TLS" "$TMP" "$i" "$HASH" >"$TMP/gateway-$i.json" <<'PY'
+  python3 - "$T" "$B" "$TLS" "$TMP" "$i" "$HASH" "$LOG" >"$TMP/gateway-$i.json" <<'PY'
 import json, sys
-port, backend, tls, tmp, i, hash_ = sys.argv[1:7]
+port, backend, tls, tmp, i, hash_, log = sys.argv[1:8]
 c = {"listen": f"127.0.0.1:{port}", "workers": 1, "upstream": {"url": f"http://127.0.0.1:{backend}", "keepAlive": 64},
-     "log": {"level": "warning", "access": False}, "limits": {"maxConnectionsPerClient": 0}}
+     "log": {"level": "info" if log == "1" else "warning", "access": log == "1"}, "limits": {"maxConnectionsPerClient": 0}}
 if hash_:
     c.update({"users": [{"username": "bench", "passwordHash": hash_}], "journeys": {"Login": [{"type": "UsernamePassword"}]},
               "store": {"path": f"{tmp}/txgate-{i}.db"}, "secrets": {"signingKeyFile": f"{tmp}/signing-{i}.key"},
