@@ -44,23 +44,44 @@ public struct ByteWriter: ~Copyable {
         guard let src = p.baseAddress, p.count > 0 else { return }
         let n = p.count
         if used + n > capacity { grow(n) }
-        let dst = UnsafeMutableRawPointer(base + used)
-        // Header names and values are short: up to 16 bytes as two overlapping words (no call to
-        // memcpy, and nothing read or written outside either range), longer ones with memcpy.
+        Self.copy(src, n, to: base + used)
+        used += n
+    }
+
+    /// `s` between two pairs of bytes (`,"key":` in a JSON line) with one check for room;
+    /// inlined with a literal, its copy is a word or two.
+    @inlinable @inline(__always)
+    public mutating func append(_ s: StaticString, between open: (UInt8, UInt8), and close: (UInt8, UInt8)) {
+        let n = s.utf8CodeUnitCount
+        if used + n + 4 > capacity { grow(n + 4) }
+        let p = base + used
+        p[0] = open.0
+        p[1] = open.1
+        s.withUTF8Buffer { b in if let src = b.baseAddress { Self.copy(src, n, to: p + 2) } }
+        p[n + 2] = close.0
+        p[n + 3] = close.1
+        used += n + 4
+    }
+
+    /// Copies `n` bytes. Header names and values are short: up to 16 bytes as two overlapping
+    /// words (no call to memcpy, and nothing read or written outside either range), longer ones
+    /// with memcpy.
+    @inlinable @inline(__always)
+    static func copy(_ src: UnsafePointer<UInt8>, _ n: Int, to dst: UnsafeMutablePointer<UInt8>) {
+        let d = UnsafeMutableRawPointer(dst)
         if n >= 8 && n <= 16 {
             let first = UnsafeRawPointer(src).loadUnaligned(as: UInt64.self)
             let last = UnsafeRawPointer(src + n - 8).loadUnaligned(as: UInt64.self)
-            dst.storeBytes(of: first, as: UInt64.self)
-            (dst + n - 8).storeBytes(of: last, as: UInt64.self)
+            d.storeBytes(of: first, as: UInt64.self)
+            (d + n - 8).storeBytes(of: last, as: UInt64.self)
         } else if n >= 4 && n < 8 {
             let first = UnsafeRawPointer(src).loadUnaligned(as: UInt32.self)
             let last = UnsafeRawPointer(src + n - 4).loadUnaligned(as: UInt32.self)
-            dst.storeBytes(of: first, as: UInt32.self)
-            (dst + n - 4).storeBytes(of: last, as: UInt32.self)
+            d.storeBytes(of: first, as: UInt32.self)
+            (d + n - 4).storeBytes(of: last, as: UInt32.self)
         } else {
-            (base + used).initialize(from: src, count: n)
+            dst.initialize(from: src, count: n)
         }
-        used += n
     }
 
     @inlinable @inline(__always)
@@ -98,12 +119,14 @@ public struct ByteWriter: ~Copyable {
         while digits < 19 && n >= bound { digits += 1; bound &*= 10 }
         digits = max(digits, width)
         if used + digits > capacity { grow(digits) }
-        var v = n
-        var p = base + used + digits
-        while p > base + used {
-            p -= 1
+        // Unsigned: a division by 10 is a multiplication and a shift, with no sign to correct.
+        var v = UInt(bitPattern: n)
+        let start = base + used
+        var i = digits
+        while i > 0 {
+            i &-= 1
             let q = v / 10
-            p.pointee = UInt8(truncatingIfNeeded: 0x30 &+ (v &- q &* 10))
+            start[i] = UInt8(truncatingIfNeeded: 0x30 &+ (v &- q &* 10))
             v = q
         }
         used += digits

@@ -25,6 +25,32 @@ enum JSONStringScan {
     @inline(__always)
     static func isSpecial(_ b: UInt8) -> Bool { b < 0x20 || b == 0x22 || b == 0x5C }
 
+    /// Whether no byte of `bytes` is `"`, `\` or a control character. Whole words only, for a
+    /// string of four bytes or more: the last word overlaps the one before it (four-byte halves
+    /// for a string shorter than a word), so a short field (an address, a method, a request id)
+    /// is one or two word tests rather than a byte loop.
+    @inline(__always)
+    static func isPlain(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let base = bytes.baseAddress else { return true }
+        let raw = UnsafeRawPointer(base)
+        let n = bytes.count
+        if n >= 8 {
+            var i = 0
+            while i + 8 < n {
+                if hasSpecial(raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)) { return false }
+                i += 8
+            }
+            return !hasSpecial(raw.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self))
+        }
+        if n >= 4 {
+            let first = UInt64(raw.loadUnaligned(as: UInt32.self))
+            let last = UInt64(raw.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self))
+            return !hasSpecial(first | last << 32)
+        }
+        for b in bytes where isSpecial(b) { return false }
+        return true
+    }
+
     /// The index of the first `"`, `\` or control byte in `bytes[from...]` (or `bytes.count`),
     /// and whether a byte of 0x80 or more came before it.
     @inline(__always)

@@ -25,7 +25,7 @@ public enum JSONText {
     /// Whether UTF-8 `bytes` go inside JSON double quotes as they are (`escape` would emit
     /// them in one piece): no `"`, `\` or control character.
     public static func isPlain(_ bytes: UnsafeBufferPointer<UInt8>) -> Bool {
-        JSONStringScan.plainRun(bytes, from: 0).end == bytes.count
+        JSONStringScan.isPlain(bytes)
     }
 
     /// Escapes a string for use inside JSON double quotes (a string with nothing to escape is

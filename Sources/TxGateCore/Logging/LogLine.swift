@@ -7,8 +7,11 @@ import Synchronization
 /// (`ts`, `level`, `label`, `msg`, then the metadata keys in sorted order), without swift-log's
 /// metadata dictionary, sorting or `String` concatenation. The access log writes one per
 /// request. The caller appends the fields in sorted key order.
+///
+/// The field writers are inlinable: the access log calls a dozen a line from another module, and
+/// inlined, each key is a constant, copied as a word or two with one check for room.
 public struct LogLine: ~Copyable {
-    private var out: ByteWriter
+    @usableFromInline var out: ByteWriter
     /// `{"ts":"YYYY-MM-DDTHH:MM:SS.` for `cachedSecond`, reused within a second.
     private var cachedSecond = Int.min
     private var secondText: [UInt8] = []
@@ -67,6 +70,7 @@ public struct LogLine: ~Copyable {
         return text.bytes
     }
 
+    @inlinable
     public mutating func field(_ key: StaticString, _ value: String) {
         writeKey(key)
         JSONText.write(value, into: &out)
@@ -74,6 +78,7 @@ public struct LogLine: ~Copyable {
 
     /// A string field from the part of `value` before its first `separator` byte (all of it if
     /// there is none): a request's path from its target, read in place.
+    @inlinable
     public mutating func field(_ key: StaticString, _ value: String, before separator: UInt8) {
         writeKey(key)
         value.withUTF8Bytes { b in
@@ -81,6 +86,7 @@ public struct LogLine: ~Copyable {
         }
     }
 
+    @inlinable
     public mutating func field(_ key: StaticString, _ value: Int) {
         writeKey(key)
         out.appendInteger(value)
@@ -88,6 +94,7 @@ public struct LogLine: ~Copyable {
 
     /// Nanoseconds as milliseconds rounded to the microsecond, written as Swift writes that
     /// `Double` (`1.0`, `0.25`, `12.345`), which is what the swift-log handler wrote.
+    @inlinable
     public mutating func field(_ key: StaticString, millisFromNanos nanos: UInt64) {
         writeKey(key)
         let micros = Int((nanos + 500) / 1_000)
@@ -107,16 +114,18 @@ public struct LogLine: ~Copyable {
     }
 
     /// Bytes encoded once, as `encodedField` gives them.
+    @inlinable
     public mutating func append(encoded bytes: [UInt8]) {
         bytes.withUnsafeBufferPointer { out.append($0) }
     }
 
+    @inlinable
     public mutating func end() { out.append(UInt8(ascii: "}"), UInt8(ascii: "\n")) }
 
-    private mutating func writeKey(_ key: StaticString) {
-        out.append(UInt8(ascii: ","), UInt8(ascii: "\""))
-        out.append(key)
-        out.append(UInt8(ascii: "\""), UInt8(ascii: ":"))
+    /// `,"key":`
+    @inlinable @inline(__always)
+    mutating func writeKey(_ key: StaticString) {
+        out.append(key, between: (UInt8(ascii: ","), UInt8(ascii: "\"")), and: (UInt8(ascii: "\""), UInt8(ascii: ":")))
     }
 }
 
