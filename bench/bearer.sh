@@ -28,26 +28,25 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "bearer.sh: port $1 never opened" >&2; exit 1; }
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+BENCH_NAME=bearer.sh
+. "$ROOT/bench/lib.sh"
 
 BANK_PORT="$(free_port)"; PORT="$(free_port)"
 "$BIN/demo-bank" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & PIDS+=($!)
-wait_port "$BANK_PORT"
+wait_port "$BANK_PORT" $! demo-bank
 HASH="$(printf 'bench-password' | "$TXGATE" hash-password 2>/dev/null | tail -n 1)"
 python3 "$ROOT/bench/bearer_setup.py" config "$TMP" "$BANK_PORT" "$PORT" "$HASH"
 "$TXGATE" serve --config "$TMP/gateway.json" >"$TMP/gw.log" 2>&1 & GW=$!; PIDS+=($GW)
-wait_port "$PORT"
+wait_port "$PORT" "$GW" txgate
 # A session (the login journey), then an access token for it (authorize with PKCE, code exchange).
 read -r SESSION ACCESS < <(python3 "$ROOT/bench/bearer_setup.py" tokens "$PORT")
 
 measure() {  # header: prints "µs-per-request req/s"
   local before after requests
   wrk -t1 -c"$CONNECTIONS" -H "$1" -d1s "http://127.0.0.1:$PORT/accounts" >/dev/null
-  before="$(ticks "$GW")"
+  before="$(cpu_ticks "$GW")"
   wrk -t1 -c"$CONNECTIONS" -H "$1" -d"${DURATION}s" "http://127.0.0.1:$PORT/accounts" >"$TMP/wrk.txt"
-  after="$(ticks "$GW")"
+  after="$(cpu_ticks "$GW")"
   if grep -q "Non-2xx" "$TMP/wrk.txt"; then echo "bearer.sh: non-2xx answers" >&2; cat "$TMP/wrk.txt" >&2; exit 1; fi
   requests="$(awk '/requests in/ {print $1}' "$TMP/wrk.txt")"
   python3 -c "import os; t=os.sysconf('SC_CLK_TCK'); print(f'{($after-$before)/t/$requests*1e6:.1f} {$requests/$DURATION:.0f}')"

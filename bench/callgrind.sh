@@ -70,16 +70,8 @@ cleanup() {
 }
 trap cleanup EXIT INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {  # wait_port PORT [PID]
-  local i
-  for ((i = 0; i < 600; i++)); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    if [ -n "${2:-}" ] && ! kill -0 "$2" 2>/dev/null; then break; fi
-    sleep 0.1
-  done
-  echo "callgrind.sh: port $1 never opened" >&2; exit 1
-}
+BENCH_NAME=callgrind.sh
+. "$ROOT/bench/lib.sh"
 
 SCHEME=http
 if [ "$TLS" = 1 ]; then
@@ -177,12 +169,7 @@ kill "$NPID"; wait "$NPID" 2>/dev/null || true
 # --allow: the bench user's password hash (scrypt at a low cost, so that logging in under
 # callgrind is quick; no password is checked while measuring).
 HASH=""
-[ "$ALLOW" = 1 ] && HASH="$(python3 -c '
-import base64, hashlib, os
-salt = os.urandom(16)
-key = hashlib.scrypt(b"bench-password", salt=salt, n=2**4, r=8, p=1, dklen=32)
-b64 = lambda b: base64.b64encode(b).decode().rstrip("=")
-print("$scrypt$ln=4,r=8,p=1$%s$%s" % (b64(salt), b64(key)))')"
+[ "$ALLOW" = 1 ] && HASH="$(bench_password_hash)"
 
 i=0
 for bin in "${BINS[@]}"; do

@@ -29,9 +29,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "cpu.sh: port $1 never opened" >&2; exit 1; }
-ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
+BENCH_NAME=cpu.sh
+. "$ROOT/bench/lib.sh"
 
 BANK_PORT="$(free_port)"
 "$BANK" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & PIDS+=($!)
@@ -79,9 +78,9 @@ measure() {  # binary, config, path, [header], [wrk script]: prints "µs-per-req
   [ -n "$header" ] && args+=(-H "$header")
   [ -n "$script" ] && args+=(-s "$script")
   wrk "${args[@]}" -d1s "http://127.0.0.1:$port$path" >/dev/null
-  before="$(ticks "$pid")"
+  before="$(cpu_ticks "$pid")"
   wrk "${args[@]}" -d"${DURATION}s" "http://127.0.0.1:$port$path" >"$TMP/wrk.txt"
-  after="$(ticks "$pid")"
+  after="$(cpu_ticks "$pid")"
   kill "$pid"; wait "$pid" 2>/dev/null || true
   grep -q "Non-2xx" "$TMP/wrk.txt" && { echo "cpu.sh: non-2xx answers from $bin on $path" >&2; cat "$TMP/wrk.txt" >&2; exit 1; }
   requests="$(awk '/requests in/ {print $1}' "$TMP/wrk.txt")"

@@ -24,8 +24,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "memory.sh: port $1 never opened" >&2; exit 1; }
+BENCH_NAME=memory.sh
+. "$ROOT/bench/lib.sh"
 rss() { grep -E 'VmRSS|VmHWM' "/proc/$1/status" | awk '{ printf "%s %.1f MB  ", $1, $2 / 1024 }'; }
 
 BANK_PORT="$(free_port)"

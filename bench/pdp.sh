@@ -33,9 +33,8 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
 trap cleanup EXIT INT TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 200); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done; echo "pdp.sh: port $1 never opened" >&2; exit 1; }
-ticks() { local t=0 p; for p in "$@"; do t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+BENCH_NAME=pdp.sh
+. "$ROOT/bench/lib.sh"
 
 BACKEND="$(free_port)" NGINX_PORT="$(free_port)" B="$(free_port)" A="$(free_port)"
 nginx_start() {  # DIR: starts nginx with DIR/nginx.conf, sets NGINX_PID (master) and NGINX_WORKER
@@ -82,8 +81,8 @@ json.dump({"listen": f"127.0.0.1:{a}", "workers": 1, "upstream": {"url": f"http:
 EOF
 # The agent logs in with the same password as demo (one hash for both).
 printf 'bench-password' >"$TMP/agent.pw"
-"$TXGATE" serve --config "$TMP/b.json" >"$TMP/b.log" 2>&1 & B_PID=$!; PIDS+=("$B_PID"); wait_port "$B"
-"$TXGATE" serve --config "$TMP/a.json" >"$TMP/a.log" 2>&1 & A_PID=$!; PIDS+=("$A_PID"); wait_port "$A"
+"$TXGATE" serve --config "$TMP/b.json" >"$TMP/b.log" 2>&1 & B_PID=$!; PIDS+=("$B_PID"); wait_port "$B" "$B_PID" "txgate (B)"
+"$TXGATE" serve --config "$TMP/a.json" >"$TMP/a.log" 2>&1 & A_PID=$!; PIDS+=("$A_PID"); wait_port "$A" "$A_PID" "txgate (A)"
 nginx_start "$TMP/authz"; AUTHZ_MASTER=$NGINX_PID; wait_port "$NGINX_PORT"
 AUTHZ_WORKER="$(cat "/proc/$AUTHZ_MASTER/task/$AUTHZ_MASTER/children" | awk '{print $1}')"
 
@@ -93,9 +92,9 @@ measure() {  # PORT PIDS...: prints "req/s µs-CPU-per-request"
   local port="$1" before after requests; shift
   local args=(-t1 -c"$CONNECTIONS" -H "iPlanetDirectoryPro: $TOKEN")
   wrk "${args[@]}" -d1s "http://127.0.0.1:$port/accounts" >"$TMP/warm.txt"
-  before="$(ticks "$@")"
+  before="$(cpu_ticks "$@")"
   wrk "${args[@]}" -d"${DURATION}s" "http://127.0.0.1:$port/accounts" >"$TMP/wrk.txt"
-  after="$(ticks "$@")"
+  after="$(cpu_ticks "$@")"
   if grep -q "Non-2xx" "$TMP/wrk.txt"; then echo "pdp.sh: non-2xx answers on port $port" >&2; cat "$TMP/wrk.txt" >&2; exit 1; fi
   requests="$(awk '/requests in/ {print $1}' "$TMP/wrk.txt")"
   python3 -c "import os; t=os.sysconf('SC_CLK_TCK'); r=$requests; print(f'{r/$DURATION:.0f} {($after-$before)/t/r*1e6:.1f}')"

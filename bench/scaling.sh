@@ -41,12 +41,10 @@ trap cleanup EXIT
 trap 'exit 130' INT
 trap 'exit 143' TERM
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() { for _ in $(seq 1 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.05; done
-              echo "scaling.sh: port $1 never opened" >&2; exit 1; }
+BENCH_NAME=scaling.sh
+. "$ROOT/bench/lib.sh"
 # CPU ticks of a process and its children (nginx's master and workers; txgate is one process).
-ticks() { local t=0 p; for p in "$1" $(cat "/proc/$1/task/$1/children" 2>/dev/null); do
-            t=$((t + $(awk '{print $14 + $15}' "/proc/$p/stat"))); done; echo "$t"; }
+ticks() { cpu_ticks "$1" $(cat "/proc/$1/task/$1/children" 2>/dev/null); }
 
 start_nginx() {  # start_nginx NAME WORKERS PORT BODY -> sets STARTED (the master's PID)
   local dir="$TMP/$1"; mkdir -p "$dir"
@@ -65,7 +63,7 @@ http {
 EOF
   nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' </dev/null >"$dir/out.log" 2>&1 & PIDS+=($!)
   STARTED=$!
-  wait_port "$3"
+  wait_port "$3" "$STARTED" "nginx ($1)"
 }
 
 BACKEND="$(free_port)"

@@ -27,6 +27,8 @@
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BENCH_NAME=shared-retains.sh
+. "$ROOT/bench/lib.sh"
 MODE=stepup
 case "${1:-}" in
   --allow) MODE=allow; shift ;;
@@ -98,16 +100,6 @@ if [ "$MODE" = stepup ]; then
   STEPUP=""
   rm -rf "$(sed -n 's/^\[stepup\] kept //p' "$TMP/stepup.out")"
 else
-  free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-  wait_port() {  # wait_port PORT PID
-    local i
-    for ((i = 0; i < 300; i++)); do
-      (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-      kill -0 "$2" 2>/dev/null || break
-      sleep 0.1
-    done
-    echo "shared-retains.sh: port $1 never opened" >&2; exit 1
-  }
   B="$(free_port)"
   mkdir -p "$TMP/backend"
   cat >"$TMP/backend/nginx.conf" <<EOF
@@ -127,14 +119,9 @@ http {
 EOF
   nginx -p "$TMP/backend" -c "$TMP/backend/nginx.conf" -e "$TMP/backend/error.log" </dev/null >/dev/null 2>&1 &
   PIDS+=($!)
-  wait_port "$B" "$!"
+  wait_port "$B" "$!" "nginx (backend)"
   # The bench user's password hash (scrypt at a low cost: logging in is not what is measured).
-  HASH="$(python3 -c '
-import base64, hashlib, os
-salt = os.urandom(16)
-key = hashlib.scrypt(b"bench-password", salt=salt, n=2**4, r=8, p=1, dklen=32)
-b64 = lambda b: base64.b64encode(b).decode().rstrip("=")
-print("$scrypt$ln=4,r=8,p=1$%s$%s" % (b64(salt), b64(key)))')"
+  HASH="$(bench_password_hash)"
   T="$(free_port)"
   python3 - "$T" "$B" "$TMP" "$MODE" "$HASH" >"$TMP/gateway.json" <<'PY'
 import json, sys
@@ -150,7 +137,7 @@ PY
   "$BIN" serve --config "$TMP/gateway.json" </dev/null >"$TMP/gateway.log" 2>&1 &
   GW=$!
   PIDS+=("$GW")
-  wait_port "$T" "$GW"
+  wait_port "$T" "$GW" txgate
   WRK_ARGS=(-t2 -c8)
   [ "$MODE" = allow ] && WRK_ARGS+=(-H "iPlanetDirectoryPro: $(python3 "$ROOT/bench/login.py" "$T" bench bench-password)")
   # Both workers warm (their upstream connections open, the session and the decision cached),

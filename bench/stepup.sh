@@ -87,14 +87,8 @@ if [ "$CALLGRIND" = 1 ]; then
   GATEWAY=(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/callgrind.out.%p" "$TMP/txgate")
 fi
 
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-wait_port() {
-  for _ in $(seq 1 200); do
-    (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0
-    sleep 0.05
-  done
-  die "$2 did not listen on port $1 (see $TMP)"
-}
+BENCH_NAME=stepup.sh
+. "$ROOT/bench/lib.sh"
 
 BANK_PORT=$(free_port); REDIS_PORT=$(free_port); SQLITE_PORT=$(free_port); RPORT=$(free_port)
 SECRET=JBSWY3DPEHPK3PXP
@@ -134,15 +128,14 @@ json.dump(config(rport, {"type": "redis", "url": "redis://127.0.0.1:%s/0" % redi
 EOF
 
 export TXGATE_SIGNING_KEY="bench-$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & PIDS+=($!)
+redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & REDIS_PID=$!; PIDS+=($!)
 "$BIN/demo-bank" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & BANK_PID=$!; PIDS+=($!)
-wait_port "$REDIS_PORT" redis-server
-wait_port "$BANK_PORT" demo-bank
+wait_port "$REDIS_PORT" "$REDIS_PID" redis-server
+wait_port "$BANK_PORT" "$BANK_PID" demo-bank
 "${GATEWAY[@]}" serve --config "$TMP/sqlite.json" >"$TMP/sqlite.log" 2>&1 & SQLITE_PID=$!; PIDS+=($!)
 "${GATEWAY[@]}" serve --config "$TMP/redis.json" >"$TMP/redis-gw.log" 2>&1 & REDIS_GW_PID=$!; PIDS+=($!)
-REDIS_PID=${PIDS[0]}
-wait_port "$SQLITE_PORT" "txgate (sqlite)"
-wait_port "$RPORT" "txgate (redis)"
+wait_port "$SQLITE_PORT" "$SQLITE_PID" "txgate (sqlite)"
+wait_port "$RPORT" "$REDIS_GW_PID" "txgate (redis)"
 
 DRIVER="$ROOT/bench/stepup.py"
 log "logging in $TOTAL_USERS users on each gateway (not measured)"
@@ -152,10 +145,8 @@ for r in $(seq 0 $((ROUNDS - 1))); do
   python3 "$DRIVER" login --port "$RPORT" --users "$range" --password "$PASSWORD" >"$TMP/tokens-redis-$r.json"
 done
 
-# CPU time (utime + stime, in clock ticks) a process has used so far.
-cpu_ticks() { awk '{print $14 + $15}' "/proc/$1/stat"; }
-# Of that, user time only.
-user_ticks() { awk '{print $14}' "/proc/$1/stat"; }
+# User time only (clock ticks) a process has used so far (cpu_ticks, bench/lib.sh: user + system).
+user_ticks() { awk '{ sub(/^.*\) /, ""); print $12 }' "/proc/$1/stat"; }
 # CPU ticks of a process's libdispatch threads (named "...qos..."), where the SQLite store's queue
 # runs, every call, whichever of them it is on; the event loop is a thread of its own.
 dispatch_ticks() {

@@ -43,10 +43,11 @@ BENCH="$(swift build -c release --show-bin-path)/store-bench"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-store.XXXXXX")"
 REDIS_PID=""
 trap '[ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
-REDIS_PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+BENCH_NAME=store.sh
+. "$ROOT/bench/lib.sh"
+REDIS_PORT=$(free_port)
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & REDIS_PID=$!
 for _ in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
-ticks() { awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$1/stat"; }
 
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate which goes first, so that neither always runs on a warmer (or busier) machine.
@@ -59,9 +60,9 @@ for r in $(seq 1 "$ROUNDS"); do
     done
     # Redis: redis-server's CPU over the whole run (its start-up and the connections' fencing
     # included, a few ms), per cycle.
-    r0=$(ticks "$REDIS_PID"); t0=$(date +%s.%N)
+    r0=$(cpu_ticks "$REDIS_PID"); t0=$(date +%s.%N)
     out=$("$BENCH" --redis "127.0.0.1:$REDIS_PORT" --seconds "$SECONDS_PER" --workers "$WORKERS" --concurrency "$c" 2>/dev/null)
-    r1=$(ticks "$REDIS_PID"); t1=$(date +%s.%N)
+    r1=$(cpu_ticks "$REDIS_PID"); t1=$(date +%s.%N)
     python3 -c 'import json, sys; d = json.loads(sys.argv[1]); hz = int(sys.argv[4]); t = (int(sys.argv[3]) - int(sys.argv[2])) / hz
 d["redis_ms_per_cycle"] = round(t * 1000 / max(1, d["cycles"]), 4); d["redis_cores"] = round(t / (float(sys.argv[6]) - float(sys.argv[5])), 2)
 print(json.dumps(d))' "$out" "$r0" "$r1" "$(getconf CLK_TCK)" "$t0" "$t1" | tee -a "$TMP/results.jsonl" | sed 's/^/[store] /' >&2

@@ -1,0 +1,43 @@
+# Helpers the bench scripts share; each script sources it (`. "$ROOT/bench/lib.sh"`) after
+# setting BENCH_NAME (its own name, for messages). Defines functions only: it starts nothing,
+# changes no option of the script and sets no trap.
+
+# A free TCP port on 127.0.0.1 (the kernel's pick; bind it soon after, it is not reserved).
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+
+# wait_port PORT [PID] [WHAT]: returns once something listens on 127.0.0.1:PORT. Exits the script
+# (its EXIT trap cleans up) when nothing does within 60 s (valgrind starts slowly), or as soon
+# as PID, the process meant to listen, has exited.
+wait_port() {
+  local port="$1" pid="${2:-}" what="${3:-a server}" i
+  for ((i = 0; i < 600; i++)); do
+    (exec 3<>"/dev/tcp/127.0.0.1/$port") 2>/dev/null && return 0
+    if [ -n "$pid" ] && ! kill -0 "$pid" 2>/dev/null; then
+      echo "${BENCH_NAME:-bench}: $what exited before listening on 127.0.0.1:$port" >&2; exit 1
+    fi
+    sleep 0.1
+  done
+  echo "${BENCH_NAME:-bench}: $what never listened on 127.0.0.1:$port" >&2; exit 1
+}
+
+# cpu_ticks PID...: the user and system time these processes have used, in clock ticks
+# (`getconf CLK_TCK` a second), from /proc/PID/stat, read after the command's name (which may
+# hold spaces and parentheses).
+cpu_ticks() {
+  local t=0 p
+  for p in "$@"; do t=$((t + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat"))); done
+  echo "$t"
+}
+
+# bench_password_hash [PASSWORD]: a scrypt hash of PASSWORD (default bench-password) in
+# txgate's format, at a low cost (N = 16): no benchmark measures a login, and under valgrind a
+# login at the default cost takes seconds.
+bench_password_hash() {
+  python3 - "${1:-bench-password}" <<'PY'
+import base64, hashlib, os, sys
+salt = os.urandom(16)
+key = hashlib.scrypt(sys.argv[1].encode(), salt=salt, n=2**4, r=8, p=1, dklen=32)
+b64 = lambda b: base64.b64encode(b).decode().rstrip("=")
+print("$scrypt$ln=4,r=8,p=1$%s$%s" % (b64(salt), b64(key)))
+PY
+}
