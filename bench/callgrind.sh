@@ -6,7 +6,7 @@
 # instruction count does not depend on the machine's load, so it is the figure to compare two
 # builds by on a shared machine (CPU time per request, bench/proxy.sh, is the other).
 #
-#   bash bench/callgrind.sh [--tls] [--handshakes] [--allow] [--log] [--sim] TXGATE_BIN...
+#   bash bench/callgrind.sh [--tls] [--handshakes] [--allow] [--log | --log-json] [--sim] TXGATE_BIN...
 #
 #   --allow        txgate on its allow path (bench/proxy.sh's): a user, a SQLite store, a policy
 #                  for authenticated users on every path; wrk sends a session token it logged in
@@ -19,6 +19,9 @@
 #                  connection and a full TLS handshake (what a handshake costs the server)
 #   --log          access logs on both sides: nginx's buffered `combined` log to a file
 #                  (`buffer=64k flush=1s`, as proxy.sh's), txgate's `log.access` at level info
+#   --log-json     the same, nginx writing txgate's line instead (a `log_format` with
+#                  `escape=json`: the same members, in the same order, as the same JSON types;
+#                  the request id is nginx's connection and request numbers, not `$request_id`)
 #   --sim          also simulate the caches and branch predictors (callgrind's simple model, so
 #                  slower) and print, per request: first-level instruction and data misses,
 #                  last-level misses and mispredicted branches. For two builds whose instruction
@@ -45,7 +48,8 @@ while [ $# -gt 0 ]; do
     --allow) ALLOW=1 ;;
     --sim) SIM=1 ;;
     --log) LOG=1 ;;
-    -h|--help) sed -n '2,31p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    --log-json) LOG=json ;;
+    -h|--help) sed -n '2,34p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) [ -x "$1" ] || { echo "callgrind.sh: $1 is not an executable" >&2; exit 2; }; BINS+=("$1") ;;
   esac
   shift
@@ -153,12 +157,26 @@ CG=(valgrind --tool=callgrind --instr-atstart=no --callgrind-out-file="$TMP/call
 [ "$SIM" = 1 ] && CG+=(--cache-sim=yes --branch-sim=yes)
 
 NGINX_LOG=""
+NGINX_HTTP="    upstream backend_upstream { server 127.0.0.1:$B; keepalive 64; keepalive_requests 1000000; }"
 [ "$LOG" = 1 ] && NGINX_LOG="
             access_log $TMP/proxy/access.log combined buffer=64k flush=1s;"
+if [ "$LOG" = json ]; then
+  # txgate's access line (docs/LOGS-METRICS-AUDIT.md), members in its order; nginx has no milliseconds
+  # in its ISO time, and gives durations in seconds. The request id is the connection's number
+  # and the request's on it, unique as txgate's: nginx's \$request_id draws 16 bytes from
+  # OpenSSL's RAND_bytes for every request (6,600 instructions, a third of a proxied request).
+  NGINX_HTTP="$NGINX_HTTP
+    log_format txgate escape=json '{\"ts\":\"\$time_iso8601\",\"level\":\"info\",\"label\":\"txgate\",\"msg\":\"access\",'
+        '\"bytes\":\$body_bytes_sent,\"client\":\"\$remote_addr\",\"details\":\"via_upstream\",\"duration_ms\":\$request_time,'
+        '\"log\":\"access\",\"method\":\"\$request_method\",\"path\":\"\$uri\",\"request_id\":\"\$connection-\$connection_requests\",'
+        '\"status\":\$status,\"upstream_ms\":\$upstream_response_time}';"
+  NGINX_LOG="
+            access_log $TMP/proxy/access.log txgate buffer=64k flush=1s;"
+fi
 N="$(free_port)"
 nginx_conf "$TMP/proxy" "$N" '            proxy_pass http://backend_upstream;
             proxy_http_version 1.1;
-            proxy_set_header Connection "";'"$NGINX_LOG" "    upstream backend_upstream { server 127.0.0.1:$B; keepalive 64; keepalive_requests 1000000; }" "$TLS"
+            proxy_set_header Connection "";'"$NGINX_LOG" "$NGINX_HTTP" "$TLS"
 "${CG[@]}" nginx -p "$TMP/proxy" -c "$TMP/proxy/nginx.conf" -e "$TMP/proxy/error.log" </dev/null >"$TMP/proxy/valgrind.log" 2>&1 &
 NPID=$!
 PIDS+=("$NPID")
@@ -176,7 +194,7 @@ for bin in "${BINS[@]}"; do
   i=$((i + 1))
   echo "txgate-$i: $bin"
   T="$(free_port)"
-  python3 - "$T" "$B" "$TLS" "$TMP" "$i" "$HASH" "$LOG" >"$TMP/gateway-$i.json" <<'PY'
+  python3 - "$T" "$B" "$TLS" "$TMP" "$i" "$HASH" "$([ "$LOG" = 0 ] && echo 0 || echo 1)" >"$TMP/gateway-$i.json" <<'PY'
 import json, sys
 port, backend, tls, tmp, i, hash_, log = sys.argv[1:8]
 c = {"listen": f"127.0.0.1:{port}", "workers": 1, "upstream": {"url": f"http://127.0.0.1:{backend}", "keepAlive": 64},
