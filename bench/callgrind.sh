@@ -161,15 +161,8 @@ NGINX_HTTP="    upstream backend_upstream { server 127.0.0.1:$B; keepalive 64; k
 [ "$LOG" = 1 ] && NGINX_LOG="
             access_log $TMP/proxy/access.log combined buffer=64k flush=1s;"
 if [ "$LOG" = json ]; then
-  # txgate's access line (docs/LOGS-METRICS-AUDIT.md), members in its order; nginx has no milliseconds
-  # in its ISO time, and gives durations in seconds. The request id is the connection's number
-  # and the request's on it, unique as txgate's: nginx's \$request_id draws 16 bytes from
-  # OpenSSL's RAND_bytes for every request (6,600 instructions, a third of a proxied request).
   NGINX_HTTP="$NGINX_HTTP
-    log_format txgate escape=json '{\"ts\":\"\$time_iso8601\",\"level\":\"info\",\"label\":\"txgate\",\"msg\":\"access\",'
-        '\"bytes\":\$body_bytes_sent,\"client\":\"\$remote_addr\",\"details\":\"via_upstream\",\"duration_ms\":\$request_time,'
-        '\"log\":\"access\",\"method\":\"\$request_method\",\"path\":\"\$uri\",\"request_id\":\"\$connection-\$connection_requests\",'
-        '\"status\":\$status,\"upstream_ms\":\$upstream_response_time}';"
+$(nginx_txgate_log_format txgate)"
   NGINX_LOG="
             access_log $TMP/proxy/access.log txgate buffer=64k flush=1s;"
 fi

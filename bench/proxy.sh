@@ -7,6 +7,7 @@
 # /proc/PID/stat over the measured run). The order of the targets alternates between runs.
 #
 #   bash bench/proxy.sh [--quick] [--runs N] [--nginx-only] [--tls] [--handshakes] [--nginx-default-suites]
+#                       [--log-json]
 #
 #   --quick        3 s per measurement (instead of BENCH_DURATION, default 10) and 1 s warm-up
 #   --runs N       repeat the measurement N times and print the median of each column at the end
@@ -19,6 +20,8 @@
 #   --handshakes   with --tls: every request says `Connection: close`, so each is a new
 #                  connection and a full TLS handshake (handshakes per second, CPU per handshake)
 #   --nginx-default-suites  with --tls: nginx keeps its own suite choice (the client's order)
+#   --log-json     nginx's logged target writes txgate's access line (the same JSON members;
+#                  bench/lib.sh's nginx_txgate_log_format) instead of its `combined` line
 #
 # Environment: BENCH_CONNECTIONS (default 50), BENCH_DURATION (seconds, default 10),
 # BENCH_WARMUP (seconds, default 2), TXGATE_BIN (use this txgate binary instead of building),
@@ -43,8 +46,9 @@ WITH_TXGATE=1
 TLS=0
 HANDSHAKES=0
 NGINX_SUITES=txgate
+NGINX_LOG_FORMAT=combined
 
-usage() { sed -n '2,26p' "$SELF" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,29p' "$SELF" | sed 's/^# \{0,1\}//'; }
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -55,6 +59,7 @@ while [ $# -gt 0 ]; do
     --tls) TLS=1 ;;
     --handshakes) TLS=1; HANDSHAKES=1 ;;
     --nginx-default-suites) NGINX_SUITES=default ;;
+    --log-json) NGINX_LOG_FORMAT=txgate ;;
     -h|--help) usage; exit 0 ;;
     *) echo "proxy.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -170,14 +175,8 @@ fi
 # ---------------------------------------------------------------------------------------------
 # 2. Ports and servers
 
-cpu_ticks() {  # total utime + stime of the given PIDs, in clock ticks
-  local pid total=0
-  for pid in "$@"; do
-    [ -r "/proc/$pid/stat" ] || continue
-    total=$((total + $(sed 's/^.*) //' "/proc/$pid/stat" | awk '{ print $12 + $13 }')))
-  done
-  echo "$total"
-}
+BENCH_NAME=proxy.sh
+. "$ROOT/bench/lib.sh"   # cpu_ticks, nginx_txgate_log_format (its ports and waits are below)
 
 # Free ports are picked below the kernel's ephemeral range (wrk's client ports come from there).
 read -r EPH_LO EPH_HI < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || { EPH_LO=32768; EPH_HI=60999; }
@@ -199,7 +198,7 @@ pick_port() {  # sets PICKED (not run in a subshell: USED_PORTS must persist)
   die "no free port found in $PORT_LO-$PORT_HI"
 }
 
-wait_port() {  # wait_port PID PORT SECONDS
+wait_listening() {  # wait_listening PID PORT SECONDS: whether PID listens on PORT within SECONDS
   local pid="$1" port="$2" secs="$3" i
   for ((i = 0; i < secs * 20; i++)); do
     is_alive "$pid" || return 1
@@ -262,7 +261,7 @@ start_backend() {
     nginx_conf "$dir" "$port" '            default_type text/plain;
             return 200 "hello from backend\n";'
     start_nginx backend "$dir"
-    if wait_port "$STARTED_PID" "$port" 10; then
+    if wait_listening "$STARTED_PID" "$port" 10; then
       BACKEND_PID=$STARTED_PID; B="$port"; return 0
     fi
     stop_pid "$STARTED_PID"; log "backend nginx did not listen on $port (attempt $attempt)"
@@ -282,7 +281,8 @@ $access" "    upstream backend_upstream {
         server 127.0.0.1:$B;
         keepalive 64;
         keepalive_requests 1000000;
-    }"
+    }
+$([ "$NGINX_LOG_FORMAT" = txgate ] && nginx_txgate_log_format txgate)"
     if [ "$TLS" = 1 ]; then
       local suites=""
       # txgate's order (EventHTTP's TLSContext.serverCipherList and serverCipherSuites).
@@ -290,7 +290,7 @@ $access" "    upstream backend_upstream {
       sed -i "s|listen 127.0.0.1:$port;|listen 127.0.0.1:$port ssl;\\n        ssl_certificate $TMP/cert.pem;\\n        ssl_certificate_key $TMP/key.pem;\\n        ssl_protocols TLSv1.2 TLSv1.3;$suites|" "$dir/nginx.conf"
     fi
     start_nginx "nginx proxy" "$dir"
-    if wait_port "$STARTED_PID" "$port" 10; then
+    if wait_listening "$STARTED_PID" "$port" 10; then
       PROXY_PID=$STARTED_PID; N="$port"; return 0
     fi
     stop_pid "$STARTED_PID"; log "proxy nginx did not listen on $port (attempt $attempt)"
@@ -336,7 +336,7 @@ start_txgate() {  # start_txgate KIND -> sets T, TXGATE_PID
     "$TXGATE" serve --config "$dir/gateway.json" --workers 1 </dev/null >"$dir/stdout.log" 2>"$dir/txgate.log" &
     STARTED_PID=$!
     SERVER_PIDS+=("$STARTED_PID")
-    if wait_port "$STARTED_PID" "$port" 20; then
+    if wait_listening "$STARTED_PID" "$port" 20; then
       TXGATE_PID=$STARTED_PID; T="$port"; return 0
     fi
     stop_pid "$STARTED_PID"; log "txgate did not listen on $port (attempt $attempt)"
@@ -360,6 +360,7 @@ check_target() {  # check_target NAME PORT HEADER SCHEME
 
 declare -A NAME=([direct]="direct" [nginx]="nginx proxy_pass" [nginx-log]="nginx +access log"
                  [txgate]="txgate" [txgate-log]="txgate +access log" [txgate-allow]="txgate allow path")
+[ "$NGINX_LOG_FORMAT" = txgate ] && NAME[nginx-log]="nginx +txgate's log line"
 SCHEME=http
 if [ "$TLS" = 1 ]; then
   SCHEME=https
@@ -379,7 +380,7 @@ PORT[direct]="$B"; PIDS_OF[direct]="$BACKEND_PID $(children_of "$BACKEND_PID")"
 start_nginx_proxy nginx-proxy
 record_workers "$PROXY_PID"
 PORT[nginx]="$N"; PIDS_OF[nginx]="$PROXY_PID $(children_of "$PROXY_PID")"
-start_nginx_proxy nginx-proxy-log "            access_log $TMP/nginx-proxy-log/access.log combined buffer=64k flush=1s;"
+start_nginx_proxy nginx-proxy-log "            access_log $TMP/nginx-proxy-log/access.log $NGINX_LOG_FORMAT buffer=64k flush=1s;"
 record_workers "$PROXY_PID"
 PORT[nginx-log]="$N"; PIDS_OF[nginx-log]="$PROXY_PID $(children_of "$PROXY_PID")"
 TARGETS=(direct nginx nginx-log)
