@@ -53,9 +53,12 @@ struct RedisCommand {
     /// added, so that the whole command is one run of bytes sent from where it was written.
     private static let headerRoom = 24
     /// `*<count>\r\n` (in `body[start..<headerRoom]`), then the arguments in RESP
-    /// (`$<length>\r\n<bytes>\r\n` each), written as they are added: hiredis's own formatting
-    /// (`redisAsyncCommandArgv`) cost ~5k instructions a command.
+    /// (`$<length>\r\n<bytes>\r\n` each) up to `used`, written as they are added: hiredis's own
+    /// formatting (`redisAsyncCommandArgv`) cost ~5k instructions a command. The buffer is
+    /// allocated at its size and written in place, one argument at a time: appended piece by
+    /// piece (header, bytes, CR, LF), an argument cost four of the array's generic appends.
     private var body: [UInt8]
+    private var used = headerRoom
     private var start = headerRoom
     private(set) var count = 0
     /// The command name, for error messages (arguments may be secrets and are never shown).
@@ -68,10 +71,7 @@ struct RedisCommand {
     /// buffer is allocated once at its size instead of growing as they are added.
     init(_ name: String, room: Int = 0) {
         self.name = name
-        body = [UInt8](unsafeUninitializedCapacity: 256 + room) { b, n in
-            b.baseAddress!.initialize(repeating: 0, count: Self.headerRoom)
-            n = Self.headerRoom
-        }
+        body = [UInt8](repeating: 0, count: Self.headerRoom + 256 + room)
         add(name)
     }
 
@@ -81,15 +81,15 @@ struct RedisCommand {
     init(_ script: RedisScript, room: Int = 0) {
         self.init("EVALSHA", room: room)
         add(script.sha1)
-        self.script = (script, body.count)
+        self.script = (script, used)
     }
 
     /// This `EVALSHA` as `EVAL` with the script's text.
     func withScriptText() -> RedisCommand? {
         guard let script else { return nil }
-        var c = RedisCommand("EVAL", room: script.script.text.count + body.count)
+        var c = RedisCommand("EVAL", room: script.script.text.count + used)
         c.add(script.script.text)
-        c.body.append(contentsOf: body[script.rest...])
+        body.withUnsafeBufferPointer { c.write(UnsafeBufferPointer(rebasing: $0[script.rest..<used])) }
         c.count += count - 2
         c.writeCountHeader()
         return c
@@ -98,7 +98,7 @@ struct RedisCommand {
     /// Calls `send` with the whole command in RESP, `*<count>\r\n` then the arguments (valid
     /// only during the call).
     func withRESP<R>(_ send: (UnsafeBufferPointer<UInt8>) -> R) -> R {
-        body.withUnsafeBufferPointer { send(UnsafeBufferPointer(rebasing: $0[start...])) }
+        body.withUnsafeBufferPointer { send(UnsafeBufferPointer(rebasing: $0[start..<used])) }
     }
 
     mutating func add(_ s: String) {
@@ -118,34 +118,57 @@ struct RedisCommand {
         add(UnsafeBufferPointer(start: nil, count: 0), b)
     }
 
-    /// `head` and `tail` as one argument.
+    /// `head` and `tail` as one argument: its header, its bytes and CR LF written in place, and
+    /// the command's count rewritten.
     private mutating func add(_ head: UnsafeBufferPointer<UInt8>, _ tail: UnsafeBufferPointer<UInt8>) {
         let length = head.count + tail.count
-        // Room for the whole argument at once: a record or an audit entry (hundreds of bytes)
-        // would otherwise grow the buffer by doubling from its first 256 bytes, a copy each time.
-        let needed = body.count + length + 24
-        if needed > body.capacity { body.reserveCapacity(Swift.max(needed, body.capacity * 2)) }
-        Self.appendHeader(UInt8(ascii: "$"), length, to: &body)
-        body.append(contentsOf: head)
-        body.append(contentsOf: tail)
-        body.append(13)
-        body.append(10)
+        var digits = 1
+        var bound = 10
+        while length >= bound { digits += 1; bound *= 10 }
+        let headerEnd = used + digits + 3  // `$`, the digits, CR LF
+        reserve(headerEnd + length + 2 - used)
         count += 1
-        writeCountHeader()
+        let count = count
+        used = body.withUnsafeMutableBufferPointer { b in
+            _ = Self.writeHeader(UInt8(ascii: "$"), length, endingAt: headerEnd, in: b)
+            var i = headerEnd
+            if let h = head.baseAddress, head.count > 0 {
+                UnsafeMutableRawPointer(b.baseAddress! + i).copyMemory(from: h, byteCount: head.count)
+                i += head.count
+            }
+            if let t = tail.baseAddress, tail.count > 0 {
+                UnsafeMutableRawPointer(b.baseAddress! + i).copyMemory(from: t, byteCount: tail.count)
+                i += tail.count
+            }
+            b[i] = 13
+            b[i + 1] = 10
+            start = Self.writeHeader(UInt8(ascii: "*"), count, endingAt: Self.headerRoom, in: b)
+            return i + 2
+        }
+    }
+
+    /// Bytes already in RESP, copied after the arguments written (the counts are the caller's).
+    private mutating func write(_ bytes: UnsafeBufferPointer<UInt8>) {
+        guard let src = bytes.baseAddress, bytes.count > 0 else { return }
+        reserve(bytes.count)
+        used = body.withUnsafeMutableBufferPointer { b in
+            UnsafeMutableRawPointer(b.baseAddress! + used).copyMemory(from: src, byteCount: bytes.count)
+            return used + bytes.count
+        }
+    }
+
+    /// Room for `extra` more bytes after `used`: a record or an audit entry (hundreds of bytes)
+    /// larger than the room asked for grows the buffer once to at least twice its size.
+    private mutating func reserve(_ extra: Int) {
+        let needed = used + extra
+        guard needed > body.count else { return }
+        body.append(contentsOf: repeatElement(0, count: Swift.max(needed, body.count * 2) - body.count))
     }
 
     /// `*<count>\r\n`, right-aligned in the room before the arguments.
     private mutating func writeCountHeader() {
         let count = count
         start = body.withUnsafeMutableBufferPointer { Self.writeHeader(UInt8(ascii: "*"), count, endingAt: Self.headerRoom, in: $0) }
-    }
-
-    /// `$<length>\r\n`, written backwards into 24 bytes and appended in one piece.
-    private static func appendHeader(_ sigil: UInt8, _ n: Int, to out: inout [UInt8]) {
-        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 24) { h in
-            let i = writeHeader(sigil, n, endingAt: 24, in: h)
-            out.append(contentsOf: UnsafeBufferPointer(rebasing: h[i...]))
-        }
     }
 
     /// Writes `<sigil><n>\r\n` (`*` and a count, `$` and a length) to end just before `end`
