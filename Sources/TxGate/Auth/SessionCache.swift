@@ -74,7 +74,7 @@ final class SessionCache: Sendable {
         /// entry's first request, the same one after that.
         func subject(_ token: String, now: Int, maxLifetimeS: Int, make: (Session) -> Subject) -> Subject? {
             table.withLock { t in
-                guard let e = Self.fresh(&t, token, now: now), e.session.created + maxLifetimeS - now > 0 else { return nil }
+                guard let e = Self.fresh(&t, token, now: now), e.session.remainingLife(now: now, maxLifetimeS: maxLifetimeS) > 0 else { return nil }
                 if let s = e.subject { return s }
                 let s = make(e.session)
                 e.subject = s

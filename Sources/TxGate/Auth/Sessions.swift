@@ -20,6 +20,10 @@ struct Session: Equatable {
 
     var lastAuthentication: Int { authTime ?? created }
 
+    /// Seconds left of the session's absolute lifetime (`maxLifetimeS` from its creation) at
+    /// `now`; none left (0 or less): the session is over, however recently it was used.
+    func remainingLife(now: Int, maxLifetimeS: Int) -> Int { created + maxLifetimeS - now }
+
     /// Canonical JSON, as the store keeps it.
     var encoded: [UInt8] {
         JSONValue.object([
@@ -114,7 +118,7 @@ final class SessionManager: Sendable {
                     done(.success(nil))
                     return
                 }
-                let remainingLife = s.created + config.maxLifetimeS - now
+                let remainingLife = s.remainingLife(now: now, maxLifetimeS: config.maxLifetimeS)
                 if remainingLife <= 0 {
                     store.delete(key, on: loop) { _ in done(.success(nil)) }
                     return
@@ -136,7 +140,7 @@ final class SessionManager: Sendable {
     /// The session for `token` if it was read less than a second ago (`shard`, a loop's table of
     /// `cache`) and is still within its lifetime; nil means: look it up.
     func recent(_ token: String, now: Int, in shard: SessionCache.Shard) -> Session? {
-        guard let s = shard.get(token, now: now), s.created + config.maxLifetimeS - now > 0 else { return nil }
+        guard let s = shard.get(token, now: now), s.remainingLife(now: now, maxLifetimeS: config.maxLifetimeS) > 0 else { return nil }
         return s
     }
 
@@ -151,7 +155,7 @@ final class SessionManager: Sendable {
         store.get(key, on: loop) { [config] r in
             done(r.map { bytes in
                 guard let bytes, let s = Session.decode(bytes) else { return false }
-                return s.uid == uid && s.created + config.maxLifetimeS > now
+                return s.uid == uid && s.remainingLife(now: now, maxLifetimeS: config.maxLifetimeS) > 0
             })
         }
     }
@@ -173,7 +177,7 @@ final class SessionManager: Sendable {
                 s.touched = now
                 s.authTime = now
                 let value = s.encoded
-                let remaining = max(1, min(config.idleTimeoutS, s.created + config.maxLifetimeS - now))
+                let remaining = max(1, min(config.idleTimeoutS, s.remainingLife(now: now, maxLifetimeS: config.maxLifetimeS)))
                 store.compareAndSwap(key, expected: bytes, new: value, ttlMs: remaining * 1000, on: loop) { [cache] r in
                     // A lookup between the invalidation and this write may have cached the old record.
                     cache.invalidate(storeKey: key)
