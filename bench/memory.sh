@@ -64,16 +64,13 @@ kill "$CLIENT" "$GW" 2>/dev/null || true; wait "$CLIENT" "$GW" 2>/dev/null || tr
 REDIS_PORT="$(free_port)"; PORT="$(free_port)"
 redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no >"$TMP/redis.log" 2>&1 & PIDS+=($!)
 wait_port "$REDIS_PORT"
-python3 - "$PORT" "$BANK_PORT" "$REDIS_PORT" >"$TMP/redis.json" <<'PY'
-import base64, hashlib, json, os, sys
-gp, bp, rp = sys.argv[1:4]
-salt = os.urandom(16)
-key = hashlib.scrypt(b"bench-password", salt=salt, n=2**4, r=8, p=1, dklen=32)
-b64 = lambda b: base64.b64encode(b).decode().rstrip("=")
+python3 - "$PORT" "$BANK_PORT" "$REDIS_PORT" "$(bench_password_hash)" >"$TMP/redis.json" <<'PY'
+import json, sys
+gp, bp, rp, phash = sys.argv[1:5]
 print(json.dumps({"listen": f"127.0.0.1:{gp}", "publicUrl": f"http://127.0.0.1:{gp}", "workers": 1,
   "upstream": {"url": f"http://127.0.0.1:{bp}"}, "log": {"access": False, "level": "warning"},
   "store": {"type": "redis", "url": f"redis://127.0.0.1:{rp}/0"}, "limits": {"maxConnectionsPerClient": 0},
-  "users": [{"username": "bench", "passwordHash": "$scrypt$ln=4,r=8,p=1$%s$%s" % (b64(salt), b64(key)),
+  "users": [{"username": "bench", "passwordHash": phash,
              "totpSecret": "JBSWY3DPEHPK3PXP"}],
   "journeys": {"Login": [{"type": "UsernamePassword"}], "ConfirmTransaction": [{"type": "TOTP"}]},
   "security": {"maxPendingTransactions": 10000000},

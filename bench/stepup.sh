@@ -95,16 +95,12 @@ SECRET=JBSWY3DPEHPK3PXP
 PASSWORD=bench-password
 TOTAL_USERS=$((USERS * ROUNDS))
 
-# One config per store. The password hash is scrypt at a low cost (ln=4) so that logging in
+# One config per store. The password hash is scrypt at a low cost (bench_password_hash) so that logging in
 # thousands of users before the measurement is quick; no password is checked during a cycle.
-python3 - "$TMP" "$BANK_PORT" "$SQLITE_PORT" "$RPORT" "$REDIS_PORT" "$TOTAL_USERS" "$SECRET" "$PASSWORD" "$WORKERS" <<'EOF'
-import base64, hashlib, json, os, sys
-tmp, bank, sport, rport, redis, n, secret, password, workers = sys.argv[1:]
+python3 - "$TMP" "$BANK_PORT" "$SQLITE_PORT" "$RPORT" "$REDIS_PORT" "$TOTAL_USERS" "$SECRET" "$(bench_password_hash "$PASSWORD")" "$WORKERS" <<'EOF'
+import json, os, sys
+tmp, bank, sport, rport, redis, n, secret, phash, workers = sys.argv[1:]
 workers = int(workers)
-salt = os.urandom(16)
-key = hashlib.scrypt(password.encode(), salt=salt, n=2**4, r=8, p=1, dklen=32)
-b64 = lambda b: base64.b64encode(b).decode().rstrip("=")
-phash = "$scrypt$ln=4,r=8,p=1$%s$%s" % (b64(salt), b64(key))
 def config(port, store):
     return {
         "listen": "127.0.0.1:%s" % port, "publicUrl": "http://127.0.0.1:%s" % port, "workers": workers,
