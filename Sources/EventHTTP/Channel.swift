@@ -55,6 +55,11 @@ class Channel {
 
     func setReading(_ on: Bool) {}
 
+    /// Reads (or, over TLS, goes on with the handshake) in this loop turn, as if the socket had
+    /// been found readable, instead of after the next wait for events: for a socket whose bytes
+    /// have most likely arrived already. Nothing there is no error.
+    func readSoon() {}
+
     /// Sets the read timeout (nil: none) and the write timeout, and restarts both clocks.
     func setTimeouts(readMs: Int?, writeMs: Int) {}
 

@@ -93,6 +93,9 @@ public final class HTTPServer {
     let errorBody: ErrorBodyMaker
     /// Nil when connections per client are not limited.
     let clients: ClientConnectionTable?
+    /// The group this server spreads its connections over, and its place there (nil: alone).
+    private let balancer: ConnectionBalancer?
+    private var balance: (index: Int, member: ConnectionBalancer.Member)?
     private var listener: Listener?
     private var acceptRetry: LoopTimer?
     var connections: [ObjectIdentifier: ServerConnection] = [:]
@@ -112,11 +115,14 @@ public final class HTTPServer {
 
     /// `clients`: a table shared with other servers, to cap connections per client address
     /// across them; by default this server keeps its own (`limits.maxConnectionsPerClient`).
+    /// `balancer`: the group whose servers share out their connections (before any of their
+    /// loops runs; see `ConnectionBalancer`).
     public init(loop: EventLoop, address: SocketAddress, tls: TLSContext?, limits: ServerLimits,
-                clients: ClientConnectionTable? = nil,
+                clients: ClientConnectionTable? = nil, balancer: ConnectionBalancer? = nil,
                 errorBody: @escaping ErrorBodyMaker, handler: @escaping (ServerExchange) -> Void) throws {
         loop.preconditionInEventLoop()
         self.loop = loop
+        self.balancer = balancer
         self.clients = clients ?? (limits.maxConnectionsPerClient > 0 ? ClientConnectionTable(limit: limits.maxConnectionsPerClient) : nil)
         self.tls = tls
         self.limits = limits
@@ -127,6 +133,7 @@ public final class HTTPServer {
                                 acceptsPerTurn: tls == nil ? Self.plainAcceptsPerTurn : 1,
                                 onAccept: { [unowned(unsafe) self] fd, peer in self.accept(fd: fd, peer: peer) },
                                 onError: { [unowned(unsafe) self] error in self.acceptFailed(error) })
+        balance = balancer?.join(self)
     }
 
     /// Connections a plain listener takes per loop turn.
@@ -147,22 +154,58 @@ public final class HTTPServer {
             evutil_closesocket(fd)
             return
         }
+        if let balancer, let balance {
+            // Counted where it goes, at once, so that the next accept anywhere sees it.
+            let member = balancer.place(from: balance.index)
+            if member !== balance.member {
+                let server = member.server
+                member.loop.execute { server.adopt(fd: fd, ip: ip) }
+                return
+            }
+        }
+        open(fd: fd, ip: ip)
+    }
+
+    /// A connection another server of the group accepted and handed over, on this loop. A
+    /// server that has begun to drain closes it, as it would close an idle connection.
+    private func adopt(fd: Int32, ip: String) {
+        guard !draining else {
+            refuse(fd: fd, ip: ip)
+            return
+        }
+        // Its request (or TLS hello) has most likely arrived during the handover: read in this
+        // turn rather than after the next wait, which would make it wait a turn more than a
+        // connection this loop accepted itself.
+        open(fd: fd, ip: ip)?.readSoon()
+    }
+
+    /// Closes an accepted socket that gets no connection, and forgets it.
+    private func refuse(fd: Int32, ip: String) {
+        balance?.member.open.subtract(1, ordering: .relaxed)
+        clients?.release(ip)
+        evutil_closesocket(fd)
+    }
+
+    /// Starts serving an accepted socket (admitted and counted); its channel, nil if none could
+    /// be made.
+    @discardableResult
+    private func open(fd: Int32, ip: String) -> Channel? {
         setNoDelay(fd)
         var ssl: OpaquePointer?
         if let tls {
             ssl = SSL_new(tls.ctx)
-            guard ssl != nil else { clients?.release(ip); evutil_closesocket(fd); return }
+            guard ssl != nil else { refuse(fd: fd, ip: ip); return nil }
         }
         guard let channel = Channel.accepted(loop: loop, fd: fd, ssl: ssl) else {
-            clients?.release(ip)
-            evutil_closesocket(fd)
-            return
+            refuse(fd: fd, ip: ip)
+            return nil
         }
         nextConnectionId += 1
         let c = ServerConnection(server: self, id: nextConnectionId, channel: channel, remoteIP: ip, isTLS: tls != nil)
         connections[ObjectIdentifier(c)] = c
         onConnectionCountChange?(1)
         c.start()
+        return channel
     }
 
     /// Out of descriptors or similar: pause accepting briefly instead of spinning.
@@ -194,7 +237,10 @@ public final class HTTPServer {
     }
 
     func connectionClosed(_ c: ServerConnection) {
-        if connections.removeValue(forKey: ObjectIdentifier(c)) != nil { onConnectionCountChange?(-1) }
+        if connections.removeValue(forKey: ObjectIdentifier(c)) != nil {
+            balance?.member.open.subtract(1, ordering: .relaxed)
+            onConnectionCountChange?(-1)
+        }
         clients?.release(c.remoteIP)
         if draining && connections.isEmpty { finishDrain() }
     }
@@ -204,6 +250,7 @@ public final class HTTPServer {
     public func beginDrain(onDrained: @escaping () -> Void) {
         loop.preconditionInEventLoop()
         draining = true
+        balance?.member.accepting.store(false, ordering: .relaxed)
         self.onDrained = onDrained
         listener?.close()
         listener = nil

@@ -149,6 +149,11 @@ final class SocketChannel: Channel {
         }
     }
 
+    override func readSoon() {
+        guard readArmed, let readEvent else { return }
+        event_active(readEvent, EV_READ, 0)
+    }
+
     /// Adds the read event if the handler (or, for TLS, the handshake or a write waiting on a
     /// read) needs it.
     func armRead() {

@@ -20,6 +20,8 @@ final class ProcessResources: Sendable {
     let limits: ServerLimits
     /// Connections per client address, counted across every worker (nil: no cap).
     let clientConnections: ClientConnectionTable?
+    /// Shares accepted connections out evenly over the workers (nil: one worker).
+    let connectionBalancer: ConnectionBalancer?
     /// The counters, kept across reloads (each pipeline counts requests under its own policy names).
     let metrics: GatewayMetrics
     /// Sessions, transactions, journeys: opened when the configuration at start has journeys.
@@ -38,6 +40,7 @@ final class ProcessResources: Sendable {
         limits = SharedState.serverLimits(config.limits)
         let perClient = config.limits.maxConnectionsPerClient
         clientConnections = perClient > 0 ? ClientConnectionTable(limit: perClient) : nil
+        connectionBalancer = config.workers > 1 ? ConnectionBalancer() : nil
         metrics = GatewayMetrics(config: config)
         if config.journeys.isEmpty {
             (store, signingKey) = (nil, nil)
@@ -88,6 +91,7 @@ final class SharedState: Sendable {
     var upstreamDescription: String { resources.upstreamDescription }
     var limits: ServerLimits { resources.limits }
     var clientConnections: ClientConnectionTable? { resources.clientConnections }
+    var connectionBalancer: ConnectionBalancer? { resources.connectionBalancer }
     var metrics: GatewayMetrics { resources.metrics }
     var redis: RedisStore? { resources.redis }
 

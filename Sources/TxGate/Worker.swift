@@ -6,7 +6,8 @@ import TxGateCore
 import TxGateRedis
 
 /// One event loop on one thread, with its own listener and upstream pool. A connection
-/// stays on the worker that accepted it.
+/// stays on the worker that serves it: the one that accepted it, or the one it handed it to
+/// (`ConnectionBalancer`).
 // @unchecked Sendable: built on the main thread before its loop runs; after that its pool,
 // server, pipeline and ids are only used on its loop (checked in EventHTTP in debug builds),
 // and the main thread only calls `drain`/`forceClose`/`switchTo`, which hop onto the loop.
@@ -39,7 +40,7 @@ final class Worker: @unchecked Sendable {
         // The handler runs on the worker's loop only, which runs only while `start`'s thread holds
         // the worker: `unowned(unsafe)` skips the checked retain `unowned` cost per request.
         server = try HTTPServer(loop: loop, address: shared.listenAddress, tls: shared.listenerTLS, limits: shared.limits,
-                                clients: shared.clientConnections,
+                                clients: shared.clientConnections, balancer: shared.connectionBalancer,
                                 errorBody: { status, message in (ErrorBody.contentType, ErrorBody.json(status: status, message: message)) },
                                 handler: { [unowned(unsafe) self] exchange in self.handle(exchange) })
         server.onAcceptError = { [shared] message in shared.logger.error("\(message)") }

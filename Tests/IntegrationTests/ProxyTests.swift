@@ -56,6 +56,29 @@ struct ProxyTests {
         #expect(echo.version == "HTTP/1.1")
     }
 
+    /// Each worker listens on its own socket (SO_REUSEPORT) and the kernel picks one by a hash:
+    /// 32 connections over 4 workers came out as 12, 9, 6, 5. Connections are handed on to the
+    /// worker with the fewest, so every worker serves 8.
+    @Test("the workers share the client connections evenly, whichever listening socket the kernel picks")
+    func workersShareConnectionsEvenly() throws {
+        let bed = try Testbed.current
+        let (gateway, _) = try bed.startGatewayWithBank(config: ["workers": 4])
+        // The start-up's probe connection gone first: it would count on its worker meanwhile.
+        Timing.poll(timeout: 5) { (try? gateway.clientConnectionsPerWorker().reduce(0, +)) == 0 }
+        let clients = try (0..<32).map { _ in try gateway.connect() }
+        defer { clients.forEach { $0.close() } }
+        for client in clients {
+            let r = try client.request("GET", "/accounts")
+            #expect(r.status == 200, "\(r)")
+        }
+        var counts: [Int] = []
+        Timing.poll(timeout: 5) {
+            counts = (try? gateway.clientConnectionsPerWorker()) ?? []
+            return counts.reduce(0, +) == 32
+        }
+        #expect(counts == [8, 8, 8, 8], "client connections per worker: \(counts)")
+    }
+
     @Test("GET /-/health is answered by the gateway itself, even with the upstream down")
     func healthIsAnsweredByGateway() throws {
         let bed = try Testbed.current

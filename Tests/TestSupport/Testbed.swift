@@ -42,6 +42,41 @@ public struct GatewayInstance: GatewayUnderTest, @unchecked Sendable {
     public func openFileDescriptors() throws -> Int {
         try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/fd").count
     }
+
+    /// The client connections each worker holds now, busiest first: for each of the process's
+    /// epoll instances that watches a socket listening on the gateway's port (a worker's loop),
+    /// the other sockets of that port it watches, whatever their state: a connection the client
+    /// has closed counts until the gateway closes it too (Linux's /proc/PID/fdinfo and
+    /// /proc/net/tcp). Idle keep-alive connections are all watched.
+    public func clientConnectionsPerWorker() throws -> [Int] {
+        // Socket inodes of 127.0.0.1:port: listening ("0A"), and the others.
+        var listening = Set<Substring>(), connected = Set<Substring>()
+        // Read to the end: a /proc file says it is empty, and a read sized by that stops at a page.
+        func read(_ path: String) throws -> String {
+            guard let file = FileHandle(forReadingAtPath: path) else { throw HarnessError("cannot open \(path)") }
+            defer { try? file.close() }
+            return String(decoding: file.readDataToEndOfFile(), as: UTF8.self)
+        }
+        for line in try read("/proc/net/tcp").split(separator: "\n").dropFirst() {
+            let f = line.split(separator: " ")
+            guard f.count > 9, let local = f[1].split(separator: ":").last, Int(local, radix: 16) == port else { continue }
+            if f[3] == "0A" { listening.insert(f[9]) } else { connected.insert(f[9]) }
+        }
+        let fdDir = "/proc/\(pid)/fd"
+        func target(_ fd: Substring) -> String? { try? FileManager.default.destinationOfSymbolicLink(atPath: "\(fdDir)/\(fd)") }
+        func inode(_ fd: Substring) -> Substring? {
+            guard let t = target(fd), t.hasPrefix("socket:[") else { return nil }
+            return Substring(t.dropFirst(8).dropLast())
+        }
+        var counts: [Int] = []
+        for fd in try FileManager.default.contentsOfDirectory(atPath: fdDir) where target(Substring(fd)) == "anon_inode:[eventpoll]" {
+            let info = try read("/proc/\(pid)/fdinfo/\(fd)")
+            let watched = info.split(separator: "\n").filter { $0.hasPrefix("tfd:") }.compactMap { $0.split(separator: " ").dropFirst().first }
+            let inodes = watched.compactMap(inode)
+            if inodes.contains(where: listening.contains) { counts.append(inodes.filter(connected.contains).count) }
+        }
+        return counts.sorted(by: >)
+    }
 }
 
 /// Everything one test needs: its own temp directory, and the processes it starts, which are
