@@ -46,6 +46,10 @@ public final class ConnectionBalancer: @unchecked Sendable {
     /// Adds `server` to the group: its index there and its member. Before any of the group's
     /// loops runs.
     func join(_ server: HTTPServer) -> (Int, Member) {
+        // A connection is admitted against the table of the server that accepts it and let go
+        // from the table of the server that closes it.
+        precondition(members.first.map { $0.server.clients === server.clients } ?? true,
+                     "the servers of one ConnectionBalancer must share one ClientConnectionTable (or none)")
         let m = Member(loop: server.loop, server: server)
         members.append(m)
         return (members.count - 1, m)

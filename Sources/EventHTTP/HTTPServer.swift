@@ -116,7 +116,7 @@ public final class HTTPServer {
     /// `clients`: a table shared with other servers, to cap connections per client address
     /// across them; by default this server keeps its own (`limits.maxConnectionsPerClient`).
     /// `balancer`: the group whose servers share out their connections (before any of their
-    /// loops runs; see `ConnectionBalancer`).
+    /// loops runs; see `ConnectionBalancer`); its servers share one `clients` table, or none.
     public init(loop: EventLoop, address: SocketAddress, tls: TLSContext?, limits: ServerLimits,
                 clients: ClientConnectionTable? = nil, balancer: ConnectionBalancer? = nil,
                 errorBody: @escaping ErrorBodyMaker, handler: @escaping (ServerExchange) -> Void) throws {
