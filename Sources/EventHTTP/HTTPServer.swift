@@ -202,7 +202,7 @@ public final class HTTPServer {
         c.start()
         // A client sends its request (or TLS hello) as soon as it is connected, so it has most
         // likely arrived by now, and more surely after a handover: read in this turn rather than
-        // after the next wait for events (a connection per request: +5 % req/s, p50 −11 %).
+        // after the next wait for events (bench/RESULTS.md, nineteenth attempt).
         channel.readSoon()
     }
 
