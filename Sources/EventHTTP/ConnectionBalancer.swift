@@ -25,6 +25,8 @@ public final class ConnectionBalancer: @unchecked Sendable {
     final class Member: @unchecked Sendable {
         let loop: EventLoop
         unowned let server: HTTPServer
+        /// Its place in the group's `members`.
+        let index: Int
         /// Connections open on this server, and those handed over to it that it has not opened yet.
         let open = Atomic<Int>(0)
         /// False once the server has begun to drain: it gets no more connections.
@@ -33,9 +35,10 @@ public final class ConnectionBalancer: @unchecked Sendable {
         // at each accept and close, and reads all of them at each accept.
         private let padding: (Int, Int, Int, Int, Int, Int, Int, Int) = (0, 0, 0, 0, 0, 0, 0, 0)
 
-        init(loop: EventLoop, server: HTTPServer) {
-            self.loop = loop
+        init(server: HTTPServer, index: Int) {
+            loop = server.loop
             self.server = server
+            self.index = index
         }
     }
 
@@ -43,20 +46,19 @@ public final class ConnectionBalancer: @unchecked Sendable {
 
     public init() {}
 
-    /// Adds `server` to the group: its index there and its member. Before any of the group's
-    /// loops runs.
-    func join(_ server: HTTPServer) -> (Int, Member) {
+    /// Adds `server` to the group: its member there. Before any of the group's loops runs.
+    func join(_ server: HTTPServer) -> Member {
         // A connection is admitted against the table of the server that accepts it and let go
         // from the table of the server that closes it.
         precondition(members.first.map { $0.server.clients === server.clients } ?? true,
                      "the servers of one ConnectionBalancer must share one ClientConnectionTable (or none)")
-        let m = Member(loop: server.loop, server: server)
+        let m = Member(server: server, index: members.count)
         members.append(m)
-        return (members.count - 1, m)
+        return m
     }
 
-    /// Counts a connection that member `index` has just accepted on the member with the
-    /// fewest connections, and returns that member: `index` itself unless another holds fewer
+    /// Counts a connection that `mine` has just accepted on the member with the fewest
+    /// connections, and returns that member: `mine` itself unless another holds fewer
     /// (ties stay, so that a group whose counts are equal hands nothing over). Members that
     /// drain are passed over.
     ///
@@ -64,13 +66,12 @@ public final class ConnectionBalancer: @unchecked Sendable {
     /// choice is made again): two servers accepting at once cannot both give their connection
     /// to the same member on the strength of one count, and while connections only open, no
     /// member ever holds more than one more than another.
-    func place(from index: Int) -> Member {
-        let mine = members[index]
+    func place(from mine: Member) -> Member {
         let n = members.count
         while true {
             var chosen = mine
             var least = mine.open.load(ordering: .relaxed)
-            var i = index
+            var i = mine.index
             for _ in 1..<n {
                 i = i + 1 == n ? 0 : i + 1
                 let m = members[i]

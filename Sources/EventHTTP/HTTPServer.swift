@@ -93,9 +93,8 @@ public final class HTTPServer {
     let errorBody: ErrorBodyMaker
     /// Nil when connections per client are not limited.
     let clients: ClientConnectionTable?
-    /// The group this server spreads its connections over, and its place there (nil: alone).
-    private let balancer: ConnectionBalancer?
-    private var balance: (index: Int, member: ConnectionBalancer.Member)?
+    /// The group this server spreads its connections over, and its member there (nil: alone).
+    private var balance: (group: ConnectionBalancer, member: ConnectionBalancer.Member)?
     private var listener: Listener?
     private var acceptRetry: LoopTimer?
     var connections: [ObjectIdentifier: ServerConnection] = [:]
@@ -122,7 +121,6 @@ public final class HTTPServer {
                 errorBody: @escaping ErrorBodyMaker, handler: @escaping (ServerExchange) -> Void) throws {
         loop.preconditionInEventLoop()
         self.loop = loop
-        self.balancer = balancer
         self.clients = clients ?? (limits.maxConnectionsPerClient > 0 ? ClientConnectionTable(limit: limits.maxConnectionsPerClient) : nil)
         self.tls = tls
         self.limits = limits
@@ -133,7 +131,7 @@ public final class HTTPServer {
                                 acceptsPerTurn: tls == nil ? Self.plainAcceptsPerTurn : 1,
                                 onAccept: { [unowned(unsafe) self] fd, peer in self.accept(fd: fd, peer: peer) },
                                 onError: { [unowned(unsafe) self] error in self.acceptFailed(error) })
-        balance = balancer?.join(self)
+        balance = balancer.map { ($0, $0.join(self)) }
     }
 
     /// Connections a plain listener takes per loop turn.
@@ -154,9 +152,9 @@ public final class HTTPServer {
             evutil_closesocket(fd)
             return
         }
-        if let balancer, let balance {
+        if let balance {
             // Counted where it goes, at once, so that the next accept anywhere sees it.
-            let member = balancer.place(from: balance.index)
+            let member = balance.group.place(from: balance.member)
             if member !== balance.member {
                 let server = member.server
                 member.loop.execute { server.adopt(fd: fd, ip: ip) }
