@@ -60,27 +60,6 @@ trap 'exit 143' TERM
 BENCH_NAME=balance.sh
 . "$ROOT/bench/lib.sh"
 
-start_nginx() {  # start_nginx NAME WORKERS PORT BODY -> sets STARTED (the master's PID)
-  local dir="$TMP/$1"; mkdir -p "$dir"
-  cat >"$dir/nginx.conf" <<EOF
-worker_processes $2;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    keepalive_timeout 300s;
-    client_body_temp_path $dir/cb; proxy_temp_path $dir/pt; fastcgi_temp_path $dir/ft; uwsgi_temp_path $dir/ut; scgi_temp_path $dir/st;
-    upstream backend { server 127.0.0.1:$BACKEND; keepalive 64; keepalive_requests 1000000; }
-    server { listen 127.0.0.1:$3; location / { $4 } }
-}
-EOF
-  nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' </dev/null >"$dir/out.log" 2>&1 & PIDS+=($!)
-  STARTED=$!
-  wait_port "$3" "$STARTED" "nginx ($1)"
-}
-
 start_txgate() {  # start_txgate NAME BINARY WORKERS PORT -> sets STARTED
   python3 - "$TMP/$1.json" "$4" "$BACKEND" "$3" <<'EOF'
 import json, sys
@@ -95,12 +74,12 @@ EOF
 }
 
 BACKEND="$(free_port)"
-start_nginx backend 2 "$BACKEND" 'default_type text/plain; return 200 "hello from backend\n";'
+start_nginx_server backend 2 "$BACKEND" 'default_type text/plain; return 200 "hello from backend\n";'
 declare -A PORT PID KIND
 TARGETS=()
 for w in $WORKER_COUNTS; do
   t="nginx-w$w"; PORT[$t]="$(free_port)"; KIND[$t]=nginx
-  start_nginx "$t" "$w" "${PORT[$t]}" 'proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";'
+  start_nginx_server "$t" "$w" "${PORT[$t]}" 'proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";'
   PID[$t]=$STARTED; TARGETS+=("$t")
   if [ -n "${BASE_BIN:-}" ]; then
     t="base-w$w"; PORT[$t]="$(free_port)"; KIND[$t]=txgate

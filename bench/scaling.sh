@@ -46,32 +46,12 @@ BENCH_NAME=scaling.sh
 # CPU ticks of a process and its children (nginx's master and workers; txgate is one process).
 ticks() { cpu_ticks "$1" $(cat "/proc/$1/task/$1/children" 2>/dev/null); }
 
-start_nginx() {  # start_nginx NAME WORKERS PORT BODY -> sets STARTED (the master's PID)
-  local dir="$TMP/$1"; mkdir -p "$dir"
-  cat >"$dir/nginx.conf" <<EOF
-worker_processes $2;
-pid $dir/nginx.pid;
-error_log $dir/error.log warn;
-events { worker_connections 4096; }
-http {
-    access_log off;
-    keepalive_requests 1000000;
-    client_body_temp_path $dir/cb; proxy_temp_path $dir/pt; fastcgi_temp_path $dir/ft; uwsgi_temp_path $dir/ut; scgi_temp_path $dir/st;
-    upstream backend { server 127.0.0.1:$BACKEND; keepalive 64; keepalive_requests 1000000; }
-    server { listen 127.0.0.1:$3; location / { $4 } }
-}
-EOF
-  nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' </dev/null >"$dir/out.log" 2>&1 & PIDS+=($!)
-  STARTED=$!
-  wait_port "$3" "$STARTED" "nginx ($1)"
-}
-
 BACKEND="$(free_port)"
-start_nginx backend 2 "$BACKEND" 'default_type text/plain; return 200 "hello from backend\n";'
+start_nginx_server backend 2 "$BACKEND" 'default_type text/plain; return 200 "hello from backend\n";'
 declare -A PORT PID
 for w in 1 2; do
   PORT[nginx$w]="$(free_port)"
-  start_nginx "nginx$w" "$w" "${PORT[nginx$w]}" 'proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";'
+  start_nginx_server "nginx$w" "$w" "${PORT[nginx$w]}" 'proxy_pass http://backend; proxy_http_version 1.1; proxy_set_header Connection "";'
   PID[nginx$w]=$STARTED
   PORT[txgate$w]="$(free_port)"
   python3 - "$TMP/txgate$w.json" "${PORT[txgate$w]}" "$BACKEND" "$w" <<'EOF'
