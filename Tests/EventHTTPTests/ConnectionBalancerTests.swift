@@ -56,7 +56,7 @@ import TestSupport
     func sharedOutEvenly() throws {
         let group = try Group()
         defer { group.close() }
-        let clients = try (0..<6).map { _ in try RawHTTPClient(port: group.servers[0].boundPort) }
+        let clients = try ListenerTests.connect(6, to: group.servers[0].boundPort)
         defer { clients.forEach { $0.close() } }
         group.turn { group.open.reduce(0, +) == 6 }
         // Alone, the first server would hold all six.
@@ -76,7 +76,7 @@ import TestSupport
     func closedConnectionsUncounted() throws {
         let group = try Group()
         defer { group.close() }
-        var clients = try (0..<4).map { _ in try RawHTTPClient(port: group.servers[0].boundPort) }
+        var clients = try ListenerTests.connect(4, to: group.servers[0].boundPort)
         defer { clients.forEach { $0.close() } }
         group.turn { group.open.reduce(0, +) == 4 }
         #expect(group.open == [2, 2])
@@ -88,7 +88,7 @@ import TestSupport
 
         // Two connections to the second server: the first stays there (all even), the second goes
         // to the first server, which holds none.
-        clients = try (0..<2).map { _ in try RawHTTPClient(port: group.servers[1].boundPort) }
+        clients = try ListenerTests.connect(2, to: group.servers[1].boundPort)
         group.turn { group.open.reduce(0, +) == 2 }
         #expect(group.open == [1, 1], "connections per server: \(group.open)")
     }
@@ -98,7 +98,7 @@ import TestSupport
         let group = try Group()
         defer { group.close() }
         // Handed over, then the server it went to drains before it takes it: closed, uncounted.
-        let early = try (0..<2).map { _ in try RawHTTPClient(port: group.servers[0].boundPort) }
+        let early = try ListenerTests.connect(2, to: group.servers[0].boundPort)
         defer { early.forEach { $0.close() } }
         group.loops[0].turn()
         #expect(group.open == [1, 0] && group.balancer.counts == [1, 1], "\(group.open), counted \(group.balancer.counts)")
@@ -111,7 +111,7 @@ import TestSupport
         early[0].close()
         group.turn { group.open == [0, 0] }
 
-        let clients = try (0..<3).map { _ in try RawHTTPClient(port: group.servers[0].boundPort) }
+        let clients = try ListenerTests.connect(3, to: group.servers[0].boundPort)
         defer { clients.forEach { $0.close() } }
         group.turn { group.open[0] == 3 }
         #expect(group.open == [3, 0], "connections per server: \(group.open)")
