@@ -25,7 +25,7 @@ export TXGATE_COMMIT
 # /documentation/txgateclient).
 DOCS_DIR ?= .build/docs
 
-.PHONY: deps test-deps build run install install-service uninstall test docs fuzz fuzz-smoke bench clean
+.PHONY: deps test-deps build run install install-service uninstall test docs fuzz fuzz-smoke tsan bench clean
 
 deps:
 	@bash scripts/install-deps.sh --build
@@ -85,6 +85,10 @@ fuzz:
 fuzz-smoke:
 	@bash scripts/install-deps.sh --build
 	bash scripts/fuzz.sh 20
+
+# The suite under ThreadSanitizer (its own build in .build/tsan); fails on a data race. About 8 min on 2 cores.
+tsan: test-deps
+	bash scripts/tsan.sh
 
 bench:
 	@bash scripts/install-deps.sh --bench
