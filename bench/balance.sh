@@ -47,18 +47,11 @@ TXGATE="${TXGATE_BIN:-$(swift build -c release --show-bin-path)/txgate}"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-balance.XXXXXX")"
 chmod 755 "$TMP"   # nginx workers drop to an unprivileged user when started as root
 PIDS=()
-cleanup() {
-  trap - EXIT INT TERM
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
 BENCH_NAME=balance.sh
 . "$ROOT/bench/lib.sh"
+trap bench_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 
 start_txgate() {  # start_txgate NAME BINARY WORKERS PORT -> sets STARTED
   python3 - "$TMP/$1.json" "$4" "$BACKEND" "$3" <<'EOF'

@@ -2,6 +2,16 @@
 # setting BENCH_NAME (its own name, for messages). Defines functions only: it starts nothing,
 # changes no option of the script and sets no trap.
 
+# bench_cleanup: for a script's EXIT trap: stops the processes in the script's PIDS array (those
+# it started), waits for them, and removes its TMP folder.
+bench_cleanup() {
+  trap - EXIT INT TERM
+  local p
+  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  wait 2>/dev/null || true
+  rm -rf "$TMP"
+}
+
 # A free TCP port on 127.0.0.1 (the kernel's pick; bind it soon after, it is not reserved).
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -31,18 +31,11 @@ TXGATE="${TXGATE_BIN:-$(swift build -c release --show-bin-path)/txgate}"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-scaling.XXXXXX")"
 chmod 755 "$TMP"   # nginx workers drop to an unprivileged user when started as root
 PIDS=()
-cleanup() {
-  trap - EXIT INT TERM
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
-  wait 2>/dev/null || true
-  rm -rf "$TMP"
-}
-trap cleanup EXIT
-trap 'exit 130' INT
-trap 'exit 143' TERM
-
 BENCH_NAME=scaling.sh
 . "$ROOT/bench/lib.sh"
+trap bench_cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 # CPU ticks of a process and its children (nginx's master and workers; txgate is one process).
 ticks() { cpu_ticks "$1" $(cat "/proc/$1/task/$1/children" 2>/dev/null); }
 
