@@ -24,6 +24,7 @@ reports="$PWD/.build/tsan-reports"
 flags=(--scratch-path "$scratch" --sanitize=thread)
 skip='HTTPParserTests/aLentSpareIsParsedIntoAndKeepsNothing|OperationsTests/versionInLogAndHealth|SlowRequestTests/stalledBodiesAreReleased'
 
+mkdir -p .build   # for the logs, before the first build of a fresh clone makes it
 swift build "${flags[@]}" --build-tests >.build/tsan-build.log 2>&1 || {
   tail -40 .build/tsan-build.log; echo "tsan: build failed (full log .build/tsan-build.log)" >&2; exit 2; }
 bin="$(swift build "${flags[@]}" --show-bin-path)"
