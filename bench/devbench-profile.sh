@@ -10,6 +10,9 @@
 # BUNDLE: an unpacked devbench bundle (bin/, lib/); its bin/txgate should keep its symbols.
 # PERF_DIR: a perf binary and the shared libraries it needs (perf, lib/). Needs 16 cores and
 # root (perf -a), unless BACKEND_CORES and WRK_CORES (taskset lists) say where else to run.
+# TLS_CERT=P (P.crt, P.key): both proxies listen with TLS, keep-alive, on one policy (TLS 1.2 and
+# 1.3, the same suites in the same order, the server's order first: bench/proxy.sh's --tls), and
+# the reports are named txgate-tls-* and nginx-tls-*. TAG=S appends S to the reports' names.
 # Everything listens on 127.0.0.1; what it starts is stopped on exit.
 set -eu
 B="$1"; PERF="$2"; OUT="$3"; N="${4:-8}"
@@ -21,6 +24,17 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$T"; }
 trap cleanup EXIT
 cores="0-$((N - 1))"
+TAG="${TAG:-}"; scheme=http; listen_tls=""; txgate_tls=""
+if [ -n "${TLS_CERT:-}" ]; then
+  [ -f "$TLS_CERT.crt" ] && [ -f "$TLS_CERT.key" ] || { echo "devbench-profile.sh: no $TLS_CERT.crt and $TLS_CERT.key" >&2; exit 2; }
+  TAG="-tls$TAG"; scheme=https
+  listen_tls=" ssl; ssl_certificate $TLS_CERT.crt; ssl_certificate_key $TLS_CERT.key; ssl_protocols TLSv1.2 TLSv1.3;
+    ssl_session_cache off; ssl_session_tickets off; ssl_prefer_server_ciphers on;
+    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305;
+    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
+    ssl_conf_command Options PrioritizeChaCha"
+  txgate_tls=", \"tls\": {\"certificate\": \"$TLS_CERT.crt\", \"privateKey\": \"$TLS_CERT.key\"}"
+fi
 perf() { LD_LIBRARY_PATH="$PERF/lib" "$PERF/perf" "$@"; }
 wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "nothing on $1" >&2; exit 1; }
 common="events { worker_connections 8192; }
@@ -36,20 +50,20 @@ cat > "$T/proxy.conf" <<EOF
 user root root; worker_processes $N; daemon off; pid $T/proxy.pid; error_log $T/proxy.err;
 $common
   upstream be { server 127.0.0.1:19080; keepalive 64; keepalive_requests 100000; }
-  server { listen 127.0.0.1:19081 backlog=4096 reuseport; location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
+  server { listen 127.0.0.1:19081 backlog=4096 reuseport$listen_tls; location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
 EOF
 cat > "$T/txgate.json" <<EOF
 {"listen": "127.0.0.1:19082", "publicUrl": "http://127.0.0.1:19082", "workers": $N,
  "upstream": {"url": "http://127.0.0.1:19080", "keepAlive": 64}, "limits": {"maxConnectionsPerClient": 0},
- "log": {"level": "warning", "access": false}}
+ "log": {"level": "warning", "access": false}$txgate_tls}
 EOF
 
 taskset -c "$BACKEND_CORES" "$B/bin/nginx" -c "$T/backend.conf" -p "$T" -e "$T/backend.err0" & PIDS+=($!)
 wait_port 19080
 
 profile() {  # name port
-  taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d1s "http://127.0.0.1:$2/accounts" >/dev/null
-  taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d7s "http://127.0.0.1:$2/accounts" > "$OUT/$1-wrk.txt" &
+  taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d1s "$scheme://127.0.0.1:$2/accounts" >/dev/null
+  taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d7s "$scheme://127.0.0.1:$2/accounts" > "$OUT/$1-wrk.txt" &
   local w=$!
   sleep 2
   perf record -a -g -C "$cores" -F 1999 -o "$T/$1.data" -- sleep 3 2> "$T/$1.perf.err" >/dev/null
@@ -61,11 +75,11 @@ profile() {  # name port
 
 TXGATE_SIGNING_KEY="devbench-$(printf 'k%.0s' $(seq 40))" taskset -c "$cores" "$B/bin/txgate" serve --config "$T/txgate.json" > "$T/txgate.log" 2>&1 & PIDS+=($!)
 wait_port 19082
-profile txgate 19082
+profile "txgate$TAG" 19082
 kill "${PIDS[1]}"; wait "${PIDS[1]}" 2>/dev/null || true
 
 taskset -c "$cores" "$B/bin/nginx" -c "$T/proxy.conf" -p "$T" -e "$T/proxy.err0" & PIDS+=($!)
 wait_port 19081
 sleep 0.3
-profile nginx 19081
+profile "nginx$TAG" 19081
 for f in "$OUT"/*-wrk.txt; do echo "$f: $(grep Requests/sec "$f")"; done

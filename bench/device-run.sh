@@ -2,20 +2,26 @@
 # Issue 29's many-core measurements in one command on a lent 16-core machine, which allows 10
 # minutes a command and about 15 minutes of machine time a session: devbench's proxy table at
 # 1, 2, 4 and 8 workers, TLS at 1 and 4, the step-up cycle at 1 and 4, and, with perf in DIR,
-# the profile at 8 workers. Each section runs under its own time limit (480 s in all), so the
-# whole fits in one command and a section that overruns costs only itself; what finished is
-# kept in $OUT/results.tgz and its tables are printed.
+# the profile at 8 workers. Each section runs under its own time limit, so a section that
+# overruns costs only itself; what finished is kept in $OUT/results.tgz (one file: the device
+# tool brings back at most 8) and its tables are printed.
 #
 #   bash bench/device-run.sh [DIR]
 #
 # DIR (default .devbench, git-ignored: carry it to the machine) holds what devbench's
 # make-bundle.sh writes there: bundle.tar.xz (txgate, demo-bank, nginx, HAProxy, wrk,
 # redis-server and their libraries) and devbench.py. Optional: txgate.xz (another txgate to
-# measure instead of the bundle's, e.g. a base build, `xz -k` of it), tls.crt, tls.key and tls
-# (one certificate for the TLS section; without them devbench makes one with openssl, if the
-# machine has it), perf.tar.xz (a perf binary and the libraries it loads, for the profile).
+# measure instead of the bundle's, e.g. a base build or one with symbols, `xz -k` of it),
+# tls.crt, tls.key and tls (one certificate for the TLS sections; without them one is made with
+# openssl, if the machine has it), perf.tar.xz (a perf binary and the libraries it loads, for
+# the profiles).
 # Environment: OUT (where results go; the device tool sets it, default /tmp/device-out),
-# DEVICE_SECTIONS (default "proxy tls stepup profile").
+# DEVICE_SECTIONS (default "proxy tls stepup profile"; the others: "scaling", the step-up cycle
+# at 1 and 4 workers with the client on 8 cores of its own, bench/stepup.sh pinned, which
+# devbench's step-up section is not: its 48 connections and 6,000 users stop short of 4 workers'
+# rate; "proxy-c32", the proxy table at 1 worker and 32 connections; "profile-tls", the profile of TLS keep-alive at 4 workers, txgate and nginx on one TLS
+# policy; "profile-2", the plain profile at 2 workers), DEVICE_WORKERS (the proxy section's
+# worker counts, default 1,2,4,8), DEVICE_ROUNDS (its rounds, default 3).
 #
 # Everything listens on 127.0.0.1 (devbench's layout: the proxy on the first cores, wrk on
 # 8-11, the backend on 12-15). Compare ratios within one run (txgate against nginx and HAProxy
@@ -30,7 +36,8 @@ for f in bundle.tar.xz devbench.py; do
   [ -f "$DIR/$f" ] || { echo "device-run.sh: $DIR/$f is missing (run devbench's make-bundle.sh from the project root)" >&2; exit 2; }
 done
 B="$(mktemp -d /tmp/device-bundle.XXXXXX)"
-trap 'rm -rf "$B"' EXIT
+RES="$(mktemp -d /tmp/device-results.XXXXXX)"   # every section's files, packed into $OUT at the end
+trap 'rm -rf "$B" "$RES"' EXIT
 mkdir -p "$OUT"
 tar xJf "$DIR/bundle.tar.xz" -C "$B" || { echo "device-run.sh: $DIR/bundle.tar.xz does not unpack" >&2; exit 1; }
 if [ -f "$DIR/txgate.xz" ]; then
@@ -38,48 +45,90 @@ if [ -f "$DIR/txgate.xz" ]; then
 fi
 export PYTHONUNBUFFERED=1
 START=$(date +%s)
-echo "machine: $(nproc) cores, $(uname -r); txgate: $(LD_LIBRARY_PATH="$B/lib" "$B/bin/txgate" --version 2>&1 | head -1)" | tee "$OUT/machine.txt"
+echo "machine: $(nproc) cores, $(uname -r); txgate: $(LD_LIBRARY_PATH="$B/lib" "$B/bin/txgate" --version 2>&1 | head -1)" | tee "$RES/machine.txt"
 
 # section NAME LIMIT_SECONDS DEVBENCH_ARGS...: one devbench run, its JSON lines and tables in
-# $OUT/NAME.txt, its log in $OUT/NAME.err.
+# $RES/NAME.txt, its log in $RES/NAME.err.
 section() {
   local name="$1" limit="$2" t0 rc
   shift 2
   t0=$(date +%s)
-  timeout -k 5 "$limit" python3 "$DIR/devbench.py" "$B" "$@" > "$OUT/$name.txt" 2> "$OUT/$name.err"
+  timeout -k 5 "$limit" python3 "$DIR/devbench.py" "$B" "$@" > "$RES/$name.txt" 2> "$RES/$name.err"
   rc=$?
   echo "[$name] exit $rc after $(( $(date +%s) - t0 )) s$([ "$rc" = 124 ] && echo ' (stopped at its time limit)')"
 }
 
+# limited NAME LIMIT_SECONDS COMMAND...: COMMAND under its own time limit, its output in $RES/NAME.log.
+limited() {
+  local name="$1" limit="$2" t0 rc
+  shift 2
+  t0=$(date +%s)
+  timeout -k 5 "$limit" "$@" > "$RES/$name.log" 2>&1
+  rc=$?
+  echo "[$name] exit $rc after $(( $(date +%s) - t0 )) s$([ "$rc" = 124 ] && echo ' (stopped at its time limit)')"
+}
+
+# The certificate of the TLS sections: DIR's, else one made here (TLS_PREFIX.crt, .key, and both in TLS_PREFIX).
+TLS_PREFIX=""
+tls_cert() {
+  [ -n "$TLS_PREFIX" ] && return 0
+  if [ -f "$DIR/tls.crt" ] && [ -f "$DIR/tls.key" ] && [ -f "$DIR/tls" ]; then TLS_PREFIX="$DIR/tls"; return 0; fi
+  command -v openssl >/dev/null || return 1
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=127.0.0.1 \
+    -keyout "$B/tls.key" -out "$B/tls.crt" 2>/dev/null && cat "$B/tls.crt" "$B/tls.key" > "$B/tls" && TLS_PREFIX="$B/tls"
+}
+
+# profile NAME WORKERS [VAR=VALUE...]: bench/devbench-profile.sh (txgate, then nginx) with perf from DIR.
+P=""
+profile() {
+  local name="$1" workers="$2"
+  shift 2
+  [ -f "$DIR/perf.tar.xz" ] || { echo "[$name] skipped: no $DIR/perf.tar.xz"; return; }
+  [ -n "$P" ] || { P="$B/perf" && mkdir -p "$P" && tar xJf "$DIR/perf.tar.xz" -C "$P"; }
+  # Two profiles, 8 s of wrk and three reports each.
+  limited "$name" 60 env "$@" bash "$ROOT/bench/devbench-profile.sh" "$B" "$P" "$RES" "$workers"
+}
+
 for s in $SECTIONS; do
   case "$s" in
-    proxy) section proxy 200 --workers 1,2,4,8 --rounds 3 --seconds 3 --sections proxy ;;
+    proxy) section proxy 200 --workers "${DEVICE_WORKERS:-1,2,4,8}" --rounds "${DEVICE_ROUNDS:-3}" --seconds 3 --sections proxy ;;
+    proxy-c32) section proxy-c32 60 --workers 1 --rounds "${DEVICE_ROUNDS:-3}" --seconds 3 --sections proxy --conns 32 ;;
     tls)
       cert=()
-      [ -f "$DIR/tls.crt" ] && [ -f "$DIR/tls.key" ] && [ -f "$DIR/tls" ] && cert=(--cert "$DIR/tls")
+      tls_cert && cert=(--cert "$TLS_PREFIX")
       section tls 70 --workers 1,4 --rounds 1 --seconds 3 --sections tls ${cert[@]+"${cert[@]}"} ;;
     stepup) section stepup 150 --workers 1,4 --sections stepup ;;
-    profile)
-      if [ -f "$DIR/perf.tar.xz" ]; then
-        P="$(mktemp -d /tmp/device-perf.XXXXXX)"
-        tar xJf "$DIR/perf.tar.xz" -C "$P"
-        t0=$(date +%s)
-        # Two profiles (txgate, then nginx), 8 s of wrk and three reports each.
-        timeout -k 5 60 bash "$ROOT/bench/devbench-profile.sh" "$B" "$P" "$OUT" 8 > "$OUT/profile.log" 2>&1
-        rc=$?
-        echo "[profile] exit $rc after $(( $(date +%s) - t0 )) s"
-        rm -rf "$P"
-      else
-        echo "[profile] skipped: no $DIR/perf.tar.xz"
-      fi ;;
-    *) echo "device-run.sh: unknown section '$s' (proxy, tls, stepup, profile)" >&2 ;;
+    scaling)
+      # The bundle's servers need its libraries; the client (python3) must not get them.
+      W="$B/wrapped"; mkdir -p "$W"
+      for b in txgate demo-bank redis-server; do
+        printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$B/lib" "$B/bin/$b" > "$W/$b"; chmod +x "$W/$b"
+      done
+      # 2 s a store, three codes a user: 8,000 users allow 12,000 cycles/s, 16,000 allow 24,000.
+      for n in 1 4; do
+        limited "scaling-w$n" 120 env PATH="$W:$PATH" TXGATE_BIN="$W/txgate" DEMO_BANK_BIN="$W/demo-bank" \
+          BENCH_WORKERS="$n" BENCH_GATEWAY_CORES="0-$((n - 1))" BENCH_CLIENT_CORES=4-11 BENCH_SERVICE_CORES=12-15 \
+          BENCH_PROCS=12 BENCH_CONCURRENCY=96 BENCH_DURATION=2 BENCH_USERS=$((n == 1 ? 8000 : 16000)) \
+          bash "$ROOT/bench/stepup.sh" --rounds 1
+      done ;;
+    profile) profile profile 8 ;;
+    profile-2) profile profile-2 2 TAG=-w2 ;;
+    profile-tls)
+      if tls_cert; then profile profile-tls 4 TLS_CERT="$TLS_PREFIX" TAG=-w4; else echo "[profile-tls] skipped: no certificate and no openssl"; fi ;;
+    *) echo "device-run.sh: unknown section '$s' (proxy, proxy-c32, tls, stepup, scaling, profile, profile-2, profile-tls)" >&2 ;;
   esac
 done
 
-tar czf "/tmp/device-results.tgz" -C "$OUT" . && mv /tmp/device-results.tgz "$OUT/results.tgz"
+tar czf "$OUT/results.tgz" -C "$RES" .
 echo "all sections: $(( $(date +%s) - START )) s; results in $OUT/results.tgz"
-for s in proxy tls stepup; do
-  [ -s "$OUT/$s.txt" ] && { echo; echo "== $s"; grep -v '^{' "$OUT/$s.txt"; }
+for s in proxy proxy-c32 tls stepup; do
+  [ -s "$RES/$s.txt" ] && { echo; echo "== $s"; grep -v '^{' "$RES/$s.txt"; }
 done
-[ -f "$OUT/txgate-dso.txt" ] && { echo; echo "== profile (txgate, by library)"; head -8 "$OUT/txgate-dso.txt"; }
+for f in "$RES"/scaling-w*.log; do
+  [ -s "$f" ] && { echo; echo "== $(basename "$f" .log)"; sed -n '/^step-up cycles/,$p' "$f"; }
+done
+for f in "$RES"/*-dso.txt; do
+  [ -f "$f" ] && { echo; echo "== profile $(basename "$f" -dso.txt), by library"; head -8 "$f"; }
+done
+for f in "$RES"/*-wrk.txt; do [ -f "$f" ] && echo "$(basename "$f" .txt): $(grep Requests/sec "$f")"; done
 exit 0

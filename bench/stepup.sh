@@ -15,7 +15,11 @@
 # BENCH_PROCS (client processes the connections are spread over, default 2), BENCH_WORKERS (each
 # gateway's event loops, default 1), BENCH_USERS (users per round and store, default 1000 per
 # second of BENCH_DURATION and at least 2000; each has three TOTP codes at a time), BENCH_KEEP_TMP=1
-# (keep the temp dir with configs and logs), TXGATE_BIN (this txgate binary instead of building one).
+# (keep the temp dir with configs and logs), TXGATE_BIN (this txgate binary instead of building one),
+# DEMO_BANK_BIN (this demo-bank likewise; with both, no Swift toolchain is needed). On a many-core
+# machine, BENCH_GATEWAY_CORES, BENCH_CLIENT_CORES and BENCH_SERVICE_CORES (taskset core lists) pin
+# the gateways, the client's processes, and redis-server with demo-bank, so that neither the client
+# nor the services take the gateway's cores (bench/device-run.sh's step-up scaling section).
 #
 # Two gateways (BENCH_WORKERS each) in front of one demo-bank, the same configuration except the
 # store: SQLite (a file in the temp dir) and Redis (a redis-server started here, no persistence).
@@ -74,12 +78,19 @@ trap cleanup EXIT
 trap 'echo >&2; log "interrupted"; exit 130' INT
 trap 'exit 143' TERM
 
-log "building (release)"
-[ -n "${TXGATE_BIN:-}" ] || swift build -c release --product txgate >/dev/null
-swift build -c release --product demo-bank >/dev/null
-BIN="$(swift build -c release --show-bin-path)"
+if [ -z "${TXGATE_BIN:-}" ] || [ -z "${DEMO_BANK_BIN:-}" ]; then
+  log "building (release)"
+  [ -n "${TXGATE_BIN:-}" ] || swift build -c release --product txgate >/dev/null
+  [ -n "${DEMO_BANK_BIN:-}" ] || swift build -c release --product demo-bank >/dev/null
+  BIN="$(swift build -c release --show-bin-path)"
+fi
 TXGATE="${TXGATE_BIN:-$BIN/txgate}"
+BANK="${DEMO_BANK_BIN:-$BIN/demo-bank}"
 GATEWAY=("$TXGATE")
+# taskset prefixes (empty: not pinned); taskset execs the command, so $! stays the server's pid.
+PIN_GATEWAY=(); [ -z "${BENCH_GATEWAY_CORES:-}" ] || PIN_GATEWAY=(taskset -c "$BENCH_GATEWAY_CORES")
+PIN_CLIENT=(); [ -z "${BENCH_CLIENT_CORES:-}" ] || PIN_CLIENT=(taskset -c "$BENCH_CLIENT_CORES")
+PIN_SERVICE=(); [ -z "${BENCH_SERVICE_CORES:-}" ] || PIN_SERVICE=(taskset -c "$BENCH_SERVICE_CORES")
 if [ "$CALLGRIND" = 1 ]; then
   # Valgrind 3.19 cannot read the DWARF 5 of Swift's release builds: a copy without debug
   # information (function names are kept).
@@ -124,12 +135,12 @@ json.dump(config(rport, {"type": "redis", "url": "redis://127.0.0.1:%s/0" % redi
 EOF
 
 export TXGATE_SIGNING_KEY="bench-$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & REDIS_PID=$!; PIDS+=($!)
-"$BIN/demo-bank" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & BANK_PID=$!; PIDS+=($!)
+"${PIN_SERVICE[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & REDIS_PID=$!; PIDS+=($!)
+"${PIN_SERVICE[@]}" "$BANK" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & BANK_PID=$!; PIDS+=($!)
 wait_port "$REDIS_PORT" "$REDIS_PID" redis-server
 wait_port "$BANK_PORT" "$BANK_PID" demo-bank
-"${GATEWAY[@]}" serve --config "$TMP/sqlite.json" >"$TMP/sqlite.log" 2>&1 & SQLITE_PID=$!; PIDS+=($!)
-"${GATEWAY[@]}" serve --config "$TMP/redis.json" >"$TMP/redis-gw.log" 2>&1 & REDIS_GW_PID=$!; PIDS+=($!)
+"${PIN_GATEWAY[@]}" "${GATEWAY[@]}" serve --config "$TMP/sqlite.json" >"$TMP/sqlite.log" 2>&1 & SQLITE_PID=$!; PIDS+=($!)
+"${PIN_GATEWAY[@]}" "${GATEWAY[@]}" serve --config "$TMP/redis.json" >"$TMP/redis-gw.log" 2>&1 & REDIS_GW_PID=$!; PIDS+=($!)
 wait_port "$SQLITE_PORT" "$SQLITE_PID" "txgate (sqlite)"
 wait_port "$RPORT" "$REDIS_GW_PID" "txgate (redis)"
 
@@ -137,8 +148,8 @@ DRIVER="$ROOT/bench/stepup.py"
 log "logging in $TOTAL_USERS users on each gateway (not measured)"
 for r in $(seq 0 $((ROUNDS - 1))); do
   range="bench$((r * USERS))-$(((r + 1) * USERS - 1))"
-  python3 "$DRIVER" login --port "$SQLITE_PORT" --users "$range" --password "$PASSWORD" >"$TMP/tokens-sqlite-$r.json"
-  python3 "$DRIVER" login --port "$RPORT" --users "$range" --password "$PASSWORD" >"$TMP/tokens-redis-$r.json"
+  "${PIN_CLIENT[@]}" python3 "$DRIVER" login --port "$SQLITE_PORT" --users "$range" --password "$PASSWORD" >"$TMP/tokens-sqlite-$r.json"
+  "${PIN_CLIENT[@]}" python3 "$DRIVER" login --port "$RPORT" --users "$range" --password "$PASSWORD" >"$TMP/tokens-redis-$r.json"
 done
 
 # User time only (clock ticks) a process has used so far (cpu_ticks, bench/lib.sh: user + system).
@@ -161,9 +172,16 @@ ctx_switches() {
 }
 # redis-server's commands and socket reads (one read takes every command that arrived
 # together: a round trip, however many commands were pipelined in it) so far.
+# (RESP spoken here rather than through redis-cli, which a bare many-core machine lacks.)
 redis_counts() {
-  redis-cli -p "$REDIS_PORT" info stats 2>/dev/null | tr -d '\r' \
-    | awk -F: '$1 == "total_commands_processed" { c = $2 } $1 == "total_reads_processed" { r = $2 } END { print c + 0, r + 0 }'
+  python3 - "$REDIS_PORT" <<'PY'
+import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+s.sendall(b"INFO stats\r\n")
+f = s.makefile("rb")
+stats = dict(l.split(":", 1) for l in f.read(int(f.readline()[1:])).decode().split("\r\n") if ":" in l)
+print(stats["total_commands_processed"], stats["total_reads_processed"])
+PY
 }
 
 measure() {  # store round
@@ -176,7 +194,7 @@ measure() {  # store round
   fi
   gw0=$(cpu_ticks "$gw"); gu0=$(user_ticks "$gw"); gd0=$(dispatch_ticks "$gw"); rd0=$(cpu_ticks "$REDIS_PID"); bk0=$(cpu_ticks "$BANK_PID"); t0=$(date +%s.%N)
   cs0=$(ctx_switches "$gw"); rc0=$(redis_counts)
-  python3 "$DRIVER" run --port "$port" --tokens "$TMP/tokens-$1-$2.json" --secret "$SECRET" \
+  "${PIN_CLIENT[@]}" python3 "$DRIVER" run --port "$port" --tokens "$TMP/tokens-$1-$2.json" --secret "$SECRET" \
     --seconds "$DURATION" --concurrency "$CONCURRENCY" --procs "$PROCS" >"$TMP/result-$1-$2.json" \
     || die "$1 round $(($2 + 1)): $(cat "$TMP/result-$1-$2.json")"
   local ir=0
