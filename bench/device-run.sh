@@ -17,9 +17,9 @@
 # the profiles).
 # Environment: OUT (where results go; the device tool sets it, default /tmp/device-out),
 # DEVICE_SECTIONS (default "proxy tls stepup profile"; the others: "scaling", the step-up cycle
-# at 1 and 4 workers with the client on 8 cores of its own, bench/stepup.sh pinned, which
-# devbench's step-up section is not: its 48 connections and 6,000 users stop short of 4 workers'
-# rate; "proxy-c32", the proxy table at 1 worker and 32 connections; "profile-tls", the profile of TLS keep-alive at 4 workers, txgate and nginx on one TLS
+# at 1 and 4 workers, bench/stepup.sh pinned, with the client on 8 cores of its own and an nginx
+# backend: devbench's step-up section's 48 connections and 6,000 users stop short of 4 workers'
+# rate, and its demo-bank (one loop) was busy 0.85 of a core at 5,800 cycles a second; "proxy-c32", the proxy table at 1 worker and 32 connections; "profile-tls", the profile of TLS keep-alive at 4 workers, txgate and nginx on one TLS
 # policy; "profile-2", the plain profile at 2 workers), DEVICE_WORKERS (the proxy section's
 # worker counts, default 1,2,4,8), DEVICE_ROUNDS (its rounds, default 3).
 #
@@ -101,12 +101,12 @@ for s in $SECTIONS; do
     scaling)
       # The bundle's servers need its libraries; the client (python3) must not get them.
       W="$B/wrapped"; mkdir -p "$W"
-      for b in txgate demo-bank redis-server; do
+      for b in txgate nginx redis-server; do
         printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$B/lib" "$B/bin/$b" > "$W/$b"; chmod +x "$W/$b"
       done
       # 2 s a store, three codes a user: 8,000 users allow 12,000 cycles/s, 16,000 allow 24,000.
       for n in 1 4; do
-        limited "scaling-w$n" 120 env PATH="$W:$PATH" TXGATE_BIN="$W/txgate" DEMO_BANK_BIN="$W/demo-bank" \
+        limited "scaling-w$n" 120 env PATH="$W:$PATH" TXGATE_BIN="$W/txgate" BENCH_BACKEND=nginx \
           BENCH_WORKERS="$n" BENCH_GATEWAY_CORES="0-$((n - 1))" BENCH_CLIENT_CORES=4-11 BENCH_SERVICE_CORES=12-15 \
           BENCH_PROCS=12 BENCH_CONCURRENCY=96 BENCH_DURATION=2 BENCH_USERS=$((n == 1 ? 8000 : 16000)) \
           bash "$ROOT/bench/stepup.sh" --rounds 1

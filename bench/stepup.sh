@@ -18,10 +18,13 @@
 # (keep the temp dir with configs and logs), TXGATE_BIN (this txgate binary instead of building one),
 # DEMO_BANK_BIN (this demo-bank likewise; with both, no Swift toolchain is needed). On a many-core
 # machine, BENCH_GATEWAY_CORES, BENCH_CLIENT_CORES and BENCH_SERVICE_CORES (taskset core lists) pin
-# the gateways, the client's processes, and redis-server with demo-bank, so that neither the client
-# nor the services take the gateway's cores (bench/device-run.sh's step-up scaling section).
+# the gateways, the client's processes, and redis-server with the backend, so that neither the
+# client nor the services take the gateway's cores (bench/device-run.sh's step-up scaling section).
+# BENCH_BACKEND: demo-bank (default) or nginx, four workers answering every request with a
+# transfer's 201: demo-bank runs on one loop and spends about 0.15 ms a transfer, so from about
+# 6,000 cycles a second it, not the gateway, sets the pace.
 #
-# Two gateways (BENCH_WORKERS each) in front of one demo-bank, the same configuration except the
+# Two gateways (BENCH_WORKERS each) in front of one backend, the same configuration except the
 # store: SQLite (a file in the temp dir) and Redis (a redis-server started here, no persistence).
 # Everything listens on 127.0.0.1. Every process started and the temp dir are removed on exit.
 set -euo pipefail
@@ -78,6 +81,14 @@ trap cleanup EXIT
 trap 'echo >&2; log "interrupted"; exit 130' INT
 trap 'exit 143' TERM
 
+BACKEND="${BENCH_BACKEND:-demo-bank}"
+case "$BACKEND" in
+  demo-bank) ;;
+  nginx) command -v nginx >/dev/null || PATH="$PATH:/usr/sbin"
+         command -v nginx >/dev/null || { echo "stepup.sh: BENCH_BACKEND=nginx, but nginx is not installed" >&2; exit 1; } ;;
+  *) echo "stepup.sh: BENCH_BACKEND must be demo-bank or nginx (got '$BACKEND')" >&2; exit 2 ;;
+esac
+[ "$BACKEND" = demo-bank ] || DEMO_BANK_BIN=none
 if [ -z "${TXGATE_BIN:-}" ] || [ -z "${DEMO_BANK_BIN:-}" ]; then
   log "building (release)"
   [ -n "${TXGATE_BIN:-}" ] || swift build -c release --product txgate >/dev/null
@@ -136,9 +147,23 @@ EOF
 
 export TXGATE_SIGNING_KEY="bench-$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
 "${PIN_SERVICE[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & REDIS_PID=$!; PIDS+=($!)
-"${PIN_SERVICE[@]}" "$BANK" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & BANK_PID=$!; PIDS+=($!)
+if [ "$BACKEND" = nginx ]; then
+  chmod 755 "$TMP"   # nginx's workers drop to an unprivileged user when started as root
+  cat > "$TMP/bank-nginx.conf" <<EOF
+worker_processes 4; daemon off; pid $TMP/bank-nginx.pid; error_log $TMP/bank-nginx.err;
+events { worker_connections 4096; }
+http { access_log off; client_body_temp_path $TMP/cb; proxy_temp_path $TMP/pt; fastcgi_temp_path $TMP/ft;
+  uwsgi_temp_path $TMP/ut; scgi_temp_path $TMP/st; keepalive_requests 100000;
+  server { listen 127.0.0.1:$BANK_PORT; location / { default_type application/json; return 201 '{"status":"executed"}'; } } }
+EOF
+  "${PIN_SERVICE[@]}" nginx -c "$TMP/bank-nginx.conf" -e "$TMP/bank-nginx.err" >"$TMP/bank.log" 2>&1 & BANK_PID=$!; PIDS+=($!)
+else
+  "${PIN_SERVICE[@]}" "$BANK" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & BANK_PID=$!; PIDS+=($!)
+fi
 wait_port "$REDIS_PORT" "$REDIS_PID" redis-server
-wait_port "$BANK_PORT" "$BANK_PID" demo-bank
+wait_port "$BANK_PORT" "$BANK_PID" "$BACKEND"
+# The backend's CPU ticks so far: its process and, for nginx, its workers.
+backend_ticks() { cpu_ticks "$BANK_PID" $(pgrep -P "$BANK_PID"); }
 "${PIN_GATEWAY[@]}" "${GATEWAY[@]}" serve --config "$TMP/sqlite.json" >"$TMP/sqlite.log" 2>&1 & SQLITE_PID=$!; PIDS+=($!)
 "${PIN_GATEWAY[@]}" "${GATEWAY[@]}" serve --config "$TMP/redis.json" >"$TMP/redis-gw.log" 2>&1 & REDIS_GW_PID=$!; PIDS+=($!)
 wait_port "$SQLITE_PORT" "$SQLITE_PID" "txgate (sqlite)"
@@ -192,7 +217,7 @@ measure() {  # store round
     callgrind_control -z "$gw" >/dev/null 2>&1
     callgrind_control -i on "$gw" >/dev/null 2>&1
   fi
-  gw0=$(cpu_ticks "$gw"); gu0=$(user_ticks "$gw"); gd0=$(dispatch_ticks "$gw"); rd0=$(cpu_ticks "$REDIS_PID"); bk0=$(cpu_ticks "$BANK_PID"); t0=$(date +%s.%N)
+  gw0=$(cpu_ticks "$gw"); gu0=$(user_ticks "$gw"); gd0=$(dispatch_ticks "$gw"); rd0=$(cpu_ticks "$REDIS_PID"); bk0=$(backend_ticks); t0=$(date +%s.%N)
   cs0=$(ctx_switches "$gw"); rc0=$(redis_counts)
   "${PIN_CLIENT[@]}" python3 "$DRIVER" run --port "$port" --tokens "$TMP/tokens-$1-$2.json" --secret "$SECRET" \
     --seconds "$DURATION" --concurrency "$CONCURRENCY" --procs "$PROCS" >"$TMP/result-$1-$2.json" \
@@ -205,10 +230,10 @@ measure() {  # store round
     # The newest dump is this measurement's (each dump holds what was counted since the last).
     ir="$(awk '/^totals:/ { s += $2 } END { print s + 0 }' "$(ls -t "$TMP/callgrind.out.$gw".* | head -1)")"
   fi
-  # The gateway's (and redis-server's, demo-bank's) share of a core during the run. The window
+  # The gateway's (and redis-server's, the backend's) share of a core during the run. The window
   # includes the client's start-up (a few ms), so these are slight underestimates.
   python3 - "$TMP/result-$1-$2.json" "$gw0" "$(cpu_ticks "$gw")" "$rd0" "$(cpu_ticks "$REDIS_PID")" \
-    "$bk0" "$(cpu_ticks "$BANK_PID")" "$t0" "$(date +%s.%N)" "$(getconf CLK_TCK)" "$ir" "$gu0" "$(user_ticks "$gw")" "$gd0" "$(dispatch_ticks "$gw")" \
+    "$bk0" "$(backend_ticks)" "$t0" "$(date +%s.%N)" "$(getconf CLK_TCK)" "$ir" "$gu0" "$(user_ticks "$gw")" "$gd0" "$(dispatch_ticks "$gw")" \
     "$cs0" "$(ctx_switches "$gw")" "$rc0" "$(redis_counts)" <<'PY'
 import json, sys
 path, g0, g1, r0, r1, b0, b1, t0, t1, hz, ir, u0, u1, d0, d1, cs0, cs1, rc0, rc1 = sys.argv[1:]
@@ -238,16 +263,16 @@ for r in $(seq 0 $((ROUNDS - 1))); do
   if [ $((r % 2)) = 0 ]; then measure sqlite "$r"; measure redis "$r"; else measure redis "$r"; measure sqlite "$r"; fi
 done
 
-python3 - "$TMP" "$ROUNDS" "$DURATION" "$CONCURRENCY" "$PROCS" <<'EOF'
+python3 - "$TMP" "$ROUNDS" "$DURATION" "$CONCURRENCY" "$PROCS" "$WORKERS" "$BACKEND" <<'EOF'
 import json, os, statistics, sys
-tmp, rounds, duration, conc, procs = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4], sys.argv[5]
+tmp, rounds, duration, conc, procs, workers, backend = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 res = {s: [json.load(open(os.path.join(tmp, "result-%s-%d.json" % (s, r)))) for r in range(rounds)] for s in ("sqlite", "redis")}
 def med(s, k): return statistics.median(x[k] for x in res[s])
 print()
 print("step-up cycles (challenge, composite_advice start, TOTP submit, retry consumed); median of %d rounds of %s s, "
-      "%s client connections in %s processes" % (rounds, duration, conc, procs))
+      "%s client connections in %s processes, %s gateway worker(s), backend %s" % (rounds, duration, conc, procs, workers, backend))
 print()
-print("| store | cycles/s | p50 ms | p90 ms | p99 ms | gateway CPU | ms CPU/cycle (user) | of which the store's thread | redis-server CPU (ms/cycle) | demo-bank CPU | client CPU | per round (cycles/s) |")
+print("| store | cycles/s | p50 ms | p90 ms | p99 ms | gateway CPU | ms CPU/cycle (user) | of which the store's thread | redis-server CPU (ms/cycle) | backend CPU | client CPU | per round (cycles/s) |")
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |")
 for s in ("sqlite", "redis"):
     print("| %s | %.1f | %.2f | %.2f | %.2f | %.2f | %.3f (%.3f) | %.3f | %.2f (%.3f) | %.2f | %.2f | %s |" % (
