@@ -13,6 +13,10 @@
 # TLS_CERT=P (P.crt, P.key): both proxies listen with TLS, keep-alive, on one policy (TLS 1.2 and
 # 1.3, the same suites in the same order, the server's order first: bench/proxy.sh's --tls), and
 # the reports are named txgate-tls-* and nginx-tls-*. TAG=S appends S to the reports' names.
+# ROUNDS=R: no profile (PERF_DIR may be -); instead R alternating rounds of 5 s of wrk on each
+# proxy, with req/s, p99 and the CPU time a request costs the proxy's processes, their medians
+# and txgate's ratios to nginx, in OUT_DIR/compare*.txt: the same layout and TLS policy on both
+# sides, which devbench's TLS section does not give nginx.
 # Everything listens on 127.0.0.1; what it starts is stopped on exit.
 set -eu
 B="$1"; PERF="$2"; OUT="$3"; N="${4:-8}"
@@ -60,6 +64,54 @@ EOF
 
 taskset -c "$BACKEND_CORES" "$B/bin/nginx" -c "$T/backend.conf" -p "$T" -e "$T/backend.err0" & PIDS+=($!)
 wait_port 19080
+start_txgate() {
+  TXGATE_SIGNING_KEY="devbench-$(printf 'k%.0s' $(seq 40))" taskset -c "$cores" "$B/bin/txgate" serve --config "$T/txgate.json" > "$T/txgate.log" 2>&1 & PIDS+=($!)
+  wait_port 19082
+}
+start_nginx() {
+  taskset -c "$cores" "$B/bin/nginx" -c "$T/proxy.conf" -p "$T" -e "$T/proxy.err0" & PIDS+=($!)
+  wait_port 19081
+  sleep 0.3
+}
+
+if [ "${ROUNDS:-0}" -gt 0 ]; then
+  start_txgate; gw=${PIDS[-1]}
+  start_nginx; nx=${PIDS[-1]}
+  # CPU ticks so far of a proxy: txgate's process, nginx's master and workers.
+  ticks() { local s=0 p; for p in "$@"; do [ -r "/proc/$p/stat" ] && s=$((s + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat"))); done; echo "$s"; }
+  measure() {  # name port pids...
+    local name="$1" port="$2" t0 t1 out
+    shift 2
+    taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d1s "$scheme://127.0.0.1:$port/accounts" >/dev/null
+    t0=$(ticks "$@")
+    out="$(taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d5s --latency "$scheme://127.0.0.1:$port/accounts")"
+    t1=$(ticks "$@")
+    printf '%s %s %s\n' "$name" "$((t1 - t0))" "$(echo "$out" | awk '/requests in/ { n = $1 } /Requests\/sec/ { r = $2 } $1 == "99%" { p = $2 } END { print n, r, p }')"
+  }
+  for r in $(seq "$ROUNDS"); do
+    if [ $((r % 2)) = 1 ]; then order="txgate nginx"; else order="nginx txgate"; fi
+    for t in $order; do
+      if [ "$t" = txgate ]; then measure txgate 19082 "$gw"; else measure nginx 19081 "$nx" $(pgrep -P "$nx"); fi
+    done
+  done | python3 -c '
+import statistics, sys
+hz, workers, tag = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+ms = lambda v: float(v[:-2]) / 1000 if v.endswith("us") else float(v[:-2]) if v.endswith("ms") else float(v[:-1]) * 1000
+rows = {}
+for line in sys.stdin:
+    name, ticks, n, rps, p99 = line.split()
+    rows.setdefault(name, []).append((float(rps), ms(p99), int(ticks) / hz * 1e6 / int(n)))
+    print(line.strip(), flush=True)
+med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in rows.items()}
+print("\n| %s worker(s), %s | req/s | p99 ms | CPU us/req |" % (workers, "TLS" if tag.startswith("-tls") else "plain"))
+print("| --- | ---: | ---: | ---: |")
+for k in ("nginx", "txgate"):
+    print("| %s | %.0f | %.2f | %.1f |" % (k, *med[k]))
+t, g = med["txgate"], med["nginx"]
+print("txgate / nginx (medians of %d rounds): req/s %.2f, p99 %.2f, CPU %.2f" % (len(rows["txgate"]), t[0] / g[0], t[1] / g[1], t[2] / g[2]))
+' "$(getconf CLK_TCK)" "$N" "$TAG" | tee "$OUT/compare$TAG.txt"
+  exit 0
+fi
 
 profile() {  # name port
   taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d1s "$scheme://127.0.0.1:$2/accounts" >/dev/null
@@ -73,13 +125,10 @@ profile() {  # name port
   perf report -i "$T/$1.data" --children --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -150 > "$OUT/$1-children.txt"
 }
 
-TXGATE_SIGNING_KEY="devbench-$(printf 'k%.0s' $(seq 40))" taskset -c "$cores" "$B/bin/txgate" serve --config "$T/txgate.json" > "$T/txgate.log" 2>&1 & PIDS+=($!)
-wait_port 19082
+start_txgate
 profile "txgate$TAG" 19082
 kill "${PIDS[1]}"; wait "${PIDS[1]}" 2>/dev/null || true
 
-taskset -c "$cores" "$B/bin/nginx" -c "$T/proxy.conf" -p "$T" -e "$T/proxy.err0" & PIDS+=($!)
-wait_port 19081
-sleep 0.3
+start_nginx
 profile "nginx$TAG" 19081
 for f in "$OUT"/*-wrk.txt; do echo "$f: $(grep Requests/sec "$f")"; done

@@ -1,10 +1,24 @@
 #!/usr/bin/env bash
 # Issue 29's many-core measurements in one command on a lent 16-core machine, which allows 10
-# minutes a command and about 15 minutes of machine time a session: devbench's proxy table at
-# 1, 2, 4 and 8 workers, TLS at 1 and 4, the step-up cycle at 1 and 4, and, with perf in DIR,
-# the profile at 8 workers. Each section runs under its own time limit, so a section that
-# overruns costs only itself; what finished is kept in $OUT/results.tgz (one file: the device
-# tool brings back at most 8) and its tables are printed.
+# minutes a command and about 15 minutes of machine time a session. Sections, in the default
+# order (DEVICE_SECTIONS picks and orders them):
+#   scaling      the step-up cycle at 1 and 4 workers: bench/stepup.sh pinned, the client on 8
+#                cores of its own, an nginx backend (devbench's step-up section has 48
+#                connections and 6,000 users, too few for 4 workers, and demo-bank, whose one
+#                loop was busy 0.85 of a core at 5,800 cycles a second)
+#   proxy        devbench's proxy table at 1, 2, 4 and 8 workers (DEVICE_WORKERS, DEVICE_ROUNDS)
+#   proxy-c32    the same at 1 worker and 32 connections
+#   tls-same     TLS keep-alive at 1 and 4 workers, txgate and nginx on one TLS policy, 3
+#                alternating rounds (bench/devbench-profile.sh with ROUNDS)
+#   stepup       devbench's step-up section at 1 and 4 workers
+#   profile      perf at 8 workers, txgate then nginx (needs perf.tar.xz)
+#   profile-tls  perf, TLS keep-alive at 4 workers, one TLS policy
+#   profile-2    perf at 2 workers
+#   tls          devbench's TLS section at 1 and 4 workers (nginx on its own TLS defaults)
+# Each section has its own time limit and is skipped when it would end past DEVICE_BUDGET
+# seconds (default 540; the default sections take about 460); the results are packed after
+# each one into $OUT/results.tgz (one file: the device tool brings back at most 8), and the
+# tables are printed at the end. With the device tool: carry .devbench, timeout_s 590.
 #
 #   bash bench/device-run.sh [DIR]
 #
@@ -14,14 +28,7 @@
 # measure instead of the bundle's, e.g. a base build or one with symbols, `xz -k` of it),
 # tls.crt, tls.key and tls (one certificate for the TLS sections; without them one is made with
 # openssl, if the machine has it), perf.tar.xz (a perf binary and the libraries it loads, for
-# the profiles).
-# Environment: OUT (where results go; the device tool sets it, default /tmp/device-out),
-# DEVICE_SECTIONS (default "proxy tls stepup profile"; the others: "scaling", the step-up cycle
-# at 1 and 4 workers, bench/stepup.sh pinned, with the client on 8 cores of its own and an nginx
-# backend: devbench's step-up section's 48 connections and 6,000 users stop short of 4 workers'
-# rate, and its demo-bank (one loop) was busy 0.85 of a core at 5,800 cycles a second; "proxy-c32", the proxy table at 1 worker and 32 connections; "profile-tls", the profile of TLS keep-alive at 4 workers, txgate and nginx on one TLS
-# policy; "profile-2", the plain profile at 2 workers), DEVICE_WORKERS (the proxy section's
-# worker counts, default 1,2,4,8), DEVICE_ROUNDS (its rounds, default 3).
+# the profiles). OUT: where results go (the device tool sets it; default /tmp/device-out).
 #
 # Everything listens on 127.0.0.1 (devbench's layout: the proxy on the first cores, wrk on
 # 8-11, the backend on 12-15). Compare ratios within one run (txgate against nginx and HAProxy
@@ -31,7 +38,8 @@ set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="$(cd "${1:-$ROOT/.devbench}" 2>/dev/null && pwd)" || { echo "device-run.sh: no such folder: ${1:-.devbench}" >&2; exit 2; }
 OUT="${OUT:-/tmp/device-out}"
-SECTIONS="${DEVICE_SECTIONS:-proxy tls stepup profile}"
+SECTIONS="${DEVICE_SECTIONS:-scaling proxy proxy-c32 tls-same stepup profile profile-tls profile-2 tls}"
+BUDGET="${DEVICE_BUDGET:-540}"
 for f in bundle.tar.xz devbench.py; do
   [ -f "$DIR/$f" ] || { echo "device-run.sh: $DIR/$f is missing (run devbench's make-bundle.sh from the project root)" >&2; exit 2; }
 done
@@ -47,11 +55,20 @@ export PYTHONUNBUFFERED=1
 START=$(date +%s)
 echo "machine: $(nproc) cores, $(uname -r); txgate: $(LD_LIBRARY_PATH="$B/lib" "$B/bin/txgate" --version 2>&1 | head -1)" | tee "$RES/machine.txt"
 
+# fits NAME LIMIT_SECONDS: whether a section of that limit ends inside the budget; says so if not.
+fits() {
+  local left=$(( BUDGET - ($(date +%s) - START) ))
+  [ "$2" -le "$left" ] && return 0
+  echo "[$1] skipped: its limit is $2 s and $left s of the budget are left"
+  return 1
+}
+
 # section NAME LIMIT_SECONDS DEVBENCH_ARGS...: one devbench run, its JSON lines and tables in
 # $RES/NAME.txt, its log in $RES/NAME.err.
 section() {
   local name="$1" limit="$2" t0 rc
   shift 2
+  fits "$name" "$limit" || return 0
   t0=$(date +%s)
   timeout -k 5 "$limit" python3 "$DIR/devbench.py" "$B" "$@" > "$RES/$name.txt" 2> "$RES/$name.err"
   rc=$?
@@ -62,6 +79,7 @@ section() {
 limited() {
   local name="$1" limit="$2" t0 rc
   shift 2
+  fits "$name" "$limit" || return 0
   t0=$(date +%s)
   timeout -k 5 "$limit" "$@" > "$RES/$name.log" 2>&1
   rc=$?
@@ -111,21 +129,31 @@ for s in $SECTIONS; do
           BENCH_PROCS=12 BENCH_CONCURRENCY=96 BENCH_DURATION=2 BENCH_USERS=$((n == 1 ? 8000 : 16000)) \
           bash "$ROOT/bench/stepup.sh" --rounds 1
       done ;;
+    tls-same)
+      if tls_cert; then
+        for n in 1 4; do
+          limited "tls-same-w$n" 60 env TLS_CERT="$TLS_PREFIX" TAG="-w$n" ROUNDS=3 bash "$ROOT/bench/devbench-profile.sh" "$B" - "$RES" "$n"
+        done
+      else echo "[tls-same] skipped: no certificate and no openssl"; fi ;;
     profile) profile profile 8 ;;
     profile-2) profile profile-2 2 TAG=-w2 ;;
     profile-tls)
       if tls_cert; then profile profile-tls 4 TLS_CERT="$TLS_PREFIX" TAG=-w4; else echo "[profile-tls] skipped: no certificate and no openssl"; fi ;;
-    *) echo "device-run.sh: unknown section '$s' (proxy, proxy-c32, tls, stepup, scaling, profile, profile-2, profile-tls)" >&2 ;;
+    *) echo "device-run.sh: unknown section '$s' (scaling, proxy, proxy-c32, tls-same, stepup, profile, profile-tls, profile-2, tls)" >&2 ;;
   esac
+  # After each section, so that a command stopped from outside still brings back what finished.
+  tar czf "$OUT/results.tgz" -C "$RES" .
 done
 
-tar czf "$OUT/results.tgz" -C "$RES" .
 echo "all sections: $(( $(date +%s) - START )) s; results in $OUT/results.tgz"
 for s in proxy proxy-c32 tls stepup; do
   [ -s "$RES/$s.txt" ] && { echo; echo "== $s"; grep -v '^{' "$RES/$s.txt"; }
 done
 for f in "$RES"/scaling-w*.log; do
   [ -s "$f" ] && { echo; echo "== $(basename "$f" .log)"; sed -n '/^step-up cycles/,$p' "$f"; }
+done
+for f in "$RES"/compare*.txt; do
+  [ -s "$f" ] && { echo; echo "== $(basename "$f" .txt)"; sed -n '/^$/,$p' "$f"; }
 done
 for f in "$RES"/*-dso.txt; do
   [ -f "$f" ] && { echo; echo "== profile $(basename "$f" -dso.txt), by library"; head -8 "$f"; }
