@@ -63,28 +63,24 @@ fits() {
   return 1
 }
 
-# section NAME LIMIT_SECONDS DEVBENCH_ARGS...: one devbench run, its JSON lines and tables in
-# $RES/NAME.txt, its log in $RES/NAME.err.
-section() {
-  local name="$1" limit="$2" t0 rc
-  shift 2
+# timed NAME LIMIT_SECONDS OUT ERR COMMAND...: COMMAND under its own time limit, unless that
+# would pass the budget; its output in OUT, its errors in ERR (empty: in OUT too).
+timed() {
+  local name="$1" limit="$2" out="$3" err="$4" t0 rc
+  shift 4
   fits "$name" "$limit" || return 0
   t0=$(date +%s)
-  timeout -k 5 "$limit" python3 "$DIR/devbench.py" "$B" "$@" > "$RES/$name.txt" 2> "$RES/$name.err"
+  if [ -n "$err" ]; then timeout -k 5 "$limit" "$@" > "$out" 2> "$err"; else timeout -k 5 "$limit" "$@" > "$out" 2>&1; fi
   rc=$?
   echo "[$name] exit $rc after $(( $(date +%s) - t0 )) s$([ "$rc" = 124 ] && echo ' (stopped at its time limit)')"
 }
 
-# limited NAME LIMIT_SECONDS COMMAND...: COMMAND under its own time limit, its output in $RES/NAME.log.
-limited() {
-  local name="$1" limit="$2" t0 rc
-  shift 2
-  fits "$name" "$limit" || return 0
-  t0=$(date +%s)
-  timeout -k 5 "$limit" "$@" > "$RES/$name.log" 2>&1
-  rc=$?
-  echo "[$name] exit $rc after $(( $(date +%s) - t0 )) s$([ "$rc" = 124 ] && echo ' (stopped at its time limit)')"
-}
+# section NAME LIMIT_SECONDS DEVBENCH_ARGS...: one devbench run, its JSON lines and tables in
+# $RES/NAME.txt, its log in $RES/NAME.err.
+section() { local name="$1" limit="$2"; shift 2; timed "$name" "$limit" "$RES/$name.txt" "$RES/$name.err" python3 "$DIR/devbench.py" "$B" "$@"; }
+
+# limited NAME LIMIT_SECONDS COMMAND...: COMMAND, its output in $RES/NAME.log.
+limited() { local name="$1" limit="$2"; shift 2; timed "$name" "$limit" "$RES/$name.log" "" "$@"; }
 
 # The certificate of the TLS sections: DIR's, else one made here (TLS_PREFIX.crt, .key, and both in TLS_PREFIX).
 TLS_PREFIX=""

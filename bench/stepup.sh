@@ -96,8 +96,8 @@ if [ ${#BUILD[@]} -gt 0 ]; then
   for product in "${BUILD[@]}"; do swift build -c release --product "$product" >/dev/null; done
   BIN="$(swift build -c release --show-bin-path)"
 fi
-TXGATE="${TXGATE_BIN:-$BIN/txgate}"
-BANK="${DEMO_BANK_BIN:-$BIN/demo-bank}"
+TXGATE="${TXGATE_BIN:-${BIN:-}/txgate}"
+BANK="${DEMO_BANK_BIN:-${BIN:-}/demo-bank}"
 GATEWAY=("$TXGATE")
 # taskset prefixes (empty: not pinned); taskset execs the command, so $! stays the server's pid.
 PIN_GATEWAY=(); [ -z "${BENCH_GATEWAY_CORES:-}" ] || PIN_GATEWAY=(taskset -c "$BENCH_GATEWAY_CORES")
