@@ -28,7 +28,8 @@
 # measure instead of the bundle's, e.g. a base build or one with symbols, `xz -k` of it),
 # tls.crt, tls.key and tls (one certificate for the TLS sections; without them one is made with
 # openssl, if the machine has it), perf.tar.xz (a perf binary and the libraries it loads, for
-# the profiles). OUT: where results go (the device tool sets it; default /tmp/device-out).
+# the profiles): bench/device-prepare.sh writes these three. OUT: where results go (the device
+# tool sets it; default /tmp/device-out).
 #
 # Everything listens on 127.0.0.1 (devbench's layout: the proxy on the first cores, wrk on
 # 8-11, the backend on 12-15). Compare ratios within one run (txgate against nginx and HAProxy

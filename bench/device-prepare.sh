@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Adds to .devbench what bench/device-run.sh uses beside devbench's bundle (which make-bundle.sh,
+# in devbench's folder, writes there first): txgate.xz (this checkout's release build with its
+# symbols: the bundle's copy is stripped, and the profiles need them), perf.tar.xz (perf and the
+# shared libraries ldd names for it, glibc's own left out, under lib/), and one P-256
+# certificate for the TLS sections (tls.crt, tls.key, and both in tls).
+#
+#   bash bench/device-prepare.sh
+#
+# Then, with the device tool: carry .devbench, run `bash bench/device-run.sh`, timeout_s 590.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+D="$ROOT/.devbench"
+[ -f "$D/bundle.tar.xz" ] || { echo "device-prepare.sh: no $D/bundle.tar.xz: run devbench's make-bundle.sh from the project root first" >&2; exit 2; }
+cd "$ROOT"
+swift build -c release --product txgate >/dev/null
+xz -T2 -6 -c "$(swift build -c release --show-bin-path)/txgate" > "$D/txgate.xz"
+if command -v perf >/dev/null; then
+  P="$(mktemp -d)"; trap 'rm -rf "$P"' EXIT
+  mkdir -p "$P/lib"
+  cp "$(command -v perf)" "$P/"
+  ldd "$(command -v perf)" | awk '$3 ~ /^\// { print $3 }' \
+    | grep -v -E '/(libc|libm|libstdc\+\+|libgcc_s|libresolv|libpthread|libdl|librt)\.so' \
+    | xargs -I{} cp -L {} "$P/lib/"
+  tar cf - -C "$P" . | xz -T2 -6 > "$D/perf.tar.xz"
+else
+  echo "device-prepare.sh: no perf here (apt-get install linux-perf): the profile sections will be skipped" >&2
+  rm -f "$D/perf.tar.xz"
+fi
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=127.0.0.1 \
+  -addext subjectAltName=IP:127.0.0.1 -keyout "$D/tls.key" -out "$D/tls.crt" 2>/dev/null
+cat "$D/tls.crt" "$D/tls.key" > "$D/tls"
+ls -la "$D"
+du -sh "$D"
