@@ -80,8 +80,7 @@ BENCH_NAME=callgrind.sh
 SCHEME=http
 if [ "$TLS" = 1 ]; then
   SCHEME=https
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
-    -addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/key.pem" -out "$TMP/cert.pem" >"$TMP/openssl.log" 2>&1
+  bench_tls_cert "$TMP/cert.pem" "$TMP/key.pem" || exit 1
 fi
 
 # nginx_conf DIR PORT LOCATION [UPSTREAM_BLOCK] [SSL: 1]

@@ -40,7 +40,8 @@ if [ -n "${TLS_CERT:-}" ]; then
   txgate_tls=", \"tls\": {\"certificate\": \"$TLS_CERT.crt\", \"privateKey\": \"$TLS_CERT.key\"}"
 fi
 perf() { LD_LIBRARY_PATH="$PERF/lib" "$PERF/perf" "$@"; }
-wait_port() { for _ in $(seq 100); do (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null && return 0; sleep 0.1; done; echo "nothing on $1" >&2; exit 1; }
+BENCH_NAME=devbench-profile.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # wait_port, cpu_ticks
 common="events { worker_connections 8192; }
 http { access_log off; client_body_temp_path $T/cb; proxy_temp_path $T/pt; fastcgi_temp_path $T/ft; uwsgi_temp_path $T/ut; scgi_temp_path $T/st;
   keepalive_requests 100000;"
@@ -77,15 +78,13 @@ start_nginx() {
 if [ "${ROUNDS:-0}" -gt 0 ]; then
   start_txgate; gw=${PIDS[-1]}
   start_nginx; nx=${PIDS[-1]}
-  # CPU ticks so far of a proxy: txgate's process, nginx's master and workers.
-  ticks() { local s=0 p; for p in "$@"; do [ -r "/proc/$p/stat" ] && s=$((s + $(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat"))); done; echo "$s"; }
-  measure() {  # name port pids...
+  measure() {  # name port pids... (the proxy's: txgate's process, nginx's master and workers)
     local name="$1" port="$2" t0 t1 out
     shift 2
     taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d1s "$scheme://127.0.0.1:$port/accounts" >/dev/null
-    t0=$(ticks "$@")
+    t0=$(cpu_ticks "$@")
     out="$(taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d5s --latency "$scheme://127.0.0.1:$port/accounts")"
-    t1=$(ticks "$@")
+    t1=$(cpu_ticks "$@")
     printf '%s %s %s\n' "$name" "$((t1 - t0))" "$(echo "$out" | awk '/requests in/ { n = $1 } /Requests\/sec/ { r = $2 } $1 == "99%" { p = $2 } END { print n, r, p }')"
   }
   for r in $(seq "$ROUNDS"); do

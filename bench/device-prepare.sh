@@ -27,8 +27,9 @@ else
   echo "device-prepare.sh: no perf here (apt-get install linux-perf): the profile sections will be skipped" >&2
   rm -f "$D/perf.tar.xz"
 fi
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 30 -subj /CN=127.0.0.1 \
-  -addext subjectAltName=IP:127.0.0.1 -keyout "$D/tls.key" -out "$D/tls.crt" 2>/dev/null
+BENCH_NAME=device-prepare.sh
+. "$ROOT/bench/lib.sh"
+bench_tls_cert "$D/tls.crt" "$D/tls.key"
 cat "$D/tls.crt" "$D/tls.key" > "$D/tls"
 ls -la "$D"
 du -sh "$D"

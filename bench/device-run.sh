@@ -53,6 +53,8 @@ if [ -f "$DIR/txgate.xz" ]; then
   xz -dc "$DIR/txgate.xz" > "$B/bin/txgate" && chmod +x "$B/bin/txgate" || { echo "device-run.sh: $DIR/txgate.xz does not unpack" >&2; exit 1; }
 fi
 export PYTHONUNBUFFERED=1
+BENCH_NAME=device-run.sh
+. "$ROOT/bench/lib.sh"   # bench_tls_cert
 START=$(date +%s)
 echo "machine: $(nproc) cores, $(uname -r); txgate: $(LD_LIBRARY_PATH="$B/lib" "$B/bin/txgate" --version 2>&1 | head -1)" | tee "$RES/machine.txt"
 
@@ -89,8 +91,7 @@ tls_cert() {
   [ -n "$TLS_PREFIX" ] && return 0
   if [ -f "$DIR/tls.crt" ] && [ -f "$DIR/tls.key" ] && [ -f "$DIR/tls" ]; then TLS_PREFIX="$DIR/tls"; return 0; fi
   command -v openssl >/dev/null || return 1
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=127.0.0.1 \
-    -keyout "$B/tls.key" -out "$B/tls.crt" 2>/dev/null && cat "$B/tls.crt" "$B/tls.key" > "$B/tls" && TLS_PREFIX="$B/tls"
+  bench_tls_cert "$B/tls.crt" "$B/tls.key" && cat "$B/tls.crt" "$B/tls.key" > "$B/tls" && TLS_PREFIX="$B/tls"
 }
 
 # profile NAME WORKERS [VAR=VALUE...]: bench/devbench-profile.sh (txgate, then nginx) with perf from DIR.

@@ -57,6 +57,16 @@ nginx_txgate_log_format() {
 EOF
 }
 
+# bench_tls_cert CERT KEY: a self-signed P-256 certificate for 127.0.0.1 in CERT and its key in
+# KEY, as the TLS benchmarks use; says what openssl said, and fails, if it could not make them.
+bench_tls_cert() {
+  local log
+  log="$(openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 30 -subj /CN=127.0.0.1 \
+    -addext subjectAltName=IP:127.0.0.1 -keyout "$2" -out "$1" 2>&1)" && return 0
+  printf '%s\n%s: openssl could not make the bench certificate\n' "$log" "${BENCH_NAME:-bench}" >&2
+  return 1
+}
+
 # bench_password_hash [PASSWORD]: a scrypt hash of PASSWORD (default bench-password) in
 # txgate's format, at a low cost (N = 16): no benchmark measures a login, and under valgrind a
 # login at the default cost takes seconds.

@@ -364,9 +364,7 @@ declare -A NAME=([direct]="direct" [nginx]="nginx proxy_pass" [nginx-log]="nginx
 SCHEME=http
 if [ "$TLS" = 1 ]; then
   SCHEME=https
-  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 1 -subj /CN=127.0.0.1 \
-    -addext subjectAltName=IP:127.0.0.1 -keyout "$TMP/key.pem" -out "$TMP/cert.pem" >"$TMP/openssl.log" 2>&1 || {
-    cat "$TMP/openssl.log" >&2; die "openssl could not make the bench certificate"; }
+  bench_tls_cert "$TMP/cert.pem" "$TMP/key.pem" || exit 1
   suffix="(TLS)"; [ "$HANDSHAKES" = 1 ] && suffix="(TLS, new conn.)"
   for t in nginx nginx-log txgate txgate-log txgate-allow; do NAME[$t]="${NAME[$t]} $suffix"; done
   [ "$HANDSHAKES" = 1 ] && NAME[direct]="direct (new conn.)"
