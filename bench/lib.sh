@@ -80,13 +80,13 @@ print("$scrypt$ln=4,r=8,p=1$%s$%s" % (b64(salt), b64(key)))
 PY
 }
 
-# start_nginx_server NAME WORKERS PORT LOCATION: an nginx with WORKERS worker processes on
+# start_nginx_server NAME WORKERS PORT LOCATION [CORES]: an nginx with WORKERS worker processes on
 # 127.0.0.1:PORT whose `location /` is LOCATION (a `return` for a backend, a `proxy_pass
 # http://backend` for a proxy: the upstream `backend` is 127.0.0.1:$BACKEND with 64 keep-alive
 # connections), its config and logs in $TMP/NAME, access log off. Needs TMP and BACKEND set, and
 # a PIDS array (the script's processes to stop on exit), to which its PID is added; sets STARTED
 # to it and returns once it listens. As root, nginx's workers drop to an unprivileged user: TMP
-# must be readable by them (chmod 755).
+# must be readable by them (chmod 755). CORES: a taskset core list to pin it to.
 start_nginx_server() {
   local dir="$TMP/$1"; mkdir -p "$dir"
   cat >"$dir/nginx.conf" <<EOF
@@ -102,7 +102,8 @@ http {
     server { listen 127.0.0.1:$3; location / { $4 } }
 }
 EOF
-  nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' </dev/null >"$dir/out.log" 2>&1 & PIDS+=($!)
+  local pin=(); [ -z "${5:-}" ] || pin=(taskset -c "$5")
+  "${pin[@]}" nginx -p "$dir" -c "$dir/nginx.conf" -g 'daemon off;' </dev/null >"$dir/out.log" 2>&1 & PIDS+=($!)
   STARTED=$!
   wait_port "$3" "$STARTED" "nginx ($1)"
 }

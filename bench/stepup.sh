@@ -81,16 +81,16 @@ trap cleanup EXIT
 trap 'echo >&2; log "interrupted"; exit 130' INT
 trap 'exit 143' TERM
 
-BACKEND="${BENCH_BACKEND:-demo-bank}"
-case "$BACKEND" in
+BACKEND_KIND="${BENCH_BACKEND:-demo-bank}"
+case "$BACKEND_KIND" in
   demo-bank) ;;
   nginx) command -v nginx >/dev/null || PATH="$PATH:/usr/sbin"
          command -v nginx >/dev/null || { echo "stepup.sh: BENCH_BACKEND=nginx, but nginx is not installed" >&2; exit 1; } ;;
-  *) echo "stepup.sh: BENCH_BACKEND must be demo-bank or nginx (got '$BACKEND')" >&2; exit 2 ;;
+  *) echo "stepup.sh: BENCH_BACKEND must be demo-bank or nginx (got '$BACKEND_KIND')" >&2; exit 2 ;;
 esac
 BUILD=()   # what must be built here (nothing, when both binaries are given: no toolchain needed)
 [ -n "${TXGATE_BIN:-}" ] || BUILD+=(txgate)
-[ "$BACKEND" != demo-bank ] || [ -n "${DEMO_BANK_BIN:-}" ] || BUILD+=(demo-bank)
+[ "$BACKEND_KIND" != demo-bank ] || [ -n "${DEMO_BANK_BIN:-}" ] || BUILD+=(demo-bank)
 if [ ${#BUILD[@]} -gt 0 ]; then
   log "building (release): ${BUILD[*]}"
   for product in "${BUILD[@]}"; do swift build -c release --product "$product" >/dev/null; done
@@ -148,21 +148,17 @@ EOF
 
 export TXGATE_SIGNING_KEY="bench-$(python3 -c 'import secrets; print(secrets.token_hex(32))')"
 "${PIN_SERVICE[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & REDIS_PID=$!; PIDS+=($!)
-if [ "$BACKEND" = nginx ]; then
+wait_port "$REDIS_PORT" "$REDIS_PID" redis-server
+if [ "$BACKEND_KIND" = nginx ]; then
   chmod 755 "$TMP"   # nginx's workers drop to an unprivileged user when started as root
-  cat > "$TMP/bank-nginx.conf" <<EOF
-worker_processes 4; daemon off; pid $TMP/bank-nginx.pid; error_log $TMP/bank-nginx.err;
-events { worker_connections 4096; }
-http { access_log off; client_body_temp_path $TMP/cb; proxy_temp_path $TMP/pt; fastcgi_temp_path $TMP/ft;
-  uwsgi_temp_path $TMP/ut; scgi_temp_path $TMP/st; keepalive_requests 100000;
-  server { listen 127.0.0.1:$BANK_PORT; location / { default_type application/json; return 201 '{"status":"executed"}'; } } }
-EOF
-  "${PIN_SERVICE[@]}" nginx -c "$TMP/bank-nginx.conf" -e "$TMP/bank-nginx.err" >"$TMP/bank.log" 2>&1 & BANK_PID=$!; PIDS+=($!)
+  BACKEND=$BANK_PORT   # start_nginx_server's upstream block (this server proxies nothing)
+  start_nginx_server bank 4 "$BANK_PORT" \
+    "default_type application/json; return 201 '{\"status\":\"executed\"}';" "${BENCH_SERVICE_CORES:-}"
+  BANK_PID=$STARTED
 else
   "${PIN_SERVICE[@]}" "$BANK" --listen "127.0.0.1:$BANK_PORT" >"$TMP/bank.log" 2>&1 & BANK_PID=$!; PIDS+=($!)
+  wait_port "$BANK_PORT" "$BANK_PID" demo-bank
 fi
-wait_port "$REDIS_PORT" "$REDIS_PID" redis-server
-wait_port "$BANK_PORT" "$BANK_PID" "$BACKEND"
 # The backend's CPU ticks so far: its process and, for nginx, its workers.
 backend_ticks() { cpu_ticks "$BANK_PID" $(pgrep -P "$BANK_PID"); }
 "${PIN_GATEWAY[@]}" "${GATEWAY[@]}" serve --config "$TMP/sqlite.json" >"$TMP/sqlite.log" 2>&1 & SQLITE_PID=$!; PIDS+=($!)
@@ -268,7 +264,7 @@ for r in $(seq 0 $((ROUNDS - 1))); do
   if [ $((r % 2)) = 0 ]; then measure sqlite "$r"; measure redis "$r"; else measure redis "$r"; measure sqlite "$r"; fi
 done
 
-python3 - "$TMP" "$ROUNDS" "$DURATION" "$CONCURRENCY" "$PROCS" "$WORKERS" "$BACKEND" <<'EOF'
+python3 - "$TMP" "$ROUNDS" "$DURATION" "$CONCURRENCY" "$PROCS" "$WORKERS" "$BACKEND_KIND" <<'EOF'
 import json, os, statistics, sys
 tmp, rounds, duration, conc, procs, workers, backend = sys.argv[1], int(sys.argv[2]), *sys.argv[3:]
 res = {s: [json.load(open(os.path.join(tmp, "result-%s-%d.json" % (s, r)))) for r in range(rounds)] for s in ("sqlite", "redis")}
