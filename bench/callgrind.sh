@@ -89,11 +89,9 @@ nginx_conf() {
   mkdir -p "$dir"
   listen="listen 127.0.0.1:$port;"
   # TLS 1.3 as txgate: nginx before 1.23.4 (Debian 12 has 1.22) allows only up to TLS 1.2 by default.
-  # and txgate's suites in txgate's order (TLSContext.serverCipherList, serverCipherSuites).
+  # and txgate's suites in txgate's order.
   [ "$ssl" = 1 ] && listen="listen 127.0.0.1:$port ssl; ssl_certificate $TMP/cert.pem; ssl_certificate_key $TMP/key.pem; ssl_protocols TLSv1.2 TLSv1.3;
-        ssl_prefer_server_ciphers on; ssl_conf_command Options PrioritizeChaCha;
-        ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305;
-        ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;"
+        $(nginx_txgate_tls_suites)"
   cat >"$dir/nginx.conf" <<EOF
 worker_processes 1;
 master_process off;

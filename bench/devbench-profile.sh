@@ -28,20 +28,17 @@ PIDS=()
 cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$T"; }
 trap cleanup EXIT
 cores="0-$((N - 1))"
+BENCH_NAME=devbench-profile.sh
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # wait_port, cpu_ticks, nginx_txgate_tls_suites
 TAG="${TAG:-}"; scheme=http; listen_tls=""; txgate_tls=""
 if [ -n "${TLS_CERT:-}" ]; then
   [ -f "$TLS_CERT.crt" ] && [ -f "$TLS_CERT.key" ] || { echo "devbench-profile.sh: no $TLS_CERT.crt and $TLS_CERT.key" >&2; exit 2; }
   TAG="-tls$TAG"; scheme=https
   listen_tls=" ssl; ssl_certificate $TLS_CERT.crt; ssl_certificate_key $TLS_CERT.key; ssl_protocols TLSv1.2 TLSv1.3;
-    ssl_session_cache off; ssl_session_tickets off; ssl_prefer_server_ciphers on;
-    ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305;
-    ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;
-    ssl_conf_command Options PrioritizeChaCha"
+    ssl_session_cache off; ssl_session_tickets off; $(nginx_txgate_tls_suites | sed 's/;$//')"
   txgate_tls=", \"tls\": {\"certificate\": \"$TLS_CERT.crt\", \"privateKey\": \"$TLS_CERT.key\"}"
 fi
 perf() { LD_LIBRARY_PATH="$PERF/lib" "$PERF/perf" "$@"; }
-BENCH_NAME=devbench-profile.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # wait_port, cpu_ticks
 common="events { worker_connections 8192; }
 http { access_log off; client_body_temp_path $T/cb; proxy_temp_path $T/pt; fastcgi_temp_path $T/ft; uwsgi_temp_path $T/ut; scgi_temp_path $T/st;
   keepalive_requests 100000;"

@@ -57,6 +57,15 @@ nginx_txgate_log_format() {
 EOF
 }
 
+# nginx_txgate_tls_suites: nginx directives (one line) for txgate's TLS suites in txgate's order,
+# the server's order first (EventHTTP's TLSContext.serverCipherList and serverCipherSuites), so
+# that both sides negotiate the same cipher (wrk, as OpenSSL, asks for AES-256 first).
+nginx_txgate_tls_suites() {
+  echo "ssl_prefer_server_ciphers on; ssl_conf_command Options PrioritizeChaCha;" \
+    "ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305;" \
+    "ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;"
+}
+
 # bench_tls_cert CERT KEY: a self-signed P-256 certificate for 127.0.0.1 in CERT and its key in
 # KEY, as the TLS benchmarks use; says what openssl said, and fails, if it could not make them.
 bench_tls_cert() {

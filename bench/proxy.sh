@@ -285,8 +285,7 @@ $access" "    upstream backend_upstream {
 $([ "$NGINX_LOG_FORMAT" = txgate ] && nginx_txgate_log_format txgate)"
     if [ "$TLS" = 1 ]; then
       local suites=""
-      # txgate's order (EventHTTP's TLSContext.serverCipherList and serverCipherSuites).
-      [ "$NGINX_SUITES" = txgate ] && suites="\\n        ssl_prefer_server_ciphers on;\\n        ssl_ciphers ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305;\\n        ssl_conf_command Ciphersuites TLS_AES_128_GCM_SHA256:TLS_AES_256_GCM_SHA384:TLS_CHACHA20_POLY1305_SHA256;\\n        ssl_conf_command Options PrioritizeChaCha;"
+      [ "$NGINX_SUITES" = txgate ] && suites="\\n        $(nginx_txgate_tls_suites)"
       sed -i "s|listen 127.0.0.1:$port;|listen 127.0.0.1:$port ssl;\\n        ssl_certificate $TMP/cert.pem;\\n        ssl_certificate_key $TMP/key.pem;\\n        ssl_protocols TLSv1.2 TLSv1.3;$suites|" "$dir/nginx.conf"
     fi
     start_nginx "nginx proxy" "$dir"
