@@ -7,7 +7,8 @@
 bench_cleanup() {
   trap - EXIT INT TERM
   local p
-  for p in "${PIDS[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null; done
+  # A process already gone fails its kill: that must not end the cleanup (under set -e).
+  for p in "${PIDS[@]:-}"; do if [ -n "$p" ]; then kill "$p" 2>/dev/null || true; fi; done
   wait 2>/dev/null || true
   rm -rf "$TMP"
 }
