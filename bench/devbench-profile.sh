@@ -23,13 +23,12 @@ B="$1"; PERF="$2"; OUT="$3"; N="${4:-8}"
 BACKEND_CORES="${BACKEND_CORES:-12-15}"; WRK_CORES="${WRK_CORES:-8-11}"
 [ "$(nproc)" -ge 16 ] || [ "$BACKEND_CORES" != 12-15 ] || { echo "devbench-profile.sh: needs 16 cores" >&2; exit 2; }
 export LD_LIBRARY_PATH="$B/lib"
-T="$(mktemp -d)"; chmod 755 "$T"
-PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$T"; }
-trap cleanup EXIT
-cores="0-$((N - 1))"
 BENCH_NAME=devbench-profile.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # wait_port, cpu_ticks, nginx_txgate_tls_suites
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # bench_cleanup, wait_port, cpu_ticks, nginx_txgate_tls_suites
+TMP="$(mktemp -d)"; chmod 755 "$TMP"
+PIDS=()
+trap bench_cleanup EXIT
+cores="0-$((N - 1))"
 TAG="${TAG:-}"; scheme=http; listen_tls=""; txgate_tls=""
 if [ -n "${TLS_CERT:-}" ]; then
   [ -f "$TLS_CERT.crt" ] && [ -f "$TLS_CERT.key" ] || { echo "devbench-profile.sh: no $TLS_CERT.crt and $TLS_CERT.key" >&2; exit 2; }
@@ -40,34 +39,34 @@ if [ -n "${TLS_CERT:-}" ]; then
 fi
 perf() { LD_LIBRARY_PATH="$PERF/lib" "$PERF/perf" "$@"; }
 common="events { worker_connections 8192; }
-http { access_log off; client_body_temp_path $T/cb; proxy_temp_path $T/pt; fastcgi_temp_path $T/ft; uwsgi_temp_path $T/ut; scgi_temp_path $T/st;
+http { access_log off; client_body_temp_path $TMP/cb; proxy_temp_path $TMP/pt; fastcgi_temp_path $TMP/ft; uwsgi_temp_path $TMP/ut; scgi_temp_path $TMP/st;
   keepalive_requests 100000;"
 
-cat > "$T/backend.conf" <<EOF
-user root root; worker_processes 4; daemon off; pid $T/backend.pid; error_log $T/backend.err;
+cat > "$TMP/backend.conf" <<EOF
+user root root; worker_processes 4; daemon off; pid $TMP/backend.pid; error_log $TMP/backend.err;
 $common
   server { listen 127.0.0.1:19080 backlog=4096 reuseport; location / { default_type application/json; return 200 '{"accounts":[{"id":"A1","balance":"100.00"}]}\n'; } } }
 EOF
-cat > "$T/proxy.conf" <<EOF
-user root root; worker_processes $N; daemon off; pid $T/proxy.pid; error_log $T/proxy.err;
+cat > "$TMP/proxy.conf" <<EOF
+user root root; worker_processes $N; daemon off; pid $TMP/proxy.pid; error_log $TMP/proxy.err;
 $common
   upstream be { server 127.0.0.1:19080; keepalive 64; keepalive_requests 100000; }
   server { listen 127.0.0.1:19081 backlog=4096 reuseport$listen_tls; location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
 EOF
-cat > "$T/txgate.json" <<EOF
+cat > "$TMP/txgate.json" <<EOF
 {"listen": "127.0.0.1:19082", "publicUrl": "http://127.0.0.1:19082", "workers": $N,
  "upstream": {"url": "http://127.0.0.1:19080", "keepAlive": 64}, "limits": {"maxConnectionsPerClient": 0},
  "log": {"level": "warning", "access": false}$txgate_tls}
 EOF
 
-taskset -c "$BACKEND_CORES" "$B/bin/nginx" -c "$T/backend.conf" -p "$T" -e "$T/backend.err0" & PIDS+=($!)
+taskset -c "$BACKEND_CORES" "$B/bin/nginx" -c "$TMP/backend.conf" -p "$TMP" -e "$TMP/backend.err0" & PIDS+=($!)
 wait_port 19080
 start_txgate() {
-  TXGATE_SIGNING_KEY="devbench-$(printf 'k%.0s' $(seq 40))" taskset -c "$cores" "$B/bin/txgate" serve --config "$T/txgate.json" > "$T/txgate.log" 2>&1 & PIDS+=($!)
+  TXGATE_SIGNING_KEY="devbench-$(printf 'k%.0s' $(seq 40))" taskset -c "$cores" "$B/bin/txgate" serve --config "$TMP/txgate.json" > "$TMP/txgate.log" 2>&1 & PIDS+=($!)
   wait_port 19082
 }
 start_nginx() {
-  taskset -c "$cores" "$B/bin/nginx" -c "$T/proxy.conf" -p "$T" -e "$T/proxy.err0" & PIDS+=($!)
+  taskset -c "$cores" "$B/bin/nginx" -c "$TMP/proxy.conf" -p "$TMP" -e "$TMP/proxy.err0" & PIDS+=($!)
   wait_port 19081
   sleep 0.3
 }
@@ -114,11 +113,11 @@ profile() {  # name port
   taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d7s "$scheme://127.0.0.1:$2/accounts" > "$OUT/$1-wrk.txt" &
   local w=$!
   sleep 2
-  perf record -a -g -C "$cores" -F 1999 -o "$T/$1.data" -- sleep 3 2> "$T/$1.perf.err" >/dev/null
+  perf record -a -g -C "$cores" -F 1999 -o "$TMP/$1.data" -- sleep 3 2> "$TMP/$1.perf.err" >/dev/null
   wait "$w"
-  perf report -i "$T/$1.data" --no-children --sort comm,dso --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25 > "$OUT/$1-dso.txt"
-  perf report -i "$T/$1.data" --no-children --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -150 > "$OUT/$1-sym.txt"
-  perf report -i "$T/$1.data" --children --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -150 > "$OUT/$1-children.txt"
+  perf report -i "$TMP/$1.data" --no-children --sort comm,dso --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -25 > "$OUT/$1-dso.txt"
+  perf report -i "$TMP/$1.data" --no-children --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -150 > "$OUT/$1-sym.txt"
+  perf report -i "$TMP/$1.data" --children --sort sym --stdio -g none 2>/dev/null | grep -v '^#' | grep -v '^$' | head -150 > "$OUT/$1-children.txt"
 }
 
 start_txgate
