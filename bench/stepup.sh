@@ -176,12 +176,13 @@ done
 
 # User time only (clock ticks) a process has used so far (cpu_ticks, bench/lib.sh: user + system).
 user_ticks() { awk '{ sub(/^.*\) /, ""); print $12 }' "/proc/$1/stat"; }
-# CPU ticks of a process's libdispatch threads (named "...qos..."), where the SQLite store's queue
-# runs, every call, whichever of them it is on; the event loop is a thread of its own.
-dispatch_ticks() {
+# CPU ticks of the SQLite store's threads: its own (named "txgate.store"), where every SQLite call
+# runs, and the libdispatch threads (named "...qos..."), where its checkpoints run (and, in builds
+# before the store had a thread of its own, every call); the event loops are threads of their own.
+store_ticks() {
   local t sum=0 v
   for t in /proc/"$1"/task/*; do
-    grep -q qos "$t/comm" 2>/dev/null || continue
+    grep -qE 'qos|txgate\.store' "$t/comm" 2>/dev/null || continue
     v=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "$t/stat" 2>/dev/null) && sum=$((sum + v))
   done
   echo "$sum"
@@ -218,7 +219,7 @@ measure() {  # store round
     callgrind_control -z "$gw" >/dev/null 2>&1
     callgrind_control -i on "$gw" >/dev/null 2>&1
   fi
-  gw0=$(cpu_ticks "$gw"); gu0=$(user_ticks "$gw"); gd0=$(dispatch_ticks "$gw"); rd0=$(cpu_ticks "$REDIS_PID"); bk0=$(backend_ticks); t0=$(date +%s.%N)
+  gw0=$(cpu_ticks "$gw"); gu0=$(user_ticks "$gw"); gd0=$(store_ticks "$gw"); rd0=$(cpu_ticks "$REDIS_PID"); bk0=$(backend_ticks); t0=$(date +%s.%N)
   cs0=$(ctx_switches "$gw"); rc0=$(redis_counts)
   "${PIN_CLIENT[@]}" python3 "$DRIVER" run --port "$port" --tokens "$TMP/tokens-$1-$2.json" --secret "$SECRET" \
     --seconds "$DURATION" --concurrency "$CONCURRENCY" --procs "$PROCS" >"$TMP/result-$1-$2.json" \
@@ -234,7 +235,7 @@ measure() {  # store round
   # The gateway's (and redis-server's, the backend's) share of a core during the run. The window
   # includes the client's start-up (a few ms), so these are slight underestimates.
   python3 - "$TMP/result-$1-$2.json" "$gw0" "$(cpu_ticks "$gw")" "$rd0" "$(cpu_ticks "$REDIS_PID")" \
-    "$bk0" "$(backend_ticks)" "$t0" "$(date +%s.%N)" "$(getconf CLK_TCK)" "$ir" "$gu0" "$(user_ticks "$gw")" "$gd0" "$(dispatch_ticks "$gw")" \
+    "$bk0" "$(backend_ticks)" "$t0" "$(date +%s.%N)" "$(getconf CLK_TCK)" "$ir" "$gu0" "$(user_ticks "$gw")" "$gd0" "$(store_ticks "$gw")" \
     "$cs0" "$(ctx_switches "$gw")" "$rc0" "$(redis_counts)" <<'PY'
 import json, sys
 path, g0, g1, r0, r1, b0, b1, t0, t1, hz, ir, u0, u1, d0, d1, cs0, cs1, rc0, rc1 = sys.argv[1:]
@@ -282,7 +283,7 @@ for s in ("sqlite", "redis"):
         med(s, "redis_cpu"), med(s, "redis_ms_per_cycle"), med(s, "bank_cpu"), med(s, "client_cpu"),
         ", ".join(str(x["cycles_per_s"]) for x in res[s])))
 print("(CPU: cores busy on average during the run, medians; ms CPU/cycle: the gateway's; the store's thread: the")
-print("gateway's libdispatch threads, where the SQLite store runs; the machine has %d cores)" % os.cpu_count())
+print("SQLite store's own thread and the libdispatch threads of its checkpoints; the machine has %d cores)" % os.cpu_count())
 print()
 print("per cycle (medians): gateway context switches, sqlite %.2f, redis %.2f; redis-server commands %.2f, "
       "in %.2f socket reads (round trips)" % (

@@ -1,7 +1,7 @@
 import TxGateCore
 
 /// The `kv` table and the store's operations on it, run synchronously on the caller's thread
-/// (which is always the store's queue).
+/// (which is always the store's thread).
 ///
 /// `now` and expiry times are epoch milliseconds. A row whose `expires_at <= now` is treated as
 /// absent everywhere; the periodic purge only reclaims its space. Operations that read and then

@@ -11,7 +11,7 @@ struct SQLiteError: Error, CustomStringConvertible {
 
 /// One SQLite connection and the statements prepared on it.
 ///
-/// Not thread-safe, on purpose: the store touches it only from its own serial queue, so the
+/// Not thread-safe, on purpose: the store touches it only from its own thread, so the
 /// connection is opened without SQLite's mutexes.
 final class SQLiteConnection {
     private var db: OpaquePointer?

@@ -6,8 +6,8 @@ import TxGateCore
 
 /// The embedded default store: one SQLite file, durable across restarts.
 ///
-/// Every SQLite call runs on the store's own serial queue, never on an event loop, and each
-/// completion is handed to the caller's executor. One connection used serially makes every
+/// Every SQLite call runs on the store's own thread (`StoreThread`), never on an event loop, and
+/// each completion is handed to the caller's executor. One connection used serially makes every
 /// operation atomic with respect to the others in this process; the transactions keep them
 /// atomic when another process shares the file.
 ///
@@ -27,27 +27,26 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     public let path: String
     /// The time, in epoch milliseconds, every operation and purge compares expiries against.
     private let clock: @Sendable () -> Int64
-    private let queue = DispatchQueue(label: "txgate.store.sqlite")
+    private let thread = StoreThread(name: "txgate.store")
     /// The most operations one commit carries by default: a bound on how long the first waits
     /// for the last.
     public static let defaultMaxBatch = 64
     private let maxBatch: Int
-    /// Operations waiting for the queue, and whether a drain is queued to run them.
+    /// Operations waiting for the thread, and whether a drain is given to it to run them.
     private let waiting = Mutex<(jobs: [Job], draining: Bool)>(([], false))
-    private let onQueueKey = DispatchSpecificKey<Void>()
-    // @unchecked Sendable: `table` and `purgeTimer` are only touched on `queue` (or in deinit,
+    // @unchecked Sendable: `table` and `purgeTimer` are only touched on `thread` (or in deinit,
     // when nothing else can hold the store).
     private var table: KeyValueTable?
     private var purgeTimer: DispatchSourceTimer?
-    /// The minute's purge while it runs (on `queue`): where its next chunk starts, the time it
+    /// The minute's purge while it runs (on `thread`): where its next chunk starts, the time it
     /// compares expiries against, and the rows it deleted so far.
     private var purgePass: (next: String, now: Int64, deleted: Int)?
-    /// Checkpoints the log off `queue` (closed after `table`, whose connection calls it).
+    /// Checkpoints the log off `thread` (closed after `table`, whose connection calls it).
     let checkpointer: WALCheckpointer
 
     /// Opens (or creates) the store at `path`, creating its folder if needed.
     /// Throws a `ConfigError` for `store.path` that names the file and says what is wrong.
-    /// `clock` gives the current time in epoch milliseconds; it is read on the store's queue,
+    /// `clock` gives the current time in epoch milliseconds; it is read on the store's thread,
     /// once per operation and once per purge. Tests pass a clock they advance by hand.
     /// `maxBatch` bounds the operations one commit carries; 1 commits each alone (for
     /// benchmarks: `bench/store.sh` compares the two).
@@ -57,51 +56,52 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         self.path = path
         self.clock = clock
         self.maxBatch = maxBatch
-        queue.setSpecific(key: onQueueKey, value: ())
         guard !path.isEmpty else { throw ConfigError(path: "store.path", message: "must not be empty") }
         try Self.createFolder(of: path)
         try Self.restrictToOwner(path)
         do {
-            let (table, connection) = try queue.sync {
+            let (table, connection) = try thread.sync {
                 let connection = try SQLiteConnection(path: path)
                 return (try KeyValueTable(connection), connection)
             }
             // Once the file is in WAL mode (KeyValueTable). Its last step runs here, between two
             // operations; a store closed meanwhile has no connection left to checkpoint.
-            let queue = self.queue
+            let thread = self.thread
             let confined = QueueConfined(value: connection)
             let checkpointer = try WALCheckpointer(path: path) { done in
-                queue.async {
+                thread.async {
                     _ = try? confined.value.checkpointPassive()
                     done()
                 }
             }
-            try queue.sync { try checkpointer.watch(connection) }
+            try thread.sync { try checkpointer.watch(connection) }
             self.checkpointer = checkpointer
             self.table = table
         } catch let error as SQLiteError {
             throw ConfigError(path: "store.path", message: "cannot open '\(path)': \(error.message)")
         }
-        let timer = DispatchSource.makeTimerSource(queue: queue)
+        // The timer only gives the purge to the store's thread.
+        let timer = DispatchSource.makeTimerSource(queue: .global(qos: .utility))
         timer.schedule(deadline: .now() + Self.purgeInterval, repeating: Self.purgeInterval, leeway: .seconds(5))
-        timer.setEventHandler { [weak self] in self?.startPurgePass() }
+        timer.setEventHandler { [weak self] in self?.startPurge() }
         timer.resume()
         purgeTimer = timer
     }
 
     deinit {
         // Every queued operation holds the store, but the checkpointer's last step holds only
-        // the connection: the connection is closed on the queue, after any such step.
-        onQueue {
+        // the connection: the connection is closed on the thread, after any such step.
+        onThread {
             purgeTimer?.cancel()
             table?.close()
         }
         checkpointer.close()
+        thread.stop()
     }
 
     /// Finalizes the statements and closes the file. Later operations fail as unavailable.
     public func close() {
-        onQueue {
+        onThread {
             // Operations asked for before the close are done, not refused.
             while runWaiting() {}
             purgeTimer?.cancel()
@@ -115,17 +115,17 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     /// Deletes expired rows now (the store also does it every minute); returns how many.
     @discardableResult
     public func purgeExpired() throws -> Int {
-        let purged = try onQueue { try perform("purge") { table, now in try table.purge(now: now) }.get() }
+        let purged = try onThread { try perform("purge") { table, now in try table.purge(now: now) }.get() }
         self.purged(purged)
         return purged
     }
 
     /// Starts the minute's purge now (for tests: the timer starts it every minute).
     func startPurge() {
-        queue.async { [weak self] in self?.startPurgePass() }
+        thread.async { [weak self] in self?.startPurgePass() }
     }
 
-    /// The minute's purge (on `queue`): one chunk of the table a queue turn
+    /// The minute's purge (on `thread`): one chunk of the table a turn of the thread
     /// (`KeyValueTable.purgeChunk`), so that operations queued meanwhile run between chunks
     /// instead of after the whole table; the audit trail's expired records at the end. A pass
     /// still running when the timer fires again goes on alone.
@@ -146,7 +146,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
             if let next = chunk.next {
                 pass.next = next
                 purgePass = pass
-                queue.async { [weak self] in self?.purgeNextChunk() }
+                thread.async { [weak self] in self?.purgeNextChunk() }
                 return
             }
             pass.deleted += try table.purgeAudit(now: pass.now)
@@ -154,7 +154,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         purged(pass.deleted)
     }
 
-    /// After a purge: a large one leaves a large log file behind, truncated off the store's queue.
+    /// After a purge: a large one leaves a large log file behind, truncated off the store's thread.
     private func purged(_ rows: Int) {
         if rows >= Self.truncateAfterPurgedRows { checkpointer.truncate() }
     }
@@ -172,7 +172,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
                          _ done: @escaping (StoreResult<WriteOutcome>) -> Void) {
         if let problem = ConditionalWrite.problem(in: writes) {
             let reply = Completion(on: executor, done)
-            queue.async { reply(.failure(.failed(problem))) }
+            thread.async { reply(.failure(.failed(problem))) }
             return
         }
         run("writeAll", executor, done) { table, now in try table.writeAll(writes, moving: counter, now: now) }
@@ -257,12 +257,12 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         run("ping", executor, done) { table, _ in try table.checkAlive() }
     }
 
-    /// One transaction on the store's queue instead of a read and a compare-and-swap.
+    /// One transaction on the store's thread instead of a read and a compare-and-swap.
     public func decrement(_ key: String, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
         run("decrement", executor, done) { table, now in try table.decrement(key, now: now) }
     }
 
-    /// One transaction on the store's queue instead of a read and a create or compare-and-swap.
+    /// One transaction on the store's thread instead of a read and a create or compare-and-swap.
     public func raise(_ key: String, to value: UInt64, on executor: CallbackExecutor, _ done: @escaping (StoreResult<Bool>) -> Void) {
         run("raise", executor, done) { table, now in try table.raise(key, to: value, now: now) }
     }
@@ -275,7 +275,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
 
     // MARK: Running operations
 
-    /// Runs `body` on the store queue, then `done` on `executor` once what it wrote is
+    /// Runs `body` on the store's thread, then `done` on `executor` once what it wrote is
     /// committed. The queued job holds the store, so an operation finishes even if its caller
     /// lets go of the store. Internal for tests, which run operations of their own.
     func run<T: Sendable>(_ operation: String, _ executor: CallbackExecutor, _ done: @escaping (StoreResult<T>) -> Void,
@@ -290,10 +290,10 @@ public final class SQLiteStore: Store, @unchecked Sendable {
 
     // MARK: Group commit
 
-    /// An operation waiting for the queue. Run (on the queue), it says whether it failed, and
+    /// An operation waiting for the thread. Run (on the thread), it says whether it failed, and
     /// how to answer once its batch is committed or lost.
     private struct Job: @unchecked Sendable {
-        // @unchecked Sendable: made on any thread, then only run once, on the queue.
+        // @unchecked Sendable: made on any thread, then only run once, on the thread.
         let run: () -> Ran
     }
 
@@ -304,11 +304,11 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         let reply: (StoreError?) -> Void
     }
 
-    /// Holds the queue until the returned closure is called (for tests: operations queued
+    /// Holds the thread until the returned closure is called (for tests: operations queued
     /// meanwhile run as one batch).
     func hold() -> @Sendable () -> Void {
         let held = DispatchSemaphore(value: 0)
-        queue.async { held.wait() }
+        thread.async { held.wait() }
         return { held.signal() }
     }
 
@@ -319,11 +319,11 @@ public final class SQLiteStore: Store, @unchecked Sendable {
             w.draining = true
             return true
         }
-        if start { queue.async { self.drain() } }
+        if start { thread.async { self.drain() } }
     }
 
-    /// On the queue: runs what is waiting, up to `maxBatch` operations in one commit, and
-    /// queues itself again while more waits (after any other block queued meanwhile: a purge,
+    /// On the thread: runs what is waiting, up to `maxBatch` operations in one commit, and
+    /// gives itself to the thread again while more waits (after any other block given meanwhile: a purge,
     /// a checkpoint's last step).
     private func drain() {
         runWaiting()
@@ -331,10 +331,10 @@ public final class SQLiteStore: Store, @unchecked Sendable {
             if w.jobs.isEmpty { w.draining = false }
             return w.draining
         }
-        if more { queue.async { self.drain() } }
+        if more { thread.async { self.drain() } }
     }
 
-    /// On the queue: runs up to `maxBatch` of the operations waiting; says whether there were any.
+    /// On the thread: runs up to `maxBatch` of the operations waiting; says whether there were any.
     @discardableResult
     private func runWaiting() -> Bool {
         var jobs: [Job] = []
@@ -397,7 +397,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
                                   _ body: @escaping @Sendable (KeyValueTable, Int64, Int64) throws -> T) {
         guard ttlMs > 0 else {
             let reply = Completion(on: executor, done)
-            queue.async { reply(.failure(.failed("\(operation): ttlMs must be more than 0, got \(ttlMs)"))) }
+            thread.async { reply(.failure(.failed("\(operation): ttlMs must be more than 0, got \(ttlMs)"))) }
             return
         }
         run(operation, executor, done) { table, now in try body(table, now, KeyValueTable.expiry(now: now, ttlMs: ttlMs)) }
@@ -415,7 +415,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         run(operation, ttlMs: ttlMs, executor, done) { table, now, expiresAt in try body(table, now, expiresAt) }
     }
 
-    /// Must be called on the queue. The clock is read here, when the operation runs.
+    /// Must be called on the thread. The clock is read here, when the operation runs.
     private func perform<T>(_ operation: String, _ body: (KeyValueTable, Int64) throws -> T) -> StoreResult<T> {
         guard let table else { return .failure(.unavailable("sqlite '\(path)': \(operation): the store is closed")) }
         do {
@@ -442,9 +442,8 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     /// The wall clock in epoch milliseconds: the default clock.
     @Sendable public static func wallClockMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
 
-    private func onQueue<T>(_ body: () throws -> T) rethrows -> T {
-        if DispatchQueue.getSpecific(key: onQueueKey) != nil { return try body() }
-        return try queue.sync(execute: body)
+    private func onThread<T>(_ body: () throws -> T) rethrows -> T {
+        try thread.sync(body)
     }
 
     /// `mkdir -p` for the file's folder, with errors that say which folder and why.

@@ -8,12 +8,12 @@ import Synchronization
 ///
 /// SQLite's automatic checkpoint runs inside the commit that crosses its threshold (1000 pages):
 /// that one operation then copies the whole log and syncs the file, and every request queued
-/// behind it on the store's queue waits (the step-up cycle's p99 on SQLite was 2 to 3 times its
+/// behind it on the store's thread waits (the step-up cycle's p99 on SQLite was 2 to 3 times its
 /// p90). Here the store's connection turns automatic checkpoints off; its WAL hook, told the
 /// log's size after each commit, starts a checkpoint once the log passes the same threshold:
 /// - a passive checkpoint on this queue, on a second connection, copies the bulk of the log and
 ///   syncs the file while the store goes on writing;
-/// - then `finish` (the store's own connection, on the store's queue, between two operations)
+/// - then `finish` (the store's own connection, on the store's thread, between two operations)
 ///   checkpoints the few pages written meanwhile, so that the log is wholly copied and the next
 ///   write starts it over. Passive checkpoints alone, beside a writer that never pauses, never
 ///   catch up, and the log grows without end; a blocking (RESTART) one from here would hold every
@@ -26,7 +26,7 @@ final class WALCheckpointer: @unchecked Sendable {
     private let queue = DispatchQueue(label: "txgate.store.sqlite.checkpoint")
     // @unchecked Sendable: `connection` is only touched on `queue`.
     private var connection: SQLiteConnection?
-    /// Runs the last step on the store's queue, then calls its argument.
+    /// Runs the last step on the store's thread, then calls its argument.
     private let finish: @Sendable (@escaping @Sendable () -> Void) -> Void
     private let pending = Atomic<Bool>(false)
     /// Checkpoints run to the end (for tests).
@@ -54,7 +54,7 @@ final class WALCheckpointer: @unchecked Sendable {
         store.onWALCommit(self)
     }
 
-    /// After a commit on the store's connection (on the store's queue): the log has `pages` pages.
+    /// After a commit on the store's connection (on the store's thread): the log has `pages` pages.
     func committed(pages: Int32) {
         commits.add(1, ordering: .relaxed)
         guard pages >= Self.thresholdPages,
@@ -140,7 +140,7 @@ extension SQLiteConnection {
     }
 }
 
-/// A value that crosses to another thread only to be used back on the queue it belongs to (the
+/// A value that crosses to another thread only to be used back on the thread it belongs to (the
 /// store's connection, in `WALCheckpointer`'s last step).
 struct QueueConfined<T>: @unchecked Sendable {
     let value: T

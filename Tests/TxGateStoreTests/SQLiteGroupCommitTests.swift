@@ -5,7 +5,7 @@ import TxGateCore
 import TestSupport
 @testable import TxGateStore
 
-/// A store call started now, answered later: operations started while the store's queue is
+/// A store call started now, answered later: operations started while the store's thread is
 /// held (`SQLiteStore.hold`) run as one batch when it is let go.
 private final class Started<T: Sendable>: @unchecked Sendable {
     // @unchecked: `result` is written once, before `group` is left, and read after.

@@ -1,5 +1,5 @@
 /// A completion on its way back to the executor of the caller that asked, through another
-/// thread (a store's queue, an email lane): Sendable, so that it may travel there.
+/// thread (a store's thread, an email lane): Sendable, so that it may travel there.
 // @unchecked Sendable: `done` is never called here, only handed to `executor.execute`, which
 // runs it on the caller's executor (the CallbackExecutor contract); `Value` is Sendable.
 public struct Completion<Value: Sendable>: @unchecked Sendable {

@@ -1,0 +1,82 @@
+import Dispatch
+import Foundation
+import Synchronization
+import Testing
+import TestSupport
+@testable import TxGateStore
+
+/// What blocks on the thread saw.
+private final class Seen: Sendable {
+    let running = Atomic<Int>(0)
+    let overlapped = Atomic<Bool>(false)
+    let offThread = Atomic<Bool>(false)
+    let ran = Atomic<Int>(0)
+}
+
+@Suite struct StoreThreadTests {
+    /// A name no other thread of the test process has, as the kernel keeps it (15 bytes).
+    private static func uniqueName() -> String { "txg-t-" + String(UInt32.random(in: 0...UInt32.max), radix: 16) }
+
+    /// The kernel's names of this process's threads.
+    private static func threadNames() -> [String] {
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .newlines) }
+    }
+
+    @Test func blocksRunOneAtATimeInTheOrderGivenOnTheNamedThread() async throws {
+        let name = Self.uniqueName()
+        let thread = StoreThread(name: name)
+        defer { thread.stop() }
+        #expect(Self.threadNames().filter { $0 == name }.count == 1)
+        #expect(!thread.isCurrent)
+        let ran = Collected<(producer: Int, index: Int)>()
+        let seen = Seen()
+        // Four producers at once, each giving its blocks in order.
+        DispatchQueue.concurrentPerform(iterations: 4) { producer in
+            for index in 0..<500 {
+                thread.async {
+                    if seen.running.add(1, ordering: .relaxed).newValue != 1 { seen.overlapped.store(true, ordering: .relaxed) }
+                    if !thread.isCurrent { seen.offThread.store(true, ordering: .relaxed) }
+                    ran.append((producer, index))
+                    seen.running.subtract(1, ordering: .relaxed)
+                }
+            }
+        }
+        thread.sync {}
+        let items = ran.items
+        #expect(items.count == 2000)
+        let overlapped = seen.overlapped.load(ordering: .relaxed), offThread = seen.offThread.load(ordering: .relaxed)
+        #expect(!overlapped)
+        #expect(!offThread)
+        for producer in 0..<4 {
+            #expect(items.filter { $0.producer == producer }.map(\.index) == Array(0..<500))
+        }
+    }
+
+    @Test func syncAnswersRethrowsAndRunsInPlaceOnTheThread() throws {
+        let thread = StoreThread(name: Self.uniqueName())
+        defer { thread.stop() }
+        struct Refused: Error, Equatable {}
+        for i in 0..<1000 { #expect(thread.sync { i * 2 } == i * 2) }
+        #expect(throws: Refused.self) { try thread.sync { throw Refused() } }
+        // Called on the thread itself, it runs in place instead of waiting for itself.
+        let nested = thread.sync { thread.isCurrent && thread.sync { thread.isCurrent } }
+        #expect(nested)
+    }
+
+    @Test func stopRunsWhatWasGivenThenEndsTheThread() async throws {
+        let name = Self.uniqueName()
+        let thread = StoreThread(name: name)
+        let seen = Seen()
+        let held = DispatchSemaphore(value: 0)
+        thread.async { held.wait() }
+        for _ in 0..<100 { thread.async { seen.ran.add(1, ordering: .relaxed) } }
+        thread.stop()
+        held.signal()
+        for _ in 0..<500 where Self.threadNames().contains(name) { try await Task.sleep(nanoseconds: 10_000_000) }
+        #expect(!Self.threadNames().contains(name))
+        let ran = seen.ran.load(ordering: .relaxed)
+        #expect(ran == 100)
+    }
+}
