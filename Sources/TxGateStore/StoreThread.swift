@@ -8,7 +8,8 @@ import Glibc
 /// batch (three took turns in the step-up cycle). This thread sleeps on one condition variable,
 /// only when nothing is waiting; what is given while it runs is taken when the turn ends,
 /// without a wake-up. The store's thread spends 7 % less a step-up cycle, the gateway 4 % (1
-/// worker, six alternated runs: bench/RESULTS.md, twenty-second attempt). Dispatch has no serial
+/// worker), and the store takes 1.13× the cycles a second with 4 loops feeding it (its ceiling,
+/// `bench/store-bench`; bench/RESULTS.md, twenty-second attempt). Dispatch has no serial
 /// executor bound to one thread, hence this one.
 final class StoreThread: @unchecked Sendable {
     // @unchecked Sendable: `blocks`, `spare`, `sleeping` and `stopping` are only touched with
