@@ -100,9 +100,9 @@ let package = Package(
             "EventHTTP", "TxGateCore", "TxGateCrypto", .product(name: "ArgumentParser", package: "swift-argument-parser"),
         ]),
 
-        // A store alone under the step-up cycle's calls (`bench/store.sh`).
+        // A store alone under the step-up cycle's calls (`bench/store.sh`), on the gateway's allocator.
         .executableTarget(name: "store-bench", dependencies: [
-            "TxGateStore", "TxGateRedis", "TxGateCore", "EventHTTP", .product(name: "Logging", package: "swift-log"),
+            "TxGateStore", "TxGateRedis", "TxGateCore", "EventHTTP", "CMimalloc", .product(name: "Logging", package: "swift-log"),
         ], path: "bench/store-bench"),
 
         // Helpers every test target shares: ports, temp folders, spawned processes, a raw HTTP
