@@ -9,8 +9,8 @@
 #
 # `bench/store-bench` (built here, release, on the gateway's allocator) makes the store calls of
 # the gateway's step-up cycle (6 calls, 4 of them writes) as fast as the store answers, with
-# `--workers` executors standing for the gateway's event loops and each `--concurrency` value of
-# cycles in flight. The SQLite store runs every SQLite call on one thread and redis-server runs
+# `--workers` event loops standing for the gateway's and each `--concurrency` value of cycles in
+# flight. The SQLite store runs every SQLite call on one thread and redis-server runs
 # on one: the cycles a second each takes are the most any number of gateway workers sharing it
 # can do (bench/stepup.sh measures the whole gateway). Each round uses a fresh file or key prefix; the temp dir and redis-server
 # are removed on exit. Figures: medians of the rounds.

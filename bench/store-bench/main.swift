@@ -1,9 +1,8 @@
 // A store alone under the step-up cycle's calls, as fast as it will go: `bench/store.sh` runs
-// it. `--workers` executors standing for the gateway's event loops (serial queues for SQLite;
-// event loops, each with its own connection, for Redis), `--concurrency` cycles in flight at
-// once spread over them; each cycle makes the store calls the gateway's step-up cycle makes (6,
-// 4 of them writes), with the gateway's key names (so Redis fences what the gateway's Redis
-// store fences): the session read; the challenge (the record and the pending index created and
+// it. `--workers` event loops standing for the gateway's (each with its own connection for
+// Redis), `--concurrency` cycles in flight at once spread over them; each cycle makes the store
+// calls the gateway's step-up cycle makes (6, 4 of them writes), with the gateway's key names
+// (so Redis fences what the gateway's Redis store fences): the session read; the challenge (the record and the pending index created and
 // the subject's count raised, in one step); the journey start (the record read); the code (the
 // TOTP step raised unless a lockout is there, then the record swapped to COMPLETED with its
 // audit entry and the count lowered, in one step); the retry (the record taken with its audit
@@ -60,16 +59,6 @@ func fail(_ message: String) -> Never {
     exit(2)
 }
 
-/// A serial queue standing for one gateway worker's event loop.
-final class Worker: CallbackExecutor, Sendable {
-    private let queue: DispatchQueue
-    init(_ id: Int) { queue = DispatchQueue(label: "store-bench.worker.\(id)") }
-    func execute(_ work: @escaping () -> Void) {
-        nonisolated(unsafe) let work = work
-        queue.async { work() }
-    }
-}
-
 /// The cycles done, the ones that went wrong, and when to stop.
 final class Run: Sendable {
     let done = Atomic<Int>(0)
@@ -94,15 +83,17 @@ let probe = malloc(16)
 guard mi_is_in_heap_region(probe) else { fail("mimalloc is linked but does not serve malloc") }
 free(probe)
 let store: Store
-let executors: [CallbackExecutor]
-var loops: [EventLoop] = []
+// The gateway's workers: an event loop each, on a thread of its own, where every store call is
+// made and answered.
+let loops = (0..<options.workers).map { _ in EventLoop() }
+let executors: [CallbackExecutor] = loops
 if options.redis.isEmpty {
     do {
         store = try SQLiteStore(path: options.path, maxBatch: options.maxBatch)
     } catch {
         fail("\(error)")
     }
-    executors = (0..<options.workers).map(Worker.init)
+    for loop in loops { Thread { loop.run() }.start() }
 } else {
     let parts = options.redis.split(separator: ":")
     guard parts.count == 2, let port = Int(parts[1]) else { fail("--redis: HOST:PORT, got '\(options.redis)'") }
@@ -110,14 +101,11 @@ if options.redis.isEmpty {
     logger.logLevel = .warning
     let redis = RedisStore(url: RedisURL(host: String(parts[0]), port: port), keyPrefix: "bench:", timeoutMs: 2000,
                            fenced: .oneShot, logger: logger)
-    for _ in 0..<options.workers {
-        let loop = EventLoop()
+    for loop in loops {
         redis.attach(to: loop)
         Thread { loop.run() }.start()
-        loops.append(loop)
     }
     store = redis
-    executors = loops
     // Every connection fenced and ready before the clock starts.
     for loop in loops {
         let ready = DispatchSemaphore(value: 0)
