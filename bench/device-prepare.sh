@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Adds to .devbench what bench/device-run.sh uses beside devbench's bundle (which make-bundle.sh,
 # in devbench's folder, writes there first): txgate.xz (this checkout's release build with its
-# symbols: the bundle's copy is stripped, and the profiles need them), perf.tar.xz (perf and the
+# symbols: the bundle's copy is stripped, and the profiles need them), store-bench.xz (the
+# stores' ceilings, bench/store.sh's; it needs no library the bundle's txgate does not), perf.tar.xz (perf and the
 # shared libraries ldd names for it, glibc's own left out, under lib/), and one P-256
 # certificate for the TLS sections (tls.crt, tls.key, and both in tls).
 #
@@ -14,7 +15,9 @@ D="$ROOT/.devbench"
 [ -f "$D/bundle.tar.xz" ] || { echo "device-prepare.sh: no $D/bundle.tar.xz: run devbench's make-bundle.sh from the project root first" >&2; exit 2; }
 cd "$ROOT"
 swift build -c release --product txgate >/dev/null
+swift build -c release --product store-bench >/dev/null
 xz -T2 -6 -c "$(swift build -c release --show-bin-path)/txgate" > "$D/txgate.xz"
+xz -T2 -6 -c "$(swift build -c release --show-bin-path)/store-bench" > "$D/store-bench.xz"
 if command -v perf >/dev/null; then
   P="$(mktemp -d)"; trap 'rm -rf "$P"' EXIT
   mkdir -p "$P/lib"

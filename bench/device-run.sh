@@ -6,6 +6,9 @@
 #                cores of its own, an nginx backend (devbench's step-up section has 48
 #                connections and 6,000 users, too few for 4 workers, and demo-bank, whose one
 #                loop was busy 0.85 of a core at 5,800 cycles a second)
+#   store        the stores' ceilings (bench/store.sh: 4 loops on cores 0-3, 64 cycles in flight,
+#                redis-server on core 12; needs store-bench.xz): what 4 workers sharing a store
+#                can reach at most, against the scaling section's 1-worker rate
 #   proxy        devbench's proxy table at 1, 2, 4 and 8 workers (DEVICE_WORKERS, DEVICE_ROUNDS)
 #   proxy-c32    the same at 1 worker and 32 connections
 #   tls-same     TLS keep-alive at 1 and 4 workers, txgate and nginx on one TLS policy, 3
@@ -16,7 +19,7 @@
 #   profile-2    perf at 2 workers
 #   tls          devbench's TLS section at 1 and 4 workers (nginx on its own TLS defaults)
 # Each section has its own time limit and is skipped when it would end past DEVICE_BUDGET
-# seconds (default 540; the default sections take about 460); the results are packed after
+# seconds (default 540; the default sections take about 490); the results are packed after
 # each one into $OUT/results.tgz (one file: the device tool brings back at most 8), and the
 # tables are printed at the end. With the device tool: carry .devbench, timeout_s 590.
 #
@@ -28,7 +31,7 @@
 # measure instead of the bundle's, e.g. a base build or one with symbols, `xz -k` of it),
 # tls.crt, tls.key and tls (one certificate for the TLS sections; without them one is made with
 # openssl, if the machine has it), perf.tar.xz (a perf binary and the libraries it loads, for
-# the profiles): bench/device-prepare.sh writes these three. OUT: where results go (the device
+# the profiles), store-bench.xz (the store section's): bench/device-prepare.sh writes these four. OUT: where results go (the device
 # tool sets it; default /tmp/device-out).
 #
 # Everything listens on 127.0.0.1 (devbench's layout: the proxy on the first cores, wrk on
@@ -39,7 +42,7 @@ set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="$(cd "${1:-$ROOT/.devbench}" 2>/dev/null && pwd)" || { echo "device-run.sh: no such folder: ${1:-.devbench}" >&2; exit 2; }
 OUT="${OUT:-/tmp/device-out}"
-SECTIONS="${DEVICE_SECTIONS:-scaling proxy proxy-c32 tls-same stepup profile profile-tls profile-2 tls}"
+SECTIONS="${DEVICE_SECTIONS:-scaling store proxy proxy-c32 tls-same stepup profile profile-tls profile-2 tls}"
 BUDGET="${DEVICE_BUDGET:-540}"
 for f in bundle.tar.xz devbench.py; do
   [ -f "$DIR/$f" ] || { echo "device-run.sh: $DIR/$f is missing (run devbench's make-bundle.sh from the project root)" >&2; exit 2; }
@@ -105,6 +108,17 @@ profile() {
   limited "$name" 60 env "$@" bash "$ROOT/bench/devbench-profile.sh" "$B" "$P" "$RES" "$workers"
 }
 
+# The bundle's servers need its libraries; the client (python3) must not get them: wrappers in
+# $W that set them for each.
+W="$B/wrapped"
+wrap() {
+  [ -d "$W" ] && return 0
+  mkdir -p "$W"
+  for b in txgate nginx redis-server; do
+    printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$B/lib" "$B/bin/$b" > "$W/$b"; chmod +x "$W/$b"
+  done
+}
+
 for s in $SECTIONS; do
   case "$s" in
     proxy) section proxy 200 --workers "${DEVICE_WORKERS:-1,2,4,8}" --rounds "${DEVICE_ROUNDS:-3}" --seconds 3 --sections proxy ;;
@@ -115,11 +129,7 @@ for s in $SECTIONS; do
       section tls 70 --workers 1,4 --rounds 1 --seconds 3 --sections tls ${cert[@]+"${cert[@]}"} ;;
     stepup) section stepup 150 --workers 1,4 --sections stepup ;;
     scaling)
-      # The bundle's servers need its libraries; the client (python3) must not get them.
-      W="$B/wrapped"; mkdir -p "$W"
-      for b in txgate nginx redis-server; do
-        printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$B/lib" "$B/bin/$b" > "$W/$b"; chmod +x "$W/$b"
-      done
+      wrap
       # 2 s a store, three codes a user: 8,000 users allow 12,000 cycles/s, 16,000 allow 24,000.
       for n in 1 4; do
         limited "scaling-w$n" 120 env PATH="$W:$PATH" TXGATE_BIN="$W/txgate" BENCH_BACKEND=nginx \
@@ -127,6 +137,14 @@ for s in $SECTIONS; do
           BENCH_PROCS=12 BENCH_CONCURRENCY=96 BENCH_DURATION=2 BENCH_USERS=$((n == 1 ? 8000 : 16000)) \
           bash "$ROOT/bench/stepup.sh" --rounds 1
       done ;;
+    store)
+      if [ -f "$DIR/store-bench.xz" ]; then
+        wrap
+        xz -dc "$DIR/store-bench.xz" > "$B/bin/store-bench" && chmod +x "$B/bin/store-bench"
+        printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$B/lib" "$B/bin/store-bench" > "$W/store-bench"; chmod +x "$W/store-bench"
+        limited store 60 env PATH="$W:$PATH" STORE_BENCH_BIN="$W/store-bench" STORE_CORES=0-3 REDIS_CORES=12 \
+          bash "$ROOT/bench/store.sh" --rounds 3 --seconds 2 --workers 4 --concurrency 64
+      else echo "[store] skipped: no $DIR/store-bench.xz (bench/device-prepare.sh writes it)"; fi ;;
     tls-same)
       if tls_cert; then
         for n in 1 4; do
@@ -137,7 +155,7 @@ for s in $SECTIONS; do
     profile-2) profile profile-2 2 TAG=-w2 ;;
     profile-tls)
       if tls_cert; then profile profile-tls 4 TLS_CERT="$TLS_PREFIX" TAG=-w4; else echo "[profile-tls] skipped: no certificate and no openssl"; fi ;;
-    *) echo "device-run.sh: unknown section '$s' (scaling, proxy, proxy-c32, tls-same, stepup, profile, profile-tls, profile-2, tls)" >&2 ;;
+    *) echo "device-run.sh: unknown section '$s' (scaling, store, proxy, proxy-c32, tls-same, stepup, profile, profile-tls, profile-2, tls)" >&2 ;;
   esac
   # After each section, so that a command stopped from outside still brings back what finished.
   tar czf "$OUT/results.tgz" -C "$RES" .
@@ -147,6 +165,7 @@ echo "all sections: $(( $(date +%s) - START )) s; results in $OUT/results.tgz"
 for s in proxy proxy-c32 tls stepup; do
   [ -s "$RES/$s.txt" ] && { echo; echo "== $s"; grep -v '^{' "$RES/$s.txt"; }
 done
+[ -s "$RES/store.log" ] && { echo; echo "== store"; grep -v '^\[store\]' "$RES/store.log"; }
 for f in "$RES"/scaling-w*.log; do
   [ -s "$f" ] && { echo; echo "== $(basename "$f" .log)"; sed -n '/^step-up cycles/,$p' "$f"; }
 done

@@ -10,10 +10,14 @@
 # `bench/store-bench` (built here, release, on the gateway's allocator) makes the store calls of
 # the gateway's step-up cycle (6 calls, 4 of them writes) as fast as the store answers, with
 # `--workers` event loops standing for the gateway's and each `--concurrency` value of cycles in
-# flight. The SQLite store runs every SQLite call on one thread and redis-server runs
-# on one: the cycles a second each takes are the most any number of gateway workers sharing it
-# can do (bench/stepup.sh measures the whole gateway). Each round uses a fresh file or key prefix; the temp dir and redis-server
-# are removed on exit. Figures: medians of the rounds.
+# flight. The SQLite store runs every SQLite call on one thread and redis-server runs on one:
+# the cycles a second each takes are the most any number of gateway workers sharing it can do
+# (bench/stepup.sh measures the whole gateway). Each round uses a fresh file or key prefix; the
+# temp dir and redis-server are removed on exit. Figures: medians of the rounds.
+#
+# Environment: STORE_BENCH_BIN (this store-bench instead of building one: no Swift toolchain
+# needed), STORE_CORES and REDIS_CORES (taskset core lists for store-bench and redis-server:
+# bench/device-run.sh's store section).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -27,7 +31,7 @@ while [ $# -gt 0 ]; do
     --seconds) SECONDS_PER="${2:?--seconds needs a number}"; shift ;;
     --workers) WORKERS="${2:?--workers needs a number}"; shift ;;
     --concurrency) LEVELS="${2:?--concurrency needs a list}"; shift ;;
-    -h|--help) sed -n '2,14p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "store.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
@@ -37,17 +41,30 @@ for v in $ROUNDS $WORKERS $LEVELS; do
 done
 [[ "$SECONDS_PER" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo "store.sh: --seconds '$SECONDS_PER' is not a number" >&2; exit 2; }
 
-echo "[store] building (release)" >&2
-swift build -c release --product store-bench >/dev/null
-BENCH="$(swift build -c release --show-bin-path)/store-bench"
+if [ -n "${STORE_BENCH_BIN:-}" ]; then
+  BENCH="$STORE_BENCH_BIN"
+else
+  echo "[store] building (release)" >&2
+  swift build -c release --product store-bench >/dev/null
+  BENCH="$(swift build -c release --show-bin-path)/store-bench"
+fi
+PIN_BENCH=(); [ -z "${STORE_CORES:-}" ] || PIN_BENCH=(taskset -c "$STORE_CORES")
+PIN_REDIS=(); [ -z "${REDIS_CORES:-}" ] || PIN_REDIS=(taskset -c "$REDIS_CORES")
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-store.XXXXXX")"
 REDIS_PID=""
 trap '[ -n "$REDIS_PID" ] && kill "$REDIS_PID" 2>/dev/null; wait 2>/dev/null; rm -rf "$TMP"' EXIT
 BENCH_NAME=store.sh
 . "$ROOT/bench/lib.sh"
 REDIS_PORT=$(free_port)
-redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & REDIS_PID=$!
-for _ in $(seq 1 100); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.05; done
+"${PIN_REDIS[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & REDIS_PID=$!
+wait_port "$REDIS_PORT" "$REDIS_PID" redis-server
+# FLUSHALL without redis-cli, which a machine given only the bench bundle lacks.
+redis_flush() {
+  python3 -c 'import socket, sys
+s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
+s.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")
+assert s.recv(64).startswith(b"+OK"), "FLUSHALL refused"' "$REDIS_PORT"
+}
 
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate which goes first, so that neither always runs on a warmer (or busier) machine.
@@ -55,18 +72,18 @@ for r in $(seq 1 "$ROUNDS"); do
   for c in $LEVELS; do
     for b in $order; do
       rm -f "$TMP"/s.db*
-      "$BENCH" --path "$TMP/s.db" --seconds "$SECONDS_PER" --workers "$WORKERS" --concurrency "$c" --max-batch "$b" \
+      "${PIN_BENCH[@]}" "$BENCH" --path "$TMP/s.db" --seconds "$SECONDS_PER" --workers "$WORKERS" --concurrency "$c" --max-batch "$b" \
         | tee -a "$TMP/results.jsonl" | sed 's/^/[store] /' >&2
     done
     # Redis: redis-server's CPU over the whole run (its start-up and the connections' fencing
     # included, a few ms), per cycle.
     r0=$(cpu_ticks "$REDIS_PID"); t0=$(date +%s.%N)
-    out=$("$BENCH" --redis "127.0.0.1:$REDIS_PORT" --seconds "$SECONDS_PER" --workers "$WORKERS" --concurrency "$c" 2>/dev/null)
+    out=$("${PIN_BENCH[@]}" "$BENCH" --redis "127.0.0.1:$REDIS_PORT" --seconds "$SECONDS_PER" --workers "$WORKERS" --concurrency "$c" 2>/dev/null)
     r1=$(cpu_ticks "$REDIS_PID"); t1=$(date +%s.%N)
     python3 -c 'import json, sys; d = json.loads(sys.argv[1]); hz = int(sys.argv[4]); t = (int(sys.argv[3]) - int(sys.argv[2])) / hz
 d["redis_ms_per_cycle"] = round(t * 1000 / max(1, d["cycles"]), 4); d["redis_cores"] = round(t / (float(sys.argv[6]) - float(sys.argv[5])), 2)
 print(json.dumps(d))' "$out" "$r0" "$r1" "$(getconf CLK_TCK)" "$t0" "$t1" | tee -a "$TMP/results.jsonl" | sed 's/^/[store] /' >&2
-    redis-cli -p "$REDIS_PORT" flushall >/dev/null
+    redis_flush
   done
 done
 
