@@ -27,7 +27,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     public let path: String
     /// The time, in epoch milliseconds, every operation and purge compares expiries against.
     private let clock: @Sendable () -> Int64
-    private let thread = StoreThread(name: "txgate.store")
+    private let thread: StoreThread
     /// The most operations one commit carries by default: a bound on how long the first waits
     /// for the last.
     public static let defaultMaxBatch = 64
@@ -50,12 +50,23 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     /// once per operation and once per purge. Tests pass a clock they advance by hand.
     /// `maxBatch` bounds the operations one commit carries; 1 commits each alone (for
     /// benchmarks: `bench/store.sh` compares the two).
-    public init(path: String, clock: @escaping @Sendable () -> Int64 = SQLiteStore.wallClockMs,
-                maxBatch: Int = SQLiteStore.defaultMaxBatch) throws {
+    public convenience init(path: String, clock: @escaping @Sendable () -> Int64 = SQLiteStore.wallClockMs,
+                            maxBatch: Int = SQLiteStore.defaultMaxBatch) throws {
+        try self.init(path: path, clock: clock, maxBatch: maxBatch, threadName: "txgate.store")
+    }
+
+    /// `threadName`: the store's thread's (tests give each store a name of its own).
+    init(path: String, clock: @escaping @Sendable () -> Int64, maxBatch: Int, threadName: String) throws {
         precondition(maxBatch >= 1, "SQLiteStore: maxBatch must be at least 1")
         self.path = path
         self.clock = clock
         self.maxBatch = maxBatch
+        let thread = StoreThread(name: threadName)
+        self.thread = thread
+        // A store that fails to open leaves no thread behind (its deinit, which stops it, does
+        // not run then).
+        var opened = false
+        defer { if !opened { thread.stop() } }
         guard !path.isEmpty else { throw ConfigError(path: "store.path", message: "must not be empty") }
         try Self.createFolder(of: path)
         try Self.restrictToOwner(path)
@@ -66,7 +77,6 @@ public final class SQLiteStore: Store, @unchecked Sendable {
             }
             // Once the file is in WAL mode (KeyValueTable). Its last step runs here, between two
             // operations; a store closed meanwhile has no connection left to checkpoint.
-            let thread = self.thread
             let confined = QueueConfined(value: connection)
             let checkpointer = try WALCheckpointer(path: path) { done in
                 thread.async {
@@ -86,6 +96,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
         timer.setEventHandler { [weak self] in self?.startPurge() }
         timer.resume()
         purgeTimer = timer
+        opened = true
     }
 
     deinit {
@@ -323,8 +334,8 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     }
 
     /// On the thread: runs what is waiting, up to `maxBatch` operations in one commit, and
-    /// gives itself to the thread again while more waits (after any other block given meanwhile: a purge,
-    /// a checkpoint's last step).
+    /// gives itself to the thread again while more waits (after any other block given
+    /// meanwhile: a purge, a checkpoint's last step).
     private func drain() {
         runWaiting()
         let more = waiting.withLock { w in

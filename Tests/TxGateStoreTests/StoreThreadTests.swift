@@ -3,6 +3,7 @@ import Foundation
 import Synchronization
 import Testing
 import TestSupport
+import TxGateCore
 @testable import TxGateStore
 
 /// What blocks on the thread saw.
@@ -78,5 +79,36 @@ private final class Seen: Sendable {
         #expect(!Self.threadNames().contains(name))
         let ran = seen.ran.load(ordering: .relaxed)
         #expect(ran == 100)
+    }
+
+    @Test func aStoreLetGoOfOrFailingToOpenLeavesNoThreadBehind() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        func gone(_ name: String) async throws -> Bool {
+            for _ in 0..<200 where Self.threadNames().contains(name) { try await Task.sleep(nanoseconds: 10_000_000) }
+            return !Self.threadNames().contains(name)
+        }
+        // Opened, used, let go of.
+        let used = Self.uniqueName()
+        do {
+            let store = try SQLiteStore(path: dir.path("used.db"), clock: SQLiteStore.wallClockMs, maxBatch: 64, threadName: used)
+            #expect(Self.threadNames().contains(used))
+            try await call { store.put("k", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
+        }
+        #expect(try await gone(used))
+        // Failing after its thread started: SQLite cannot open a folder as its file.
+        let folder = Self.uniqueName()
+        try FileManager.default.createDirectory(atPath: dir.path("folder.db"), withIntermediateDirectories: false)
+        #expect(throws: ConfigError.self) {
+            _ = try SQLiteStore(path: dir.path("folder.db"), clock: SQLiteStore.wallClockMs, maxBatch: 64, threadName: folder)
+        }
+        #expect(try await gone(folder))
+        // Failing before it touched the file: its folder cannot be made.
+        let early = Self.uniqueName()
+        _ = try dir.write("plain", "not a folder")
+        #expect(throws: ConfigError.self) {
+            _ = try SQLiteStore(path: dir.path("plain") + "/s.db", clock: SQLiteStore.wallClockMs, maxBatch: 64, threadName: early)
+        }
+        #expect(try await gone(early))
     }
 }
