@@ -31,8 +31,8 @@
 # measure instead of the bundle's, e.g. a base build or one with symbols, `xz -k` of it),
 # tls.crt, tls.key and tls (one certificate for the TLS sections; without them one is made with
 # openssl, if the machine has it), perf.tar.xz (a perf binary and the libraries it loads, for
-# the profiles), store-bench.xz (the store section's): bench/device-prepare.sh writes these four. OUT: where results go (the device
-# tool sets it; default /tmp/device-out).
+# the profiles), store-bench.xz (the store section's): bench/device-prepare.sh writes these
+# four. OUT: where results go (the device tool sets it; default /tmp/device-out).
 #
 # Everything listens on 127.0.0.1 (devbench's layout: the proxy on the first cores, wrk on
 # 8-11, the backend on 12-15). Compare ratios within one run (txgate against nginx and HAProxy
@@ -108,13 +108,13 @@ profile() {
   limited "$name" 60 env "$@" bash "$ROOT/bench/devbench-profile.sh" "$B" "$P" "$RES" "$workers"
 }
 
-# The bundle's servers need its libraries; the client (python3) must not get them: wrappers in
-# $W that set them for each.
+# wrap NAME...: wrappers in $W that run the bundle's NAMEs on its libraries, which the client
+# (python3) must not get.
 W="$B/wrapped"
 wrap() {
-  [ -d "$W" ] && return 0
+  local b
   mkdir -p "$W"
-  for b in txgate nginx redis-server; do
+  for b in "$@"; do
     printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$B/lib" "$B/bin/$b" > "$W/$b"; chmod +x "$W/$b"
   done
 }
@@ -129,7 +129,7 @@ for s in $SECTIONS; do
       section tls 70 --workers 1,4 --rounds 1 --seconds 3 --sections tls ${cert[@]+"${cert[@]}"} ;;
     stepup) section stepup 150 --workers 1,4 --sections stepup ;;
     scaling)
-      wrap
+      wrap txgate nginx redis-server
       # 2 s a store, three codes a user: 8,000 users allow 12,000 cycles/s, 16,000 allow 24,000.
       for n in 1 4; do
         limited "scaling-w$n" 120 env PATH="$W:$PATH" TXGATE_BIN="$W/txgate" BENCH_BACKEND=nginx \
@@ -139,9 +139,8 @@ for s in $SECTIONS; do
       done ;;
     store)
       if [ -f "$DIR/store-bench.xz" ]; then
-        wrap
         xz -dc "$DIR/store-bench.xz" > "$B/bin/store-bench" && chmod +x "$B/bin/store-bench"
-        printf '#!/bin/sh\nLD_LIBRARY_PATH=%s exec %s "$@"\n' "$B/lib" "$B/bin/store-bench" > "$W/store-bench"; chmod +x "$W/store-bench"
+        wrap redis-server store-bench
         limited store 60 env PATH="$W:$PATH" STORE_BENCH_BIN="$W/store-bench" STORE_CORES=0-3 REDIS_CORES=12 \
           bash "$ROOT/bench/store.sh" --rounds 3 --seconds 2 --workers 4 --concurrency 64
       else echo "[store] skipped: no $DIR/store-bench.xz (bench/device-prepare.sh writes it)"; fi ;;
