@@ -8,7 +8,7 @@ import Glibc
 /// batch (three took turns in the step-up cycle). This thread sleeps on one condition variable,
 /// only when nothing is waiting; what is given while it runs is taken when the turn ends,
 /// without a wake-up. The store's thread spends 7 % less a step-up cycle, the gateway 4 % (1
-/// worker), and the store takes 1.13× the cycles a second with 4 loops feeding it (its ceiling,
+/// worker), and the store takes 1.12× the cycles a second with 4 loops feeding it (its ceiling,
 /// `bench/store-bench`; bench/RESULTS.md, twenty-second attempt). Dispatch has no serial
 /// executor bound to one thread, hence this one.
 final class StoreThread: @unchecked Sendable {
@@ -32,6 +32,7 @@ final class StoreThread: @unchecked Sendable {
         let thread = Thread { [self] in
             id = pthread_self()
             Self.nameThisThread(name)
+            Self.takeNoProcessSignals()
             started.signal()
             run()
         }
@@ -109,6 +110,17 @@ final class StoreThread: @unchecked Sendable {
         guard fd >= 0 else { return }
         _ = name.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
         close(fd)
+    }
+
+    /// Blocks the signals sent to the process on the calling thread, as libdispatch does on its
+    /// own threads, where the store ran before: a SIGTERM or SIGHUP is handled on a thread that
+    /// waits for it, never in the middle of a SQLite call. The faults a thread causes itself
+    /// stay deliverable, whatever mask the thread inherited.
+    private static func takeNoProcessSignals() {
+        var set = sigset_t()
+        sigfillset(&set)
+        for fault in [SIGILL, SIGTRAP, SIGABRT, SIGBUS, SIGFPE, SIGSEGV] { sigdelset(&set, fault) }
+        pthread_sigmask(SIG_SETMASK, &set, nil)
     }
 
     private func run() {

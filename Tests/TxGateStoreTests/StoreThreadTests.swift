@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Glibc
 import Synchronization
 import Testing
 import TestSupport
@@ -53,6 +54,21 @@ private final class Seen: Sendable {
         for producer in 0..<4 {
             #expect(items.filter { $0.producer == producer }.map(\.index) == Array(0..<500))
         }
+    }
+
+    @Test func theThreadTakesNoSignalSentToTheProcess() throws {
+        let name = Self.uniqueName()
+        let thread = StoreThread(name: name)
+        defer { thread.stop() }
+        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
+        let task = try #require(tasks.first { (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
+            .trimmingCharacters(in: .newlines) == name })
+        let status = try String(contentsOfFile: "/proc/self/task/\(task)/status", encoding: .utf8)
+        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("SigBlk:") })
+        let blocked = try #require(UInt64(line.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16))
+        func isBlocked(_ signal: Int32) -> Bool { blocked & (1 << UInt64(signal - 1)) != 0 }
+        for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGPIPE] { #expect(isBlocked(signal), "signal \(signal)") }
+        for fault in [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT] { #expect(!isBlocked(fault), "signal \(fault)") }
     }
 
     @Test func syncAnswersRethrowsAndRunsInPlaceOnTheThread() throws {
