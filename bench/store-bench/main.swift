@@ -2,11 +2,12 @@
 // it. `--workers` event loops standing for the gateway's (each with its own connection for
 // Redis), `--concurrency` cycles in flight at once spread over them; each cycle makes the store
 // calls the gateway's step-up cycle makes (6, 4 of them writes), with the gateway's key names
-// (so Redis fences what the gateway's Redis store fences): the session read; the challenge (the record and the pending index created and
-// the subject's count raised, in one step); the journey start (the record read); the code (the
-// TOTP step raised unless a lockout is there, then the record swapped to COMPLETED with its
-// audit entry and the count lowered, in one step); the retry (the record taken with its audit
-// entry). Prints one JSON object: cycles per second and the process's CPU per cycle.
+// (so Redis fences what the gateway's Redis store fences): the session read; the challenge (the
+// record and the pending index created and the subject's count raised, in one step); the
+// journey start (the record read); the code (the TOTP step raised unless a lockout is there,
+// then the record swapped to COMPLETED with its audit entry and the count lowered, in one
+// step); the retry (the record taken with its audit entry). Prints one JSON object: cycles per
+// second and the process's CPU per cycle.
 //
 //   store-bench --path FILE [--max-batch N] | --redis HOST:PORT   --seconds S --workers W --concurrency C
 import CMimalloc
