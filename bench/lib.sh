@@ -43,6 +43,29 @@ cpu_ticks() {
   echo "$t"
 }
 
+# redis_inline PORT WORD...: sends one Redis command (inline, its words without spaces) to
+# 127.0.0.1:PORT and prints the reply: a status or a bulk string's bytes. Fails, saying why on
+# stderr, on an error reply or when the server cannot be reached. Speaks RESP itself: a machine
+# given only the bench bundle has redis-server but no redis-cli.
+redis_inline() {
+  python3 - "$@" <<'PY'
+import socket, sys
+try:
+    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
+    s.sendall(" ".join(sys.argv[2:]).encode() + b"\r\n")
+    f = s.makefile("rb")
+    head = f.readline().rstrip(b"\r\n")
+    if head[:1] == b"$":
+        sys.stdout.write(f.read(int(head[1:])).decode())
+    elif head[:1] == b"+":
+        sys.stdout.write(head[1:].decode())
+    else:
+        sys.exit("redis %s: %s" % (" ".join(sys.argv[2:]), head.decode() or "no answer"))
+except (OSError, ValueError) as e:
+    sys.exit("redis %s: %s" % (" ".join(sys.argv[2:]), e))
+PY
+}
+
 # nginx_txgate_log_format NAME: an nginx `log_format NAME` (for the http block) that writes
 # txgate's access line (docs/LOGS-METRICS-AUDIT.md): the same members in the same order, as
 # the same JSON types, escaped as JSON. nginx has no milliseconds in its ISO time and gives

@@ -194,21 +194,18 @@ ctx_switches() {
   cat /proc/"$1"/task/*/status 2>/dev/null | awk '/^(non)?voluntary_ctxt_switches:/ { s += $2 } END { print s + 0 }'
 }
 # redis-server's commands and socket reads (one read takes every command that arrived
-# together: a round trip, however many commands were pipelined in it) so far.
-# (RESP spoken here rather than through redis-cli, which a bare many-core machine lacks.)
+# together: a round trip, however many commands were pipelined in it) so far. A counter, not
+# the measurement: one that cannot be read says so and counts nothing.
 redis_counts() {
-  python3 - "$REDIS_PORT" <<'PY'
-import socket, sys
-try:
-    s = socket.create_connection(("127.0.0.1", int(sys.argv[1])), timeout=5)
-    s.sendall(b"INFO stats\r\n")
-    f = s.makefile("rb")
-    stats = dict(l.split(":", 1) for l in f.read(int(f.readline()[1:])).decode().split("\r\n") if ":" in l)
-    print(stats["total_commands_processed"], stats["total_reads_processed"])
-except (OSError, ValueError, KeyError) as e:   # a counter, not the measurement: say so, count nothing
-    print("stepup.sh: redis-server's counts: %s" % e, file=sys.stderr)
-    print(0, 0)
-PY
+  local stats counts
+  if stats=$(redis_inline "$REDIS_PORT" INFO stats) \
+     && counts=$(printf '%s\n' "$stats" | tr -d '\r' | awk -F: '$1 == "total_commands_processed" { c = $2 } $1 == "total_reads_processed" { r = $2 } END { if (c != "" && r != "") print c, r }') \
+     && [ -n "$counts" ]; then
+    echo "$counts"
+  else
+    echo "stepup.sh: redis-server's counts: unreadable" >&2
+    echo "0 0"
+  fi
 }
 
 measure() {  # store round

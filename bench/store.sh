@@ -58,13 +58,6 @@ BENCH_NAME=store.sh
 REDIS_PORT=$(free_port)
 "${PIN_REDIS[@]}" redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save '' --appendonly no --dir "$TMP" >"$TMP/redis.log" 2>&1 & REDIS_PID=$!
 wait_port "$REDIS_PORT" "$REDIS_PID" redis-server
-# FLUSHALL without redis-cli, which a machine given only the bench bundle lacks.
-redis_flush() {
-  python3 -c 'import socket, sys
-s = socket.create_connection(("127.0.0.1", int(sys.argv[1])))
-s.sendall(b"*1\r\n$8\r\nFLUSHALL\r\n")
-assert s.recv(64).startswith(b"+OK"), "FLUSHALL refused"' "$REDIS_PORT"
-}
 
 for r in $(seq 1 "$ROUNDS"); do
   # Alternate which goes first, so that neither always runs on a warmer (or busier) machine.
@@ -83,7 +76,7 @@ for r in $(seq 1 "$ROUNDS"); do
     python3 -c 'import json, sys; d = json.loads(sys.argv[1]); hz = int(sys.argv[4]); t = (int(sys.argv[3]) - int(sys.argv[2])) / hz
 d["redis_ms_per_cycle"] = round(t * 1000 / max(1, d["cycles"]), 4); d["redis_cores"] = round(t / (float(sys.argv[6]) - float(sys.argv[5])), 2)
 print(json.dumps(d))' "$out" "$r0" "$r1" "$(getconf CLK_TCK)" "$t0" "$t1" | tee -a "$TMP/results.jsonl" | sed 's/^/[store] /' >&2
-    redis_flush
+    redis_inline "$REDIS_PORT" FLUSHALL >/dev/null
   done
 done
 
