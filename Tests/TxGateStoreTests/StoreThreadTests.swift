@@ -19,11 +19,21 @@ private final class Seen: Sendable {
     /// A name no other thread of the test process has, as the kernel keeps it (15 bytes).
     private static func uniqueName() -> String { "txg-t-" + String(UInt32.random(in: 0...UInt32.max), radix: 16) }
 
-    /// The kernel's names of this process's threads.
-    private static func threadNames() -> [String] {
+    /// This process's threads: their ids (folders of /proc/self/task) and the kernel's names.
+    private static func threads() -> [(task: String, name: String)] {
         let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
-        return tasks.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
-            .map { $0.trimmingCharacters(in: .newlines) }
+        return tasks.compactMap { task in
+            (try? String(contentsOfFile: "/proc/self/task/\(task)/comm", encoding: .utf8))
+                .map { (task, $0.trimmingCharacters(in: .newlines)) }
+        }
+    }
+
+    private static func threadNames() -> [String] { threads().map(\.name) }
+
+    /// Whether the thread named `name` has ended, waiting up to `withinMs` for it.
+    private static func ended(_ name: String, withinMs: Int) async throws -> Bool {
+        for _ in 0..<withinMs / 10 where threadNames().contains(name) { try await Task.sleep(nanoseconds: 10_000_000) }
+        return !threadNames().contains(name)
     }
 
     @Test func blocksRunOneAtATimeInTheOrderGivenOnTheNamedThread() async throws {
@@ -60,9 +70,7 @@ private final class Seen: Sendable {
         let name = Self.uniqueName()
         let thread = StoreThread(name: name)
         defer { thread.stop() }
-        let tasks = try FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")
-        let task = try #require(tasks.first { (try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8))?
-            .trimmingCharacters(in: .newlines) == name })
+        let task = try #require(Self.threads().first { $0.name == name }?.task)
         let status = try String(contentsOfFile: "/proc/self/task/\(task)/status", encoding: .utf8)
         let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("SigBlk:") })
         let blocked = try #require(UInt64(line.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16))
@@ -91,8 +99,7 @@ private final class Seen: Sendable {
         for _ in 0..<100 { thread.async { seen.ran.add(1, ordering: .relaxed) } }
         thread.stop()
         held.signal()
-        for _ in 0..<500 where Self.threadNames().contains(name) { try await Task.sleep(nanoseconds: 10_000_000) }
-        #expect(!Self.threadNames().contains(name))
+        #expect(try await Self.ended(name, withinMs: 5000))
         let ran = seen.ran.load(ordering: .relaxed)
         #expect(ran == 100)
     }
@@ -100,10 +107,6 @@ private final class Seen: Sendable {
     @Test func aStoreLetGoOfOrFailingToOpenLeavesNoThreadBehind() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        func gone(_ name: String) async throws -> Bool {
-            for _ in 0..<200 where Self.threadNames().contains(name) { try await Task.sleep(nanoseconds: 10_000_000) }
-            return !Self.threadNames().contains(name)
-        }
         // Opened, used, let go of.
         let used = Self.uniqueName()
         do {
@@ -111,20 +114,20 @@ private final class Seen: Sendable {
             #expect(Self.threadNames().contains(used))
             try await call { store.put("k", value: [1], ttlMs: 60_000, on: $0, $1) }.get()
         }
-        #expect(try await gone(used))
+        #expect(try await Self.ended(used, withinMs: 2000))
         // Failing after its thread started: SQLite cannot open a folder as its file.
         let folder = Self.uniqueName()
         try FileManager.default.createDirectory(atPath: dir.path("folder.db"), withIntermediateDirectories: false)
         #expect(throws: ConfigError.self) {
             _ = try SQLiteStore(path: dir.path("folder.db"), clock: SQLiteStore.wallClockMs, maxBatch: 64, threadName: folder)
         }
-        #expect(try await gone(folder))
+        #expect(try await Self.ended(folder, withinMs: 2000))
         // Failing before it touched the file: its folder cannot be made.
         let early = Self.uniqueName()
         _ = try dir.write("plain", "not a folder")
         #expect(throws: ConfigError.self) {
             _ = try SQLiteStore(path: dir.path("plain") + "/s.db", clock: SQLiteStore.wallClockMs, maxBatch: 64, threadName: early)
         }
-        #expect(try await gone(early))
+        #expect(try await Self.ended(early, withinMs: 2000))
     }
 }
