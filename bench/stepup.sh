@@ -179,13 +179,13 @@ user_ticks() { awk '{ sub(/^.*\) /, ""); print $12 }' "/proc/$1/stat"; }
 # CPU ticks of the SQLite store's threads: its own (named "txgate.store"), where every SQLite call
 # runs, and the libdispatch threads (named "...qos..."), where its checkpoints run (and, in builds
 # before the store had a thread of its own, every call); the event loops are threads of their own.
+# (cpu_ticks reads /proc/PID/task/TID/stat as it reads a process's.)
 store_ticks() {
-  local t sum=0 v
+  local t tasks=()
   for t in /proc/"$1"/task/*; do
-    grep -qE 'qos|txgate\.store' "$t/comm" 2>/dev/null || continue
-    v=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "$t/stat" 2>/dev/null) && sum=$((sum + v))
+    grep -qE 'qos|txgate\.store' "$t/comm" 2>/dev/null && tasks+=("$1/task/${t##*/}")
   done
-  echo "$sum"
+  cpu_ticks "${tasks[@]}"
 }
 
 # Context switches of all a process's threads so far (voluntary: it waited, for a socket, the
