@@ -16,7 +16,10 @@
 # ROUNDS=R: no profile (PERF_DIR may be -); instead R alternating rounds of 5 s of wrk on each
 # proxy, with req/s, p99 and the CPU time a request costs the proxy's processes, their medians
 # and txgate's ratios to nginx, in OUT_DIR/compare*.txt: the same layout and TLS policy on both
-# sides, which devbench's TLS section does not give nginx.
+# sides, which devbench's TLS section does not give nginx. CONNS=C: wrk's connections (default
+# 256). ACCESS_LOG=1: both proxies write an access line for every request to a file (nginx
+# buffered, 64k, in txgate's JSON line: lib.sh's nginx_txgate_log_format; txgate's log.access),
+# and the names get -log.
 # Everything listens on 127.0.0.1; what it starts is stopped on exit.
 set -eu
 B="$1"; PERF="$2"; OUT="$3"; N="${4:-8}"
@@ -30,6 +33,14 @@ PIDS=()
 trap bench_cleanup EXIT
 cores="0-$((N - 1))"
 TAG="${TAG:-}"; scheme=http; listen_tls=""; txgate_tls=""
+CONNS="${CONNS:-256}"
+[[ "$CONNS" =~ ^[0-9]+$ ]] && [ "$CONNS" -ge 1 ] || { echo "devbench-profile.sh: CONNS must be a positive integer (got '$CONNS')" >&2; exit 2; }
+nginx_log="access_log off;"; txgate_log='"level": "warning", "access": false'
+if [ "${ACCESS_LOG:-0}" = 1 ]; then
+  TAG="-log$TAG"
+  nginx_log="$(nginx_txgate_log_format txgate) access_log $TMP/access.log txgate buffer=64k flush=1s;"
+  txgate_log='"level": "info", "access": true'
+fi
 if [ -n "${TLS_CERT:-}" ]; then
   [ -f "$TLS_CERT.crt" ] && [ -f "$TLS_CERT.key" ] || { echo "devbench-profile.sh: no $TLS_CERT.crt and $TLS_CERT.key" >&2; exit 2; }
   TAG="-tls$TAG"; scheme=https
@@ -38,25 +49,28 @@ if [ -n "${TLS_CERT:-}" ]; then
   txgate_tls=", \"tls\": {\"certificate\": \"$TLS_CERT.crt\", \"privateKey\": \"$TLS_CERT.key\"}"
 fi
 perf() { LD_LIBRARY_PATH="$PERF/lib" "$PERF/perf" "$@"; }
-common="events { worker_connections 8192; }
-http { access_log off; client_body_temp_path $TMP/cb; proxy_temp_path $TMP/pt; fastcgi_temp_path $TMP/ft; uwsgi_temp_path $TMP/ut; scgi_temp_path $TMP/st;
-  keepalive_requests 100000;"
+# common LOG: the events block and the start of the http block, with LOG (the access log's directives).
+common() {
+  printf '%s\n' "events { worker_connections 8192; }" \
+    "http { $1 client_body_temp_path $TMP/cb; proxy_temp_path $TMP/pt; fastcgi_temp_path $TMP/ft; uwsgi_temp_path $TMP/ut; scgi_temp_path $TMP/st;" \
+    "  keepalive_requests 100000;"
+}
 
 cat > "$TMP/backend.conf" <<EOF
 user root root; worker_processes 4; daemon off; pid $TMP/backend.pid; error_log $TMP/backend.err;
-$common
+$(common "access_log off;")
   server { listen 127.0.0.1:19080 backlog=4096 reuseport; location / { default_type application/json; return 200 '{"accounts":[{"id":"A1","balance":"100.00"}]}\n'; } } }
 EOF
 cat > "$TMP/proxy.conf" <<EOF
 user root root; worker_processes $N; daemon off; pid $TMP/proxy.pid; error_log $TMP/proxy.err;
-$common
+$(common "$nginx_log")
   upstream be { server 127.0.0.1:19080; keepalive 64; keepalive_requests 100000; }
   server { listen 127.0.0.1:19081 backlog=4096 reuseport$listen_tls; location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
 EOF
 cat > "$TMP/txgate.json" <<EOF
 {"listen": "127.0.0.1:19082", "publicUrl": "http://127.0.0.1:19082", "workers": $N,
  "upstream": {"url": "http://127.0.0.1:19080", "keepAlive": 64}, "limits": {"maxConnectionsPerClient": 0},
- "log": {"level": "warning", "access": false}$txgate_tls}
+ "log": {$txgate_log}$txgate_tls}
 EOF
 
 taskset -c "$BACKEND_CORES" "$B/bin/nginx" -c "$TMP/backend.conf" -p "$TMP" -e "$TMP/backend.err0" & PIDS+=($!)
@@ -77,9 +91,9 @@ if [ "${ROUNDS:-0}" -gt 0 ]; then
   measure() {  # name port pids... (the proxy's: txgate's process, nginx's master and workers)
     local name="$1" port="$2" t0 t1 out
     shift 2
-    taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d1s "$scheme://127.0.0.1:$port/accounts" >/dev/null
+    taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c"$CONNS" -d1s "$scheme://127.0.0.1:$port/accounts" >/dev/null
     t0=$(cpu_ticks "$@")
-    out="$(taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d5s --latency "$scheme://127.0.0.1:$port/accounts")"
+    out="$(taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c"$CONNS" -d5s --latency "$scheme://127.0.0.1:$port/accounts")"
     t1=$(cpu_ticks "$@")
     printf '%s %s %s\n' "$name" "$((t1 - t0))" "$(echo "$out" | awk '/requests in/ { n = $1 } /Requests\/sec/ { r = $2 } $1 == "99%" { p = $2 } END { print n, r, p }')"
   }
@@ -90,7 +104,7 @@ if [ "${ROUNDS:-0}" -gt 0 ]; then
     done
   done | python3 -c '
 import statistics, sys
-hz, workers, tag = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+hz, workers, tag, conns = int(sys.argv[1]), sys.argv[2], sys.argv[3], sys.argv[4]
 ms = lambda v: float(v[:-2]) / 1000 if v.endswith("us") else float(v[:-2]) if v.endswith("ms") else float(v[:-1]) * 1000
 rows = {}
 for line in sys.stdin:
@@ -98,19 +112,26 @@ for line in sys.stdin:
     rows.setdefault(name, []).append((float(rps), ms(p99), int(ticks) / hz * 1e6 / int(n)))
     print(line.strip(), flush=True)
 med = {k: [statistics.median(x[i] for x in v) for i in range(3)] for k, v in rows.items()}
-print("\n| %s worker(s), %s | req/s | p99 ms | CPU us/req |" % (workers, "TLS" if tag.startswith("-tls") else "plain"))
+kind = ("TLS" if "-tls" in tag else "plain") + (", access log" if "-log" in tag else "")
+print("\n| %s worker(s), %s, %s connections | req/s | p99 ms | CPU us/req |" % (workers, kind, conns))
 print("| --- | ---: | ---: | ---: |")
 for k in ("nginx", "txgate"):
     print("| %s | %.0f | %.2f | %.1f |" % (k, *med[k]))
 t, g = med["txgate"], med["nginx"]
 print("txgate / nginx (medians of %d rounds): req/s %.2f, p99 %.2f, CPU %.2f" % (len(rows["txgate"]), t[0] / g[0], t[1] / g[1], t[2] / g[2]))
-' "$(getconf CLK_TCK)" "$N" "$TAG" | tee "$OUT/compare$TAG.txt"
+' "$(getconf CLK_TCK)" "$N" "$TAG" "$CONNS" | tee "$OUT/compare$TAG.txt"
+  if [ "${ACCESS_LOG:-0}" = 1 ]; then   # both wrote their lines (nginx flushes its buffer on exit)
+    kill "$nx"; wait "$nx" 2>/dev/null || true
+    for f in "$TMP/access.log" "$TMP/txgate.log"; do
+      grep -q '"msg":"access"' "$f" || echo "devbench-profile.sh: no access line in $f" >&2
+    done
+  fi
   exit 0
 fi
 
 profile() {  # name port
-  taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d1s "$scheme://127.0.0.1:$2/accounts" >/dev/null
-  taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c256 -d7s "$scheme://127.0.0.1:$2/accounts" > "$OUT/$1-wrk.txt" &
+  taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c"$CONNS" -d1s "$scheme://127.0.0.1:$2/accounts" >/dev/null
+  taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c"$CONNS" -d7s "$scheme://127.0.0.1:$2/accounts" > "$OUT/$1-wrk.txt" &
   local w=$!
   sleep 2
   perf record -a -g -C "$cores" -F 1999 -o "$TMP/$1.data" -- sleep 3 2> "$TMP/$1.perf.err" >/dev/null
