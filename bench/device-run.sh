@@ -105,11 +105,16 @@ tls_cert() {
 
 # profile NAME WORKERS [VAR=VALUE...]: bench/devbench-profile.sh (txgate, then nginx) with perf from DIR.
 P=""
+# unpack_perf: P, a folder with perf and its libraries, unpacked from DIR's perf.tar.xz once;
+# fails when DIR has none.
+unpack_perf() {
+  [ -f "$DIR/perf.tar.xz" ] || return 1
+  [ -n "$P" ] || { P="$B/perf" && mkdir -p "$P" && tar xJf "$DIR/perf.tar.xz" -C "$P"; }
+}
 profile() {
   local name="$1" workers="$2"
   shift 2
-  [ -f "$DIR/perf.tar.xz" ] || { echo "[$name] skipped: no $DIR/perf.tar.xz"; return; }
-  [ -n "$P" ] || { P="$B/perf" && mkdir -p "$P" && tar xJf "$DIR/perf.tar.xz" -C "$P"; }
+  unpack_perf || { echo "[$name] skipped: no $DIR/perf.tar.xz"; return; }
   # Two profiles, 8 s of wrk and three reports each.
   limited "$name" 60 env "$@" bash "$ROOT/bench/devbench-profile.sh" "$B" "$P" "$RES" "$workers"
 }
@@ -162,10 +167,7 @@ for s in $SECTIONS; do
       done ;;
     tail-4)
       perf_dir=-
-      if [ -f "$DIR/perf.tar.xz" ]; then
-        [ -n "$P" ] || { P="$B/perf" && mkdir -p "$P" && tar xJf "$DIR/perf.tar.xz" -C "$P"; }
-        perf_dir="$P"
-      fi
+      unpack_perf && perf_dir="$P"
       limited tail-4 90 env TAG=-w4-tail ROUNDS=5 bash "$ROOT/bench/devbench-profile.sh" "$B" "$perf_dir" "$RES" 4 ;;
     profile) profile profile 8 ;;
     profile-2) profile profile-2 2 TAG=-w2 ;;

@@ -29,9 +29,12 @@ import TestSupport
         let size = { (p: String) in ((try? FileManager.default.attributesOfItem(atPath: p)[.size]) as? Int) ?? 0 }
         #expect(size(path) > 4_000_000, "the values reached the database file")
         // Without checkpoints, or with passive ones alone (which never catch up with a writer
-        // that does not pause), this log reaches about 70 MB; it starts over after each
-        // checkpoint's last step, and how far it grows before depends on the machine's speed.
-        #expect(size(path + "-wal") < 40_000_000, "the log was reused, not grown with every write")
+        // that does not pause), this log reaches about 60 MB (59.8 MB measured without the last
+        // step). It starts over after each checkpoint's last step, and how far it
+        // grows before depends on how much of the machine the checkpointer's thread gets: 41.9 MB
+        // seen when the whole suite ran under ThreadSanitizer on two cores (this test took 227 s
+        // there, 1 s alone).
+        #expect(size(path + "-wal") < 50_000_000, "the log was reused, not grown with every write")
         let other = try SQLiteStore(path: path, clock: clock.read)
         defer { other.close() }
         for i in [0, 1_499, 2_999] {
