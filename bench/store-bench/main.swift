@@ -9,7 +9,11 @@
 // step); the retry (the record taken with its audit entry). Prints one JSON object: cycles per
 // second, the process's CPU per cycle, and the SQLite store's thread's (`txgate.store`).
 //
-//   store-bench --path FILE [--max-batch N] | --redis HOST:PORT   --seconds S --workers W --concurrency C
+//   store-bench --path FILE [--max-batch N] | --redis HOST:PORT [--unfenced]   --seconds S --workers W --concurrency C
+//               [--no-audit]
+//
+// --unfenced (Redis: no key fenced, FencedKeys.none) and --no-audit (no audit entry with the
+// approval and the consume) leave out what the gateway always does, to measure what it costs.
 import CMimalloc
 import Dispatch
 import Foundation
@@ -28,6 +32,9 @@ struct Options {
     var workers = 1
     var concurrency = 8
     var maxBatch = SQLiteStore.defaultMaxBatch
+    /// What fencing and the audit trail cost (measured by leaving them out): never the gateway's way.
+    var unfenced = false
+    var noAudit = false
 
     init(_ args: [String]) {
         var i = 0
@@ -44,6 +51,8 @@ struct Options {
             case "--workers": workers = Int(value()) ?? { fail("--workers: not a number") }()
             case "--concurrency": concurrency = Int(value()) ?? { fail("--concurrency: not a number") }()
             case "--max-batch": maxBatch = Int(value()) ?? { fail("--max-batch: not a number") }()
+            case "--unfenced": unfenced = true
+            case "--no-audit": noAudit = true
             default: fail("unknown argument '\(args[i])'")
             }
             i += 1
@@ -120,7 +129,7 @@ if options.redis.isEmpty {
     var logger = Logger(label: "store-bench")
     logger.logLevel = .warning
     let redis = RedisStore(url: RedisURL(host: String(parts[0]), port: port), keyPrefix: "bench:", timeoutMs: 2000,
-                           fenced: .oneShot, logger: logger)
+                           fenced: options.unfenced ? .none : .oneShot, logger: logger)
     for loop in loops {
         redis.attach(to: loop)
         Thread { loop.run() }.start()
@@ -140,7 +149,7 @@ if options.redis.isEmpty {
 }
 let run = Run()
 let ttl = 180_000
-let audit = AuditAppend(ifChanged: Array(String(repeating: "a", count: 300).utf8), retentionMs: 86_400_000)
+let audit = options.noAudit ? nil : AuditAppend(ifChanged: Array(String(repeating: "a", count: 300).utf8), retentionMs: 86_400_000)
 
 /// A record of about the size of a stored transaction record.
 func record(_ n: Int, state: String) -> [UInt8] {
@@ -220,5 +229,5 @@ run.finished.wait()
 (store as? SQLiteStore)?.close()
 for loop in loops { loop.stop() }
 let errors = run.errors.load(ordering: .relaxed)
-print(#"{"store":"\#(options.redis.isEmpty ? "sqlite" : "redis")","max_batch":\#(options.maxBatch),"workers":\#(options.workers),"concurrency":\#(options.concurrency),"cycles":\#(counted),"seconds":\#(String(format: "%.3f", elapsed)),"cycles_per_s":\#(String(format: "%.1f", Double(counted) / elapsed)),"cpu_ms_per_cycle":\#(String(format: "%.4f", (cpu1 - cpu0) * 1000 / Double(max(1, counted)))),"cpu_cores":\#(String(format: "%.2f", (cpu1 - cpu0) / elapsed)),"store_thread_ms_per_cycle":\#(String(format: "%.4f", (thread1 - thread0) * 1000 / Double(max(1, counted)))),"errors":\#(errors)}"#)
+print(#"{"store":"\#(options.redis.isEmpty ? "sqlite" : "redis")","max_batch":\#(options.maxBatch),"fenced":\#(!options.unfenced),"audit":\#(!options.noAudit),"workers":\#(options.workers),"concurrency":\#(options.concurrency),"cycles":\#(counted),"seconds":\#(String(format: "%.3f", elapsed)),"cycles_per_s":\#(String(format: "%.1f", Double(counted) / elapsed)),"cpu_ms_per_cycle":\#(String(format: "%.4f", (cpu1 - cpu0) * 1000 / Double(max(1, counted)))),"cpu_cores":\#(String(format: "%.2f", (cpu1 - cpu0) / elapsed)),"store_thread_ms_per_cycle":\#(String(format: "%.4f", (thread1 - thread0) * 1000 / Double(max(1, counted)))),"errors":\#(errors)}"#)
 if errors > 0 { exit(1) }
