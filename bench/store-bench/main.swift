@@ -58,6 +58,7 @@ struct Options {
             i += 1
         }
         guard path.isEmpty != redis.isEmpty else { fail("one of --path (SQLite) and --redis (HOST:PORT) is required") }
+        guard !unfenced || !redis.isEmpty else { fail("--unfenced is for --redis: SQLite fences nothing") }
         guard seconds > 0, workers >= 1, concurrency >= 1, maxBatch >= 1 else {
             fail("--seconds, --workers, --concurrency and --max-batch must be positive")
         }
