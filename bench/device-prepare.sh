@@ -16,8 +16,9 @@ D="$ROOT/.devbench"
 cd "$ROOT"
 swift build -c release --product txgate >/dev/null
 swift build -c release --product store-bench >/dev/null
-xz -T2 -6 -c "$(swift build -c release --show-bin-path)/txgate" > "$D/txgate.xz"
-xz -T2 -6 -c "$(swift build -c release --show-bin-path)/store-bench" > "$D/store-bench.xz"
+BIN="$(swift build -c release --show-bin-path)"
+xz -T2 -6 -c "$BIN/txgate" > "$D/txgate.xz"
+xz -T2 -6 -c "$BIN/store-bench" > "$D/store-bench.xz"
 if command -v perf >/dev/null; then
   P="$(mktemp -d)"; trap 'rm -rf "$P"' EXIT
   mkdir -p "$P/lib"

@@ -77,7 +77,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
             }
             // Once the file is in WAL mode (KeyValueTable). Its last step runs here, between two
             // operations; a store closed meanwhile has no connection left to checkpoint.
-            let confined = QueueConfined(value: connection)
+            let confined = ThreadConfined(value: connection)
             let checkpointer = try WALCheckpointer(path: path) { done in
                 thread.async {
                     _ = try? confined.value.checkpointPassive()
@@ -102,7 +102,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     deinit {
         // Every queued operation holds the store, but the checkpointer's last step holds only
         // the connection: the connection is closed on the thread, after any such step.
-        onThread {
+        thread.sync {
             purgeTimer?.cancel()
             table?.close()
         }
@@ -112,7 +112,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
 
     /// Finalizes the statements and closes the file. Later operations fail as unavailable.
     public func close() {
-        onThread {
+        thread.sync {
             // Operations asked for before the close are done, not refused.
             while runWaiting() {}
             purgeTimer?.cancel()
@@ -126,7 +126,7 @@ public final class SQLiteStore: Store, @unchecked Sendable {
     /// Deletes expired rows now (the store also does it every minute); returns how many.
     @discardableResult
     public func purgeExpired() throws -> Int {
-        let purged = try onThread { try perform("purge") { table, now in try table.purge(now: now) }.get() }
+        let purged = try thread.sync { try perform("purge") { table, now in try table.purge(now: now) }.get() }
         self.purged(purged)
         return purged
     }
@@ -452,10 +452,6 @@ public final class SQLiteStore: Store, @unchecked Sendable {
 
     /// The wall clock in epoch milliseconds: the default clock.
     @Sendable public static func wallClockMs() -> Int64 { Int64((Date().timeIntervalSince1970 * 1000).rounded(.down)) }
-
-    private func onThread<T>(_ body: () throws -> T) rethrows -> T {
-        try thread.sync(body)
-    }
 
     /// `mkdir -p` for the file's folder, with errors that say which folder and why.
     /// The database holds sessions, transactions and code hashes: only the gateway's user may

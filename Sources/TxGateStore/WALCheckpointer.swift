@@ -142,6 +142,6 @@ extension SQLiteConnection {
 
 /// A value that crosses to another thread only to be used back on the thread it belongs to (the
 /// store's connection, in `WALCheckpointer`'s last step).
-struct QueueConfined<T>: @unchecked Sendable {
+struct ThreadConfined<T>: @unchecked Sendable {
     let value: T
 }
