@@ -30,10 +30,10 @@ import TestSupport
         #expect(size(path) > 4_000_000, "the values reached the database file")
         // Without checkpoints, or with passive ones alone (which never catch up with a writer
         // that does not pause), this log reaches about 60 MB (59.8 MB measured without the last
-        // step). It starts over after each checkpoint's last step, and how far it
-        // grows before depends on how much of the machine the checkpointer's thread gets: 41.9 MB
-        // seen when the whole suite ran under ThreadSanitizer on two cores (this test took 227 s
-        // there, 1 s alone).
+        // step). It starts over after each checkpoint's last step, and how far it grows before
+        // depends on how much of the machine the checkpointer's thread gets: 41.9 MB seen when
+        // the whole suite ran under ThreadSanitizer on two cores (this test took 227 s there, 1 s
+        // alone).
         #expect(size(path + "-wal") < 50_000_000, "the log was reused, not grown with every write")
         let other = try SQLiteStore(path: path, clock: clock.read)
         defer { other.close() }
