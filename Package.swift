@@ -68,6 +68,9 @@ let package = Package(
         .target(name: "TxGateCrypto", dependencies: ["COpenSSL"]),
         // The git commit of the build, as a C string (C macros carry values; Swift defines do not).
         .target(name: "CTxGateBuildInfo", cSettings: [.define("TXGATE_COMMIT", to: "\"\(buildCommit)\"")]),
+        // The calling thread: the CPUs it may run on, pinning it to one, its name (GNU extensions
+        // Swift cannot call): the default worker count, `cpuAffinity`, threads named for `top -H`.
+        .target(name: "CTxGateThread"),
         // The wire codecs both sides use (advices, callbacks, JSON, query and text escaping): pure
         // Swift on Foundation, no OpenSSL, so that the client library can share them.
         .target(name: "TxGateWire", dependencies: ["HTTPCore"]),
@@ -75,7 +78,7 @@ let package = Package(
         .target(name: "TxGateClient", dependencies: ["TxGateWire"]),
         // Pure domain logic: configuration, header rules, error bodies. No I/O.
         .target(name: "TxGateCore", dependencies: [
-            "TxGateWire", "HTTPCore", "TxGateCrypto", "CTxGateBuildInfo", .product(name: "Logging", package: "swift-log"),
+            "TxGateWire", "HTTPCore", "TxGateCrypto", "CTxGateBuildInfo", "CTxGateThread", .product(name: "Logging", package: "swift-log"),
         ]),
         // The embedded default store: the Store protocol on one SQLite file.
         .target(name: "TxGateStore", dependencies: ["TxGateCore", "CSQLite"]),

@@ -93,13 +93,17 @@ public final class Gateway {
             self.notifyServiceManager { try $0.ready(status: "serving") }
         })
         // The signals are watched before the workers start and "txgate started" is logged.
+        let cpus = config.cpuAffinity.plan(workers: workers.count, allowed: CPUs.allowed)
         for w in workers {
             exited.enter()
-            w.start(returningFreedMemory: returnFreedMemory) { exited.leave() }
-            logger.info("listening", metadata: [
+            let cpu = cpus?[w.index]
+            w.start(cpu: cpu, returningFreedMemory: returnFreedMemory) { exited.leave() }
+            var metadata: Logger.Metadata = [
                 "address": .string("\(config.listen.host):\(w.boundPort)"), "worker": .stringConvertible(w.index),
                 "tls": .stringConvertible(config.tls != nil),
-            ])
+            ]
+            if let cpu { metadata["cpu"] = .stringConvertible(cpu) }
+            logger.info("listening", metadata: metadata)
         }
         logger.info("txgate started", metadata: [
             "version": .string(TxGateVersion.current), "commit": .string(TxGateVersion.commit),

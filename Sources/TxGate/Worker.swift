@@ -170,18 +170,30 @@ final class Worker: @unchecked Sendable {
         RequestContext(exchange: exchange, requestId: id, pipeline: pipeline).run()
     }
 
-    /// Runs the loop on a new thread; `onExit` is called from that thread when it ends.
-    func start(returningFreedMemory returnFreedMemory: (@Sendable () -> Void)? = nil, onExit: @escaping @Sendable () -> Void) {
+    /// Runs the loop on a new thread, pinned to `cpu` if given (`cpuAffinity`); `onExit` is
+    /// called from that thread when it ends.
+    func start(cpu: Int? = nil, returningFreedMemory returnFreedMemory: (@Sendable () -> Void)? = nil,
+               onExit: @escaping @Sendable () -> Void) {
         loop.execute { [self] in
             readiness.start()
             if let returnFreedMemory { server.releaseFreedMemory = returnFreedMemory }
         }
         let t = Thread { [self] in
+            CurrentThread.name("txgate-worker-\(index)")
+            // Before the loop's first turn, so that the worker's memory is first touched on its CPU.
+            if let cpu {
+                let error = CurrentThread.pin(to: cpu)
+                if error != 0 {
+                    shared.logger.error("cannot pin the worker to its CPU: it runs wherever the scheduler places it", metadata: [
+                        "worker": .stringConvertible(index), "cpu": .stringConvertible(cpu),
+                        "error": .string(String(cString: strerror(error))),
+                    ])
+                }
+            }
             loop.run()
             accessLogBuffer.flush()
             onExit()
         }
-        t.name = "txgate-worker-\(index)"
         t.start()
     }
 

@@ -1,5 +1,6 @@
 import Foundation
 import Glibc
+import TxGateCore
 
 /// One thread of its own that runs blocks in the order they are given, one at a time: where the
 /// SQLite store makes every SQLite call.
@@ -31,7 +32,7 @@ final class StoreThread: @unchecked Sendable {
         let name = String(decoding: name.utf8.prefix(15), as: UTF8.self)
         let thread = Thread { [self] in
             id = pthread_self()
-            Self.nameThisThread(name)
+            CurrentThread.name(name)
             Self.takeNoProcessSignals()
             started.signal()
             run()
@@ -100,16 +101,6 @@ final class StoreThread: @unchecked Sendable {
         let asleep = sleeping
         pthread_mutex_unlock(lock)
         if asleep { pthread_cond_signal(wake) }
-    }
-
-    /// The kernel's name of the calling thread (what `top -H` shows, and how bench/stepup.sh
-    /// finds the thread): Foundation's `Thread.name` does not reach it on Linux, and Glibc's
-    /// module leaves `pthread_setname_np` out. A thread left unnamed works the same.
-    private static func nameThisThread(_ name: String) {
-        let fd = open("/proc/thread-self/comm", O_WRONLY)
-        guard fd >= 0 else { return }
-        _ = name.utf8CString.withUnsafeBufferPointer { write(fd, $0.baseAddress, $0.count - 1) }
-        close(fd)
     }
 
     /// Blocks the signals sent to the process on the calling thread, as libdispatch does on its

@@ -170,11 +170,18 @@ public final class Testbed: @unchecked Sendable {
 
     /// Starts `txgate serve` with the configuration `config(port)`, on `port` (or a free one,
     /// retried if another process takes it first), from `directory` (default: the testbed's),
-    /// and waits until it accepts connections.
+    /// and waits until it accepts connections. `launcher`: a command found on PATH, with its
+    /// arguments, that runs txgate (`["taskset", "-c", "0"]`).
     public func startGateway(name: String = "txgate", port fixed: Int? = nil, directory: URL? = nil,
-                      environment: [String: String]? = nil, extraArguments: [String] = [],
+                      environment: [String: String]? = nil, extraArguments: [String] = [], launcher: [String] = [],
                       config build: (Int) -> [String: Any]) throws -> GatewayInstance {
-        let binary = try BinaryLocator.txgate
+        var binary = try BinaryLocator.txgate
+        var prefix: [String] = []
+        if let tool = launcher.first {
+            guard let found = BinaryLocator.onPath(tool) else { throw HarnessError("\(tool) is not installed (not on PATH)") }
+            prefix = launcher.dropFirst() + [binary.path]
+            binary = found
+        }
         var lastError: Error?
         for _ in 0..<(fixed == nil ? 3 : 1) {
             let port = try fixed ?? Ports.free()
@@ -182,7 +189,7 @@ public final class Testbed: @unchecked Sendable {
             let data = try JSONSerialization.data(withJSONObject: config, options: [.prettyPrinted, .sortedKeys])
             let url = (directory ?? dir.url).appendingPathComponent("gateway.json")
             try data.write(to: url)
-            let p = try spawn(binary, ["serve", "--config", url.path] + extraArguments, name: name,
+            let p = try spawn(binary, prefix + ["serve", "--config", url.path] + extraArguments, name: name,
                               directory: directory, environment: environment)
             do {
                 try p.waitForPort(port)

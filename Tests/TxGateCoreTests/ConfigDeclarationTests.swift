@@ -151,7 +151,7 @@ import Testing
     func theRestartOnlyKeysAreTheDocumentedOnes() throws {
         let modes = Dictionary(uniqueKeysWithValues: GatewayConfig.Key.allCases.map { ($0.rawValue, GatewayConfig.reload($0).mode) })
         #expect(modes.filter { $0.value == .restart }.keys.sorted()
-            == ["limits", "listen", "metrics", "readiness", "secrets", "store", "upstream", "workers"])
+            == ["cpuAffinity", "limits", "listen", "metrics", "readiness", "secrets", "store", "upstream", "workers"])
         #expect(modes.filter { $0.value != .restart && $0.value != .live }
             == ["log": .partly("log.level"), "tls": .partly("tls (turning it on or off)")])
         // Every key has a rule: `reload` is a switch over `Key`, which `init(from:)` reads from.

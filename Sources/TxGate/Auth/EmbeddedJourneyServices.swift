@@ -11,7 +11,7 @@ final class PasswordVerifier: Sendable {
 
     init() {
         queue.name = "txgate.kdf"
-        queue.maxConcurrentOperationCount = max(2, ProcessInfo.processInfo.activeProcessorCount)
+        queue.maxConcurrentOperationCount = max(2, CPUs.available)
     }
 
     func verify(_ password: String, encoded: String, on loop: EventLoop, _ done: @escaping (Bool) -> Void) {

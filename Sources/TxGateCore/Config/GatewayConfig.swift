@@ -61,7 +61,10 @@ public struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
 /// The whole of gateway.json.
 public struct GatewayConfig: ConfigObject, Sendable {
     public var listen = HostPort(host: "127.0.0.1", port: 8080)
-    public var workers = ProcessInfo.processInfo.activeProcessorCount
+    /// The CPUs the process may use (`CPUs.available`), by default.
+    public var workers = CPUs.available
+    /// Whether each worker's thread is pinned to a CPU.
+    public var cpuAffinity = CPUAffinity.none
     /// The gateway's external base URL, for the links it builds.
     public var publicUrl: HTTPURL?
     public var upstream: UpstreamConfig
@@ -109,7 +112,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
     /// fails until it is) and named in `reload(_:)` (which does not compile until it is). The
     /// order is the one in which a reload's restart warning names them.
     public enum Key: String, CaseIterable, Sendable, ConfigKey {
-        case listen, workers, publicUrl, upstream, store, limits, paths, tls, log, shutdownTimeoutMs, users, usersFile
+        case listen, workers, cpuAffinity, publicUrl, upstream, store, limits, paths, tls, log, shutdownTimeoutMs, users, usersFile
         case journeys, loginJourney, realms, session, secrets, security, policies, cache, challenges, email
         case trustedProxies, readiness, metrics, loginPage, cors, oauth2, txnTokens, pdp, forwardAuth, bearer, audit, webauthn, approvals
     }
@@ -123,6 +126,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
         // and the signing key are made once, at start-up.
         case .listen: .restart(\.listen)
         case .workers: .restart(\.workers)
+        case .cpuAffinity: .restart(\.cpuAffinity)
         case .upstream: .restart(\.upstream)
         case .store: .restart(\.store)
         case .limits: .restart(\.limits)
@@ -151,6 +155,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
         }
         workers = o.value(.workers, default: workers)
         if workers < 1 || workers > 256 { o.invalid(.workers, "must be between 1 and 256") }
+        cpuAffinity = Self.cpuAffinity(o, allowed: CPUs.allowed)
         if let s: String = o.optional(.publicUrl) {
             if let u = HTTPURL(parsing: s) { publicUrl = u } else { o.invalid(.publicUrl, "'\(s)' is not an http:// or https:// URL") }
         }
@@ -189,6 +194,27 @@ public struct GatewayConfig: ConfigObject, Sendable {
         audit = o.value(.audit, default: audit)
         webauthn = o.optional(.webauthn)
         approvals = o.value(.approvals, default: approvals)
+    }
+
+    /// `cpuAffinity`: "none", "auto" or a list of CPU numbers, each one the process may run on.
+    static func cpuAffinity(_ o: StrictObject<Key>, allowed: [Int]?) -> CPUAffinity {
+        guard o.has(.cpuAffinity) else { return .none }
+        if let word = o.attempt(.cpuAffinity, as: String.self) {
+            switch word {
+            case "none": return .none
+            case "auto" where allowed?.isEmpty == false: return .auto
+            case "auto": o.invalid(.cpuAffinity, "'auto' needs the CPUs this process may run on, which the kernel did not give: list them")
+            default: o.invalid(.cpuAffinity, "'\(word)' is not \"none\", \"auto\" or a list of CPU numbers")
+            }
+            return .none
+        }
+        guard let cpus = o.attempt(.cpuAffinity, as: [Int].self), !cpus.isEmpty else {
+            o.invalid(.cpuAffinity, "must be \"none\", \"auto\" or a non-empty list of CPU numbers")
+            return .none
+        }
+        let problems = CPUAffinity.problems(in: cpus, allowed: allowed)
+        for p in problems { o.invalid(.cpuAffinity, index: p.index, p.message) }
+        return problems.isEmpty ? .cpus(cpus) : .none
     }
 
     /// Things that are valid but probably wrong, for `txgate check` and the start-up log.
