@@ -20,7 +20,8 @@
 # sides, which devbench's TLS section does not give nginx. CONNS=C: wrk's connections (default
 # 256). ACCESS_LOG=1: both proxies write an access line for every request to a file (nginx
 # buffered, 64k, in txgate's JSON line: lib.sh's nginx_txgate_log_format; txgate's log.access),
-# and the names get -log.
+# and the names get -log. PINNED=1: each proxy pins worker i to core i (txgate's `cpuAffinity`
+# "auto", nginx's `worker_cpu_affinity auto`), and the names get -pinned.
 # Everything listens on 127.0.0.1; what it starts is stopped on exit.
 set -eu
 B="$1"; PERF="$2"; OUT="$3"; N="${4:-8}"
@@ -41,6 +42,10 @@ if [ "${ACCESS_LOG:-0}" = 1 ]; then
   TAG="-log$TAG"
   nginx_log="$(nginx_txgate_log_format txgate) access_log $TMP/access.log txgate buffer=64k flush=1s;"
   txgate_log='"level": "info", "access": true'
+fi
+nginx_affinity=""; txgate_affinity=""
+if [ "${PINNED:-0}" = 1 ]; then
+  TAG="-pinned$TAG"; nginx_affinity="worker_cpu_affinity auto;"; txgate_affinity=', "cpuAffinity": "auto"'
 fi
 if [ -n "${TLS_CERT:-}" ]; then
   [ -f "$TLS_CERT.crt" ] && [ -f "$TLS_CERT.key" ] || { echo "devbench-profile.sh: no $TLS_CERT.crt and $TLS_CERT.key" >&2; exit 2; }
@@ -63,7 +68,7 @@ $(common "access_log off;")
   server { listen 127.0.0.1:19080 backlog=4096 reuseport; location / { default_type application/json; return 200 '{"accounts":[{"id":"A1","balance":"100.00"}]}\n'; } } }
 EOF
 cat > "$TMP/proxy.conf" <<EOF
-user root root; worker_processes $N; daemon off; pid $TMP/proxy.pid; error_log $TMP/proxy.err;
+user root root; worker_processes $N; $nginx_affinity daemon off; pid $TMP/proxy.pid; error_log $TMP/proxy.err;
 $(common "$nginx_log")
   upstream be { server 127.0.0.1:19080; keepalive 64; keepalive_requests 100000; }
   server { listen 127.0.0.1:19081 backlog=4096 reuseport$listen_tls; location / { proxy_pass http://be; proxy_http_version 1.1; proxy_set_header Connection ""; } } }
@@ -71,7 +76,7 @@ EOF
 cat > "$TMP/txgate.json" <<EOF
 {"listen": "127.0.0.1:19082", "publicUrl": "http://127.0.0.1:19082", "workers": $N,
  "upstream": {"url": "http://127.0.0.1:19080", "keepAlive": 64}, "limits": {"maxConnectionsPerClient": 0},
- "log": {$txgate_log}$txgate_tls}
+ "log": {$txgate_log}$txgate_tls$txgate_affinity}
 EOF
 
 taskset -c "$BACKEND_CORES" "$B/bin/nginx" -c "$TMP/backend.conf" -p "$TMP" -e "$TMP/backend.err0" & PIDS+=($!)
@@ -125,7 +130,7 @@ for line in sys.stdin:
     rows.setdefault(name, []).append((float(rps), ms(p50), ms(p90), ms(p99), int(ticks) / hz * 1e6 / n, per_k(cs, n), per_k(mig, n)))
     print(line.strip(), flush=True)
 med = {k: [statistics.median(x[i] for x in v) for i in range(7)] for k, v in rows.items()}
-kind = ("TLS" if "-tls" in tag else "plain") + (", access log" if "-log" in tag else "")
+kind = ("TLS" if "-tls" in tag else "plain") + (", access log" if "-log" in tag else "") + (", workers pinned" if "-pinned" in tag else "")
 print("\n| %s worker(s), %s, %s connections | req/s | p50 ms | p90 ms | p99 ms | CPU us/req | switches/1k req | core moves/1k req |" % (workers, kind, conns))
 print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for k in ("nginx", "txgate"):

@@ -17,6 +17,8 @@
 #                buffered, writing txgate's line), 3 alternating rounds (devbench-profile.sh)
 #   tail-4       4 workers, 5 alternating rounds of 5 s (devbench-profile.sh): p50, p90, p99, and,
 #                with perf, each proxy's context switches and moves between cores a request
+#   tail-4-pinned  tail-4 with each proxy's workers pinned to a core each (txgate's cpuAffinity
+#                "auto", nginx's worker_cpu_affinity auto): whether moves between cores are the tail
 #   profile      perf at 8 workers, txgate then nginx (needs perf.tar.xz)
 #   profile-tls  perf, TLS keep-alive at 4 workers, one TLS policy
 #   profile-2    perf at 2 workers
@@ -24,7 +26,7 @@
 #   stepup       devbench's step-up section at 1 and 4 workers (not in the default: `scaling`
 #                measures the same cycle with a client and a backend that keep up)
 # Each section has its own time limit and is skipped when it would end past DEVICE_BUDGET
-# seconds (default 540; the default sections take about 570, so the last are skipped unless
+# seconds (default 540; the default sections take about 640, so the last are skipped unless
 # DEVICE_BUDGET is raised or DEVICE_SECTIONS names fewer); the results are packed after
 # each one into $OUT/results.tgz (one file: the device tool brings back at most 8), and the
 # tables are printed at the end. With the device tool: carry .devbench, timeout_s 590.
@@ -48,7 +50,7 @@ set -u
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 DIR="$(cd "${1:-$ROOT/.devbench}" 2>/dev/null && pwd)" || { echo "device-run.sh: no such folder: ${1:-.devbench}" >&2; exit 2; }
 OUT="${OUT:-/tmp/device-out}"
-SECTIONS="${DEVICE_SECTIONS:-scaling store proxy proxy-c32 tls-same proxy-log tail-4 profile profile-tls profile-2 tls}"
+SECTIONS="${DEVICE_SECTIONS:-scaling store proxy proxy-c32 tls-same proxy-log tail-4 tail-4-pinned profile profile-tls profile-2 tls}"
 BUDGET="${DEVICE_BUDGET:-540}"
 for f in bundle.tar.xz devbench.py; do
   [ -f "$DIR/$f" ] || { echo "device-run.sh: $DIR/$f is missing (run devbench's make-bundle.sh from the project root)" >&2; exit 2; }
@@ -169,11 +171,15 @@ for s in $SECTIONS; do
       perf_dir=-
       unpack_perf && perf_dir="$P"
       limited tail-4 90 env TAG=-w4-tail ROUNDS=5 bash "$ROOT/bench/devbench-profile.sh" "$B" "$perf_dir" "$RES" 4 ;;
+    tail-4-pinned)
+      perf_dir=-
+      unpack_perf && perf_dir="$P"
+      limited tail-4-pinned 90 env PINNED=1 TAG=-w4-tail ROUNDS=5 bash "$ROOT/bench/devbench-profile.sh" "$B" "$perf_dir" "$RES" 4 ;;
     profile) profile profile 8 ;;
     profile-2) profile profile-2 2 TAG=-w2 ;;
     profile-tls)
       if tls_cert; then profile profile-tls 4 TLS_CERT="$TLS_PREFIX" TAG=-w4; else echo "[profile-tls] skipped: no certificate and no openssl"; fi ;;
-    *) echo "device-run.sh: unknown section '$s' (scaling, store, proxy, proxy-c32, tls-same, proxy-log, tail-4, stepup, profile, profile-tls, profile-2, tls)" >&2 ;;
+    *) echo "device-run.sh: unknown section '$s' (scaling, store, proxy, proxy-c32, tls-same, proxy-log, tail-4, tail-4-pinned, stepup, profile, profile-tls, profile-2, tls)" >&2 ;;
   esac
   # After each section, so that a command stopped from outside still brings back what finished.
   tar czf "$OUT/results.tgz" -C "$RES" .

@@ -180,7 +180,8 @@ final class Worker: @unchecked Sendable {
         }
         let t = Thread { [self] in
             CurrentThread.name("txgate-worker-\(index)")
-            // Before the loop's first turn, so that the worker's memory is first touched on its CPU.
+            // Before the loop's first turn: what the worker allocates from then on (its requests'
+            // buffers and objects) is first touched on its CPU.
             if let cpu {
                 let error = CurrentThread.pin(to: cpu)
                 if error != 0 {

@@ -90,7 +90,7 @@ struct Serve: ParsableCommand {
     var listen: String?
     @Option(help: ArgumentHelp("Forward to this URL instead of the file's `upstream.url`.", valueName: "url"))
     var upstream: String?
-    @Option(help: ArgumentHelp("Number of worker threads, each with its own event loop (default: the number of cores).", valueName: "n"))
+    @Option(help: ArgumentHelp("Number of worker threads, each with its own event loop (default: the file's `workers`, else the CPUs this process may use).", valueName: "n"))
     var workers: Int?
 
     func run() throws {
