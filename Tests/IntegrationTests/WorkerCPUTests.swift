@@ -24,23 +24,69 @@ import TestSupport
         g.logLines().first { $0["msg"] as? String == "txgate started" }
     }
 
-    /// A gateway given one CPU of several by `taskset` starts one worker. It started one per
-    /// CPU of the machine (Foundation's `activeProcessorCount`), all taking turns on that one.
-    @Test(.timeLimit(.minutes(1)), .enabled(if: (CPUs.allowed?.count ?? 0) >= 2, "needs two CPUs or more"))
-    func theDefaultWorkerCountIsTheCPUsTheProcessMayRunOn() throws {
-        let bed = try Testbed.current
+    /// The gateway, with no `workers` in its file, started through `launcher` in front of a
+    /// demo-bank: it serves, and its "txgate started" line says how many workers it started.
+    static func startCountingWorkers(_ bed: Testbed, launcher: [String], environment: [String: String]? = nil) throws
+        -> (gateway: GatewayInstance, workers: Int?) {
         let bank = try bed.startDemoBank()
-        let cpu = try #require(CPUs.allowed?.last)
-        let g = try bed.startGateway(launcher: ["taskset", "-c", "\(cpu)"]) { port in
+        let g = try bed.startGateway(environment: environment, launcher: launcher) { port in
             var config = Testbed.gatewayConfig(port: port, upstream: bank.url)
             config["workers"] = nil
             return config
         }
-        Timing.poll(timeout: 5, interval: 0.05) { Self.startedLine(g) != nil }
-        let started = try #require(Self.startedLine(g), "\(g.logText)")
-        #expect(started["workers"] as? Int == 1, "\(started)")
-        #expect(try Self.workerThreads(of: g.pid) == ["txgate-worker-0": "\(cpu)"])
+        Timing.poll(timeout: 5, interval: 0.05) { startedLine(g) != nil }
+        let started = try #require(startedLine(g), "\(g.logText)")
         #expect(try g.fetch("GET", "/accounts").status == 200)
+        return (g, started["workers"] as? Int)
+    }
+
+    /// A gateway given one CPU of several by `taskset` starts one worker. It started one per
+    /// CPU of the machine (Foundation's `activeProcessorCount`), all taking turns on that one.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: (CPUs.allowed?.count ?? 0) >= 2, "needs two CPUs or more"))
+    func theDefaultWorkerCountIsTheCPUsTheProcessMayRunOn() throws {
+        let cpu = try #require(CPUs.allowed?.last)
+        let (g, workers) = try Self.startCountingWorkers(try Testbed.current, launcher: ["taskset", "-c", "\(cpu)"])
+        #expect(workers == 1)
+        #expect(try Self.workerThreads(of: g.pid) == ["txgate-worker-0": "\(cpu)"])
+    }
+
+    /// A CPU controller this test may make a cgroup under (root, cgroup v1's `cpu` hierarchy or
+    /// v2 with `cpu` enabled for its children), and the file and text that set a quota of one CPU.
+    static let cpuController: (folder: String, file: String, oneCPU: String)? = {
+        let v2 = "/sys/fs/cgroup"
+        let candidates: [(String, String, String)] = [
+            ("/sys/fs/cgroup/cpu", "cpu.cfs_quota_us", "100000"), ("/sys/fs/cgroup/cpu,cpuacct", "cpu.cfs_quota_us", "100000"),
+        ] + ((try? String(contentsOfFile: v2 + "/cgroup.subtree_control", encoding: .utf8))?
+            .split(whereSeparator: \.isWhitespace).contains("cpu") == true ? [(v2, "cpu.max", "100000 100000")] : [])
+        for (folder, file, text) in candidates {
+            let probe = folder + "/txgate-probe-\(getpid())"
+            guard mkdir(probe, 0o755) == 0 else { continue }
+            let usable = FileManager.default.fileExists(atPath: probe + "/" + file)
+            rmdir(probe)
+            if usable { return (folder, file, text) }
+        }
+        return nil
+    }()
+
+    /// A gateway in a cgroup with a quota of one CPU (`docker run --cpus 1`, systemd's
+    /// `CPUQuota=100%`) starts one worker, on a machine with more CPUs.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: (CPUs.allowed?.count ?? 0) >= 2 && Self.cpuController != nil,
+                                            "needs two CPUs or more, and a cgroup CPU controller to make a cgroup under (root)"))
+    func aCgroupCPUQuotaLimitsTheDefaultWorkerCount() throws {
+        let bed = try Testbed.current
+        let controller = try #require(Self.cpuController)
+        let cgroup = controller.folder + "/txgate-test-\(getpid())-\(UUID().uuidString.prefix(8))"
+        #expect(mkdir(cgroup, 0o755) == 0)
+        bed.onCleanup {
+            // The gateway has been killed by now; its cgroup goes once the kernel has let go of it.
+            _ = Timing.poll(timeout: 5, interval: 0.05) { rmdir(cgroup) == 0 || errno == ENOENT }
+        }
+        try controller.oneCPU.write(toFile: cgroup + "/" + controller.file, atomically: false, encoding: .utf8)
+        // The shell moves itself into the cgroup, then becomes txgate.
+        let (_, workers) = try Self.startCountingWorkers(
+            bed, launcher: ["sh", "-c", #"echo $$ > "$TXGATE_TEST_CGROUP/cgroup.procs" && exec "$0" "$@""#],
+            environment: ["TXGATE_TEST_CGROUP": cgroup])
+        #expect(workers == 1)
     }
 
     /// `cpuAffinity: "auto"`: worker i on the i-th CPU the process may use, said in its

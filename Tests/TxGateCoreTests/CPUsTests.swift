@@ -65,36 +65,83 @@ import TxGate
         #expect(CPUs.cpuMaxQuota("100000") == nil)
     }
 
-    @Test func theUnifiedCgroupPathIsTheZeroLine() {
-        #expect(CPUs.unifiedCgroupPath("0::/system.slice/txgate.service\n") == "/system.slice/txgate.service")
-        #expect(CPUs.unifiedCgroupPath("0::/\n") == "/")
-        // cgroup v1, and a hybrid layout whose unified line comes last.
-        #expect(CPUs.unifiedCgroupPath("12:cpu,cpuacct:/docker/abc\n1:name=systemd:/docker/abc\n") == nil)
-        #expect(CPUs.unifiedCgroupPath("4:cpu,cpuacct:/x\n0::/user.slice\n") == "/user.slice")
+    @Test func cfsQuotaIsReadAsCPUs() {
+        #expect(CPUs.cfsQuota("-1\n", period: "100000\n") == nil)
+        #expect(CPUs.cfsQuota("150000\n", period: "100000\n") == 1.5)
+        #expect(CPUs.cfsQuota("", period: "100000") == nil)
+        #expect(CPUs.cfsQuota("50000", period: "") == nil)
     }
 
-    @Test func theLowestQuotaOnTheWayUpTheHierarchyCounts() throws {
+    @Test func mountinfoSaysWhereEachHierarchyIs() {
+        let info = """
+            31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755
+            32 31 0:29 / /sys/fs/cgroup/cpu,cpuacct rw,relatime shared:9 - cgroup cgroup rw,cpu,cpuacct
+            33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
+            41 31 0:38 /docker/abc /sys/fs/cgroup/my\\040unified rw,relatime - cgroup2 cgroup2 rw
+            """
+        #expect(CPUs.cgroupMount(info, type: "cgroup", option: "cpu")! == (point: "/sys/fs/cgroup/cpu,cpuacct", root: "/"))
+        #expect(CPUs.cgroupMount(info, type: "cgroup2", option: nil)! == (point: "/sys/fs/cgroup/my unified", root: "/docker/abc"))
+        #expect(CPUs.cgroupMount(info, type: "cgroup", option: "memory") == nil)
+    }
+
+    /// A cgroup tree under a temporary folder, mounted (as mountinfo says) at `point`.
+    struct FakeHierarchy {
+        let dir: TemporaryDirectory
+        func write(_ path: String, _ text: String) throws {
+            let file = dir.path + path
+            try FileManager.default.createDirectory(atPath: (file as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try text.write(toFile: file, atomically: true, encoding: .utf8)
+        }
+        /// cgroup v1's quota and period in `folder`.
+        func writeCFS(_ folder: String, quota: Int, period: Int = 100_000) throws {
+            try write(folder + "/cpu.cfs_quota_us", "\(quota)\n")
+            try write(folder + "/cpu.cfs_period_us", "\(period)\n")
+        }
+    }
+
+    @Test func theLowestQuotaOnTheWayUpTheUnifiedHierarchyCounts() throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let root = dir.path + "/cgroup"
-        try FileManager.default.createDirectory(atPath: root + "/kubepods/pod1/box", withIntermediateDirectories: true)
-        let cgroupFile = dir.path + "/cgroup-of-self"
-        try "0::/kubepods/pod1/box\n".write(toFile: cgroupFile, atomically: true, encoding: .utf8)
-        #expect(CPUs.cgroupQuota(cgroupFile: cgroupFile, root: root) == nil)
+        let tree = FakeHierarchy(dir: dir)
+        let info = "41 31 0:38 / \(dir.path)/v2 rw,relatime - cgroup2 cgroup2 rw\n"
+        let cgroups = "0::/kubepods/pod1/box\n"
+        try FileManager.default.createDirectory(atPath: dir.path + "/v2/kubepods/pod1/box", withIntermediateDirectories: true)
+        #expect(CPUs.cgroupQuota(cgroups: cgroups, mountInfo: info) == nil)
 
-        try "max 100000\n".write(toFile: root + "/kubepods/pod1/box/cpu.max", atomically: true, encoding: .utf8)
-        try "300000 100000\n".write(toFile: root + "/kubepods/pod1/cpu.max", atomically: true, encoding: .utf8)
-        try "800000 100000\n".write(toFile: root + "/kubepods/cpu.max", atomically: true, encoding: .utf8)
-        #expect(CPUs.cgroupQuota(cgroupFile: cgroupFile, root: root) == 3)
-
-        try "50000 100000\n".write(toFile: root + "/kubepods/pod1/box/cpu.max", atomically: true, encoding: .utf8)
-        #expect(CPUs.cgroupQuota(cgroupFile: cgroupFile, root: root) == 0.5)
+        try tree.write("/v2/kubepods/pod1/box/cpu.max", "max 100000\n")
+        try tree.write("/v2/kubepods/pod1/cpu.max", "300000 100000\n")
+        try tree.write("/v2/kubepods/cpu.max", "800000 100000\n")
+        #expect(CPUs.cgroupQuota(cgroups: cgroups, mountInfo: info) == 3)
+        try tree.write("/v2/kubepods/pod1/box/cpu.max", "50000 100000\n")
+        #expect(CPUs.cgroupQuota(cgroups: cgroups, mountInfo: info) == 0.5)
 
         // Inside a cgroup namespace the process's cgroup is the root, whose cpu.max is the container's.
-        try "0::/\n".write(toFile: cgroupFile, atomically: true, encoding: .utf8)
-        try "200000 100000\n".write(toFile: root + "/cpu.max", atomically: true, encoding: .utf8)
-        #expect(CPUs.cgroupQuota(cgroupFile: cgroupFile, root: root) == 2)
-        #expect(CPUs.cgroupQuota(cgroupFile: dir.path + "/missing", root: root) == nil)
+        try tree.write("/v2/cpu.max", "200000 100000\n")
+        #expect(CPUs.cgroupQuota(cgroups: "0::/\n", mountInfo: info) == 2)
+        // No cgroup2 mount: nothing to read.
+        #expect(CPUs.cgroupQuota(cgroups: cgroups, mountInfo: "") == nil)
+    }
+
+    @Test func theV1CPUControllerCountsOnOlderAndHybridHosts() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let tree = FakeHierarchy(dir: dir)
+        // A container that mounts its own part of the host's hierarchy (root /docker/abc),
+        // beside an empty unified hierarchy (a hybrid host).
+        let info = """
+            32 31 0:29 /docker/abc \(dir.path)/cpu,cpuacct ro,relatime - cgroup cgroup rw,cpu,cpuacct
+            33 31 0:30 /docker/abc \(dir.path)/memory ro,relatime - cgroup cgroup rw,memory
+            41 31 0:38 / \(dir.path)/unified rw,relatime - cgroup2 cgroup2 rw
+            """
+        let cgroups = "12:memory:/docker/abc\n4:cpu,cpuacct:/docker/abc\n1:name=systemd:/docker/abc\n0::/\n"
+        try tree.writeCFS("/cpu,cpuacct", quota: 250_000)
+        try tree.writeCFS("/memory", quota: 10_000)
+        #expect(CPUs.cgroupQuota(cgroups: cgroups, mountInfo: info) == 2.5)
+        // The same hierarchy seen from the host: the container's cgroup under the mount point.
+        let host = "32 31 0:29 / \(dir.path)/host rw,relatime - cgroup cgroup rw,cpu,cpuacct\n"
+        try tree.writeCFS("/host/docker/abc", quota: -1)
+        try tree.writeCFS("/host/docker", quota: 100_000)
+        #expect(CPUs.cgroupQuota(cgroups: cgroups, mountInfo: host) == 1)
     }
 
     @Test func affinityPlansACPUPerWorker() {

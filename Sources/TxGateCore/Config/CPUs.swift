@@ -6,9 +6,10 @@ import Foundation
 ///
 /// As swift-nio's `System.coreCount` counts them: the CPUs of the process's affinity mask
 /// (`taskset`, systemd's `CPUAffinity=`, a container's cpuset), fewer if its cgroup (or one above
-/// it) has a CPU quota (`docker run --cpus 2`, a Kubernetes CPU limit: cgroup v2's `cpu.max`),
-/// rounded up. Foundation's `activeProcessorCount` counts every CPU of the machine, so a gateway
-/// given 2 of a host's 64 CPUs would start 64 workers that take turns on 2 of them.
+/// it) has a CPU quota (`docker run --cpus 2`, a Kubernetes CPU limit, systemd's `CPUQuota=`:
+/// cgroup v2's `cpu.max`, v1's `cpu.cfs_quota_us`), rounded up. Foundation's
+/// `activeProcessorCount` counts every CPU of the machine, so a gateway given 2 of a host's 64
+/// CPUs would start 64 workers that take turns on 2 of them.
 public enum CPUs {
     /// The CPUs the process may run on at start-up, in increasing order; nil if the kernel
     /// would not say.
@@ -17,13 +18,17 @@ public enum CPUs {
     /// What the workers default to: the allowed CPUs, at most the cgroup quota, at least 1.
     public static let available: Int = count(
         allowed: allowed?.count ?? ProcessInfo.processInfo.activeProcessorCount,
-        quota: cgroupQuota(cgroupFile: "/proc/self/cgroup", root: "/sys/fs/cgroup"))
+        quota: cgroupQuota(cgroups: read("/proc/self/cgroup"), mountInfo: read("/proc/self/mountinfo")))
 
     /// `allowed` CPUs, limited by a quota of `quota` CPUs (nil: none), at least 1.
     static func count(allowed: Int, quota: Double?) -> Int {
         var n = allowed
         if let quota { n = min(n, Int(quota.rounded(.up))) }
         return max(1, n)
+    }
+
+    static func read(_ path: String) -> String {
+        (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
     }
 
     static func readAllowed() -> [Int]? {
@@ -37,31 +42,91 @@ public enum CPUs {
         }
     }
 
-    /// The smallest CPU quota (cgroup v2 `cpu.max`: quota / period, in CPUs) of the process's
-    /// cgroup and each one above it up to `root`, or nil if none has one. `cgroupFile` is
-    /// `/proc/self/cgroup`; under cgroup v1 (no `0::` line) there is no quota to read here.
-    static func cgroupQuota(cgroupFile: String, root: String) -> Double? {
-        guard let text = try? String(contentsOfFile: cgroupFile, encoding: .utf8),
-              var path = unifiedCgroupPath(text) else { return nil }
+    /// The smallest CPU quota, in CPUs, of the process's cgroup and each one above it, or nil
+    /// if none has one. `cgroups` is `/proc/self/cgroup`'s text and `mountInfo`
+    /// `/proc/self/mountinfo`'s, which says where each hierarchy is mounted. cgroup v2: `cpu.max`
+    /// ("QUOTA PERIOD", or "max"); v1 (older hosts, and hybrid ones): the `cpu` controller's
+    /// `cpu.cfs_quota_us` (-1: none) over `cpu.cfs_period_us`. Both are read where both exist.
+    static func cgroupQuota(cgroups: String, mountInfo: String) -> Double? {
+        var lowest: Double?
+        func take(_ q: Double?) { if let q { lowest = min(lowest ?? q, q) } }
+        for line in cgroups.split(separator: "\n") {
+            // ID:CONTROLLERS:PATH; the unified (v2) hierarchy's line is 0::PATH.
+            let fields = line.split(separator: ":", maxSplits: 2, omittingEmptySubsequences: false)
+            guard fields.count == 3, fields[2].hasPrefix("/") else { continue }
+            let path = String(fields[2])
+            if fields[0] == "0" && fields[1].isEmpty {
+                guard let mount = cgroupMount(mountInfo, type: "cgroup2", option: nil) else { continue }
+                take(lowestQuota(path: path, mount: mount) { folder in
+                    cpuMaxQuota(read(folder + "/cpu.max"))
+                })
+            } else if fields[1].split(separator: ",").contains("cpu") {
+                guard let mount = cgroupMount(mountInfo, type: "cgroup", option: "cpu") else { continue }
+                take(lowestQuota(path: path, mount: mount) { folder in
+                    cfsQuota(read(folder + "/cpu.cfs_quota_us"), period: read(folder + "/cpu.cfs_period_us"))
+                })
+            }
+        }
+        return lowest
+    }
+
+    /// Where a cgroup hierarchy is mounted (`mountinfo`'s mount point) and which cgroup that
+    /// folder is (its root: "/" on a host, the container's own cgroup when a container mounts
+    /// its part of the host's hierarchy). `option`: the v1 controller the mount carries.
+    static func cgroupMount(_ mountInfo: String, type: String, option: String?) -> (point: String, root: String)? {
+        for line in mountInfo.split(separator: "\n") {
+            // ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS...] - TYPE SOURCE SUPER_OPTIONS
+            let halves = line.components(separatedBy: " - ")
+            guard halves.count == 2 else { continue }
+            let mine = halves[0].split(separator: " "), theirs = halves[1].split(separator: " ")
+            guard mine.count >= 5, theirs.count >= 3, theirs[0] == type else { continue }
+            if let option, !theirs[2].split(separator: ",").contains(Substring(option)) { continue }
+            return (point: unescapeMountPath(mine[4]), root: unescapeMountPath(mine[3]))
+        }
+        return nil
+    }
+
+    /// mountinfo writes a space, tab, newline and backslash in a path as octal escapes (`\040`).
+    static func unescapeMountPath(_ field: Substring) -> String {
+        guard field.contains("\\") else { return String(field) }
+        var out: [UInt8] = []
+        var bytes = Array(field.utf8)[...]
+        while let b = bytes.popFirst() {
+            if b == UInt8(ascii: "\\"), bytes.count >= 3, let code = UInt8(String(decoding: bytes.prefix(3), as: UTF8.self), radix: 8) {
+                out.append(code)
+                bytes = bytes.dropFirst(3)
+            } else {
+                out.append(b)
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The lowest of `quota(folder)` from the cgroup at `path` up to the hierarchy's mount
+    /// point. A cgroup outside the mount's root (a container that sees only its own part of the
+    /// hierarchy) is the mount point itself.
+    static func lowestQuota(path: String, mount: (point: String, root: String), _ quota: (String) -> Double?) -> Double? {
+        var relative = "/"
+        if mount.root == "/" {
+            relative = path
+        } else if path == mount.root || path.hasPrefix(mount.root + "/") {
+            relative = String(path.dropFirst(mount.root.count))
+        }
+        var parts = relative.split(separator: "/").map(String.init)
         var lowest: Double?
         while true {
-            let folder = path == "/" ? root : root + path
-            if let max = try? String(contentsOfFile: folder + "/cpu.max", encoding: .utf8), let q = cpuMaxQuota(max) {
-                lowest = min(lowest ?? q, q)
-            }
-            if path == "/" { return lowest }
-            let parent = (path as NSString).deletingLastPathComponent
-            path = parent.isEmpty ? "/" : parent
+            if let q = quota(([mount.point] + parts).joined(separator: "/")) { lowest = min(lowest ?? q, q) }
+            if parts.isEmpty { return lowest }
+            parts.removeLast()
         }
     }
 
-    /// The cgroup v2 path in `/proc/self/cgroup` (its `0::PATH` line), or nil under cgroup v1.
-    static func unifiedCgroupPath(_ text: String) -> String? {
-        for line in text.split(separator: "\n") where line.hasPrefix("0::") {
-            let path = String(line.dropFirst(3))
-            return path.hasPrefix("/") ? path : nil
-        }
-        return nil
+    /// cgroup v1's `cpu.cfs_quota_us` over `cpu.cfs_period_us`, or nil for -1 (no limit) or
+    /// anything unreadable.
+    static func cfsQuota(_ quota: String, period: String) -> Double? {
+        guard let q = Double(quota.trimmingCharacters(in: .whitespacesAndNewlines)),
+              let p = Double(period.trimmingCharacters(in: .whitespacesAndNewlines)), q > 0, p > 0 else { return nil }
+        return q / p
     }
 
     /// `cpu.max`'s "QUOTA PERIOD" as CPUs, or nil for "max" (no limit) or anything unreadable.
