@@ -109,7 +109,9 @@ public enum ConfigLoader {
             if let url = HTTPURL(parsing: u) { config.upstream.url = url } else { issues.errors.append(ConfigError(path: "--upstream", message: "'\(u)' is not an http:// or https:// URL")) }
         }
         if let w = o.workers {
-            if (1...256).contains(w) { config.workers = w } else { issues.errors.append(ConfigError(path: "--workers", message: "must be between 1 and 256")) }
+            if (1...GatewayConfig.maxWorkers).contains(w) { config.workers = w } else {
+                issues.errors.append(ConfigError(path: "--workers", message: "must be between 1 and \(GatewayConfig.maxWorkers)"))
+            }
         }
     }
 

@@ -61,8 +61,10 @@ public struct HTTPURL: Equatable, Sendable, CustomStringConvertible {
 /// The whole of gateway.json.
 public struct GatewayConfig: ConfigObject, Sendable {
     public var listen = HostPort(host: "127.0.0.1", port: 8080)
-    /// The CPUs the process may use (`CPUs.available`), by default.
-    public var workers = CPUs.available
+    /// The CPUs the process may use (`CPUs.available`), by default, up to the most allowed.
+    public var workers = min(CPUs.available, GatewayConfig.maxWorkers)
+    /// The most workers a gateway runs (`workers`, `--workers`).
+    public static let maxWorkers = 256
     /// Whether each worker's thread is pinned to a CPU.
     public var cpuAffinity = CPUAffinity.none
     /// The gateway's external base URL, for the links it builds.
@@ -154,7 +156,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
             if let hp = HostPort(parsing: s) { listen = hp } else { o.invalid(.listen, "'\(s)' is not HOST:PORT") }
         }
         workers = o.value(.workers, default: workers)
-        if workers < 1 || workers > 256 { o.invalid(.workers, "must be between 1 and 256") }
+        if workers < 1 || workers > Self.maxWorkers { o.invalid(.workers, "must be between 1 and \(Self.maxWorkers)") }
         cpuAffinity = Self.cpuAffinity(o, allowed: CPUs.allowed)
         if let s: String = o.optional(.publicUrl) {
             if let u = HTTPURL(parsing: s) { publicUrl = u } else { o.invalid(.publicUrl, "'\(s)' is not an http:// or https:// URL") }
