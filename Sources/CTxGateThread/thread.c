@@ -3,17 +3,19 @@
 #include <pthread.h>
 #include <sched.h>
 #include <string.h>
+#include <unistd.h>
 #include "thread.h"
 
 int txgate_allowed_cpus(int *cpus, int capacity) {
     // The kernel refuses a mask smaller than its own CPU count (EINVAL): start at glibc's
     // default size and double it until the mask fits.
-    for (int possible = CPU_SETSIZE; possible <= (1 << 20); possible *= 2) {
+    for (int possible = CPU_SETSIZE; possible <= TXGATE_MAX_CPUS; possible *= 2) {
         cpu_set_t *set = CPU_ALLOC(possible);
         if (set == NULL) return -ENOMEM;
         size_t size = CPU_ALLOC_SIZE(possible);
         CPU_ZERO_S(size, set);
-        if (sched_getaffinity(0, size, set) != 0) {
+        // The process's main thread's mask (its id is the process's), whichever thread asks.
+        if (sched_getaffinity(getpid(), size, set) != 0) {
             int error = errno;
             CPU_FREE(set);
             if (error == EINVAL) continue;
@@ -31,13 +33,18 @@ int txgate_allowed_cpus(int *cpus, int capacity) {
     return -EINVAL;
 }
 
-int txgate_pin_current_thread(int cpu) {
-    if (cpu < 0) return EINVAL;
-    cpu_set_t *set = CPU_ALLOC(cpu + 1);
+int txgate_set_current_thread_cpus(const int *cpus, int count) {
+    int highest = -1;
+    for (int i = 0; i < count; i++) {
+        if (cpus[i] < 0 || cpus[i] >= TXGATE_MAX_CPUS) return EINVAL;
+        if (cpus[i] > highest) highest = cpus[i];
+    }
+    if (highest < 0) return EINVAL;
+    cpu_set_t *set = CPU_ALLOC(highest + 1);
     if (set == NULL) return ENOMEM;
-    size_t size = CPU_ALLOC_SIZE(cpu + 1);
+    size_t size = CPU_ALLOC_SIZE(highest + 1);
     CPU_ZERO_S(size, set);
-    CPU_SET_S(cpu, size, set);
+    for (int i = 0; i < count; i++) CPU_SET_S(cpus[i], size, set);
     int result = pthread_setaffinity_np(pthread_self(), size, set);
     CPU_FREE(set);
     return result;

@@ -179,9 +179,12 @@ final class Worker: @unchecked Sendable {
             if let returnFreedMemory { server.releaseFreedMemory = returnFreedMemory }
         }
         let t = Thread { [self] in
-            CurrentThread.name("txgate-worker-\(index)")
-            // Before the loop's first turn: what the worker allocates from then on (its requests'
-            // buffers and objects) is first touched on its CPU.
+            // One name for every worker (the kernel keeps 15 bytes, too few for an index past 9):
+            // `perf` and `top -H` count them together; the "listening" lines give each one's CPU.
+            CurrentThread.name("txgate-worker")
+            // Before the loop's first turn, so that what the worker allocates while it serves
+            // (its requests' buffers and objects) is first touched on its CPU; what `init` made
+            // was allocated on the main thread.
             if let cpu {
                 let error = CurrentThread.pin(to: cpu)
                 if error != 0 {

@@ -34,7 +34,10 @@ public final class OutboxSender: EmailSender, Sendable {
     public func send(_ message: OutgoingEmail, on executor: CallbackExecutor,
                      _ done: @escaping (Result<Void, EmailError>) -> Void) {
         let reply = Completion(on: executor, done)
-        queue.async { reply(self.write(message).map { _ in () }) }
+        queue.async {
+            CurrentThread.unpin()
+            reply(self.write(message).map { _ in () })
+        }
     }
 
     /// Writes the message; returns the file's path. Runs on `queue`.

@@ -108,6 +108,7 @@ public final class SMTPSender: EmailSender, @unchecked Sendable {
     /// One SMTP transaction with a fresh easy handle; nil when the server accepted the message.
     /// Blocks: only ever called on a lane.
     private func transfer(_ bytes: [UInt8], to: String) -> Failure? {
+        CurrentThread.unpin()
         guard let curl = curl_easy_init() else { return Failure(text: "libcurl: cannot create a handle", permanent: false) }
         defer { curl_easy_cleanup(curl) }
         let errorBuffer = UnsafeMutablePointer<CChar>.allocate(capacity: Int(CURL_ERROR_SIZE) + 1)

@@ -320,6 +320,7 @@ final class RedisConnection {
         let (url, timeoutMs) = (url, timeoutMs)
         let connection = LoopBound(self, loop: loop)
         DispatchQueue.global().async {
+            CurrentThread.unpin()
             let found = Result { () throws -> (RedisURL.Address, String, RedisURL.Address?) in
                 let (address, sentinel) = try BlockingRedis.primaryAddress(url, timeoutMs: timeoutMs)
                 let ip = Self.isNumericAddress(address.host) ? address.host

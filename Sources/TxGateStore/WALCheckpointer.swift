@@ -1,6 +1,7 @@
 import CSQLite
 import Dispatch
 import Glibc
+import TxGateCore
 import Synchronization
 
 /// Copies the write-ahead log back into the database file mostly on a thread of its own, so
@@ -60,6 +61,7 @@ final class WALCheckpointer: @unchecked Sendable {
         guard pages >= Self.thresholdPages,
               pending.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
         queue.async { [self] in
+            CurrentThread.unpin()
             _ = try? connection?.checkpointPassive()
             finish { [self] in
                 completed.add(1, ordering: .relaxed)
@@ -80,6 +82,7 @@ final class WALCheckpointer: @unchecked Sendable {
     /// left as it is, and tried again after the next large purge.
     func truncate() {
         queue.async { [self] in
+            CurrentThread.unpin()
             guard let connection else { return }
             _ = try? connection.checkpointPassive()
             // Busy at once, without the busy handler, while another connection checkpoints: the

@@ -23,15 +23,17 @@ import TxGate
         #expect(CPUs.available >= 1 && CPUs.available <= allowed.count)
     }
 
-    @Test func aPinnedThreadRunsOnItsCPUOnly() async throws {
-        let cpu = try #require(CPUs.allowed?.last)
-        let seen = await withCheckedContinuation { (done: CheckedContinuation<(Int32, [Int]?, String?), Never>) in
+    @Test func aPinnedThreadRunsOnItsCPUOnlyUntilUnpinned() async throws {
+        let allowed = try #require(CPUs.allowed)
+        let cpu = try #require(allowed.last)
+        let seen = await withCheckedContinuation { (done: CheckedContinuation<(Int32, [Int]?, String?, [Int]?), Never>) in
             let t = Thread {
                 CurrentThread.name("txgate-test-pinned-thread")
                 let error = CurrentThread.pin(to: cpu)
-                let list = try? Self.allowedList(status: "/proc/thread-self/status")
+                let pinned = try? Self.allowedList(status: "/proc/thread-self/status")
                 let name = try? String(contentsOfFile: "/proc/thread-self/comm", encoding: .utf8)
-                done.resume(returning: (error, list, name))
+                CurrentThread.unpin()
+                done.resume(returning: (error, pinned, name, try? Self.allowedList(status: "/proc/thread-self/status")))
             }
             t.start()
         }
@@ -39,6 +41,7 @@ import TxGate
         #expect(seen.1 == [cpu])
         // Cut to the kernel's 15 bytes.
         #expect(seen.2 == "txgate-test-pin\n")
+        #expect(seen.3 == allowed)
     }
 
     @Test func aCPUTheProcessMayNotUseCannotBePinnedTo() async {
@@ -79,9 +82,33 @@ import TxGate
             33 31 0:30 / /sys/fs/cgroup/cpuacct rw,relatime - cgroup cgroup rw,cpuacct
             41 31 0:38 /docker/abc /sys/fs/cgroup/my\\040unified rw,relatime - cgroup2 cgroup2 rw
             """
-        #expect(CPUs.cgroupMount(info, type: "cgroup", option: "cpu")! == (point: "/sys/fs/cgroup/cpu,cpuacct", root: "/"))
-        #expect(CPUs.cgroupMount(info, type: "cgroup2", option: nil)! == (point: "/sys/fs/cgroup/my unified", root: "/docker/abc"))
-        #expect(CPUs.cgroupMount(info, type: "cgroup", option: "memory") == nil)
+        #expect(CPUs.cgroupMount(info, type: "cgroup", option: "cpu", path: "/a")! == (point: "/sys/fs/cgroup/cpu,cpuacct", root: "/"))
+        #expect(CPUs.cgroupMount(info, type: "cgroup2", option: nil, path: "/docker/abc/x")!
+            == (point: "/sys/fs/cgroup/my unified", root: "/docker/abc"))
+        #expect(CPUs.cgroupMount(info, type: "cgroup", option: "memory", path: "/") == nil)
+        // A mount whose root does not hold the process's cgroup (it was moved elsewhere) says nothing.
+        #expect(CPUs.cgroupMount(info, type: "cgroup2", option: nil, path: "/other") == nil)
+    }
+
+    @Test func ofSeveralMountsTheClosestRootAndThenTheLastListedCounts() {
+        let info = """
+            50 31 0:29 / /host-view rw - cgroup2 cgroup2 rw
+            51 31 0:29 /kubepods /pods-view rw - cgroup2 cgroup2 rw
+            52 31 0:29 /kubepods /pods-view-on-top rw - cgroup2 cgroup2 rw
+            53 31 0:29 /elsewhere /unrelated rw - cgroup2 cgroup2 rw
+            """
+        #expect(CPUs.cgroupMount(info, type: "cgroup2", option: nil, path: "/kubepods/pod1")!
+            == (point: "/pods-view-on-top", root: "/kubepods"))
+        #expect(CPUs.cgroupMount(info, type: "cgroup2", option: nil, path: "/system.slice")! == (point: "/host-view", root: "/"))
+        // The namespace began below the mount (`unshare -C`): its point, an ancestor, is all there is.
+        let unshared = "60 31 0:29 /.. /sys/fs/cgroup rw - cgroup2 cgroup2 rw\n"
+        #expect(CPUs.cgroupMount(unshared, type: "cgroup2", option: nil, path: "/")! == (point: "/sys/fs/cgroup", root: "/.."))
+        var read: [String] = []
+        _ = CPUs.lowestQuota(path: "/", mount: (point: "/sys/fs/cgroup", root: "/..")) { read.append($0); return nil }
+        #expect(read == ["/sys/fs/cgroup"])
+        read = []
+        #expect(CPUs.lowestQuota(path: "/other", mount: (point: "/m", root: "/docker/abc")) { read.append($0); return 1 } == nil)
+        #expect(read == [])
     }
 
     /// A cgroup tree under a temporary folder, mounted (as mountinfo says) at `point`.
@@ -170,12 +197,25 @@ import TxGate
         #expect(try ConfigLoader.decode(Data(#"{"upstream": {"url": "http://a"}}"#.utf8), folder: "/tmp").cpuAffinity == CPUAffinity.none)
     }
 
+    @Test func moreWorkersThanPinnedCPUsIsAWarning() throws {
+        var c = try ConfigLoader.decode(Data(#"{"upstream": {"url": "http://a"}, "workers": 3}"#.utf8), folder: "/tmp")
+        #expect(c.cpusShared(allowed: [0, 1]) == nil)
+        c.cpuAffinity = .auto
+        #expect(c.cpusShared(allowed: [0, 1, 2, 3]) == nil)
+        #expect(c.cpusShared(allowed: [0, 1])
+            == "cpuAffinity pins 3 workers to 2 CPUs: some take turns on one CPU; set workers to 2")
+        c.cpuAffinity = .cpus([5])
+        #expect(c.cpusShared(allowed: [0, 1])
+            == "cpuAffinity pins 3 workers to 1 CPU: some take turns on one CPU; set workers to 1, or list more CPUs")
+    }
+
     @Test func aBadAffinityIsAnErrorThatNamesTheEntry() throws {
         let allowed = try #require(CPUs.allowed)
         let outside = allowed.max()! + 1
         #expect(errors(#""pinned""#) == [#"cpuAffinity: 'pinned' is not "none", "auto" or a list of CPU numbers"#])
         #expect(errors("[]") == [#"cpuAffinity: must be "none", "auto" or a non-empty list of CPU numbers"#])
         #expect(errors("2") == [#"cpuAffinity: must be "none", "auto" or a non-empty list of CPU numbers"#])
+        #expect(errors("[3000000000]") == ["cpuAffinity[0]: 3000000000 is not a CPU number"])
         #expect(errors("[\(allowed[0]), -1, \(allowed[0]), \(outside)]") == [
             "cpuAffinity[1]: -1 is not a CPU number",
             "cpuAffinity[2]: CPU \(allowed[0]) is listed twice",

@@ -17,6 +17,7 @@ final class PasswordVerifier: Sendable {
     func verify(_ password: String, encoded: String, on loop: EventLoop, _ done: @escaping (Bool) -> Void) {
         let done = LoopBound(done, loop: loop)
         queue.addOperation {
+            CurrentThread.unpin()
             let ok = PasswordHash.verify(password, encoded: encoded)
             done.execute { $0(ok) }
         }

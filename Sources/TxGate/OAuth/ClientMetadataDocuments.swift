@@ -56,6 +56,7 @@ final class ClientMetadataDocuments: Sendable {
         let config = config
         let done = LoopBound(then, loop: loop)
         DispatchQueue.global().async { [self] in
+            CurrentThread.unpin()
             let resolved = Result { try SocketAddress(host: location.host, port: location.port) }
             loop.execute { [self] in
                 let then = done.value

@@ -1,5 +1,6 @@
 import CTxGateThread
 import Foundation
+import Synchronization
 
 /// The CPUs this process may use: how many workers it starts by default, and what
 /// `cpuAffinity` pins them to.
@@ -27,8 +28,10 @@ public enum CPUs {
         return max(1, n)
     }
 
+    /// The file's text, "" if it cannot be read. Not UTF-8 strictly: mountinfo writes a mount
+    /// point's bytes as they are, and one that is not UTF-8 must not hide the others.
     static func read(_ path: String) -> String {
-        (try? String(contentsOfFile: path, encoding: .utf8)) ?? ""
+        String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: path))) ?? Data(), as: UTF8.self)
     }
 
     static func readAllowed() -> [Int]? {
@@ -56,12 +59,12 @@ public enum CPUs {
             guard fields.count == 3, fields[2].hasPrefix("/") else { continue }
             let path = String(fields[2])
             if fields[0] == "0" && fields[1].isEmpty {
-                guard let mount = cgroupMount(mountInfo, type: "cgroup2", option: nil) else { continue }
+                guard let mount = cgroupMount(mountInfo, type: "cgroup2", option: nil, path: path) else { continue }
                 take(lowestQuota(path: path, mount: mount) { folder in
                     cpuMaxQuota(read(folder + "/cpu.max"))
                 })
             } else if fields[1].split(separator: ",").contains("cpu") {
-                guard let mount = cgroupMount(mountInfo, type: "cgroup", option: "cpu") else { continue }
+                guard let mount = cgroupMount(mountInfo, type: "cgroup", option: "cpu", path: path) else { continue }
                 take(lowestQuota(path: path, mount: mount) { folder in
                     cfsQuota(read(folder + "/cpu.cfs_quota_us"), period: read(folder + "/cpu.cfs_period_us"))
                 })
@@ -72,8 +75,11 @@ public enum CPUs {
 
     /// Where a cgroup hierarchy is mounted (`mountinfo`'s mount point) and which cgroup that
     /// folder is (its root: "/" on a host, the container's own cgroup when a container mounts
-    /// its part of the host's hierarchy). `option`: the v1 controller the mount carries.
-    static func cgroupMount(_ mountInfo: String, type: String, option: String?) -> (point: String, root: String)? {
+    /// its part of the host's hierarchy, "/.." and below when the process's cgroup namespace
+    /// begins below the mount's). `option`: the v1 controller the mount carries. Of several, the
+    /// one whose root holds `path` most closely, and of those the last listed (the one on top).
+    static func cgroupMount(_ mountInfo: String, type: String, option: String?, path: String) -> (point: String, root: String)? {
+        var best: (point: String, root: String, rank: Int)?
         for line in mountInfo.split(separator: "\n") {
             // ID PARENT MAJ:MIN ROOT POINT OPTIONS [TAGS...] - TYPE SOURCE SUPER_OPTIONS
             let halves = line.components(separatedBy: " - ")
@@ -81,9 +87,12 @@ public enum CPUs {
             let mine = halves[0].split(separator: " "), theirs = halves[1].split(separator: " ")
             guard mine.count >= 5, theirs.count >= 3, theirs[0] == type else { continue }
             if let option, !theirs[2].split(separator: ",").contains(Substring(option)) { continue }
-            return (point: unescapeMountPath(mine[4]), root: unescapeMountPath(mine[3]))
+            let root = unescapeMountPath(mine[3])
+            // The root's length when it holds `path`, 0 when it is above the namespace's root.
+            let rank = root == "/" || path == root || path.hasPrefix(root + "/") ? root.count : root.hasPrefix("/..") ? 0 : -1
+            if rank >= 0, rank >= (best?.rank ?? 0) { best = (unescapeMountPath(mine[4]), root, rank) }
         }
-        return nil
+        return best.map { ($0.point, $0.root) }
     }
 
     /// mountinfo writes a space, tab, newline and backslash in a path as octal escapes (`\040`).
@@ -103,14 +112,19 @@ public enum CPUs {
     }
 
     /// The lowest of `quota(folder)` from the cgroup at `path` up to the hierarchy's mount
-    /// point. A cgroup outside the mount's root (a container that sees only its own part of the
-    /// hierarchy) is the mount point itself.
+    /// point. A mount whose root is above the process's cgroup namespace ("/..": the namespace
+    /// began below the mount, as after `unshare -C`) cannot say where in it the process is:
+    /// only the mount point, an ancestor, is read then.
     static func lowestQuota(path: String, mount: (point: String, root: String), _ quota: (String) -> Double?) -> Double? {
-        var relative = "/"
+        var relative: String
         if mount.root == "/" {
             relative = path
         } else if path == mount.root || path.hasPrefix(mount.root + "/") {
             relative = String(path.dropFirst(mount.root.count))
+        } else if mount.root.hasPrefix("/..") {
+            relative = "/"
+        } else {
+            return nil
         }
         var parts = relative.split(separator: "/").map(String.init)
         var lowest: Double?
@@ -168,7 +182,7 @@ public enum CPUAffinity: Sendable, Equatable {
         var out: [(Int, String)] = []
         var seen = Set<Int>()
         for (i, cpu) in cpus.enumerated() {
-            if cpu < 0 {
+            if cpu < 0 || cpu >= Int(TXGATE_MAX_CPUS) {
                 out.append((i, "\(cpu) is not a CPU number"))
             } else if !seen.insert(cpu).inserted {
                 out.append((i, "CPU \(cpu) is listed twice"))
@@ -194,7 +208,7 @@ public enum CPUAffinity: Sendable, Equatable {
     }
 }
 
-/// What a thread does to itself: a name the kernel shows, a CPU of its own.
+/// What a thread does to itself: a name the kernel shows, the CPUs it runs on.
 public enum CurrentThread {
     /// Names the calling thread for the kernel (`top -H`, `/proc/PID/task/TID/comm`), cut to 15
     /// bytes: Foundation's `Thread.name` does not reach it on Linux. A thread left unnamed (the
@@ -203,8 +217,27 @@ public enum CurrentThread {
         _ = txgate_name_current_thread(name)
     }
 
+    /// Whether a thread of this process was pinned (`pin(to:)`): then `unpin` has work to do.
+    private static let anyPinned = Atomic<Bool>(false)
+
     /// Restricts the calling thread to `cpu`. Returns 0, or the errno value that says why not.
+    /// A thread it starts from then on inherits that one CPU: see `unpin`.
     public static func pin(to cpu: Int) -> Int32 {
-        txgate_pin_current_thread(Int32(cpu))
+        anyPinned.store(true, ordering: .relaxed)
+        var one = Int32(clamping: cpu)
+        return txgate_set_current_thread_cpus(&one, 1)
+    }
+
+    /// Lets the calling thread run on every CPU the process may use again, once a thread has
+    /// been pinned (a no-op before). Called first by work handed off a pinned worker's loop to a
+    /// thread of a pool (password hashing, DNS, email, checkpoints): the pool's threads are
+    /// started by whichever thread hands it work, and a new thread inherits its starter's CPUs,
+    /// so a pool thread a worker started would otherwise run only on that worker's CPU, beside
+    /// its loop, whatever thread later hands it work.
+    public static func unpin() {
+        guard anyPinned.load(ordering: .relaxed), let cpus = CPUs.allowed else { return }
+        _ = cpus.map { Int32(clamping: $0) }.withUnsafeBufferPointer {
+            txgate_set_current_thread_cpus($0.baseAddress, Int32($0.count))
+        }
     }
 }

@@ -234,6 +234,7 @@ public struct GatewayConfig: ConfigObject, Sendable {
                 + "(the load balancer's), or transactions approved through one instance do not match on another")
         }
         if let w = publicUrlMissesListener { out.append(w) }
+        if let w = cpusShared(allowed: CPUs.allowed) { out.append(w) }
         if store.type == "redis" && store.allowEviction {
             out.append("store.allowEviction is set: if Redis's maxmemory-policy evicts keys, a used one-time code can work again, "
                 + "a lockout can vanish and sessions and approvals can disappear; prefer maxmemory-policy noeviction")
@@ -244,6 +245,19 @@ public struct GatewayConfig: ConfigObject, Sendable {
                 + "the one it knows of is down")
         }
         return out
+    }
+
+    /// `cpuAffinity` pinning more workers than it has CPUs for: some then take turns on one CPU.
+    func cpusShared(allowed: [Int]?) -> String? {
+        let cpus: Int
+        switch cpuAffinity {
+        case .none: return nil
+        case .auto: cpus = allowed?.count ?? workers
+        case .cpus(let list): cpus = list.count
+        }
+        guard workers > cpus else { return nil }
+        return "cpuAffinity pins \(workers) workers to \(cpus) CPU\(cpus == 1 ? "" : "s"): some take turns on one CPU; "
+            + "set workers to \(cpus)" + (cpuAffinity == .auto ? "" : ", or list more CPUs")
     }
 
     /// A `publicUrl` on this machine (a loopback host, or `listen`'s own) whose port is not the
