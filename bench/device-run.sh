@@ -167,14 +167,11 @@ for s in $SECTIONS; do
       for c in 256 32; do
         limited "proxy-log-c$c" 60 env ACCESS_LOG=1 CONNS="$c" TAG="-w1-c$c" ROUNDS=3 bash "$ROOT/bench/devbench-profile.sh" "$B" - "$RES" 1
       done ;;
-    tail-4)
+    tail-4|tail-4-pinned)
       perf_dir=-
       unpack_perf && perf_dir="$P"
-      limited tail-4 90 env TAG=-w4-tail ROUNDS=5 bash "$ROOT/bench/devbench-profile.sh" "$B" "$perf_dir" "$RES" 4 ;;
-    tail-4-pinned)
-      perf_dir=-
-      unpack_perf && perf_dir="$P"
-      limited tail-4-pinned 90 env PINNED=1 TAG=-w4-tail ROUNDS=5 bash "$ROOT/bench/devbench-profile.sh" "$B" "$perf_dir" "$RES" 4 ;;
+      limited "$s" 90 env PINNED=$([ "$s" = tail-4-pinned ] && echo 1 || echo 0) TAG=-w4-tail ROUNDS=5 \
+        bash "$ROOT/bench/devbench-profile.sh" "$B" "$perf_dir" "$RES" 4 ;;
     profile) profile profile 8 ;;
     profile-2) profile profile-2 2 TAG=-w2 ;;
     profile-tls)
