@@ -29,7 +29,6 @@ final class StoreThread: @unchecked Sendable {
         pthread_mutex_init(lock, nil)
         pthread_cond_init(wake, nil)
         let started = DispatchSemaphore(value: 0)
-        let name = String(decoding: name.utf8.prefix(15), as: UTF8.self)
         let thread = Thread { [self] in
             id = pthread_self()
             CurrentThread.name(name)
