@@ -12,10 +12,8 @@ import TestSupport
         try FileManager.default.contentsOfDirectory(atPath: "/proc/\(pid)/task").compactMap { tid in
             let dir = "/proc/\(pid)/task/\(tid)"
             guard let name = try? String(contentsOfFile: dir + "/comm", encoding: .utf8),
-                  let status = try? String(contentsOfFile: dir + "/status", encoding: .utf8),
-                  let line = status.split(separator: "\n").first(where: { $0.hasPrefix("Cpus_allowed_list:") }) else { return nil }
-            return (name.trimmingCharacters(in: .whitespacesAndNewlines),
-                    line.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces))
+                  let cpus = ProcStatus.cpus(dir + "/status") else { return nil }
+            return (name.trimmingCharacters(in: .whitespacesAndNewlines), cpus)
         }
     }
 
@@ -26,9 +24,7 @@ import TestSupport
 
     /// The process's own CPUs (its main thread's).
     static func processCPUs(of pid: Int32) throws -> String {
-        let status = try String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8)
-        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") })
-        return line.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces)
+        try #require(ProcStatus.cpus("/proc/\(pid)/status"))
     }
 
     static func startedLine(_ g: GatewayInstance) -> [String: Any]? {

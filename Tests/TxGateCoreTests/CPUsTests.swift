@@ -5,16 +5,9 @@ import TxGate
 @testable import TxGateCore
 
 @Suite struct CPUsTests {
-    /// `Cpus_allowed_list` of a `/proc/.../status` file ("0-3,8"), as CPU numbers.
+    /// The CPUs a `/proc/.../status` file allows, as CPU numbers.
     static func allowedList(status path: String) throws -> [Int] {
-        let text = try String(contentsOfFile: path, encoding: .utf8)
-        let line = try #require(text.split(separator: "\n").first { $0.hasPrefix("Cpus_allowed_list:") })
-        var cpus: [Int] = []
-        for part in line.dropFirst("Cpus_allowed_list:".count).trimmingCharacters(in: .whitespaces).split(separator: ",") {
-            let bounds = part.split(separator: "-").compactMap { Int($0) }
-            cpus += bounds.count == 2 ? Array(bounds[0]...bounds[1]) : bounds
-        }
-        return cpus
+        ProcStatus.numbers(try #require(ProcStatus.cpus(path)))
     }
 
     @Test func theAllowedCPUsAreTheKernelsMaskForTheProcess() throws {

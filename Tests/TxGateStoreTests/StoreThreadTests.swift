@@ -71,9 +71,8 @@ private final class Seen: Sendable {
         let thread = StoreThread(name: name)
         defer { thread.stop() }
         let task = try #require(Self.threads().first { $0.name == name }?.task)
-        let status = try String(contentsOfFile: "/proc/self/task/\(task)/status", encoding: .utf8)
-        let line = try #require(status.split(separator: "\n").first { $0.hasPrefix("SigBlk:") })
-        let blocked = try #require(UInt64(line.dropFirst("SigBlk:".count).trimmingCharacters(in: .whitespaces), radix: 16))
+        let mask = try #require(ProcStatus.field("SigBlk", in: "/proc/self/task/\(task)/status"))
+        let blocked = try #require(UInt64(mask, radix: 16))
         func isBlocked(_ signal: Int32) -> Bool { blocked & (1 << UInt64(signal - 1)) != 0 }
         for signal in [SIGTERM, SIGINT, SIGHUP, SIGQUIT, SIGUSR1, SIGPIPE] { #expect(isBlocked(signal), "signal \(signal)") }
         for fault in [SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT] { #expect(!isBlocked(fault), "signal \(fault)") }
