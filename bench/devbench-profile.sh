@@ -14,8 +14,9 @@
 # 1.3, the same suites in the same order, the server's order first: bench/proxy.sh's --tls), and
 # the reports are named txgate-tls-* and nginx-tls-*. TAG=S appends S to the reports' names.
 # ROUNDS=R: no profile (PERF_DIR may be -); instead R alternating rounds of 5 s of wrk on each
-# proxy, with req/s, p50, p90, p99 and the CPU time a request costs the proxy's processes (with
-# a PERF_DIR, also their context switches and moves between cores a request), their medians
+# proxy, with req/s, p50, p90, p99, the CPU time a request costs the proxy's processes, the
+# time their threads waited for a core (runnable, not running: lib.sh's runq_wait) a request
+# and a wait (with a PERF_DIR, also their context switches and moves between cores a request), their medians
 # and txgate's ratios to nginx, in OUT_DIR/compare*.txt: the same layout and TLS policy on both
 # sides, which devbench's TLS section does not give nginx. CONNS=C: wrk's connections (default
 # 256). ACCESS_LOG=1: both proxies write an access line for every request to a file (nginx
@@ -103,15 +104,16 @@ if [ "${ROUNDS:-0}" -gt 0 ]; then
     if [ "$PERF" != - ]; then
       perf stat -x, -e context-switches,cpu-migrations -p "$(IFS=,; echo "$*")" -o "$TMP/stat.txt" -- sleep 5 2>/dev/null & stat=$!
     fi
-    t0=$(cpu_ticks "$@")
+    t0=$(cpu_ticks "$@"); q0="$(runq_wait "$@")"
     out="$(taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c"$CONNS" -d5s --latency "$scheme://127.0.0.1:$port/accounts")"
-    t1=$(cpu_ticks "$@")
+    t1=$(cpu_ticks "$@"); q1="$(runq_wait "$@")"
     if [ -n "$stat" ]; then
       wait "$stat" || true
       sw="$(awk -F, '$3 == "context-switches" { c = $1 } $3 == "cpu-migrations" { m = $1 } END { print (c == "" ? "-" : c), (m == "" ? "-" : m) }' "$TMP/stat.txt")"
     fi
-    printf '%s %s %s %s\n' "$name" "$((t1 - t0))" \
-      "$(echo "$out" | awk '/requests in/ { n = $1 } /Requests\/sec/ { r = $2 } $1 == "50%" { p50 = $2 } $1 == "90%" { p90 = $2 } $1 == "99%" { p = $2 } END { print n, r, p50, p90, p }')" "$sw"
+    printf '%s %s %s %s %s\n' "$name" "$((t1 - t0))" \
+      "$(echo "$out" | awk '/requests in/ { n = $1 } /Requests\/sec/ { r = $2 } $1 == "50%" { p50 = $2 } $1 == "90%" { p90 = $2 } $1 == "99%" { p = $2 } END { print n, r, p50, p90, p }')" "$sw" \
+      "$(echo "$q0 $q1" | awk '{ print $3 - $1, $4 - $2 }')"
   }
   for r in $(seq "$ROUNDS"); do
     if [ $((r % 2)) = 1 ]; then order="txgate nginx"; else order="nginx txgate"; fi
@@ -125,16 +127,17 @@ ms = lambda v: float(v[:-2]) / 1000 if v.endswith("us") else float(v[:-2]) if v.
 per_k = lambda v, n: float(v) * 1000 / n if v != "-" else float("nan")
 rows = {}
 for line in sys.stdin:
-    name, ticks, n, rps, p50, p90, p99, cs, mig = line.split()
-    n = int(n)
-    rows.setdefault(name, []).append((float(rps), ms(p50), ms(p90), ms(p99), int(ticks) / hz * 1e6 / n, per_k(cs, n), per_k(mig, n)))
+    name, ticks, n, rps, p50, p90, p99, cs, mig, wait, slices = line.split()
+    n, wait, slices = int(n), float(wait), float(slices)
+    rows.setdefault(name, []).append((float(rps), ms(p50), ms(p90), ms(p99), int(ticks) / hz * 1e6 / n, per_k(cs, n), per_k(mig, n),
+                                      wait / 1e3 / n, wait / 1e3 / slices if slices else float("nan")))
     print(line.strip(), flush=True)
-med = {k: [statistics.median(x[i] for x in v) for i in range(7)] for k, v in rows.items()}
+med = {k: [statistics.median(x[i] for x in v) for i in range(9)] for k, v in rows.items()}
 kind = ("TLS" if "-tls" in tag else "plain") + (", access log" if "-log" in tag else "") + (", workers pinned" if "-pinned" in tag else "")
-print("\n| %s worker(s), %s, %s connections | req/s | p50 ms | p90 ms | p99 ms | CPU us/req | switches/1k req | core moves/1k req |" % (workers, kind, conns))
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("\n| %s worker(s), %s, %s connections | req/s | p50 ms | p90 ms | p99 ms | CPU us/req | switches/1k req | core moves/1k req | waited for a core us/req | us a wait |" % (workers, kind, conns))
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for k in ("nginx", "txgate"):
-    print("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f |" % (k, *med[k]))
+    print("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.1f |" % (k, *med[k]))
 t, g = med["txgate"], med["nginx"]
 print("txgate / nginx (medians of %d rounds): req/s %.2f, p50 %.2f, p99 %.2f, CPU %.2f" % (len(rows["txgate"]), t[0] / g[0], t[1] / g[1], t[3] / g[3], t[4] / g[4]))
 ' "$(getconf CLK_TCK)" "$N" "$TAG" "$CONNS" | tee "$OUT/compare$TAG.txt"

@@ -43,6 +43,15 @@ cpu_ticks() {
   echo "$t"
 }
 
+# runq_wait PID...: the time these processes' threads have spent runnable but waiting for a
+# core, in nanoseconds, and the number of times they were put on one, from
+# /proc/PID/task/TID/schedstat (its second and third fields): "WAIT SLICES". A worker woken
+# with requests waiting that finds its core taken keeps them waiting: the tail, not the CPU.
+runq_wait() {
+  local p
+  for p in "$@"; do cat "/proc/$p/task/"*/schedstat 2>/dev/null; done | awk '{ w += $2; n += $3 } END { printf "%.0f %.0f\n", w, n }'
+}
+
 # redis_inline PORT WORD...: sends one Redis command (inline, its words without spaces) to
 # 127.0.0.1:PORT and prints the reply: a status or a bulk string's bytes. Fails, saying why on
 # stderr, on an error reply or when the server cannot be reached. Speaks RESP itself: a machine
