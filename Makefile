@@ -33,15 +33,23 @@ deps:
 test-deps:
 	@bash scripts/install-deps.sh
 
+# Release binaries carry the Swift runtime and Foundation inside (--static-swift-stdlib), as the
+# Docker image's do: an installed txgate loads nothing from the toolchain's folder, so the service
+# starts wherever the toolchain lives (swiftly puts it in a home folder, which the unit's
+# ProtectHome=yes hides) and after it is upgraded or removed; the bench scripts build the same way.
+# By product: the test-support target, which imports Testing, has no static form.
+RELEASE_BUILD = swift build -c release --static-swift-stdlib
+
 build: deps
-	swift build -c release
+	$(RELEASE_BUILD) --product txgate
+	$(RELEASE_BUILD) --product demo-bank
 
 run: build
 	@bash scripts/run-demo.sh "$(GATEWAY_CONFIG)" "$(DEMO_LISTEN)"
 
 # Builds as the calling user; only the copies use sudo, and only when a destination is not writable.
 install: $(if $(BUILT),,build)
-	@$(INSTALL_VARS) BUILT="$(or $(BUILT),$$(swift build -c release --show-bin-path))" bash scripts/install.sh install
+	@$(INSTALL_VARS) BUILT="$(or $(BUILT),$$($(RELEASE_BUILD) --show-bin-path))" bash scripts/install.sh install
 
 install-service: install
 	@$(INSTALL_VARS) bash scripts/install.sh enable

@@ -19,8 +19,8 @@ CONNECTIONS="${BENCH_CONNECTIONS:-32}"
 command -v wrk >/dev/null || { echo "bearer.sh: wrk is missing (bash scripts/install-deps.sh --bench)" >&2; exit 2; }
 
 cd "$ROOT"
-swift build -c release --product demo-bank >/dev/null
-[ -n "${TXGATE_BIN:-}" ] || swift build -c release --product txgate >/dev/null
+swift build -c release --static-swift-stdlib --product demo-bank >/dev/null
+[ -n "${TXGATE_BIN:-}" ] || swift build -c release --static-swift-stdlib --product txgate >/dev/null
 BIN="$(swift build -c release --show-bin-path)"
 TXGATE="${TXGATE_BIN:-$BIN/txgate}"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-bearer.XXXXXX")"

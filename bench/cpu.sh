@@ -22,7 +22,7 @@ for bin in "$A" "$B"; do [ -x "$bin" ] || { echo "cpu.sh: $bin is not an executa
 command -v wrk >/dev/null || { echo "cpu.sh: wrk is missing (bash scripts/install-deps.sh --bench)" >&2; exit 2; }
 
 cd "$ROOT"
-swift build -c release --product demo-bank >/dev/null
+swift build -c release --static-swift-stdlib --product demo-bank >/dev/null
 BANK="$(swift build -c release --show-bin-path)/demo-bank"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-cpu.XXXXXX")"
 PIDS=()

@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # Adds to .devbench what bench/device-run.sh uses beside devbench's bundle (which make-bundle.sh,
-# in devbench's folder, writes there first): txgate.xz (this checkout's release build with its
-# symbols: the bundle's copy is stripped, and the profiles need them), store-bench.xz (the
-# stores' ceilings, bench/store.sh's; it needs no library the bundle's txgate does not), perf.tar.xz (perf and the
+# in devbench's folder, writes there first): txgate.xz (this checkout's release build as
+# `make build` links it, --static-swift-stdlib, with its symbols and without its debug
+# information: the bundle's copy is linked against the Swift runtime and stripped, and the
+# profiles need the symbols), store-bench.xz (the stores' ceilings, bench/store.sh's; built
+# against the Swift runtime in .build/device, as a static one would not fit in the 64 MiB the
+# device tool carries beside the bundle and txgate; it needs no library the bundle does not
+# hold), perf.tar.xz (perf and the
 # shared libraries ldd names for it, glibc's own left out, under lib/), and one P-256
 # certificate for the TLS sections (tls.crt, tls.key, and both in tls).
 #
@@ -14,11 +18,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 D="$ROOT/.devbench"
 [ -f "$D/bundle.tar.xz" ] || { echo "device-prepare.sh: no $D/bundle.tar.xz: run devbench's make-bundle.sh from the project root first" >&2; exit 2; }
 cd "$ROOT"
-swift build -c release --product txgate >/dev/null
-swift build -c release --product store-bench >/dev/null
-BIN="$(swift build -c release --show-bin-path)"
-xz -T2 -6 -c "$BIN/txgate" > "$D/txgate.xz"
-xz -T2 -6 -c "$BIN/store-bench" > "$D/store-bench.xz"
+swift build -c release --static-swift-stdlib --product txgate >/dev/null
+swift build -c release --scratch-path .build/device --product store-bench >/dev/null
+S="$(mktemp -d)"
+strip --strip-debug -o "$S/txgate" "$(swift build -c release --show-bin-path)/txgate"
+xz -T2 -6 -c "$S/txgate" > "$D/txgate.xz"
+rm -rf "$S"
+xz -T2 -6 -c "$(swift build -c release --scratch-path .build/device --show-bin-path)/store-bench" > "$D/store-bench.xz"
 if command -v perf >/dev/null; then
   P="$(mktemp -d)"; trap 'rm -rf "$P"' EXIT
   mkdir -p "$P/lib"

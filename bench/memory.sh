@@ -15,8 +15,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 N_CONN="${1:-10000}"
 N_SESSIONS="${2:-100000}"
 cd "$ROOT"
-[ -n "${TXGATE_BIN:-}" ] || swift build -c release --product txgate >/dev/null
-swift build -c release --product demo-bank >/dev/null
+[ -n "${TXGATE_BIN:-}" ] || swift build -c release --static-swift-stdlib --product txgate >/dev/null
+swift build -c release --static-swift-stdlib --product demo-bank >/dev/null
 BIN="$(swift build -c release --show-bin-path)"
 TXGATE="${TXGATE_BIN:-$BIN/txgate}"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-mem.XXXXXX")"

@@ -10,7 +10,7 @@
 #   bash bench/pdp.sh [ROUNDS]
 #
 # Environment: BENCH_DURATION (seconds per measurement, default 5), BENCH_CONNECTIONS (default 32),
-# TXGATE_BIN (a release txgate; default: swift build -c release).
+# TXGATE_BIN (a release txgate; default: swift build -c release --static-swift-stdlib).
 # Everything listens on 127.0.0.1; every process started and the temp dir are removed on exit.
 set -euo pipefail
 
@@ -24,7 +24,7 @@ for tool in wrk nginx python3; do
 done
 cd "$ROOT"
 if [ -n "${TXGATE_BIN:-}" ]; then TXGATE="$TXGATE_BIN"; else
-  swift build -c release --product txgate >/dev/null
+  swift build -c release --static-swift-stdlib --product txgate >/dev/null
   TXGATE="$(swift build -c release --show-bin-path)/txgate"
 fi
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-pdp.XXXXXX")"

@@ -164,9 +164,9 @@ if [ "$WITH_TXGATE" = 1 ]; then
     TXGATE="$TXGATE_BIN"
   else
     command -v swift >/dev/null 2>&1 || die "swift not found (needed to build txgate)"
-    log "building txgate (swift build -c release --product txgate)"
-    run_child "$TMP/build.log" swift build -c release --product txgate || {
-      tail -n 40 "$TMP/build.log" >&2; die "swift build -c release --product txgate failed"; }
+    log "building txgate (swift build -c release --static-swift-stdlib --product txgate)"
+    run_child "$TMP/build.log" swift build -c release --static-swift-stdlib --product txgate || {
+      tail -n 40 "$TMP/build.log" >&2; die "swift build -c release --static-swift-stdlib --product txgate failed"; }
     TXGATE="$(swift build -c release --show-bin-path)/txgate"
     [ -x "$TXGATE" ] || die "built, but $TXGATE is missing"
   fi

@@ -25,7 +25,7 @@ PATH="$PATH:/usr/sbin:/sbin"
 for tool in nginx wrk python3; do
   command -v "$tool" >/dev/null || { echo "scaling.sh: '$tool' not found; run: bash scripts/install-deps.sh --bench" >&2; exit 1; }
 done
-if [ -z "${TXGATE_BIN:-}" ]; then swift build -c release --product txgate >/dev/null; fi
+if [ -z "${TXGATE_BIN:-}" ]; then swift build -c release --static-swift-stdlib --product txgate >/dev/null; fi
 TXGATE="${TXGATE_BIN:-$(swift build -c release --show-bin-path)/txgate}"
 
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-scaling.XXXXXX")"

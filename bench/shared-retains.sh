@@ -4,7 +4,8 @@
 # core then fetches back, a cost that grows with the workers and that the 2-core VM hardly
 # shows. Every retain is an atomic instruction too (about 20 cycles, where callgrind counts
 # one). Counts every `swift_retain`, `swift_retain_n` and `swift_bridgeObjectRetain` of a
-# gateway with 2 workers, with uprobes (`perf probe` on libswiftCore.so, the object in %di, a
+# gateway with 2 workers, with uprobes (`perf probe` on the runtime: libswiftCore.so, or the binary
+# itself when it is linked with --static-swift-stdlib; the object in %di, a
 # call chain each), and the units of work with a uprobe on the binary, then prints the retains
 # per unit, those of objects on the heap that two threads retained (each at least once per 100), and the places that
 # retain those most.
@@ -36,15 +37,18 @@ case "${1:-}" in
   -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
 esac
 BIN="${1:-$ROOT/.build/release/txgate}"
-[ -x "$BIN" ] || { echo "shared-retains.sh: $BIN is not an executable (swift build -c release first)" >&2; exit 2; }
+[ -x "$BIN" ] || { echo "shared-retains.sh: $BIN is not an executable (swift build -c release --static-swift-stdlib first)" >&2; exit 2; }
 TOOLS=(perf python3 redis-server)
 [ "$MODE" = stepup ] || TOOLS=(perf python3 nginx wrk)
 for tool in "${TOOLS[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin"
   command -v "$tool" >/dev/null 2>&1 || { echo "shared-retains.sh: '$tool' not found" >&2; exit 2; }
 done
+# The runtime's retains: in libswiftCore.so, or in the binary (--static-swift-stdlib).
 LIB="$(ldd "$BIN" | awk '/libswiftCore.so/ { print $3 }')"
-[ -n "$LIB" ] || { echo "shared-retains.sh: $BIN does not load libswiftCore.so" >&2; exit 2; }
+[ -n "$LIB" ] || LIB="$BIN"
+nm "$LIB" 2>/dev/null | grep -q ' swift_retain$' || nm -D "$LIB" 2>/dev/null | grep -q ' swift_retain$' \
+  || { echo "shared-retains.sh: no swift_retain in $LIB" >&2; exit 2; }
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-retains.XXXXXX")"
 STEPUP=""
 PERF=""
@@ -55,14 +59,14 @@ cleanup() {
   local p
   for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  perf probe -q -d 'probe_libswiftCore:*' 2>/dev/null || true
-  perf probe -q -d 'probe_txgate:*' 2>/dev/null || true
+  perf probe -q -d 'txgate_rt:*' 2>/dev/null || true
+  perf probe -q -d 'txgate_unit:*' 2>/dev/null || true
   [ "${BENCH_KEEP_TMP:-0}" = 1 ] && echo "kept $TMP" >&2 || rm -rf "$TMP"
 }
 trap cleanup EXIT INT TERM
 
-perf probe -q -d 'probe_libswiftCore:*' 2>/dev/null || true
-perf probe -q -d 'probe_txgate:*' 2>/dev/null || true
+perf probe -q -d 'txgate_rt:*' 2>/dev/null || true
+perf probe -q -d 'txgate_unit:*' 2>/dev/null || true
 if [ "$MODE" = stepup ]; then
   # Cycles are counted where each one approves its transaction, once (`TransactionRecord.approved`).
   UNIT="$(nm "$BIN" | awk '/TransactionRecordV8approved2by7passkey/ && $2 == "T" { s = $3 } END { print s }')"
@@ -73,9 +77,9 @@ else
   UNITS=request
 fi
 [ -n "$UNIT" ] || { echo "shared-retains.sh: no symbol to count each $UNITS by in $BIN" >&2; exit 2; }
-perf probe -q -x "$BIN" "txgate_cycle=$UNIT" >/dev/null
+perf probe -q -x "$BIN" "txgate_unit:txgate_cycle=$UNIT" >/dev/null
 for f in swift_retain swift_retain_n swift_bridgeObjectRetain; do
-  perf probe -q -x "$LIB" "$f obj=%di:u64" >/dev/null
+  perf probe -q -x "$LIB" "txgate_rt:$f=$f obj=%di:u64" >/dev/null
 done
 
 if [ "$MODE" = stepup ]; then
@@ -91,7 +95,7 @@ if [ "$MODE" = stepup ]; then
   GW="$(pgrep -f ' serve --config .*/redis.json' | head -1)"
   [ -n "$GW" ] || { echo "shared-retains.sh: no Redis gateway running" >&2; exit 1; }
   cp "/proc/$GW/maps" "$TMP/maps"
-  perf record -q -e 'probe_libswiftCore:*' -e probe_txgate:txgate_cycle -g -p "$GW" -o "$TMP/perf.data" >/dev/null 2>&1 &
+  perf record -q -e 'txgate_rt:*' -e txgate_unit:txgate_cycle -g -p "$GW" -o "$TMP/perf.data" >/dev/null 2>&1 &
   PERF=$!
   while pgrep -f 'stepup.py run .*tokens-redis' >/dev/null; do sleep 0.1; done
   kill -INT "$PERF"; wait "$PERF" 2>/dev/null || true
@@ -147,7 +151,7 @@ PY
   wrk "${WRK_ARGS[@]}" -d10s "http://127.0.0.1:$T/" >"$TMP/wrk.txt" 2>&1 &
   WRK=$!
   sleep 2
-  perf record -q -e 'probe_libswiftCore:*' -e probe_txgate:txgate_cycle -g -p "$GW" -o "$TMP/perf.data" >/dev/null 2>&1 &
+  perf record -q -e 'txgate_rt:*' -e txgate_unit:txgate_cycle -g -p "$GW" -o "$TMP/perf.data" >/dev/null 2>&1 &
   PERF=$!
   sleep 6
   kill -INT "$PERF"; wait "$PERF" 2>/dev/null || true

@@ -93,7 +93,7 @@ BUILD=()   # what must be built here (nothing, when both binaries are given: no 
 [ "$BACKEND_KIND" != demo-bank ] || [ -n "${DEMO_BANK_BIN:-}" ] || BUILD+=(demo-bank)
 if [ ${#BUILD[@]} -gt 0 ]; then
   log "building (release): ${BUILD[*]}"
-  for product in "${BUILD[@]}"; do swift build -c release --product "$product" >/dev/null; done
+  for product in "${BUILD[@]}"; do swift build -c release --static-swift-stdlib --product "$product" >/dev/null; done
   BIN="$(swift build -c release --show-bin-path)"
 fi
 TXGATE="${TXGATE_BIN:-${BIN:-}/txgate}"

@@ -45,7 +45,7 @@ if [ -n "${STORE_BENCH_BIN:-}" ]; then
   BENCH="$STORE_BENCH_BIN"
 else
   echo "[store] building (release)" >&2
-  swift build -c release --product store-bench >/dev/null
+  swift build -c release --static-swift-stdlib --product store-bench >/dev/null
   BENCH="$(swift build -c release --show-bin-path)/store-bench"
 fi
 PIN_BENCH=(); [ -z "${STORE_CORES:-}" ] || PIN_BENCH=(taskset -c "$STORE_CORES")

@@ -37,6 +37,16 @@ case "${1:-}" in
     for b in txgate demo-bank; do
       [ -x "$BUILT/$b" ] || { echo "install: $BUILT/$b is missing: build first (make build)" >&2; exit 1; }
     done
+    # A binary linked without --static-swift-stdlib (a debug build, or `swift build -c release`
+    # by hand) loads the Swift runtime from the toolchain's folder at every start: the service
+    # stops starting once that folder goes (a toolchain upgraded or removed) or is hidden from it
+    # (the unit's ProtectHome=yes hides one under /home or /root, where swiftly installs).
+    for b in txgate demo-bank; do
+      runtime=$(ldd "$BUILT/$b" 2>/dev/null | awk '$1 == "libswiftCore.so" { print $3 }')
+      if [ -n "$runtime" ]; then
+        echo "install: warning: $BUILT/$b loads the Swift runtime from ${runtime%/*}, so it starts only while that folder is there and readable (ProtectHome=yes hides /home and /root from the service); \`make install\` without BUILT builds it with --static-swift-stdlib" >&2
+      fi
+    done
     $sudo install -d "$bin_dest" "$unit_dest" "$conf_dest"
     $sudo install -m 0755 "$BUILT/txgate" "$BUILT/demo-bank" "$bin_dest/"
     # The unit names the installed paths (without DESTDIR: where they are once unpacked).

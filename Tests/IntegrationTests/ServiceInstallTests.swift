@@ -90,6 +90,31 @@ struct ServiceInstallTests {
         #expect(again.output.stdout.contains("kept \(installed.config.path) (exists)"), "\(again.output)")
     }
 
+    /// The folder this process loaded the Swift runtime from (the toolchain's, in a debug
+    /// build), from /proc/self/maps; nil when the runtime is linked in. Read to its end:
+    /// `String(contentsOfFile:)` stops at 4 KiB for a file whose size the kernel gives as 0.
+    static func runtimeFolder() throws -> String? {
+        let data = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/maps")).readToEnd() ?? Data()
+        let maps = String(decoding: data, as: UTF8.self)
+        guard let line = maps.split(separator: "\n").first(where: { $0.hasSuffix("/libswiftCore.so") }),
+              let path = line.split(separator: " ").last else { return nil }
+        return String(path.dropLast("/libswiftCore.so".count))
+    }
+
+    @Test("make install warns when a binary it installs loads the Swift runtime from the toolchain's folder (the debug build under test does; make build links it in)")
+    func installWarnsOfToolchainRuntime() throws {
+        let bed = try Testbed.current
+        guard let folder = try Self.runtimeFolder() else {
+            throw HarnessError("this test process has no libswiftCore.so mapped: the suite is expected to be a debug build, linked against the toolchain's runtime")
+        }
+        let installed = try Self.makeInstall(bed)
+        for name in ["txgate", "demo-bank"] {
+            let warning = "install: warning: \(BinaryLocator.binDirectory.path)/\(name) loads the Swift runtime from \(folder), "
+            #expect(installed.output.stderr.contains(warning), "expected \"\(warning)\" in:\n\(installed.output)")
+        }
+        #expect(installed.output.stderr.contains("make install` without BUILT builds it with --static-swift-stdlib"), "\(installed.output)")
+    }
+
     @Test("make install honours PREFIX and SYSCONFDIR: the unit names the paths it installed to")
     func installPrefix() throws {
         let bed = try Testbed.current
