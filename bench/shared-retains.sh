@@ -47,7 +47,7 @@ done
 # The runtime's retains: in libswiftCore.so, or in the binary (--static-swift-stdlib).
 LIB="$(ldd "$BIN" | awk '/libswiftCore.so/ { print $3 }')"
 [ -n "$LIB" ] || LIB="$BIN"
-nm "$LIB" 2>/dev/null | grep -q ' swift_retain$' || nm -D "$LIB" 2>/dev/null | grep -q ' swift_retain$' \
+{ nm "$LIB"; nm -D "$LIB"; } 2>/dev/null | awk '$3 == "swift_retain" { f = 1 } END { exit !f }' \
   || { echo "shared-retains.sh: no swift_retain in $LIB" >&2; exit 2; }
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/txgate-retains.XXXXXX")"
 STEPUP=""
