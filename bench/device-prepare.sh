@@ -20,13 +20,12 @@ D="$ROOT/.devbench"
 cd "$ROOT"
 swift build -c release --static-swift-stdlib --product txgate >/dev/null
 swift build -c release --scratch-path .build/device --product store-bench >/dev/null
-S="$(mktemp -d)"
-strip --strip-debug -o "$S/txgate" "$(swift build -c release --show-bin-path)/txgate"
-xz -T2 -6 -c "$S/txgate" > "$D/txgate.xz"
-rm -rf "$S"
+T="$(mktemp -d)"; trap 'rm -rf "$T"' EXIT
+strip --strip-debug -o "$T/txgate" "$(swift build -c release --show-bin-path)/txgate"
+xz -T2 -6 -c "$T/txgate" > "$D/txgate.xz"
 xz -T2 -6 -c "$(swift build -c release --scratch-path .build/device --show-bin-path)/store-bench" > "$D/store-bench.xz"
 if command -v perf >/dev/null; then
-  P="$(mktemp -d)"; trap 'rm -rf "$P"' EXIT
+  P="$T/perf"
   mkdir -p "$P/lib"
   cp "$(command -v perf)" "$P/"
   ldd "$(command -v perf)" | awk '$3 ~ /^\// { print $3 }' \
