@@ -16,7 +16,8 @@
 # ROUNDS=R: no profile (PERF_DIR may be -); instead R alternating rounds of 5 s of wrk on each
 # proxy, with req/s, p50, p90, p99, the CPU time a request costs the proxy's processes, the
 # time their threads waited for a core (runnable, not running: lib.sh's runq_wait) a request
-# and a wait (with a PERF_DIR, also their context switches and moves between cores a request), their medians
+# and a wait (with a PERF_DIR, also their context switches, moves between cores and loop turns
+# a request), their medians
 # and txgate's ratios to nginx, in OUT_DIR/compare*.txt: the same layout and TLS policy on both
 # sides, which devbench's TLS section does not give nginx. CONNS=C: wrk's connections (default
 # 256). ACCESS_LOG=1: both proxies write an access line for every request to a file (nginx
@@ -96,20 +97,27 @@ if [ "${ROUNDS:-0}" -gt 0 ]; then
   start_txgate; gw=${PIDS[-1]}
   start_nginx; nx=${PIDS[-1]}
   # With perf (PERF_DIR not -): the proxy's context switches and moves between cores too, over
-  # the measured run (a worker switched out or moved keeps its connections waiting: the tail).
+  # the measured run (a worker switched out or moved keeps its connections waiting: the tail),
+  # and its loops' turns (epoll_wait calls, where the kernel has the syscall tracepoints): the
+  # fewer turns a request, the more requests each turn serves before the next is read.
+  stat_events=context-switches,cpu-migrations
+  if [ "$PERF" != - ] && perf stat -e syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait -- true >/dev/null 2>&1; then
+    stat_events="$stat_events,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait"
+  fi
   measure() {  # name port pids... (the proxy's: txgate's process, nginx's master and workers)
-    local name="$1" port="$2" t0 t1 out sw="- -" stat=""
+    local name="$1" port="$2" t0 t1 out sw="- - -" stat=""
     shift 2
     taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c"$CONNS" -d1s "$scheme://127.0.0.1:$port/accounts" >/dev/null
     if [ "$PERF" != - ]; then
-      perf stat -x, -e context-switches,cpu-migrations -p "$(IFS=,; echo "$*")" -o "$TMP/stat.txt" -- sleep 5 2>/dev/null & stat=$!
+      perf stat -x, -e "$stat_events" -p "$(IFS=,; echo "$*")" -o "$TMP/stat.txt" -- sleep 5 2>/dev/null & stat=$!
     fi
     t0=$(cpu_ticks "$@"); q0="$(runq_wait "$@")"
     out="$(taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c"$CONNS" -d5s --latency "$scheme://127.0.0.1:$port/accounts")"
     t1=$(cpu_ticks "$@"); q1="$(runq_wait "$@")"
     if [ -n "$stat" ]; then
       wait "$stat" || true
-      sw="$(awk -F, '$3 == "context-switches" { c = $1 } $3 == "cpu-migrations" { m = $1 } END { print (c == "" ? "-" : c), (m == "" ? "-" : m) }' "$TMP/stat.txt")"
+      sw="$(awk -F, '$3 == "context-switches" { c = $1 } $3 == "cpu-migrations" { m = $1 } $3 ~ /epoll/ { e += $1; te = 1 }
+        END { print (c == "" ? "-" : c), (m == "" ? "-" : m), (te ? e : "-") }' "$TMP/stat.txt")"
     fi
     printf '%s %s %s %s %s\n' "$name" "$((t1 - t0))" \
       "$(echo "$out" | awk '/requests in/ { n = $1 } /Requests\/sec/ { r = $2 } $1 == "50%" { p50 = $2 } $1 == "90%" { p90 = $2 } $1 == "99%" { p = $2 } END { print n, r, p50, p90, p }')" "$sw" \
@@ -127,17 +135,17 @@ ms = lambda v: float(v[:-2]) / 1000 if v.endswith("us") else float(v[:-2]) if v.
 per_k = lambda v, n: float(v) * 1000 / n if v != "-" else float("nan")
 rows = {}
 for line in sys.stdin:
-    name, ticks, n, rps, p50, p90, p99, cs, mig, wait, slices = line.split()
+    name, ticks, n, rps, p50, p90, p99, cs, mig, turns, wait, slices = line.split()
     n, wait, slices = int(n), float(wait), float(slices)
     rows.setdefault(name, []).append((float(rps), ms(p50), ms(p90), ms(p99), int(ticks) / hz * 1e6 / n, per_k(cs, n), per_k(mig, n),
-                                      wait / 1e3 / n, wait / 1e3 / slices if slices else float("nan")))
+                                      per_k(turns, n), wait / 1e3 / n, wait / 1e3 / slices if slices else float("nan")))
     print(line.strip(), flush=True)
-med = {k: [statistics.median(x[i] for x in v) for i in range(9)] for k, v in rows.items()}
+med = {k: [statistics.median(x[i] for x in v) for i in range(10)] for k, v in rows.items()}
 kind = ("TLS" if "-tls" in tag else "plain") + (", access log" if "-log" in tag else "") + (", workers pinned" if "-pinned" in tag else "")
-print("\n| %s worker(s), %s, %s connections | req/s | p50 ms | p90 ms | p99 ms | CPU us/req | switches/1k req | core moves/1k req | waited for a core us/req | us a wait |" % (workers, kind, conns))
-print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
+print("\n| %s worker(s), %s, %s connections | req/s | p50 ms | p90 ms | p99 ms | CPU us/req | switches/1k req | core moves/1k req | loop turns/1k req | waited for a core us/req | us a wait |" % (workers, kind, conns))
+print("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |")
 for k in ("nginx", "txgate"):
-    print("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.2f | %.1f |" % (k, *med[k]))
+    print("| %s | %.0f | %.2f | %.2f | %.2f | %.1f | %.1f | %.2f | %.1f | %.2f | %.1f |" % (k, *med[k]))
 t, g = med["txgate"], med["nginx"]
 print("txgate / nginx (medians of %d rounds): req/s %.2f, p50 %.2f, p99 %.2f, CPU %.2f" % (len(rows["txgate"]), t[0] / g[0], t[1] / g[1], t[3] / g[3], t[4] / g[4]))
 ' "$(getconf CLK_TCK)" "$N" "$TAG" "$CONNS" | tee "$OUT/compare$TAG.txt"
