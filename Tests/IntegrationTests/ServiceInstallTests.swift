@@ -91,11 +91,9 @@ struct ServiceInstallTests {
     }
 
     /// The folder this process loaded the Swift runtime from (the toolchain's, in a debug
-    /// build), from /proc/self/maps; nil when the runtime is linked in. Read to its end:
-    /// `String(contentsOfFile:)` stops at 4 KiB for a file whose size the kernel gives as 0.
+    /// build), from /proc/self/maps; nil when the runtime is linked in.
     static func runtimeFolder() throws -> String? {
-        let data = try FileHandle(forReadingFrom: URL(fileURLWithPath: "/proc/self/maps")).readToEnd() ?? Data()
-        let maps = String(decoding: data, as: UTF8.self)
+        let maps = try #require(ProcStatus.read("/proc/self/maps"))
         guard let line = maps.split(separator: "\n").first(where: { $0.hasSuffix("/libswiftCore.so") }),
               let path = line.split(separator: " ").last else { return nil }
         return String(path.dropLast("/libswiftCore.so".count))

@@ -101,6 +101,45 @@ import TestSupport
         #expect(workers == 1)
     }
 
+    /// The same quota, where the hierarchy's mount is listed past the first 4 KiB of
+    /// /proc/self/mountinfo, as in a container whose overlay root's line names many layers.
+    /// Foundation's `Data(contentsOf:)` reads a /proc file only that far: the quota went unseen
+    /// and the gateway started a worker for each CPU. The shell, in a mount namespace of its
+    /// own, mounts 40 tmpfs, mounts the hierarchy again after them and drops its first mount,
+    /// then becomes txgate.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: (CPUs.allowed?.count ?? 0) >= 2 && Self.cpuController != nil
+                                            && BinaryLocator.onPath("unshare") != nil,
+                                            "needs two CPUs or more, a cgroup CPU controller to make a cgroup under (root), and unshare"))
+    func aQuotaListedPastTheFirst4KiBOfMountinfoCounts() throws {
+        let bed = try Testbed.current
+        let controller = try #require(Self.cpuController)
+        let cgroup = controller.folder + "/txgate-test-\(getpid())-\(UUID().uuidString.prefix(8))"
+        #expect(mkdir(cgroup, 0o755) == 0)
+        bed.onCleanup { _ = Timing.poll(timeout: 5, interval: 0.05) { rmdir(cgroup) == 0 || errno == ENOENT } }
+        try controller.oneCPU.write(toFile: cgroup + "/" + controller.file, atomically: false, encoding: .utf8)
+        let script = #"""
+            set -e
+            echo $$ > "$TXGATE_TEST_CGROUP/cgroup.procs"
+            for i in $(seq 1 40); do
+              d="$TXGATE_TEST_MOUNTS/a-mount-with-a-long-name-that-makes-mountinfo-longer-than-four-KiB-$i"
+              mkdir -p "$d" && mount -t tmpfs txgate-test "$d"
+            done
+            mkdir -p "$TXGATE_TEST_MOUNTS/controller"
+            mount --bind "$TXGATE_TEST_CONTROLLER" "$TXGATE_TEST_MOUNTS/controller"
+            umount -l "$TXGATE_TEST_CONTROLLER"
+            exec "$0" "$@"
+            """#
+        let (g, workers) = try Self.startCountingWorkers(
+            bed, launcher: ["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+            environment: ["TXGATE_TEST_CGROUP": cgroup, "TXGATE_TEST_CONTROLLER": controller.folder,
+                          "TXGATE_TEST_MOUNTS": bed.dir.file("mounts").path])
+        // The gateway saw what this test meant it to: its hierarchy mounted only past 4 KiB.
+        let mountinfo = try #require(ProcStatus.read("/proc/\(g.pid)/mountinfo"))
+        let controllerLine = try #require(mountinfo.split(separator: "\n").first { $0.contains(" \(bed.dir.file("mounts").path)/controller ") })
+        #expect(mountinfo.utf8.distance(from: mountinfo.utf8.startIndex, to: controllerLine.utf8.startIndex) > 4096)
+        #expect(workers == 1)
+    }
+
     /// `cpuAffinity: "auto"`: worker i on the i-th CPU the process may use, said in its
     /// "listening" line. The threads a pinned worker hands work to (password hashing here) run
     /// on every CPU: a pool thread started by a worker inherited its one CPU, and kept it.

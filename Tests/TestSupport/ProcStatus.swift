@@ -5,9 +5,17 @@ public enum ProcStatus {
     /// The value of the field `name` ("Cpus_allowed_list", "SigBlk"), trimmed; nil if the file
     /// cannot be read or has no such field.
     public static func field(_ name: String, in path: String) -> String? {
-        guard let text = try? String(contentsOfFile: path, encoding: .utf8),
-              let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }
+        guard let text = read(path), let line = text.split(separator: "\n").first(where: { $0.hasPrefix(name + ":") }) else { return nil }
         return line.dropFirst(name.count + 1).trimmingCharacters(in: .whitespaces)
+    }
+
+    /// A /proc file's text, to its end (nil if it cannot be read): Foundation's
+    /// `String(contentsOfFile:)` and `Data(contentsOf:)` stop at 4 KiB for a file whose size the
+    /// kernel gives as 0, as it does for all of /proc.
+    public static func read(_ path: String) -> String? {
+        guard let file = FileHandle(forReadingAtPath: path) else { return nil }
+        defer { try? file.close() }
+        return ((try? file.readToEnd()) ?? nil).map { String(decoding: $0, as: UTF8.self) }
     }
 
     /// The CPUs the process or thread may run on (`Cpus_allowed_list`, "0-3,8"), as written.

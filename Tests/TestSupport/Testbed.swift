@@ -51,11 +51,9 @@ public struct GatewayInstance: GatewayUnderTest, @unchecked Sendable {
     public func clientConnectionsPerWorker() throws -> [Int] {
         // Socket inodes of 127.0.0.1:port: listening ("0A"), and the others.
         var listening = Set<Substring>(), connected = Set<Substring>()
-        // Read to the end: a /proc file says it is empty, and a read sized by that stops at a page.
         func read(_ path: String) throws -> String {
-            guard let file = FileHandle(forReadingAtPath: path) else { throw HarnessError("cannot open \(path)") }
-            defer { try? file.close() }
-            return String(decoding: file.readDataToEndOfFile(), as: UTF8.self)
+            guard let text = ProcStatus.read(path) else { throw HarnessError("cannot read \(path)") }
+            return text
         }
         for line in try read("/proc/net/tcp").split(separator: "\n").dropFirst() {
             let f = line.split(separator: " ")

@@ -68,6 +68,17 @@ import TxGate
         #expect(CPUs.cfsQuota("50000", period: "") == nil)
     }
 
+    /// /proc files say their size is 0; Foundation's `Data(contentsOf:)` then reads their first
+    /// 4 KiB only. This process's memory map is longer than that, and its stack, near the top
+    /// of the address space, comes near its end.
+    @Test func aProcFileIsReadToItsEnd() {
+        let maps = CPUs.read("/proc/self/maps")
+        #expect(maps.utf8.count > 4096)
+        #expect(maps.contains("[stack]"), "\(maps.utf8.count) bytes, no [stack] line")
+        #expect(maps.hasSuffix("\n"))
+        #expect(CPUs.read("/proc/self/no-such-file") == "")
+    }
+
     @Test func mountinfoSaysWhereEachHierarchyIs() {
         let info = """
             31 23 0:28 / /sys/fs/cgroup rw,relatime - tmpfs tmpfs rw,mode=755

@@ -28,9 +28,14 @@ public enum CPUs {
     }
 
     /// The file's text, "" if it cannot be read. Not UTF-8 strictly: mountinfo writes a mount
-    /// point's bytes as they are, and one that is not UTF-8 must not hide the others.
+    /// point's bytes as they are, and one that is not UTF-8 must not hide the others. Read to
+    /// its end: `Data(contentsOf:)` reads a file whose size the kernel gives as 0 (all of
+    /// /proc) only up to its first 4 KiB, and a container's mountinfo is often longer (its
+    /// overlay root's line names every layer), with the cgroup mounts after that.
     static func read(_ path: String) -> String {
-        String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: path))) ?? Data(), as: UTF8.self)
+        guard let file = FileHandle(forReadingAtPath: path) else { return "" }
+        defer { try? file.close() }
+        return String(decoding: ((try? file.readToEnd()) ?? nil) ?? Data(), as: UTF8.self)
     }
 
     static func readAllowed() -> [Int]? {
