@@ -31,7 +31,7 @@ BACKEND_CORES="${BACKEND_CORES:-12-15}"; WRK_CORES="${WRK_CORES:-8-11}"
 [ "$(nproc)" -ge 16 ] || [ "$BACKEND_CORES" != 12-15 ] || { echo "devbench-profile.sh: needs 16 cores" >&2; exit 2; }
 export LD_LIBRARY_PATH="$B/lib"
 BENCH_NAME=devbench-profile.sh
-. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # bench_cleanup, wait_port, cpu_ticks, nginx_txgate_tls_suites
+. "$(dirname "${BASH_SOURCE[0]}")/lib.sh"   # bench_cleanup, wait_port, cpu_ticks, runq_wait, nginx_txgate_tls_suites
 TMP="$(mktemp -d)"; chmod 755 "$TMP"
 PIDS=()
 trap bench_cleanup EXIT
@@ -105,7 +105,7 @@ if [ "${ROUNDS:-0}" -gt 0 ]; then
     stat_events="$stat_events,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait"
   fi
   measure() {  # name port pids... (the proxy's: txgate's process, nginx's master and workers)
-    local name="$1" port="$2" t0 t1 out sw="- - -" stat=""
+    local name="$1" port="$2" t0 t1 q0 q1 out sw="- - -" stat=""
     shift 2
     taskset -c "$WRK_CORES" "$B/bin/wrk" -t4 -c"$CONNS" -d1s "$scheme://127.0.0.1:$port/accounts" >/dev/null
     if [ "$PERF" != - ]; then

@@ -17,7 +17,7 @@
 #                buffered, writing txgate's line), 3 alternating rounds (devbench-profile.sh)
 #   tail-4       4 workers, 5 alternating rounds of 5 s (devbench-profile.sh): p50, p90, p99, the
 #                time each proxy's threads waited for a core (runnable, not running), and, with
-#                perf, their context switches and moves between cores a request
+#                perf, their context switches, moves between cores and loop turns a request
 #   tail-4-pinned  tail-4 with each proxy's workers pinned to a core each (txgate's cpuAffinity
 #                "auto", nginx's worker_cpu_affinity auto): whether moves between cores are the tail
 #   profile      perf at 8 workers, txgate then nginx (needs perf.tar.xz)

@@ -49,7 +49,7 @@ cpu_ticks() {
 # with requests waiting that finds its core taken keeps them waiting: the tail, not the CPU.
 runq_wait() {
   local p
-  for p in "$@"; do cat "/proc/$p/task/"*/schedstat 2>/dev/null; done | awk '{ w += $2; n += $3 } END { printf "%.0f %.0f\n", w, n }'
+  for p in "$@"; do cat "/proc/$p/task/"*/schedstat 2>/dev/null || true; done | awk '{ w += $2; n += $3 } END { printf "%.0f %.0f\n", w, n }'
 }
 
 # redis_inline PORT WORD...: sends one Redis command (inline, its words without spaces) to

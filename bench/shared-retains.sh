@@ -45,7 +45,7 @@ for tool in "${TOOLS[@]}"; do
   command -v "$tool" >/dev/null 2>&1 || { echo "shared-retains.sh: '$tool' not found" >&2; exit 2; }
 done
 # The runtime's retains: in libswiftCore.so, or in the binary (--static-swift-stdlib).
-LIB="$(ldd "$BIN" | awk '/libswiftCore.so/ { print $3 }')"
+LIB="$(ldd "$BIN" 2>/dev/null | awk '/libswiftCore.so/ { print $3 }' || true)"
 [ -n "$LIB" ] || LIB="$BIN"
 { nm "$LIB"; nm -D "$LIB"; } 2>/dev/null | awk '$3 == "swift_retain" { f = 1 } END { exit !f }' \
   || { echo "shared-retains.sh: no swift_retain in $LIB" >&2; exit 2; }

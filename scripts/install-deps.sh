@@ -21,7 +21,9 @@
 set -euo pipefail
 
 runtime=(libevent-2.1-7 libevent-openssl-2.1-7 libevent-pthreads-2.1-7 libssl3 libsqlite3-0 libcurl4 libhiredis0.14 libmimalloc2.0 ca-certificates)
-build=(libevent-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev libhiredis-dev libmimalloc-dev pkg-config)
+# libstdc++-12-dev: a release build links the Swift runtime in (--static-swift-stdlib), which
+# links libstdc++ statically as well (the toolchain's static-stdlib-args.lnk asks for -lstdc++).
+build=(libevent-dev libssl-dev libsqlite3-dev libcurl4-openssl-dev libhiredis-dev libmimalloc-dev pkg-config libstdc++-12-dev)
 demo=(oathtool curl jq)
 test=(openssl chromium chromium-driver python3 python3-pip python3-aiosmtpd redis-server redis-sentinel nginx-light)
 bench=(wrk)

@@ -43,7 +43,9 @@ case "${1:-}" in
     # (the unit's ProtectHome=yes hides one under /home or /root, where swiftly installs).
     for b in txgate demo-bank; do
       runtime=$(ldd "$BUILT/$b" 2>/dev/null | awk '$1 == "libswiftCore.so" { print $3 }' || true)
-      if [ -n "$runtime" ]; then
+      if [ "$runtime" = not ]; then
+        echo "install: warning: $BUILT/$b needs the Swift runtime (libswiftCore.so) and cannot find it: it will not start; \`make install\` without BUILT builds it with --static-swift-stdlib" >&2
+      elif [ -n "$runtime" ]; then
         echo "install: warning: $BUILT/$b loads the Swift runtime from ${runtime%/*}, so it starts only while that folder is there and readable (ProtectHome=yes hides /home and /root from the service); \`make install\` without BUILT builds it with --static-swift-stdlib" >&2
       fi
     done
