@@ -203,6 +203,27 @@ struct FirstRunTests {
         #expect(!dockerfile.contains("apt-get install"), "the Dockerfile installs packages of its own, not install-deps.sh's")
     }
 
+    /// The image's binaries are built as `make build` builds them (the Swift runtime linked in,
+    /// which needs libstdc++'s static library from the build set), so that what the suite and the
+    /// benchmarks measure is what the image ships.
+    @Test("the image's build stage runs make build's swift build commands, and the build set has what the static link needs")
+    func theImageBuildsAsMakeBuildDoes() throws {
+        let bed = try Testbed.current
+        guard let make = BinaryLocator.onPath("make"), let bash = BinaryLocator.onPath("bash") else { throw HarnessError("make or bash is not installed") }
+        let dry = try SpawnedProcess.run(make, ["-n", "-C", BinaryLocator.packageRoot.path, "build"], directory: bed.dir.url)
+        #expect(dry.status == 0, "\(dry)")
+        let builds = dry.stdout.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.filter { $0.hasPrefix("swift build") }
+        #expect(builds == ["swift build -c release --static-swift-stdlib --product txgate",
+                           "swift build -c release --static-swift-stdlib --product demo-bank"], "\(dry)")
+        let dockerfile = try String(contentsOf: BinaryLocator.packageRoot.appendingPathComponent("docker/Dockerfile"), encoding: .utf8)
+        for command in builds {
+            #expect(dockerfile.contains(command + " "), "the image does not run `\(command)`")
+        }
+        let script = BinaryLocator.packageRoot.appendingPathComponent("scripts/install-deps.sh").path
+        let list = try SpawnedProcess.run(bash, [script, "--build", "--list"], directory: bed.dir.url)
+        #expect(list.stdout.split(separator: "\n").contains("libstdc++-12-dev"), "\(list)")
+    }
+
     // MARK: the README's sample outputs
 
     /// The README's first inline JSON sample matching `pattern` (N: a number left open), parsed.
