@@ -15,7 +15,7 @@ public enum ProcStatus {
     public static func read(_ path: String) -> String? {
         guard let file = FileHandle(forReadingAtPath: path) else { return nil }
         defer { try? file.close() }
-        return ((try? file.readToEnd()) ?? nil).map { String(decoding: $0, as: UTF8.self) }
+        do { return String(decoding: try file.readToEnd() ?? Data(), as: UTF8.self) } catch { return nil }
     }
 
     /// The CPUs the process or thread may run on (`Cpus_allowed_list`, "0-3,8"), as written.

@@ -35,7 +35,7 @@ public enum CPUs {
     static func read(_ path: String) -> String {
         guard let file = FileHandle(forReadingAtPath: path) else { return "" }
         defer { try? file.close() }
-        return String(decoding: ((try? file.readToEnd()) ?? nil) ?? Data(), as: UTF8.self)
+        return String(decoding: (try? file.readToEnd()) ?? Data(), as: UTF8.self)
     }
 
     static func readAllowed() -> [Int]? {
