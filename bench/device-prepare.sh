@@ -18,6 +18,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 D="$ROOT/.devbench"
 [ -f "$D/bundle.tar.xz" ] || { echo "device-prepare.sh: no $D/bundle.tar.xz: run devbench's make-bundle.sh from the project root first" >&2; exit 2; }
 cd "$ROOT"
+# The commit, as `make build` bakes it in: the device run's machine.txt names it (`txgate --version`).
+TXGATE_COMMIT="${TXGATE_COMMIT:-$(git describe --always --dirty --abbrev=12 --exclude '*' 2>/dev/null || echo unknown)}"
+export TXGATE_COMMIT
 swift build -c release --static-swift-stdlib --product txgate >/dev/null
 swift build -c release --scratch-path .build/device --product store-bench >/dev/null
 T="$(mktemp -d)"; trap 'rm -rf "$T"' EXIT
