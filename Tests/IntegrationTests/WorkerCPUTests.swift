@@ -80,13 +80,10 @@ import TestSupport
         return nil
     }()
 
-    /// A gateway in a cgroup with a quota of one CPU (`docker run --cpus 1`, systemd's
-    /// `CPUQuota=100%`) starts one worker, on a machine with more CPUs.
-    @Test(.timeLimit(.minutes(1)), .enabled(if: (CPUs.allowed?.count ?? 0) >= 2 && Self.cpuController != nil,
-                                            "needs two CPUs or more, and a cgroup CPU controller to make a cgroup under (root)"))
-    func aCgroupCPUQuotaLimitsTheDefaultWorkerCount() throws {
-        let bed = try Testbed.current
-        let controller = try #require(Self.cpuController)
+    /// A new cgroup under `cpuController` with a quota of one CPU, removed when the test's bed
+    /// is cleaned up.
+    static func oneCPUCgroup(_ bed: Testbed) throws -> String {
+        let controller = try #require(cpuController)
         let cgroup = controller.folder + "/txgate-test-\(getpid())-\(UUID().uuidString.prefix(8))"
         #expect(mkdir(cgroup, 0o755) == 0)
         bed.onCleanup {
@@ -94,6 +91,16 @@ import TestSupport
             _ = Timing.poll(timeout: 5, interval: 0.05) { rmdir(cgroup) == 0 || errno == ENOENT }
         }
         try controller.oneCPU.write(toFile: cgroup + "/" + controller.file, atomically: false, encoding: .utf8)
+        return cgroup
+    }
+
+    /// A gateway in a cgroup with a quota of one CPU (`docker run --cpus 1`, systemd's
+    /// `CPUQuota=100%`) starts one worker, on a machine with more CPUs.
+    @Test(.timeLimit(.minutes(1)), .enabled(if: (CPUs.allowed?.count ?? 0) >= 2 && Self.cpuController != nil,
+                                            "needs two CPUs or more, and a cgroup CPU controller to make a cgroup under (root)"))
+    func aCgroupCPUQuotaLimitsTheDefaultWorkerCount() throws {
+        let bed = try Testbed.current
+        let cgroup = try Self.oneCPUCgroup(bed)
         // The shell moves itself into the cgroup, then becomes txgate.
         let (_, workers) = try Self.startCountingWorkers(
             bed, launcher: ["sh", "-c", #"echo $$ > "$TXGATE_TEST_CGROUP/cgroup.procs" && exec "$0" "$@""#],
@@ -112,10 +119,7 @@ import TestSupport
     func aQuotaListedPastTheFirst4KiBOfMountinfoCounts() throws {
         let bed = try Testbed.current
         let controller = try #require(Self.cpuController)
-        let cgroup = controller.folder + "/txgate-test-\(getpid())-\(UUID().uuidString.prefix(8))"
-        #expect(mkdir(cgroup, 0o755) == 0)
-        bed.onCleanup { _ = Timing.poll(timeout: 5, interval: 0.05) { rmdir(cgroup) == 0 || errno == ENOENT } }
-        try controller.oneCPU.write(toFile: cgroup + "/" + controller.file, atomically: false, encoding: .utf8)
+        let cgroup = try Self.oneCPUCgroup(bed)
         let script = #"""
             set -e
             echo $$ > "$TXGATE_TEST_CGROUP/cgroup.procs"
