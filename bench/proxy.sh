@@ -7,7 +7,7 @@
 # /proc/PID/stat over the measured run). The order of the targets alternates between runs.
 #
 #   bash bench/proxy.sh [--quick] [--runs N] [--nginx-only] [--tls] [--handshakes] [--nginx-default-suites]
-#                       [--log-json]
+#                       [--log-json] [--response-bytes N | --request-bytes N]
 #
 #   --quick        3 s per measurement (instead of BENCH_DURATION, default 10) and 1 s warm-up
 #   --runs N       repeat the measurement N times and print the median of each column at the end
@@ -22,6 +22,13 @@
 #   --nginx-default-suites  with --tls: nginx keeps its own suite choice (the client's order)
 #   --log-json     nginx's logged target writes txgate's access line (the same JSON members;
 #                  bench/lib.sh's nginx_txgate_log_format) instead of its `combined` line
+#   --response-bytes N  the backend answers every request with a file of N bytes (a download)
+#   --request-bytes N   every request is a POST carrying N bytes (an upload)
+#                  With either, nginx keeps bodies in memory as txgate does: a request's whole
+#                  (`client_body_buffer_size` N), and up to 1 MiB of a response the client has not
+#                  taken yet (`proxy_buffers 16 64k`, no temporary file: txgate's high-water mark).
+#                  Its defaults write a body larger than 8 or 16 KiB to a temporary file, and
+#                  `proxy_buffering off` reads a response 4 KiB at a time: both cost it more.
 #
 # Environment: BENCH_CONNECTIONS (default 50), BENCH_DURATION (seconds, default 10),
 # BENCH_WARMUP (seconds, default 2), TXGATE_BIN (use this txgate binary instead of building),
@@ -47,6 +54,8 @@ TLS=0
 HANDSHAKES=0
 NGINX_SUITES=txgate
 NGINX_LOG_FORMAT=combined
+RESPONSE_BYTES=0
+REQUEST_BYTES=0
 
 usage() { sed -n '2,29p' "$SELF" | sed 's/^# \{0,1\}//'; }
 
@@ -60,6 +69,10 @@ while [ $# -gt 0 ]; do
     --handshakes) TLS=1; HANDSHAKES=1 ;;
     --nginx-default-suites) NGINX_SUITES=default ;;
     --log-json) NGINX_LOG_FORMAT=txgate ;;
+    --response-bytes|--request-bytes)
+      [ $# -ge 2 ] || { echo "proxy.sh: $1 needs a number of bytes" >&2; exit 2; }
+      if [ "$1" = --response-bytes ]; then RESPONSE_BYTES="$2"; else REQUEST_BYTES="$2"; fi
+      shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "proxy.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -69,6 +82,12 @@ done
 for v in CONNECTIONS DURATION WARMUP RUNS; do
   [[ "${!v}" =~ ^[0-9]+$ ]] && [ "${!v}" -ge 1 ] || { echo "proxy.sh: $v must be a positive integer (got '${!v}')" >&2; exit 2; }
 done
+for v in RESPONSE_BYTES REQUEST_BYTES; do
+  [[ "${!v}" =~ ^[0-9]+$ ]] || { echo "proxy.sh: --$(echo "${v%_BYTES}" | tr 'A-Z' 'a-z')-bytes must be a number of bytes (got '${!v}')" >&2; exit 2; }
+done
+if [ "$RESPONSE_BYTES" -gt 0 ] && [ "$REQUEST_BYTES" -gt 0 ]; then
+  echo "proxy.sh: --response-bytes and --request-bytes measure one direction each: give one" >&2; exit 2
+fi
 
 for tool in nginx wrk curl timeout; do
   command -v "$tool" >/dev/null 2>&1 || PATH="$PATH:/usr/sbin:/sbin"
@@ -231,6 +250,7 @@ http {
     scgi_temp_path $dir/scgi_temp;
     # Keep client connections open for the whole run (the default, 1000, makes wrk reconnect).
     keepalive_requests 1000000;
+    client_max_body_size 0;
 $extra
     server {
         listen 127.0.0.1:$port;
@@ -258,8 +278,15 @@ start_backend() {
   local port dir="$TMP/backend" attempt
   for attempt in 1 2 3; do
     pick_port; port="$PICKED"
-    nginx_conf "$dir" "$port" '            default_type text/plain;
+    if [ "$RESPONSE_BYTES" -gt 0 ]; then
+      nginx_conf "$dir" "$port" "            root $TMP/www;
+            try_files /body.bin =404;
+            default_type application/octet-stream;
+            sendfile on;"
+    else
+      nginx_conf "$dir" "$port" '            default_type text/plain;
             return 200 "hello from backend\n";'
+    fi
     start_nginx backend "$dir"
     if wait_listening "$STARTED_PID" "$port" 10; then
       BACKEND_PID=$STARTED_PID; B="$port"; return 0
@@ -277,6 +304,10 @@ start_nginx_proxy() {  # start_nginx_proxy DIR_NAME [ACCESS_LOG_LINE] -> sets N,
     nginx_conf "$dir" "$port" "            proxy_pass http://backend_upstream;
             proxy_http_version 1.1;
             proxy_set_header Connection \"\";
+$([ "$RESPONSE_BYTES" -gt 0 ] && echo "            proxy_buffers 16 64k;
+            proxy_busy_buffers_size 128k;
+            proxy_max_temp_file_size 0;")
+$([ "$REQUEST_BYTES" -gt 0 ] && echo "            client_body_buffer_size $((REQUEST_BYTES > 16384 ? REQUEST_BYTES : 16384));")
 $access" "    upstream backend_upstream {
         server 127.0.0.1:$B;
         keepalive 64;
@@ -302,17 +333,19 @@ $([ "$NGINX_LOG_FORMAT" = txgate ] && nginx_txgate_log_format txgate)"
 # (access log off; a user, a store, a policy for authenticated users on every path).
 txgate_config() {
   local kind="$1" port="$2" dir="$3"
-  python3 - "$kind" "$port" "$dir" "$B" "${BENCH_HASH:-}" "$TLS" "$TMP" >"$dir/gateway.json" <<'PY'
+  python3 - "$kind" "$port" "$dir" "$B" "${BENCH_HASH:-}" "$TLS" "$TMP" "$REQUEST_BYTES" >"$dir/gateway.json" <<'PY'
 import json, sys
-kind, port, d, backend, hash_, tls, tmp = sys.argv[1:8]
+kind, port, d, backend, hash_, tls, tmp, request_bytes = sys.argv[1:9]
 c = {"listen": f"127.0.0.1:{port}", "workers": 1, "upstream": {"url": f"http://127.0.0.1:{backend}", "keepAlive": 64},
      "log": {"level": "info" if kind == "log" else "warning", "access": kind == "log"},
      "limits": {"maxConnectionsPerClient": 0}}
+if int(request_bytes) > 10485760:  # the default limits.maxBodyBytes
+    c["limits"]["maxBodyBytes"] = int(request_bytes)
 if kind == "allow":
     c.update({"users": [{"username": "bench", "passwordHash": hash_, "email": "bench@example.com"}],
               "journeys": {"Login": [{"type": "UsernamePassword"}]},
               "store": {"path": f"{d}/txgate.db"}, "secrets": {"signingKeyFile": f"{d}/signing.key"},
-              "policies": [{"name": "everything", "resources": ["/**"], "actions": ["GET"], "subjects": "authenticated"}]})
+              "policies": [{"name": "everything", "resources": ["/**"], "actions": ["GET", "POST"], "subjects": "authenticated"}]})
 if tls == "1":
     c["tls"] = {"certificate": f"{tmp}/cert.pem", "privateKey": f"{tmp}/key.pem"}
 print(json.dumps(c))
@@ -350,7 +383,12 @@ record_workers() { local pid; for pid in $(children_of "$1"); do EXTRA_PIDS+=("$
 check_target() {  # check_target NAME PORT HEADER SCHEME
   local name="$1" port="$2" header="${3:-}" scheme="${4:-http}" code body args=()
   [ -n "$header" ] && args=(-H "$header")
-  code="$(curl -ksS --max-time 5 "${args[@]}" -o "$TMP/check.body" -w '%{http_code}' "$scheme://127.0.0.1:$port/")" || code="curl-error"
+  [ "$REQUEST_BYTES" -gt 0 ] && args+=(-H 'Content-Type: application/octet-stream' --data-binary "@$TMP/request.bin")
+  code="$(curl -ksS --max-time 10 "${args[@]}" -o "$TMP/check.body" -w '%{http_code}' "$scheme://127.0.0.1:$port/")" || code="curl-error"
+  if [ "$RESPONSE_BYTES" -gt 0 ]; then
+    [ "$code" = 200 ] && cmp -s "$TMP/check.body" "$TMP/www/body.bin" && return 0
+    die "$name (127.0.0.1:$port) answered status $code and $(stat -c %s "$TMP/check.body" 2>/dev/null || echo 0) bytes, not the backend's $RESPONSE_BYTES"
+  fi
   body="$(cat "$TMP/check.body" 2>/dev/null || true)"
   if [ "$code" != 200 ] || [ "$body" != "hello from backend" ]; then
     die "$name (127.0.0.1:$port) answered status $code, body: ${body:0:300}"
@@ -370,6 +408,19 @@ if [ "$TLS" = 1 ]; then
 fi
 # The backend is plain HTTP; with --tls, the proxies are HTTPS.
 scheme_of() { if [ "$1" = direct ]; then echo http; else echo "$SCHEME"; fi; }
+if [ "$RESPONSE_BYTES" -gt 0 ]; then
+  mkdir -p "$TMP/www"
+  head -c "$RESPONSE_BYTES" /dev/urandom >"$TMP/www/body.bin"
+  chmod -R a+rX "$TMP/www"
+fi
+if [ "$REQUEST_BYTES" -gt 0 ]; then
+  head -c "$REQUEST_BYTES" /dev/zero | tr '\0' x >"$TMP/request.bin"
+  cat >"$TMP/post.lua" <<EOF
+wrk.method = "POST"
+wrk.headers["Content-Type"] = "application/octet-stream"
+wrk.body = string.rep("x", $REQUEST_BYTES)
+EOF
+fi
 declare -A PORT PIDS_OF HEADER
 start_backend
 record_workers "$BACKEND_PID"
@@ -424,6 +475,7 @@ run_wrk() {  # run_wrk PORT SECONDS OUTFILE HEADER SCHEME
   local port="$1" secs="$2" out="$3" header="${4:-}" scheme="${5:-http}" args=()
   [ -n "$header" ] && args=(-H "$header")
   [ "$HANDSHAKES" = 1 ] && args+=(-H "Connection: close")
+  [ "$REQUEST_BYTES" -gt 0 ] && args+=(-s "$TMP/post.lua")
   run_child "$out" timeout -k 5 $((secs + 30)) wrk -t1 -c"$CONNECTIONS" -d"${secs}s" --latency "${args[@]}" \
     "$scheme://127.0.0.1:$port/"
 }
@@ -477,7 +529,7 @@ measure_target() {  # measure_target TARGET RUN
   return 0
 }
 
-log "wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency, warm-up ${WARMUP}s, $RUNS run(s), order alternating"
+log "wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency, warm-up ${WARMUP}s, $RUNS run(s), order alternating$([ "$RESPONSE_BYTES" -gt 0 ] && echo ", responses of $RESPONSE_BYTES bytes")$([ "$REQUEST_BYTES" -gt 0 ] && echo ", POSTs of $REQUEST_BYTES bytes")"
 for ((run = 1; run <= RUNS; run++)); do
   order=("${TARGETS[@]}")
   if [ $((run % 2)) -eq 0 ]; then

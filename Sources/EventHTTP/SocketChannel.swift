@@ -13,11 +13,17 @@ import COpenSSL
 /// read and is re-armed only when it fires, or when a deadline moves earlier), and the
 /// freezing of the output around a write.
 final class SocketChannel: Channel {
-    /// Bytes asked of one read: a new evbuffer chain is this plus its header, rounded up to a
-    /// power of two, and a body takes the chains as they are, so a 4 KiB chain holds it.
+    /// Bytes asked of the first read of a wake-up: a new evbuffer chain is this plus its
+    /// header, rounded up to a power of two, and a body takes the chains as they are, so a
+    /// 4 KiB chain holds it, and a peer that trickles its bytes holds no more than that.
     static let readSize = 4_096 - 64
-    /// Reads per wake-up at most (64 KiB) before the handler hears of them.
-    static let readsPerWakeup = 16
+    /// Bytes asked of each read after one that filled what it asked (the peer is sending more
+    /// than a chain: a large body): 64 KiB chains. A 1 MiB body then takes about 32 reads
+    /// instead of 256, and a sixteenth of the chains to allocate, move and free.
+    static let bulkReadSize = 65_536 - 64
+    /// A wake-up reads no more once it has this many bytes (its last read may pass it), and
+    /// the handler hears of them.
+    static let bytesPerWakeup = 65_536
 
     private let base: OpaquePointer
     /// The loop's head writer, told when a read callback starts and ends (`HeadScratch.mayHold`).
@@ -169,7 +175,7 @@ final class SocketChannel: Channel {
     }
 
     /// Reads until a short read (the socket is then drained; level-triggered epoll says when
-    /// more comes) or `readsPerWakeup`, then tells the handler once.
+    /// more comes) or `bytesPerWakeup`, then tells the handler once.
     private func readReady() {
         guard readArmed else { return }
         if tls != nil { tlsReadReady(); return }
@@ -179,9 +185,10 @@ final class SocketChannel: Channel {
             guard let filled = readDirect() else { return }
             total = filled
         }
-        for _ in 0..<Self.readsPerWakeup {
+        while total < Self.bytesPerWakeup {
             var vec = iovec()
-            guard evbuffer_reserve_space(input, Self.readSize, &vec, 1) == 1 else { break }
+            let size = total == 0 ? Self.readSize : Self.bulkReadSize
+            guard evbuffer_reserve_space(input, size, &vec, 1) == 1 else { break }
             let asked = vec.iov_len
             let n = recv(fd, vec.iov_base, asked, 0)
             if n > 0 {
