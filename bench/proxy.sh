@@ -7,7 +7,7 @@
 # /proc/PID/stat over the measured run). The order of the targets alternates between runs.
 #
 #   bash bench/proxy.sh [--quick] [--runs N] [--nginx-only] [--tls] [--handshakes] [--nginx-default-suites]
-#                       [--log-json] [--response-bytes N | --request-bytes N]
+#                       [--log-json] [--response-bytes N | --request-bytes N | --chunked-response COUNTxSIZE]
 #
 #   --quick        3 s per measurement (instead of BENCH_DURATION, default 10) and 1 s warm-up
 #   --runs N       repeat the measurement N times and print the median of each column at the end
@@ -24,7 +24,9 @@
 #                  bench/lib.sh's nginx_txgate_log_format) instead of its `combined` line
 #   --response-bytes N  the backend answers every request with a file of N bytes (a download)
 #   --request-bytes N   every request is a POST carrying N bytes (an upload)
-#                  With either, nginx keeps bodies in memory as txgate does: a request's whole
+#   --chunked-response COUNTxSIZE  the backend (bench/chunked-backend.py) answers every request
+#                  with COUNT chunks of SIZE bytes (an event stream): the cost of each chunk
+#                  With any of these, nginx keeps bodies in memory as txgate does: a request's whole
 #                  (`client_body_buffer_size` N), and up to 1 MiB of a response the client has not
 #                  taken yet (`proxy_buffers 16 64k`, no temporary file: txgate's high-water mark).
 #                  Its defaults write a body larger than 8 or 16 KiB to a temporary file, and
@@ -56,6 +58,8 @@ NGINX_SUITES=txgate
 NGINX_LOG_FORMAT=combined
 RESPONSE_BYTES=0
 REQUEST_BYTES=0
+CHUNK_COUNT=0
+CHUNK_SIZE=0
 
 usage() { sed -n '2,29p' "$SELF" | sed 's/^# \{0,1\}//'; }
 
@@ -73,6 +77,11 @@ while [ $# -gt 0 ]; do
       [ $# -ge 2 ] || { echo "proxy.sh: $1 needs a number of bytes" >&2; exit 2; }
       if [ "$1" = --response-bytes ]; then RESPONSE_BYTES="$2"; else REQUEST_BYTES="$2"; fi
       shift ;;
+    --chunked-response)
+      [[ "${2:-}" =~ ^([0-9]+)x([0-9]+)$ ]] && [ "${BASH_REMATCH[1]}" -ge 1 ] && [ "${BASH_REMATCH[2]}" -ge 1 ] || {
+        echo "proxy.sh: --chunked-response needs COUNTxSIZE, both at least 1 (e.g. 1000x16)" >&2; exit 2; }
+      CHUNK_COUNT="${BASH_REMATCH[1]}"; CHUNK_SIZE="${BASH_REMATCH[2]}"
+      shift ;;
     -h|--help) usage; exit 0 ;;
     *) echo "proxy.sh: unknown argument '$1'" >&2; usage >&2; exit 2 ;;
   esac
@@ -85,8 +94,8 @@ done
 for v in RESPONSE_BYTES REQUEST_BYTES; do
   [[ "${!v}" =~ ^[0-9]+$ ]] || { echo "proxy.sh: --$(echo "${v%_BYTES}" | tr 'A-Z' 'a-z')-bytes must be a number of bytes (got '${!v}')" >&2; exit 2; }
 done
-if [ "$RESPONSE_BYTES" -gt 0 ] && [ "$REQUEST_BYTES" -gt 0 ]; then
-  echo "proxy.sh: --response-bytes and --request-bytes measure one direction each: give one" >&2; exit 2
+if [ $(( (RESPONSE_BYTES > 0) + (REQUEST_BYTES > 0) + (CHUNK_COUNT > 0) )) -gt 1 ]; then
+  echo "proxy.sh: give one of --response-bytes, --request-bytes and --chunked-response" >&2; exit 2
 fi
 
 for tool in nginx wrk curl timeout; do
@@ -278,7 +287,16 @@ start_backend() {
   local port dir="$TMP/backend" attempt
   for attempt in 1 2 3; do
     pick_port; port="$PICKED"
-    if [ "$RESPONSE_BYTES" -gt 0 ]; then
+    if [ "$CHUNK_COUNT" -gt 0 ]; then
+      python3 "$ROOT/bench/chunked-backend.py" "$port" "$CHUNK_COUNT" "$CHUNK_SIZE" </dev/null >"$TMP/chunked-backend.log" 2>&1 &
+      STARTED_PID=$!
+      SERVER_PIDS+=("$STARTED_PID")
+      if wait_listening "$STARTED_PID" "$port" 10; then
+        BACKEND_PID=$STARTED_PID; B="$port"; return 0
+      fi
+      stop_pid "$STARTED_PID"; log "chunked backend did not listen on $port (attempt $attempt)"
+      continue
+    elif [ "$RESPONSE_BYTES" -gt 0 ]; then
       nginx_conf "$dir" "$port" "            root $TMP/www;
             try_files /body.bin =404;
             default_type application/octet-stream;
@@ -304,7 +322,7 @@ start_nginx_proxy() {  # start_nginx_proxy DIR_NAME [ACCESS_LOG_LINE] -> sets N,
     nginx_conf "$dir" "$port" "            proxy_pass http://backend_upstream;
             proxy_http_version 1.1;
             proxy_set_header Connection \"\";
-$([ "$RESPONSE_BYTES" -gt 0 ] && echo "            proxy_buffers 16 64k;
+$([ "$RESPONSE_BYTES$CHUNK_COUNT" != 00 ] && echo "            proxy_buffers 16 64k;
             proxy_busy_buffers_size 128k;
             proxy_max_temp_file_size 0;")
 $([ "$REQUEST_BYTES" -gt 0 ] && echo "            client_body_buffer_size $((REQUEST_BYTES > 16384 ? REQUEST_BYTES : 16384));")
@@ -385,9 +403,9 @@ check_target() {  # check_target NAME PORT HEADER SCHEME
   [ -n "$header" ] && args=(-H "$header")
   [ "$REQUEST_BYTES" -gt 0 ] && args+=(-H 'Content-Type: application/octet-stream' --data-binary "@$TMP/request.bin")
   code="$(curl -ksS --max-time 10 "${args[@]}" -o "$TMP/check.body" -w '%{http_code}' "$scheme://127.0.0.1:$port/")" || code="curl-error"
-  if [ "$RESPONSE_BYTES" -gt 0 ]; then
-    [ "$code" = 200 ] && cmp -s "$TMP/check.body" "$TMP/www/body.bin" && return 0
-    die "$name (127.0.0.1:$port) answered status $code and $(stat -c %s "$TMP/check.body" 2>/dev/null || echo 0) bytes, not the backend's $RESPONSE_BYTES"
+  if [ "$RESPONSE_BYTES$CHUNK_COUNT" != 00 ]; then
+    [ "$code" = 200 ] && cmp -s "$TMP/check.body" "$TMP/expected.body" && return 0
+    die "$name (127.0.0.1:$port) answered status $code and $(stat -c %s "$TMP/check.body" 2>/dev/null || echo 0) bytes, not the backend's $(stat -c %s "$TMP/expected.body") bytes"
   fi
   body="$(cat "$TMP/check.body" 2>/dev/null || true)"
   if [ "$code" != 200 ] || [ "$body" != "hello from backend" ]; then
@@ -412,7 +430,10 @@ if [ "$RESPONSE_BYTES" -gt 0 ]; then
   mkdir -p "$TMP/www"
   head -c "$RESPONSE_BYTES" /dev/urandom >"$TMP/www/body.bin"
   chmod -R a+rX "$TMP/www"
+  cp "$TMP/www/body.bin" "$TMP/expected.body"
 fi
+# The body the chunked backend's answer decodes to.
+[ "$CHUNK_COUNT" -gt 0 ] && head -c $((CHUNK_COUNT * CHUNK_SIZE)) /dev/zero | tr '\0' x >"$TMP/expected.body"
 if [ "$REQUEST_BYTES" -gt 0 ]; then
   head -c "$REQUEST_BYTES" /dev/zero | tr '\0' x >"$TMP/request.bin"
   cat >"$TMP/post.lua" <<EOF
@@ -529,7 +550,7 @@ measure_target() {  # measure_target TARGET RUN
   return 0
 }
 
-log "wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency, warm-up ${WARMUP}s, $RUNS run(s), order alternating$([ "$RESPONSE_BYTES" -gt 0 ] && echo ", responses of $RESPONSE_BYTES bytes")$([ "$REQUEST_BYTES" -gt 0 ] && echo ", POSTs of $REQUEST_BYTES bytes")"
+log "wrk -t1 -c$CONNECTIONS -d${DURATION}s --latency, warm-up ${WARMUP}s, $RUNS run(s), order alternating$([ "$RESPONSE_BYTES" -gt 0 ] && echo ", responses of $RESPONSE_BYTES bytes")$([ "$REQUEST_BYTES" -gt 0 ] && echo ", POSTs of $REQUEST_BYTES bytes")$([ "$CHUNK_COUNT" -gt 0 ] && echo ", chunked responses of $CHUNK_COUNT chunks of $CHUNK_SIZE bytes")"
 for ((run = 1; run <= RUNS; run++)); do
   order=("${TARGETS[@]}")
   if [ $((run % 2)) -eq 0 ]; then

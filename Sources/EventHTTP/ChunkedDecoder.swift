@@ -18,12 +18,12 @@ public struct ChunkedDecoder {
         while true {
             switch state {
             case .size:
-                guard let line = try readLine(input) else { return false }
+                guard let line = try frontLine(input) else { return false }
                 // chunk-size = 1*HEXDIG (RFC 9112 §7.1), read as bytes. Found by fuzzing (Fuzz/README.md):
                 // the Character-wise split read `;5` as size 5 and missed a `;` followed by a combining
                 // mark, and Int(_:radix:) took `+5` and `-0`.
                 var n = 0, digits = 0, afterDigits = false
-                for c in line.utf8 {
+                for c in line {
                     if c == UInt8(ascii: ";") { break }
                     if c == 0x20 || c == 0x09 { afterDigits = digits > 0; continue }
                     guard !afterDigits, digits < 15, let d = hexValue(c) else { throw HTTPParseError(400, "malformed chunk size") }
@@ -31,6 +31,7 @@ public struct ChunkedDecoder {
                     digits += 1
                 }
                 guard digits > 0 else { throw HTTPParseError(400, "malformed chunk size") }
+                evbuffer_drain(input, line.count + 2)
                 state = n == 0 ? .trailer : .data(n)
             case .data(let remaining):
                 let available = evbuffer_get_length(input)
@@ -39,13 +40,13 @@ public struct ChunkedDecoder {
                 evbuffer_remove_buffer(input, output, n)
                 state = n == remaining ? .dataEnd : .data(remaining - n)
             case .dataEnd:
-                guard evbuffer_get_length(input) >= 2 else { return false }
-                var crlf: (UInt8, UInt8) = (0, 0)
-                _ = withUnsafeMutableBytes(of: &crlf) { evbuffer_remove(input, $0.baseAddress, 2) }
-                guard crlf == (0x0D, 0x0A) else { throw HTTPParseError(400, "malformed chunk: missing CRLF after data") }
+                guard evbuffer_get_length(input) >= 2, let crlf = evbuffer_pullup(input, 2) else { return false }
+                guard crlf[0] == 0x0D, crlf[1] == 0x0A else { throw HTTPParseError(400, "malformed chunk: missing CRLF after data") }
+                evbuffer_drain(input, 2)
                 state = .size
             case .trailer:
-                guard let line = try readLine(input) else { return false }
+                guard let line = try frontLine(input) else { return false }
+                evbuffer_drain(input, line.count + 2)
                 if line.isEmpty { state = .done }
             case .done:
                 return true
@@ -53,25 +54,25 @@ public struct ChunkedDecoder {
         }
     }
 
-    /// Reads one CRLF-terminated line, or nil if it has not fully arrived yet. A control byte
-    /// other than HTAB in it is refused, as in the head: a bare CR or LF inside a chunk extension
-    /// or a trailer is a line end to a lenient parser behind or in front of the gateway, and so a
-    /// smuggling vector (`5;a\nb`, a trailer `X: y\n`).
-    private func readLine(_ input: OpaquePointer) throws(HTTPParseError) -> String? {
+    /// The CRLF-terminated line at the front of `input`, without its CRLF, where it lies
+    /// (`evbuffer_pullup` copies only a line that straddles two chains), or nil if it has not
+    /// fully arrived yet. Valid until `input` changes; the caller drains it and its CRLF. A
+    /// control byte other than HTAB in it is refused, as in the head: a bare CR or LF inside a
+    /// chunk extension or a trailer is a line end to a lenient parser behind or in front of the
+    /// gateway, and so a smuggling vector (`5;a\nb`, a trailer `X: y\n`).
+    private func frontLine(_ input: OpaquePointer) throws(HTTPParseError) -> UnsafeRawBufferPointer? {
         guard let eol = EvBuffer.search(input, "\r\n") else {
             if evbuffer_get_length(input) > Self.maxLine { throw HTTPParseError(400, "chunk line too long") }
             return nil
         }
         guard eol <= Self.maxLine else { throw HTTPParseError(400, "chunk line too long") }
-        var bytes = [UInt8](repeating: 0, count: eol + 2)
-        _ = bytes.withUnsafeMutableBytes { evbuffer_remove(input, $0.baseAddress, eol + 2) }
-        let line = bytes[0..<eol]
+        let line = UnsafeRawBufferPointer(start: evbuffer_pullup(input, eol), count: eol)
         if let bad = line.first(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
             throw HTTPParseError(400, bad == 0x0A || bad == 0x0D
                 ? "bare \(bad == 0x0A ? "LF" : "CR") in a chunk line (size, extension or trailer); lines end in CRLF"
                 : "control character in a chunk line (size, extension or trailer)")
         }
-        return String(decoding: line, as: UTF8.self)
+        return line
     }
 }
 
