@@ -31,7 +31,8 @@ public struct ChunkedDecoder {
                     digits += 1
                 }
                 guard digits > 0 else { throw HTTPParseError(400, "malformed chunk size") }
-                evbuffer_drain(input, line.count + 2)
+                let length = line.count
+                evbuffer_drain(input, length + 2)
                 state = n == 0 ? .trailer : .data(n)
             case .data(let remaining):
                 let available = evbuffer_get_length(input)
@@ -46,8 +47,9 @@ public struct ChunkedDecoder {
                 state = .size
             case .trailer:
                 guard let line = try frontLine(input) else { return false }
-                evbuffer_drain(input, line.count + 2)
-                if line.isEmpty { state = .done }
+                let length = line.count
+                evbuffer_drain(input, length + 2)
+                if length == 0 { state = .done }
             case .done:
                 return true
             }
@@ -66,7 +68,10 @@ public struct ChunkedDecoder {
             return nil
         }
         guard eol <= Self.maxLine else { throw HTTPParseError(400, "chunk line too long") }
-        let line = UnsafeRawBufferPointer(start: evbuffer_pullup(input, eol), count: eol)
+        // Nil for an empty line; for another, only when a copy across chains finds no memory.
+        let start = evbuffer_pullup(input, eol)
+        if start == nil && eol > 0 { fatalError("evbuffer_pullup failed: out of memory") }
+        let line = UnsafeRawBufferPointer(start: start, count: eol)
         if let bad = line.first(where: { ($0 < 0x20 && $0 != 0x09) || $0 == 0x7F }) {
             throw HTTPParseError(400, bad == 0x0A || bad == 0x0D
                 ? "bare \(bad == 0x0A ? "LF" : "CR") in a chunk line (size, extension or trailer); lines end in CRLF"

@@ -145,15 +145,11 @@ extension SocketChannel {
         ERR_clear_error()
         var total = 0
         var drained = false
-        var size = Self.readSize
-        while total < Self.bytesPerWakeup {
+        for _ in 0..<Self.readsPerWakeup {
             var vec = iovec()
-            guard evbuffer_reserve_space(input, size, &vec, 1) == 1 else { break }
+            guard evbuffer_reserve_space(input, Self.readSize, &vec, 1) == 1 else { break }
             let n = SSL_read(t.ssl, vec.iov_base, Int32(vec.iov_len))
             if n > 0 {
-                // A read that filled what it asked: more is coming than a chain holds. One
-                // `SSL_read` gives one record at most, so a larger chain would hold one record.
-                if Int(n) == vec.iov_len { size = Self.recordBytes - 64 }
                 vec.iov_len = Int(n)
                 evbuffer_commit_space(input, &vec, 1)
                 total += Int(n)
