@@ -24,7 +24,8 @@ final class SocketChannel: Channel {
     /// A plain wake-up reads no more once it has this many bytes (its last read may pass it),
     /// and the handler hears of them.
     static let bytesPerWakeup = 65_536
-    /// `SSL_read`s per wake-up at most (64 KiB of `readSize`) before the handler hears of them.
+    /// Reads per wake-up at most (with TLS, 64 KiB of `readSize`) before the handler hears of
+    /// them.
     static let readsPerWakeup = 16
 
     private let base: OpaquePointer
@@ -177,7 +178,8 @@ final class SocketChannel: Channel {
     }
 
     /// Reads until a short read or an empty socket (level-triggered epoll says when more
-    /// comes, or that it ended) or `bytesPerWakeup`, then tells the handler once.
+    /// comes, or that it ended), `bytesPerWakeup` or `readsPerWakeup`, then tells the handler
+    /// once.
     private func readReady() {
         guard readArmed else { return }
         if tls != nil { tlsReadReady(); return }
@@ -187,7 +189,8 @@ final class SocketChannel: Channel {
             guard let filled = readDirect() else { return }
             total = filled
         }
-        while total < Self.bytesPerWakeup {
+        for _ in 0..<Self.readsPerWakeup {
+            guard total < Self.bytesPerWakeup else { break }
             var size = Self.readSize
             if total > 0 {
                 // The last read filled what it asked: ask for what has arrived since. A body
