@@ -61,7 +61,7 @@ REQUEST_BYTES=0
 CHUNK_COUNT=0
 CHUNK_SIZE=0
 
-usage() { sed -n '2,29p' "$SELF" | sed 's/^# \{0,1\}//'; }
+usage() { awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$SELF"; }  # the comment above
 
 while [ $# -gt 0 ]; do
   case "$1" in
@@ -288,31 +288,29 @@ start_backend() {
   for attempt in 1 2 3; do
     pick_port; port="$PICKED"
     if [ "$CHUNK_COUNT" -gt 0 ]; then
-      python3 "$ROOT/bench/chunked-backend.py" "$port" "$CHUNK_COUNT" "$CHUNK_SIZE" </dev/null >"$TMP/chunked-backend.log" 2>&1 &
+      mkdir -p "$dir"
+      python3 "$ROOT/bench/chunked-backend.py" "$port" "$CHUNK_COUNT" "$CHUNK_SIZE" </dev/null >"$dir/error.log" 2>&1 &
       STARTED_PID=$!
       SERVER_PIDS+=("$STARTED_PID")
-      if wait_listening "$STARTED_PID" "$port" 10; then
-        BACKEND_PID=$STARTED_PID; B="$port"; return 0
-      fi
-      stop_pid "$STARTED_PID"; log "chunked backend did not listen on $port (attempt $attempt)"
-      continue
-    elif [ "$RESPONSE_BYTES" -gt 0 ]; then
-      nginx_conf "$dir" "$port" "            root $TMP/www;
+    else
+      if [ "$RESPONSE_BYTES" -gt 0 ]; then
+        nginx_conf "$dir" "$port" "            root $TMP/www;
             try_files /body.bin =404;
             default_type application/octet-stream;
             sendfile on;"
-    else
-      nginx_conf "$dir" "$port" '            default_type text/plain;
+      else
+        nginx_conf "$dir" "$port" '            default_type text/plain;
             return 200 "hello from backend\n";'
+      fi
+      start_nginx backend "$dir"
     fi
-    start_nginx backend "$dir"
     if wait_listening "$STARTED_PID" "$port" 10; then
       BACKEND_PID=$STARTED_PID; B="$port"; return 0
     fi
-    stop_pid "$STARTED_PID"; log "backend nginx did not listen on $port (attempt $attempt)"
+    stop_pid "$STARTED_PID"; log "backend did not listen on $port (attempt $attempt)"
   done
   tail -n 20 "$dir/error.log" >&2 || true
-  die "backend nginx failed to start"
+  die "backend failed to start"
 }
 
 start_nginx_proxy() {  # start_nginx_proxy DIR_NAME [ACCESS_LOG_LINE] -> sets N, PROXY_PID
@@ -432,14 +430,17 @@ if [ "$RESPONSE_BYTES" -gt 0 ]; then
   chmod -R a+rX "$TMP/www"
   cp "$TMP/www/body.bin" "$TMP/expected.body"
 fi
+x_bytes() { head -c "$1" /dev/zero | tr '\0' x; }  # N bytes of "x"
 # The body the chunked backend's answer decodes to.
-[ "$CHUNK_COUNT" -gt 0 ] && head -c $((CHUNK_COUNT * CHUNK_SIZE)) /dev/zero | tr '\0' x >"$TMP/expected.body"
+[ "$CHUNK_COUNT" -gt 0 ] && x_bytes $((CHUNK_COUNT * CHUNK_SIZE)) >"$TMP/expected.body"
 if [ "$REQUEST_BYTES" -gt 0 ]; then
-  head -c "$REQUEST_BYTES" /dev/zero | tr '\0' x >"$TMP/request.bin"
+  x_bytes "$REQUEST_BYTES" >"$TMP/request.bin"
   cat >"$TMP/post.lua" <<EOF
 wrk.method = "POST"
 wrk.headers["Content-Type"] = "application/octet-stream"
-wrk.body = string.rep("x", $REQUEST_BYTES)
+local f = assert(io.open("$TMP/request.bin", "rb"))
+wrk.body = f:read("*a")
+f:close()
 EOF
 fi
 declare -A PORT PIDS_OF HEADER
