@@ -49,7 +49,7 @@ while [ $# -gt 0 ]; do
     --sim) SIM=1 ;;
     --log) LOG=1 ;;
     --log-json) LOG=json ;;
-    -h|--help) awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h|--help) . "$ROOT/bench/lib.sh"; header_help "$0"; exit 0 ;;
     *) [ -x "$1" ] || { echo "callgrind.sh: $1 is not an executable" >&2; exit 2; }; BINS+=("$1") ;;
   esac
   shift

@@ -13,6 +13,11 @@ bench_cleanup() {
   rm -rf "$TMP"
 }
 
+# header_help SCRIPT: prints SCRIPT's header comment, from its second line up to the first line that
+# is not a comment, without the leading "# ": what a script's -h and --help print, so that no
+# fixed line range falls out of date as the comment grows.
+header_help() { awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$1"; }
+
 # A free TCP port on 127.0.0.1 (the kernel's pick; bind it soon after, it is not reserved).
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

@@ -61,7 +61,7 @@ REQUEST_BYTES=0
 CHUNK_COUNT=0
 CHUNK_SIZE=0
 
-usage() { awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$SELF"; }  # the comment above
+usage() { . "$ROOT/bench/lib.sh"; header_help "$SELF"; }  # the comment above
 
 while [ $# -gt 0 ]; do
   case "$1" in

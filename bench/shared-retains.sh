@@ -34,7 +34,7 @@ MODE=stepup
 case "${1:-}" in
   --allow) MODE=allow; shift ;;
   --plain) MODE=plain; shift ;;
-  -h|--help) sed -n '2,27p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+  -h|--help) header_help "$0"; exit 0 ;;
 esac
 BIN="${1:-$ROOT/.build/release/txgate}"
 [ -x "$BIN" ] || { echo "shared-retains.sh: $BIN is not an executable (swift build -c release --static-swift-stdlib first)" >&2; exit 2; }

@@ -43,7 +43,7 @@ while [ $# -gt 0 ]; do
     --quick) DURATION=2 ;;
     --callgrind) CALLGRIND=1 ;;
     --rounds) [ $# -ge 2 ] || { echo "stepup.sh: --rounds needs a number" >&2; exit 2; }; ROUNDS="$2"; shift ;;
-    -h|--help) awk 'NR == 1 { next } !/^#/ { exit } { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    -h|--help) . "$ROOT/bench/lib.sh"; header_help "$0"; exit 0 ;;
     *) echo "stepup.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift

@@ -31,7 +31,7 @@ while [ $# -gt 0 ]; do
     --seconds) SECONDS_PER="${2:?--seconds needs a number}"; shift ;;
     --workers) WORKERS="${2:?--workers needs a number}"; shift ;;
     --concurrency) LEVELS="${2:?--concurrency needs a list}"; shift ;;
-    -h|--help) sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) . "$ROOT/bench/lib.sh"; header_help "$0"; exit 0 ;;
     *) echo "store.sh: unknown argument '$1'" >&2; exit 2 ;;
   esac
   shift
