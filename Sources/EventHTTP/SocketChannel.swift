@@ -24,8 +24,9 @@ final class SocketChannel: Channel {
     /// A plain wake-up reads no more once it has this many bytes (its last read may pass it),
     /// and the handler hears of them.
     static let bytesPerWakeup = 65_536
-    /// Reads per wake-up at most (with TLS, 64 KiB of `readSize`) before the handler hears of
-    /// them.
+    /// Reads into the input buffer per wake-up at most (with TLS, 64 KiB of `readSize`) before
+    /// the handler hears of them. A plain wake-up's first read, into the loop's shared buffer
+    /// (`readDirect`), comes before these when the input buffer is empty.
     static let readsPerWakeup = 16
 
     private let base: OpaquePointer
